@@ -1,0 +1,311 @@
+"""The layer manifest: the one statement of which target hidden states an EAGLE-3 draft's fc consumes.
+
+``eagle3_manifest.json`` lives in the draft directory. Example::
+
+    {"format": "sglang-eagle3-capture.manifest", "version": 1,
+     "layer_ids": [-1, 2, 30],
+     "target": {"architecture": "KimiK25ForConditionalGeneration", "num_hidden_layers": 61, "hidden_size": 7168},
+     "provenance": {"source": "speculators-config", "file": "config.json",
+                    "field": "eagle_aux_hidden_state_layer_ids", "original_ids": [0, 3, 31],
+                    "convention": "vllm-hf-index"}}
+
+Layer ids follow the one convention of :mod:`sglang_eagle3_capture.layer_ids` (``-1`` = embedding
+output, ``k`` = output of decoder layer ``k``); the fc consumes their hidden states concatenated in
+the listed order. Validation is strict: every error names the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .layer_ids import LayerIdError, check_layer_ids
+
+MANIFEST_FILENAME = "eagle3_manifest.json"
+MANIFEST_VERSION = 1
+MANIFEST_FORMAT = "sglang-eagle3-capture.manifest"
+
+WRITE_HINT = "sglang-eagle3-capture manifest write DRAFT_DIR --layer-ids=-1,2,30 --target TARGET"
+
+_TOP_KEYS = ("format", "version", "layer_ids", "target", "provenance")
+_TARGET_KEYS = ("architecture", "num_hidden_layers", "hidden_size")
+# provenance key -> (accepted types, required)
+_PROVENANCE_KEYS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "source": ((str,), True),
+    "file": ((str, type(None)), False),
+    "field": ((str, type(None)), False),
+    "original_ids": ((list, type(None)), False),
+    "convention": ((str, type(None)), False),
+    "inferred": ((bool,), False),
+    "note": ((str, type(None)), False),
+}
+
+# Architectures that share DeepseekV2Model's capture loop; a draft trained on one runs on any of them.
+# KimiK25ForConditionalGeneration wraps a DeepseekV3ForCausalLM (sglang/srt/models/kimi_k25.py).
+DEEPSEEK_V2_FAMILY = frozenset(
+    {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration"}
+)
+# Wrappers whose decoder dimensions live in ``text_config``.
+TEXT_CONFIG_WRAPPERS = frozenset({"KimiK25ForConditionalGeneration"})
+
+
+class ManifestError(ValueError):
+    """A manifest (or a target/draft checked against it) that cannot be used; the message names file, field, fix."""
+
+
+def _err(where: str, fld: str, problem: str, fix: str) -> ManifestError:
+    return ManifestError(f"{where}: field '{fld}': {problem}; fix: {fix}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated manifest. Constructing one validates it (raises :class:`ManifestError`)."""
+
+    layer_ids: tuple[int, ...]
+    target_architecture: str
+    target_num_hidden_layers: int
+    target_hidden_size: int
+    provenance: dict = field(default_factory=lambda: {"source": "manual"})
+    path: Path | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = str(self.path) if self.path is not None else MANIFEST_FILENAME
+        object.__setattr__(self, "layer_ids", tuple(self.layer_ids) if isinstance(self.layer_ids, (list, tuple)) else self.layer_ids)
+        object.__setattr__(self, "provenance", dict(self.provenance) if isinstance(self.provenance, Mapping) else self.provenance)
+        _check_target_fields(
+            {"architecture": self.target_architecture, "num_hidden_layers": self.target_num_hidden_layers,
+             "hidden_size": self.target_hidden_size},
+            where,
+        )
+        try:
+            check_layer_ids(list(self.layer_ids), self.target_num_hidden_layers, where=f"{where}: field 'layer_ids'")
+        except LayerIdError as e:
+            raise ManifestError(f"{e}; fix: list each layer the fc consumes once, in fc order, within "
+                                f"[-1, {self.target_num_hidden_layers - 1}] (or rewrite it with `{WRITE_HINT}`)") from e
+        _check_provenance(self.provenance, where)
+
+    @property
+    def fc_in_features(self) -> int:
+        """Input width the draft's fc must have: ``len(layer_ids) * target_hidden_size``."""
+        return len(self.layer_ids) * self.target_hidden_size
+
+    def to_dict(self) -> dict:
+        """The JSON document (``format``, ``version``, ``layer_ids``, ``target``, ``provenance``)."""
+        return {
+            "format": MANIFEST_FORMAT,
+            "version": MANIFEST_VERSION,
+            "layer_ids": list(self.layer_ids),
+            "target": {"architecture": self.target_architecture, "num_hidden_layers": self.target_num_hidden_layers,
+                       "hidden_size": self.target_hidden_size},
+            "provenance": dict(self.provenance),
+        }
+
+
+def _check_target_fields(target: Mapping, where: str) -> None:
+    arch = target.get("architecture")
+    if not isinstance(arch, str) or not arch:
+        raise _err(where, "target.architecture", f"expected a non-empty string, got {arch!r}",
+                   "set it to the target's config.json architectures[0], e.g. \"DeepseekV3ForCausalLM\"")
+    for key in ("num_hidden_layers", "hidden_size"):
+        v = target.get(key)
+        if not _is_int(v) or v < 1:
+            raise _err(where, f"target.{key}", f"expected a positive integer, got {v!r}",
+                       f"copy {key} from the target's config.json")
+
+
+def _check_provenance(prov: Any, where: str) -> None:
+    if not isinstance(prov, Mapping):
+        raise _err(where, "provenance", f"expected an object, got {type(prov).__name__}",
+                   'write e.g. {"source": "manual"}')
+    for key, value in prov.items():
+        if key not in _PROVENANCE_KEYS:
+            raise _err(where, f"provenance.{key}", "unknown key",
+                       f"remove it; known keys: {', '.join(_PROVENANCE_KEYS)} (free text goes in provenance.note)")
+        types, _ = _PROVENANCE_KEYS[key]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise _err(where, f"provenance.{key}", f"expected {names}, got {type(value).__name__}",
+                       f"write provenance.{key} as {names}")
+        if key == "original_ids" and value is not None and not all(_is_int(i) for i in value):
+            raise _err(where, "provenance.original_ids", f"expected a list of integers, got {value!r}",
+                       "copy the ids exactly as the source file had them")
+    for key, (_, required) in _PROVENANCE_KEYS.items():
+        if required and not prov.get(key):
+            raise _err(where, f"provenance.{key}", "missing or empty",
+                       'say where the ids came from, e.g. "manual" or "speculators-config"')
+
+
+def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest:
+    """Parse and validate a manifest JSON document (``path`` only names the file in errors)."""
+    where = str(path) if path is not None else MANIFEST_FILENAME
+    if not isinstance(data, dict):
+        raise _err(where, "<document>", f"expected a JSON object, got {type(data).__name__}", f"rewrite it with `{WRITE_HINT}`")
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise _err(where, key, "unknown key", f"remove it; a version-{MANIFEST_VERSION} manifest has only {', '.join(_TOP_KEYS)}")
+    for key in _TOP_KEYS:
+        if key not in data:
+            raise _err(where, key, "missing", f"add it, or rewrite the manifest with `{WRITE_HINT}`")
+    if data["format"] != MANIFEST_FORMAT:
+        raise _err(where, "format", f"expected {MANIFEST_FORMAT!r}, got {data['format']!r}",
+                   "this is not an sglang-eagle3-capture manifest; rewrite it with `" + WRITE_HINT + "`")
+    version = data["version"]
+    if not _is_int(version):
+        raise _err(where, "version", f"expected an integer, got {version!r}", f"set it to {MANIFEST_VERSION}")
+    if version != MANIFEST_VERSION:
+        raise _err(where, "version", f"unknown manifest version {version} (this package reads version {MANIFEST_VERSION})",
+                   "upgrade sglang-eagle3-capture, or rewrite the manifest with `" + WRITE_HINT + "`")
+    ids = data["layer_ids"]
+    if not isinstance(ids, list) or not all(_is_int(i) for i in ids):
+        raise _err(where, "layer_ids", f"expected a list of integers, got {ids!r}", "write e.g. [-1, 2, 30]")
+    target = data["target"]
+    if not isinstance(target, dict):
+        raise _err(where, "target", f"expected an object, got {type(target).__name__}",
+                   'write {"architecture": ..., "num_hidden_layers": ..., "hidden_size": ...}')
+    for key in target:
+        if key not in _TARGET_KEYS:
+            raise _err(where, f"target.{key}", "unknown key", f"remove it; target has only {', '.join(_TARGET_KEYS)}")
+    for key in _TARGET_KEYS:
+        if key not in target:
+            raise _err(where, f"target.{key}", "missing", f"copy {key} from the target's config.json")
+    return Manifest(
+        layer_ids=tuple(ids),
+        target_architecture=target["architecture"],
+        target_num_hidden_layers=target["num_hidden_layers"],
+        target_hidden_size=target["hidden_size"],
+        provenance=data["provenance"],
+        path=Path(path) if path is not None else None,
+    )
+
+
+def manifest_path(draft_dir_or_file: str | os.PathLike) -> Path:
+    """The manifest file for a draft directory (or the file itself when given a file)."""
+    p = Path(draft_dir_or_file)
+    return p if p.suffix == ".json" and not p.is_dir() else p / MANIFEST_FILENAME
+
+
+def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
+    """Read and validate the manifest of a draft directory (or a manifest file); missing is an error."""
+    path = manifest_path(draft_dir_or_file)
+    if not path.is_file():
+        raise ManifestError(
+            f"{path}: field '<file>': no layer manifest found; fix: write one with "
+            f"`sglang-eagle3-capture manifest write {path.parent} --layer-ids=... --target TARGET` "
+            "(or convert the draft with `sglang-eagle3-capture convert SRC DST`)"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ManifestError(f"{path}: field '<document>': not valid JSON ({e}); fix: rewrite it with `{WRITE_HINT}`") from e
+    return manifest_from_dict(data, path=path)
+
+
+def find_manifest(draft_dir: str | os.PathLike) -> Manifest | None:
+    """The draft's manifest, or ``None`` only when the file does not exist (an invalid file raises)."""
+    return read_manifest(draft_dir) if manifest_path(draft_dir).is_file() else None
+
+
+def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
+    """Write ``manifest`` to ``draft_dir/eagle3_manifest.json`` atomically; returns the path."""
+    path = Path(draft_dir) / MANIFEST_FILENAME
+    manifest_from_dict(manifest.to_dict(), path=path)  # re-validate what is about to be written
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    if isinstance(cfg, Mapping):
+        return cfg.get(key, default)
+    return getattr(cfg, key, default)
+
+
+def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
+    """``(architecture, num_hidden_layers, hidden_size)`` of a target HF config (dict or config object).
+
+    Kimi-K2.5 (``KimiK25ForConditionalGeneration``) is read through its ``text_config``.
+    """
+    archs = _get(target_hf_config, "architectures") or []
+    if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
+        raise _err(where, "architectures", f"expected a list naming the target class, got {archs!r}",
+                   "point TARGET at the target model's own config.json")
+    arch = archs[0]
+    text = _get(target_hf_config, "text_config") if arch in TEXT_CONFIG_WRAPPERS else target_hf_config
+    prefix = "text_config." if arch in TEXT_CONFIG_WRAPPERS else ""
+    if text is None:
+        raise _err(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
+                   "point TARGET at the full model config.json")
+    dims = []
+    for key in ("num_hidden_layers", "hidden_size"):
+        v = _get(text, key)
+        if not _is_int(v) or v < 1:
+            raise _err(where, prefix + key, f"expected a positive integer, got {v!r}",
+                       "point TARGET at the target model's own config.json")
+        dims.append(v)
+    return arch, dims[0], dims[1]
+
+
+def load_target_config(target: str | os.PathLike) -> tuple[dict, Path]:
+    """Read a target's HF config from a model directory or a ``config.json`` path; returns (dict, file)."""
+    p = Path(target)
+    path = p / "config.json" if p.is_dir() else p
+    if not path.is_file():
+        raise ManifestError(f"{path}: field '<file>': target config not found; fix: pass --target as the target "
+                            "model directory or its config.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ManifestError(f"{path}: field '<document>': not valid JSON ({e}); fix: pass the target's real config.json") from e
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: field '<document>': expected a JSON object; fix: pass the target's real config.json")
+    return data, path
+
+
+def architecture_family(architecture: str) -> str:
+    """Family key for architecture compatibility: the DeepSeek-V2 family is one, others are themselves."""
+    return "DeepseekV2-family" if architecture in DEEPSEEK_V2_FAMILY else architecture
+
+
+def check_fc_width(manifest: Manifest, fc_in_features: int, where: str) -> None:
+    """Raise unless the draft fc's input width equals ``len(layer_ids) * target_hidden_size``.
+
+    ``where`` names the weights file and tensor, e.g. ``"draft/model.safetensors: fc.weight"``.
+    """
+    if fc_in_features != manifest.fc_in_features:
+        k, h = len(manifest.layer_ids), manifest.target_hidden_size
+        hint = (f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else "")
+        raise ManifestError(
+            f"{where}: fc input width is {fc_in_features}, but manifest {manifest.path or MANIFEST_FILENAME} "
+            f"field 'layer_ids' lists {k} ids x field 'target.hidden_size' {h} = {manifest.fc_in_features}{hint}; "
+            "fix: list exactly the hidden states the fc was trained on, and the target it was trained against"
+        )
+
+
+def check_target(manifest: Manifest, target_hf_config: Any, where: str) -> None:
+    """Raise unless the running target matches the manifest's (architecture family, layer count, hidden size).
+
+    ``target_hf_config`` is the target's HF config (dict or object); ``where`` names it in errors.
+    """
+    arch, n_layers, hidden = target_dims(target_hf_config, where)
+    mpath = manifest.path or MANIFEST_FILENAME
+    if architecture_family(arch) != architecture_family(manifest.target_architecture):
+        raise ManifestError(
+            f"{where}: target architecture {arch} is not in the family of {manifest.target_architecture} named by "
+            f"manifest {mpath} field 'target.architecture'; fix: serve the draft with the target it was trained against"
+        )
+    prefix = "text_config." if arch in TEXT_CONFIG_WRAPPERS else ""
+    for fld, have, want in (("num_hidden_layers", n_layers, manifest.target_num_hidden_layers),
+                            ("hidden_size", hidden, manifest.target_hidden_size)):
+        if have != want:
+            raise ManifestError(
+                f"{where}: field '{prefix}{fld}' is {have}, but manifest {mpath} field 'target.{fld}' is {want}; "
+                "fix: serve the draft with the target it was trained against (or correct the manifest)"
+            )
