@@ -41,7 +41,7 @@ class SampleError(ValueError):
 
 @dataclass(frozen=True)
 class Sample:
-    """One training sample: ``chunks[i]`` is the i-th stored ``[seq, hidden]`` tensor (fp32).
+    """One training sample: ``chunks[i]`` is the i-th stored ``[seq, hidden]`` tensor, in its stored dtype.
 
     ``chunk_names`` say where each chunk sits in the file; ``chunk_layer_ids[i]`` is its layer id
     when the data says so (``None`` when unknown); ``fc_chunks`` are the chunk indices the training
@@ -158,6 +158,12 @@ def _tensor(value, key: str, path: Path, ndims: Sequence[int], what: str):
     return value
 
 
+def _floats(t, key: str, path: Path):
+    if not t.is_floating_point():
+        raise SampleError(f"{path}: key '{key}' holds {t.dtype}, expected floating-point hidden states")
+    return t
+
+
 def _ids(value, key: str, path: Path, seq: int | None = None):
     """Token ids as int64 ``[seq]``; a leading batch dim of 1 is dropped."""
     import torch
@@ -198,12 +204,12 @@ def _read_legacy(path: Path, data) -> Sample:
     for i, t in enumerate(hs):
         t = _tensor(t, f"hidden_states[{i}]", path, (2,), "[seq, hidden]")
         width = chunks[0].shape[1] if chunks else t.shape[1]
-        if t.shape[0] != ids.shape[0] or t.shape[1] != width:
+        if t.shape[0] != ids.shape[0] or t.shape[1] != width or not t.is_floating_point():
             raise SampleError(
                 f"{path}: key 'hidden_states[{i}]' has shape {list(t.shape)}, expected "
-                f"[{ids.shape[0]}, {width}] (one row per input id, all entries as wide as hidden_states[0])"
+                f"[{ids.shape[0]}, {width}] (one row per input id, all entries as wide as hidden_states[0]) of floats, got {t.dtype}"
             )
-        chunks.append(t.float())
+        chunks.append(t)
     mask = _mask(_need(data, "loss_mask", path, LEGACY_PT), "loss_mask", path, ids.shape[0])
     n = len(chunks)
     return Sample(
@@ -245,6 +251,7 @@ def _read_hs_safetensors(path: Path) -> Sample:
         raise SampleError(f"{path}: not a readable safetensors file: {e}") from e
     hs = _tensor(_need(data, "hidden_states", path, HS_SAFETENSORS), "hidden_states", path, (3,),
                  "[seq, layers, hidden]")
+    _floats(hs, "hidden_states", path)
     if hs.shape[1] < 2:
         raise SampleError(f"{path}: key 'hidden_states' has {hs.shape[1]} layers, expected at least 2")
     ids = _ids(_need(data, "token_ids", path, HS_SAFETENSORS), "token_ids", path, seq=hs.shape[0])
@@ -252,7 +259,7 @@ def _read_hs_safetensors(path: Path) -> Sample:
     n = hs.shape[1]
     return Sample(
         path=path, layout=HS_SAFETENSORS, input_ids=ids, loss_mask=mask,
-        chunks=tuple(hs[:, i].float() for i in range(n)),
+        chunks=tuple(hs[:, i] for i in range(n)),
         chunk_names=tuple(f"hidden_states[:, {i}]" for i in range(n)),
         fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=(None,) * n,
     )
@@ -264,6 +271,7 @@ def _read_specforge(path: Path, data) -> Sample:
     aux = _tensor(_need(data, "aux_hidden_state", path, SPECFORGE_CKPT), "aux_hidden_state", path, (2, 3),
                   "[1, seq, K*hidden]")
     final, aux = (t[0] if t.dim() == 3 else t for t in (final, aux))
+    _floats(final, "hidden_state", path), _floats(aux, "aux_hidden_state", path)
     if final.shape[0] != aux.shape[0]:
         raise SampleError(f"{path}: 'hidden_state' has {final.shape[0]} positions, 'aux_hidden_state' {aux.shape[0]}")
     h = final.shape[1]
@@ -275,7 +283,7 @@ def _read_specforge(path: Path, data) -> Sample:
     ids = _ids(_need(data, "input_ids", path, SPECFORGE_CKPT), "input_ids", path, seq=final.shape[0])
     mask = _mask(_need(data, "loss_mask", path, SPECFORGE_CKPT), "loss_mask", path, final.shape[0])
     k = aux.shape[1] // h
-    chunks = tuple(aux[:, i * h:(i + 1) * h].float() for i in range(k)) + (final.float(),)
+    chunks = tuple(aux[:, i * h:(i + 1) * h] for i in range(k)) + (final,)
     return Sample(
         path=path, layout=SPECFORGE_CKPT, input_ids=ids, loss_mask=mask, chunks=chunks,
         chunk_names=tuple(f"aux_hidden_state[..., {i * h}:{(i + 1) * h}]" for i in range(k)) + ("hidden_state",),
