@@ -1,0 +1,264 @@
+"""The draft-head loader: SGLang 0.5.23's two EAGLE-3 draft classes, made to follow the manifest.
+
+:func:`apply_draft_head_patch` patches methods *on* SGLang's own classes (so their names, which
+SGLang's MLA detection in configs/model_config.py and the registry key on, stay
+``LlamaForCausalLMEagle3`` and ``Eagle3DeepseekV2ForCausalLM``), recording the originals so
+:func:`revert_draft_head_patch` restores them exactly:
+
+- ``__init__``: reads ``eagle3_manifest.json`` from ``--speculative-draft-model-path`` and checks the
+  config against it before SGLang builds anything (:func:`draft_checks.plan_draft`); afterwards checks
+  the built fc and adds the math SGLang lacks: ``norm_before_residual`` for the Llama draft (layer 0's
+  residual taken after ``hidden_norm``, as speculators' ``Eagle3FirstLayerMixin``), ``norm_before_fc`` for
+  the MLA draft (an ``input_norm`` RMSNorm over the concatenated chunks, as the Llama class has).
+- ``load_weights``: SGLang's own loader runs, audited: every parameter's ``weight_loader`` records which
+  checkpoint tensor reached it, so a tensor SGLang drops, a parameter nothing wrote, or a bad shape is
+  an error naming the file and tensor. ``d2t``/``t2d`` are checked against each other and the vocab.
+- ``set_embed``: a checkpoint ``embed_tokens`` (speculators' frozen copy) that differs from the
+  target's is kept, since the draft was trained with it; an identical one is shared, as SGLang does.
+- ``EagleDraftWorker.init_attention_backends`` (runs right after the target configured its capture,
+  managers/scheduler.py ``init_all_attention_backends``): the running target is checked against the
+  manifest, and what it feeds the fc must be the manifest's layer ids in manifest order.
+
+Chunks arrive in manifest order (the capture patch permutes them), so fc columns are never permuted.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import types
+from pathlib import Path
+from typing import Any
+
+from .draft_checks import DraftHeadError, DraftPlan, LoadAudit, audit_report, cfg_get, check_vocab_maps, plan_draft
+from .layer_ids import layer_id_of_index
+from .manifest import check_fc_width, check_target, read_manifest
+
+logger = logging.getLogger(__name__)
+
+STATE_ATTR = "_eagle3_capture_draft"  # the DraftPlan on a patched draft instance
+_ABSENT = object()
+_ORIGINALS: dict[tuple[type, str], Any] = {}  # (class, attribute) -> class __dict__ entry before patching
+
+
+def _first_layer_forward_norm_before_residual(self, positions, embeds, hidden_states, forward_batch, residual):
+    """``llama_eagle3.LlamaDecoderLayer.forward`` (input layer) with the residual taken after ``hidden_norm``."""
+    import torch
+
+    hidden_states = self.hidden_norm(hidden_states)
+    residual = hidden_states  # speculators Eagle3FirstLayerMixin with norm_before_residual=True
+    x = torch.cat([self.input_layernorm(embeds), hidden_states], dim=-1)
+    x = self.self_attn(positions=positions, hidden_states=x, forward_batch=forward_batch)
+    x, residual = self.post_attention_layernorm(x, residual)
+    return self.mlp(x), residual
+
+
+def _draft_plan(config: Any, mla: bool) -> DraftPlan:
+    from sglang.srt.runtime_context import get_spec
+
+    path = get_spec().speculative_draft_model_path
+    if not path or not Path(path).is_dir():
+        raise DraftHeadError(
+            f"--speculative-draft-model-path {path!r}: field '<directory>': sglang-eagle3-capture reads the draft's "
+            "eagle3_manifest.json from a local directory; fix: download the draft and pass its directory (or "
+            "exclude the plugin with SGLANG_PLUGINS to serve stock SGLang wiring knowingly)")
+    return plan_draft(config, path, read_manifest(path), mla=mla, server_window=get_spec().speculative_draft_window_size)
+
+
+def _install_math(model: Any, plan: DraftPlan) -> None:
+    """Check the fc SGLang built and add the flag implementations SGLang's class lacks."""
+    inner = model.model
+    check_fc_width(plan.manifest, int(inner.fc.weight.shape[1]), where=f"{plan.config_file}: SGLang's fc")
+    if not plan.mla and plan.flags["norm_before_residual"]:
+        first = inner.layers[0]
+        first.forward = types.MethodType(_first_layer_forward_norm_before_residual, first)
+    if plan.mla and plan.flags["norm_before_fc"]:
+        from sglang.srt.layers.layernorm import RMSNorm
+
+        inner.input_norm = RMSNorm(int(inner.fc.weight.shape[1]), eps=model.config.rms_norm_eps)
+        inner.fc.register_forward_pre_hook(lambda fc, args: (inner.input_norm(args[0]), *args[1:]))
+    logger.info("eagle3-capture: draft %s follows %s: fc consumes layer ids %s; flags %s", plan.draft_dir,
+                plan.manifest.path, list(plan.manifest.layer_ids), plan.flags)
+
+
+def _patched_init(original, mla: bool):
+    @functools.wraps(original)
+    def __init__(self, config, *args, **kwargs):
+        plan = _draft_plan(config, mla)
+        original(self, config, *args, **kwargs)
+        _install_math(self, plan)
+        setattr(self, STATE_ATTR, plan)
+
+    return __init__
+
+
+def _expected_params(model: Any, params: dict) -> list:
+    """Parameters the checkpoint must fill: all but those SGLang later takes from the target."""
+    cfg = model.config
+    shares_embed = not (cfg_get(cfg, "target_hidden_size") and cfg_get(cfg, "target_hidden_size") != cfg.hidden_size)
+    from_target = {"model.embed_tokens.weight"} if shares_embed else set()
+    if getattr(model, "load_lm_head_from_target", False):
+        from_target |= {"model.embed_tokens.weight", "lm_head.weight"}
+    return [p for p in params if p not in from_target]
+
+
+def _swap_loader(param: Any, fn: Any) -> Any:
+    """Install ``fn`` as ``param``'s weight_loader; return what to pass back to undo it."""
+    if isinstance(getattr(type(param), "weight_loader", None), property):  # layers/parameter.py BasevLLMParameter
+        old, param._weight_loader = param._weight_loader, fn
+        return ("_weight_loader", old)
+    old = param.__dict__.get("weight_loader", _ABSENT)
+    param.weight_loader = fn
+    return ("weight_loader", old)
+
+
+def _audited_load(model: Any, plan: DraftPlan, original, weights) -> None:
+    from sglang.srt.model_loader.weight_utils import default_weight_loader
+
+    audit = LoadAudit(model, plan)
+    undo = {}
+    for pname, p in audit.params.items():
+        inner = getattr(p, "weight_loader", None)
+        fn = audit.loader(pname, inner or default_weight_loader, default=inner is None)
+        undo[pname] = _swap_loader(p, fn)
+    try:
+        original(model, audit.stream(weights))
+    finally:
+        for pname, (attr, old) in undo.items():
+            p = audit.params[pname]
+            if old is _ABSENT:
+                del p.weight_loader
+            else:
+                setattr(p, attr, old)
+    audit_report(plan, audit.unconsumed(), audit.missing(_expected_params(model, audit.params)), audit.errors)
+    check_vocab_maps(model, plan, audit.special)
+    setattr(model, "_eagle3_capture_loaded", frozenset(audit.written))
+
+
+def _patched_load_weights(original):
+    @functools.wraps(original)
+    def load_weights(self, weights):
+        plan = getattr(self, STATE_ATTR, None)
+        if plan is None:  # built before the patch was applied
+            return original(self, weights)
+        return _audited_load(self, plan, original, weights)
+
+    return load_weights
+
+
+def _patched_set_embed(original):
+    @functools.wraps(original)
+    def set_embed(self, embed):
+        own = self.model.embed_tokens.weight
+        if "model.embed_tokens.weight" in getattr(self, "_eagle3_capture_loaded", ()):
+            import torch
+
+            if own.shape == embed.shape and not torch.equal(own, embed.to(own.dtype)):
+                logger.warning("eagle3-capture: %s: keeping the checkpoint's embed_tokens, which differs from the "
+                               "target's embedding; the draft was trained with it", getattr(self, STATE_ATTR).draft_dir)
+                return None
+        return original(self, embed)
+
+    return set_embed
+
+
+def fed_layer_ids(target_model: Any) -> tuple | None:
+    """The layer ids the target feeds the draft's fc, in fc order, as the capture patch configured them.
+
+    ``None`` when no ``DeepseekV2Model`` inside ``target_model`` was configured by the capture patch
+    (stock SGLang wiring, or no capture at all).
+    """
+    for module in target_model.modules():
+        feed = getattr(module, "_eagle3_capture_feed", None)
+        if feed is not None and hasattr(module, "layers_to_capture"):
+            if feed.layers is not module.layers_to_capture:
+                return None
+            if feed.plan is not None:
+                return tuple(feed.plan.layer_ids)
+            return tuple(layer_id_of_index(i) for i in sorted(module.layers_to_capture))
+    return None
+
+
+def check_target_wiring(draft_model: Any, target_runner: Any) -> None:
+    """Raise unless the running target matches the manifest and feeds the fc exactly the manifest's ids, in order."""
+    from .wiring import declared_layer_ids
+
+    plan: DraftPlan = getattr(draft_model, STATE_ATTR)
+    where = f"target {target_runner.model_config.model_path} (--model-path) config.json"
+    target_cfg = target_runner.model_config.hf_config
+    check_target(plan.manifest, target_cfg, where=where)
+    declared_layer_ids(plan.draft_dir, draft_model.config, target_cfg)  # manifest vs eagle_config, as the target side
+    fed = fed_layer_ids(target_runner.model)
+    want = tuple(plan.manifest.layer_ids)
+    if fed == want:
+        logger.info("eagle3-capture: target feeds the draft's fc layer ids %s, as %s says", list(fed), plan.manifest.path)
+        return
+    if fed is None:
+        stock = [layer_id_of_index(i) for m in target_runner.model.modules() if hasattr(m, "layers_to_capture")
+                 for i in sorted(m.layers_to_capture)]
+        minus1 = " (-1, the embedding, is requested)" if -1 in want else ""
+        raise DraftHeadError(
+            f"{plan.manifest.path}: field 'layer_ids': {list(want)}{minus1}, but the plugin's target capture patch is "
+            f"not active for {type(target_runner.model).__name__} in this process: stock SGLang would feed the fc layer "
+            f"ids {stock}; fix: look for 'eagle3_capture' errors earlier in this log (SGLang logs and skips a failing "
+            "plugin), check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS (if set) includes eagle3_capture")
+    raise DraftHeadError(f"{plan.manifest.path}: field 'layer_ids': {list(want)}, but the target feeds the fc layer ids "
+                         f"{list(fed)}; fix: restart the server (the capture was configured from another draft)")
+
+
+def _patched_init_attention_backends(original):
+    @functools.wraps(original)
+    def init_attention_backends(self, *args, **kwargs):
+        if getattr(self.draft_runner.model, STATE_ATTR, None) is not None:
+            check_target_wiring(self.draft_runner.model, self.target_worker.model_runner)
+        return original(self, *args, **kwargs)
+
+    return init_attention_backends
+
+
+_PATCHES = (  # (module, class, {attribute: replacement factory})
+    ("sglang.srt.models.llama_eagle3", "LlamaForCausalLMEagle3",
+     {"__init__": functools.partial(_patched_init, mla=False), "load_weights": _patched_load_weights,
+      "set_embed": _patched_set_embed}),
+    ("sglang.srt.models.kimi_k25_eagle3", "Eagle3DeepseekV2ForCausalLM",
+     {"__init__": functools.partial(_patched_init, mla=True), "load_weights": _patched_load_weights,
+      "set_embed": _patched_set_embed}),
+    ("sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker",
+     {"init_attention_backends": _patched_init_attention_backends}),
+)
+
+
+def apply_draft_head_patch() -> bool:
+    """Patch SGLang's EAGLE-3 draft classes and draft worker; ``False`` when already applied.
+
+    Example::
+
+        >>> apply_draft_head_patch(); is_draft_head_patched()   # doctest: +SKIP
+        True
+        True
+    """
+    if _ORIGINALS:
+        return False
+    for module, cls_name, replacements in _PATCHES:
+        owner = getattr(importlib.import_module(module), cls_name)
+        for attr, factory in replacements.items():
+            _ORIGINALS[(owner, attr)] = owner.__dict__.get(attr, _ABSENT)
+            setattr(owner, attr, factory(getattr(owner, attr)))
+    logger.info("eagle3-capture: patched %s", ", ".join(f"{o.__name__}.{a}" for o, a in _ORIGINALS))
+    return True
+
+
+def revert_draft_head_patch() -> None:
+    """Restore every patched attribute exactly (an attribute the class did not define is deleted again)."""
+    for (owner, attr), original in _ORIGINALS.items():
+        if original is _ABSENT:
+            delattr(owner, attr)
+        else:
+            setattr(owner, attr, original)
+    _ORIGINALS.clear()
+
+
+def is_draft_head_patched() -> bool:
+    """True when :func:`apply_draft_head_patch` is in effect in this process."""
+    return bool(_ORIGINALS)
