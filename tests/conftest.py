@@ -1,0 +1,60 @@
+"""Test set-up shared by every test: SGLang's CPU path, the test-only shim, tiny models, seeding.
+
+At import time (before any test module imports sglang) this puts ``tests/cpu_shim`` first on
+``sys.path`` and on ``PYTHONPATH`` (so SGLang's spawned processes get the stub ``sgl_kernel`` and the
+``sitecustomize`` patch hook), sets the environment in ``sglang_cpu_patches.CPU_ENV``, and installs the
+same import hook here, so B1-B3 are applied in this process as soon as SGLang imports the patched modules
+(tests that never import sglang stay fast).
+"""
+
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+SHIM_DIR = TESTS_DIR / "cpu_shim"
+for _p in (str(TESTS_DIR), str(SHIM_DIR)):  # SHIM_DIR ends up first: its sgl_kernel must win
+    if _p in sys.path:
+        sys.path.remove(_p)
+    sys.path.insert(0, _p)
+
+import sglang_cpu_patches  # noqa: E402  (standard library only)
+
+os.environ.update(sglang_cpu_patches.cpu_env())
+if "sgl_kernel" in sys.modules and not sys.modules["sgl_kernel"].__file__.startswith(str(SHIM_DIR)):
+    raise RuntimeError("the real sgl_kernel was imported before tests/conftest.py could put the stub first")
+
+sglang_cpu_patches.install_import_hook()  # B1-B3 in this process, applied when sglang imports the modules
+import torch  # noqa: E402
+
+from tiny_models import build_tiny_draft, build_tiny_target  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Every test starts from the same RNG state."""
+    random.seed(0)
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def tiny_target_dir(tmp_path_factory) -> Path:
+    """A 6-layer fp32 tiny DeepSeek-V3 checkpoint (tests/tiny_models.py), built once per session."""
+    return build_tiny_target(tmp_path_factory.mktemp("tiny_target"), num_hidden_layers=6)
+
+
+@pytest.fixture(scope="session")
+def tiny_draft_dir(tmp_path_factory, tiny_target_dir) -> Path:
+    """A tiny random EAGLE-3 draft for ``tiny_target_dir`` capturing loop indices [0, 2, 4]."""
+    return build_tiny_draft(tmp_path_factory.mktemp("tiny_draft"), target_dir=tiny_target_dir, eagle_aux_layer_ids=[0, 2, 4])
+
+
+@pytest.fixture(scope="session")
+def hf_target(tiny_target_dir):
+    """transformers' DeepseekV3ForCausalLM loaded from ``tiny_target_dir`` (fp32), the reference model."""
+    from hf_reference import load_hf
+
+    return load_hf(tiny_target_dir)

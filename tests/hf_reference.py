@@ -1,0 +1,30 @@
+"""HF transformers' DeepseekV3ForCausalLM as the reference for SGLang's outputs (no sglang import)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def load_hf(model_dir):
+    """The checkpoint in ``model_dir`` as transformers' own model, fp32, eval mode."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+
+
+@torch.no_grad()
+def hf_greedy(model, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    """``generate(do_sample=False)`` per prompt (no padding), EOS ignored like SGLang's ``ignore_eos``."""
+    out = []
+    for prompt in prompts:
+        ids = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=None)
+        new = ids[0, len(prompt):].tolist()
+        assert len(new) == max_new_tokens, f"HF generate stopped early: {new}"
+        out.append(new)
+    return out
+
+
+@torch.no_grad()
+def hf_hidden_states(model, prompt: list[int]) -> tuple[torch.Tensor, ...]:
+    """``output_hidden_states`` for one prompt, each ``[T, H]``: [0] embeddings, [k] after k layers, [-1] normed."""
+    return tuple(h[0] for h in model(torch.tensor([prompt]), output_hidden_states=True).hidden_states)
