@@ -1,0 +1,163 @@
+"""Draft checkpoint files: which safetensors files a draft has, and what each holds, checked before loading.
+
+Headers are parsed here without torch (8-byte little-endian header length, JSON header, data
+offsets), so a truncated or corrupt file is reported with its name before anything is loaded.
+Also the tensor set SGLang 0.5.23's ``LlamaForCausalLMEagle3`` (sglang/srt/models/llama_eagle3.py)
+needs for a one-layer draft, as names and shapes (:func:`expected_eagle3_tensors`).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+INDEX_FILENAME = "model.safetensors.index.json"
+SINGLE_FILENAME = "model.safetensors"
+_UNSUPPORTED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt")
+
+
+class WeightsError(ValueError):
+    """A draft weights file that cannot be read or does not hold what the config says; names file and tensor."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor in a safetensors file: where it is, its dtype string and shape."""
+
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def read_safetensors_header(path: str | Path) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+    """``({name: TensorInfo}, metadata)`` of one safetensors file; truncated/corrupt files raise :class:`WeightsError`."""
+    p = Path(path)
+    fix = "re-export or re-download the checkpoint"
+    try:
+        size = p.stat().st_size
+        with p.open("rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise WeightsError(f"{p}: field '<header>': file is {size} bytes, too short for a safetensors header; fix: {fix}")
+            (n,) = struct.unpack("<Q", head)
+            if n > size - 8:
+                raise WeightsError(f"{p}: field '<header>': header claims {n} bytes but the file has {size - 8} after the "
+                                   f"length field (truncated); fix: {fix}")
+            header = json.loads(f.read(n).decode("utf-8"))
+    except OSError as e:
+        raise WeightsError(f"{p}: field '<file>': cannot read ({e}); fix: {fix}") from e
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise WeightsError(f"{p}: field '<header>': not a safetensors header ({e}); fix: {fix}") from e
+    if not isinstance(header, dict):
+        raise WeightsError(f"{p}: field '<header>': not a safetensors header; fix: {fix}")
+    metadata = header.pop("__metadata__", None) or {}
+    tensors: dict[str, TensorInfo] = {}
+    data_len = size - 8 - n
+    for name, entry in header.items():
+        try:
+            dtype, shape, (start, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise WeightsError(f"{p}: tensor '{name}': malformed header entry ({e}); fix: {fix}") from e
+        if end > data_len or start > end:
+            raise WeightsError(f"{p}: tensor '{name}': data ends at byte {end} but the file holds {data_len} data bytes "
+                               f"(truncated); fix: {fix}")
+        tensors[name] = TensorInfo(p, dtype, shape)
+    return tensors, metadata
+
+
+def weight_files(draft_dir: str | Path) -> list[Path]:
+    """The safetensors files of a draft directory (single file or sharded with an index)."""
+    d = Path(draft_dir)
+    index = d / INDEX_FILENAME
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            files = sorted(set(weight_map.values()))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise WeightsError(f"{index}: field 'weight_map': unreadable ({e}); fix: re-export the checkpoint") from e
+        return [d / f for f in files]
+    if (d / SINGLE_FILENAME).is_file():
+        return [d / SINGLE_FILENAME]
+    other = [n for n in _UNSUPPORTED if (d / n).exists()]
+    if other:
+        raise WeightsError(f"{d / other[0]}: field '<file>': only safetensors checkpoints are read; fix: re-save the draft "
+                           "with safetensors (e.g. save_pretrained(..., safe_serialization=True))")
+    raise WeightsError(f"{d}: field '{SINGLE_FILENAME}': no weights found; fix: point at the draft checkpoint directory")
+
+
+def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
+    """Every tensor of a draft directory, by name; a name stored twice, or missing from a listed shard, is an error."""
+    d = Path(draft_dir)
+    out: dict[str, TensorInfo] = {}
+    for f in weight_files(d):
+        if not f.is_file():
+            raise WeightsError(f"{d / INDEX_FILENAME}: field 'weight_map': lists {f.name}, which does not exist; "
+                               "fix: copy every shard of the checkpoint")
+        tensors, _ = read_safetensors_header(f)
+        for name, info in tensors.items():
+            if name in out:
+                raise WeightsError(f"{f}: tensor '{name}': also stored in {out[name].file.name}; fix: re-export the checkpoint")
+            out[name] = info
+    index = d / INDEX_FILENAME
+    if index.is_file():
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        for name, fname in weight_map.items():
+            if name not in out or out[name].file.name != fname:
+                raise WeightsError(f"{index}: tensor '{name}': listed in {fname} but not stored there; fix: re-export")
+    return out
+
+
+def sglang_flag(config: Mapping, name: str) -> bool:
+    """A draft math flag as SGLang 0.5.23's llama_eagle3.py resolves it.
+
+    ``norm_before_fc``: ``eagle_config`` first, then top level; ``fc_norm``: ``fc_norm`` or legacy
+    ``use_aux_norm``; others (``norm_output``, ``norm_before_residual``): top level.
+    """
+    ec = config.get("eagle_config") or {}
+    if name == "norm_before_fc":
+        return bool(ec.get("norm_before_fc", config.get("norm_before_fc", False)))
+    if name == "fc_norm":
+        return bool(config.get("fc_norm") or config.get("use_aux_norm", False))
+    return bool(config.get(name, False))
+
+
+def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: int) -> dict[str, tuple[tuple[int, ...], bool]]:
+    """``{name: (shape, required)}`` of a one-layer ``LlamaForCausalLMEagle3`` draft in SGLang checkpoint naming.
+
+    ``config`` is the flattened SGLang draft config (``hidden_size``, heads, ``draft_vocab_size``, flags).
+    """
+    h, heads = config["hidden_size"], config["num_attention_heads"]
+    kv = config.get("num_key_value_heads") or heads
+    hd = config.get("head_dim") or h // heads
+    inter, vocab = config["intermediate_size"], config["vocab_size"]
+    dvocab = config.get("draft_vocab_size") or vocab
+    t = target_hidden_size
+    exp: dict[str, tuple[tuple[int, ...], bool]] = {
+        "fc.weight": ((h, num_aux * t), True),
+        "midlayer.self_attn.q_proj.weight": ((heads * hd, 2 * h), True),
+        "midlayer.self_attn.k_proj.weight": ((kv * hd, 2 * h), True),
+        "midlayer.self_attn.v_proj.weight": ((kv * hd, 2 * h), True),
+        "midlayer.self_attn.o_proj.weight": ((h, heads * hd), True),
+        "midlayer.mlp.gate_proj.weight": ((inter, h), True),
+        "midlayer.mlp.up_proj.weight": ((inter, h), True),
+        "midlayer.mlp.down_proj.weight": ((h, inter), True),
+        "midlayer.input_layernorm.weight": ((h,), True),
+        "midlayer.post_attention_layernorm.weight": ((h,), True),
+        "midlayer.hidden_norm.weight": ((h,), True),
+        "norm.weight": ((h,), True),
+        "lm_head.weight": ((dvocab, h), True),
+        "embed_tokens.weight": ((vocab, h), False),
+        "d2t": ((dvocab,), dvocab != vocab),
+        "t2d": ((vocab,), dvocab != vocab),
+    }
+    if config.get("bias"):
+        exp["fc.bias"] = ((h,), True)
+    if sglang_flag(config, "norm_before_fc"):
+        exp["input_norm.weight"] = ((num_aux * t,), True)
+    if sglang_flag(config, "fc_norm"):
+        for i in range(num_aux):
+            exp[f"fc_norm.{i}.weight"] = ((t,), True)
+    return exp

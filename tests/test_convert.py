@@ -1,0 +1,238 @@
+"""``convert``: speculators (built by the speculators package itself) and SpecForge drafts -> SGLang drafts.
+
+Routing only, so tensors are compared with ``torch.equal``. The converted directory is loaded by
+SGLang 0.5.23's own ``ModelRunner`` / ``LlamaForCausalLMEagle3.load_weights`` in a subprocess, and every
+SGLang parameter is compared with the source tensors it must come from.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from sglang_eagle3_capture.convert import ConvertError, convert
+from sglang_eagle3_capture.formats import CONVERTED_MARKER_KEY
+from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
+from sglang_eagle3_capture.stock_wiring import stock_sglang_capture
+from test_convert_drafts import build_specforge_draft, build_speculators_draft, write_target
+
+
+@pytest.fixture(scope="module")
+def spec_draft(tmp_path_factory):
+    """speculators-trained Kimi-K2.5-shaped draft whose fc was trained on HF [0, 3, 31] (embed, layer3, layer31)."""
+    return build_speculators_draft(tmp_path_factory.mktemp("spec") / "draft")
+
+
+@pytest.fixture(scope="module")
+def kimi_target(tmp_path_factory):
+    return write_target(tmp_path_factory.mktemp("kimi"))
+
+
+@pytest.fixture(scope="module")
+def converted(spec_draft, kimi_target, tmp_path_factory):
+    dst = tmp_path_factory.mktemp("conv") / "sglang_draft"
+    return convert(spec_draft, dst, target=kimi_target)
+
+
+def test_speculators_checkpoint_converts_with_manifest_and_config(converted, spec_draft):
+    dst = converted.dst
+    m = read_manifest(dst)
+    assert m.layer_ids == (-1, 2, 30)
+    assert (m.target_architecture, m.target_num_hidden_layers, m.target_hidden_size) == ("KimiK25ForConditionalGeneration", 61, 64)
+    assert m.provenance["source"] == "speculators-config" and m.provenance["original_ids"] == [0, 3, 31]
+    assert m.provenance["file"] == str((spec_draft / "config.json").resolve())
+    cfg = json.loads((dst / "config.json").read_text())
+    src = json.loads((spec_draft / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["model_type"] == "llama"
+    assert cfg["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [0, 3, 31], "use_aux_hidden_state": True}
+    assert cfg[CONVERTED_MARKER_KEY] == MANIFEST_FILENAME
+    assert (cfg["target_hidden_size"], cfg["num_aux_hidden_states"], cfg["draft_vocab_size"]) == (64, 3, src["draft_vocab_size"])
+    for flag in ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"):
+        assert cfg[flag] is src[flag], flag
+    for key, value in src["transformer_layer_config"].items():  # flattened
+        assert cfg[key] == value, key
+    assert converted.not_copied == ("config.py",) and converted.dropped == ()
+    assert any("norm_before_residual" in line for line in converted.messages)
+
+
+def test_converted_weights_are_the_source_tensors_renamed(converted, spec_draft):
+    src = load_file(str(spec_draft / "model.safetensors"))
+    out = load_file(str(converted.dst / "model.safetensors"))
+    expected_names = {("midlayer." + n[len("layers.0."):]) if n.startswith("layers.0.") else n for n in src}
+    assert set(out) == expected_names
+    for old, t in src.items():
+        new = ("midlayer." + old[len("layers.0."):]) if old.startswith("layers.0.") else old
+        assert out[new].dtype == t.dtype and torch.equal(out[new], t), old
+    assert dict(converted.renamed) == {n: "midlayer." + n[len("layers.0."):] for n in src if n.startswith("layers.0.")}
+
+
+def test_stock_sglang_0_5_23_would_feed_the_manifest(converted):
+    cfg = json.loads((converted.dst / "config.json").read_text())
+    stock = stock_sglang_capture(cfg, 61, "0.5.23")
+    assert stock.fed_layer_ids == (-1, 2, 30) and stock.problem is None
+    assert not any("without the plugin" in line for line in converted.messages)
+
+
+def test_sglang_parses_the_converted_config(converted):
+    from sglang.srt.utils.hf_transformers_utils import get_config
+
+    c = get_config(str(converted.dst), trust_remote_code=False)
+    assert c.architectures == ["LlamaForCausalLMEagle3"]
+    assert c.eagle_config["eagle_aux_hidden_state_layer_ids"] == [0, 3, 31]
+    assert (c.target_hidden_size, c.num_aux_hidden_states, c.draft_vocab_size) == (64, 3, 128)
+    assert (c.norm_before_fc, c.fc_norm, c.norm_output, c.norm_before_residual) == (True, False, True, True)
+
+
+SGLANG_LOAD = textwrap.dedent('''
+    import sys, torch
+    import sglang_cpu_patches  # tests/cpu_shim, on PYTHONPATH (conftest)
+    sglang_cpu_patches.install_import_hook()
+    from sglang.benchmark import one_batch
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.distributed import bootstrap
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.runtime_context import SpawnRanks, get_device, publish, spawn_world_rank
+    from sglang.srt.server_args import PortArgs, ServerArgs
+    sa = ServerArgs(model_path=sys.argv[1], device="cpu", attention_backend="torch_native", disable_cuda_graph=True,
+                    skip_tokenizer_init=True, dtype="float32", tp_size=1, mem_fraction_static=0.05,
+                    max_total_tokens=256, random_seed=0)
+    sa.resolve_once()
+    one_batch._set_envs_and_config(sa)
+    port_args = PortArgs.init_new(sa)
+    publish(sa, role="scheduler", ranks=SpawnRanks(world_rank=spawn_world_rank(sa, tp_rank=0, pp_rank=0), gpu_id=0))
+    one_batch._init_process_global_configs()
+    mc = ModelConfig.from_server_args(sa)
+    bootstrap.init_parallel_runtime(server_args=sa, device=get_device().device, dist_port=port_args.nccl_port)
+    bootstrap.init_layer_runtime(model_config=mc)
+    runner = ModelRunner(model_config=mc, mem_fraction_static=sa.mem_fraction_static, gpu_id=0,
+                         nccl_port=port_args.nccl_port, server_args=sa)
+    model = runner.model
+    out = {n: p.detach().clone() for n, p in model.named_parameters()}
+    out["<class>"] = type(model).__name__
+    out["<hot_token_id>"] = model.hot_token_id
+    torch.save(out, sys.argv[2])
+''')
+
+
+def test_sglang_own_loader_puts_every_source_tensor_in_place(converted, spec_draft, tmp_path):
+    """SGLang 0.5.23's ModelRunner loads the converted draft; every parameter equals its source tensor."""
+    dump = tmp_path / "params.pt"
+    proc = subprocess.run([sys.executable, "-c", SGLANG_LOAD, str(converted.dst), str(dump)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = torch.load(dump, weights_only=False)
+    src = load_file(str(spec_draft / "model.safetensors"))
+    lay = {n[len("layers.0."):]: t for n, t in src.items() if n.startswith("layers.0.")}
+    expected = {
+        "model.embed_tokens.weight": src["embed_tokens.weight"],
+        "model.fc.weight": src["fc.weight"],
+        "model.input_norm.weight": src["input_norm.weight"],
+        "model.layers.0.self_attn.qkv_proj.weight": torch.cat(
+            [lay["self_attn.q_proj.weight"], lay["self_attn.k_proj.weight"], lay["self_attn.v_proj.weight"]]),
+        "model.layers.0.self_attn.o_proj.weight": lay["self_attn.o_proj.weight"],
+        "model.layers.0.mlp.gate_up_proj.weight": torch.cat([lay["mlp.gate_proj.weight"], lay["mlp.up_proj.weight"]]),
+        "model.layers.0.mlp.down_proj.weight": lay["mlp.down_proj.weight"],
+        "model.layers.0.input_layernorm.weight": lay["input_layernorm.weight"],
+        "model.layers.0.post_attention_layernorm.weight": lay["post_attention_layernorm.weight"],
+        "model.layers.0.hidden_norm.weight": lay["hidden_norm.weight"],
+        "model.norm.weight": src["norm.weight"],
+        "lm_head.weight": src["lm_head.weight"],
+    }
+    assert got.pop("<class>") == "LlamaForCausalLMEagle3"
+    hot = got.pop("<hot_token_id>")
+    assert torch.equal(hot, src["d2t"] + torch.arange(src["d2t"].shape[0]))
+    assert set(got) == set(expected)  # no SGLang parameter is left at its initial value
+    for name, t in expected.items():
+        assert torch.equal(got[name], t), name
+
+
+def test_specforge_draft_converts(tmp_path):
+    src = build_specforge_draft(tmp_path / "sf", ids=(1, 29, 57))
+    target = write_target(tmp_path / "dsv3", architecture="DeepseekV3ForCausalLM")
+    report = convert(src, tmp_path / "out", target=target / "config.json")
+    assert report.source_format == "specforge" and report.manifest.layer_ids == (1, 29, 57)
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]  # loop indices, used as given by 0.5.23
+    assert stock_sglang_capture(cfg, 61).fed_layer_ids == (1, 29, 57)
+    a, b = load_file(str(src / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert set(a) == set(b) and all(torch.equal(a[n], b[n]) for n in a)
+
+
+def test_layer_ids_override_and_first_loop_index_1_is_reordered(spec_draft, kimi_target, tmp_path):
+    report = convert(spec_draft, tmp_path / "out", target=kimi_target, layer_ids=[0, 2, 30])
+    m = read_manifest(tmp_path / "out")
+    assert m.layer_ids == (0, 2, 30) and m.provenance["source"] == "manual"
+    assert "speculators-config read [-1, 2, 30]" in m.provenance["note"]
+    assert any("overrides [-1, 2, 30]" in line for line in report.messages)
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [3, 31, 1]  # not [1, ...]: 0.5.23 would shift it
+    assert stock_sglang_capture(cfg, 61).fed_layer_ids == (0, 2, 30)
+
+
+def test_non_ascending_override_is_reported_for_stock_sglang(spec_draft, kimi_target, tmp_path):
+    report = convert(spec_draft, tmp_path / "out", target=kimi_target, layer_ids=[30, -1, 2])
+    assert read_manifest(tmp_path / "out").layer_ids == (30, -1, 2)
+    assert any("without the plugin" in line and "[-1, 2, 30]" in line for line in report.messages)
+
+
+def test_sharded_checkpoint_keeps_its_shards(spec_draft, kimi_target, tmp_path):
+    src = tmp_path / "sharded"
+    src.mkdir()
+    (src / "config.json").write_text((spec_draft / "config.json").read_text())
+    tensors = load_file(str(spec_draft / "model.safetensors"))
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for fname, ns in shards.items():
+        save_file({n: tensors[n] for n in ns}, str(src / fname), metadata={"format": "pt"})
+    index = {"metadata": {}, "weight_map": {n: f for f, ns in shards.items() for n in ns}}
+    (src / "model.safetensors.index.json").write_text(json.dumps(index))
+    convert(src, tmp_path / "out", target=kimi_target)
+    out_index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    for fname in shards:
+        out = load_file(str(tmp_path / "out" / fname))
+        assert all(out_index["weight_map"][n] == fname for n in out)
+        assert len(out) == len(shards[fname])
+    assert len(out_index["weight_map"]) == len(names)
+
+
+def test_fc_norm_and_default_ids_and_sliding_window(tmp_path, kimi_target):
+    src = build_speculators_draft(tmp_path / "fcn", ids=None, norm_before_fc=False, fc_norm=True, sliding_window=2048)
+    report = convert(src, tmp_path / "out", target=kimi_target)
+    assert report.manifest.layer_ids == (1, 29, 57) and report.manifest.provenance["inferred"] is True
+    out = load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert {f"fc_norm.{i}.weight" for i in range(3)} <= set(out)
+    assert any("--speculative-draft-window-size 2048" in line for line in report.messages)
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (cfg["fc_norm"], cfg["norm_before_fc"], cfg["sliding_window"]) == (True, False, 2048)
+
+
+def test_failure_leaves_no_output(tmp_path, kimi_target):
+    src = build_speculators_draft(tmp_path / "q", model_type="qwen3")
+    with pytest.raises(ConvertError, match=r"field 'transformer_layer_config.model_type' is 'qwen3'"):
+        convert(src, tmp_path / "out", target=kimi_target)
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".out.converting").exists()
+
+
+def test_refuses_existing_output_and_reconversion(converted, spec_draft, kimi_target, tmp_path):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x").write_text("x")
+    with pytest.raises(ConvertError, match=r"busy: field '<dir>': exists"):
+        convert(spec_draft, tmp_path / "busy", target=kimi_target)
+    with pytest.raises(ConvertError, match="already converted"):
+        convert(converted.dst, tmp_path / "again", target=kimi_target)
+
+
+def test_target_defaults_to_a_local_verifier_path(tmp_path, kimi_target):
+    src = build_speculators_draft(tmp_path / "d")
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["speculators_config"]["verifier"]["name_or_path"] = str(kimi_target)
+    (src / "config.json").write_text(json.dumps(cfg))
+    assert convert(src, tmp_path / "out").manifest.target_num_hidden_layers == 61
+    cfg["speculators_config"]["verifier"]["name_or_path"] = "moonshotai/Kimi-K2.5"
+    (src / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConvertError, match=r"speculators_config.verifier.name_or_path'.*pass --target"):
+        convert(src, tmp_path / "out2")
