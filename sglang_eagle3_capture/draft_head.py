@@ -164,24 +164,31 @@ def _patched_set_embed(original):
 
 
 def fed_layer_ids(target_model: Any) -> tuple | None:
-    """The layer ids the target feeds the draft's fc, in fc order, as the capture patch configured them.
+    """The layer ids ``target_model`` feeds the draft's fc, in fc order; ``None`` when it captures nothing.
 
-    ``None`` when no ``DeepseekV2Model`` inside ``target_model`` was configured by the capture patch
-    (stock SGLang wiring, or no capture at all).
+    SGLang's packer writes the captures in ascending loop order (layers/aux_hidden_states.py); the
+    capture patch's ``FcFeed`` (:mod:`sglang_eagle3_capture.capture`), when present, permutes them.
     """
     for module in target_model.modules():
+        loop = getattr(module, "layers_to_capture", None)
+        if not loop:
+            continue
         feed = getattr(module, "_eagle3_capture_feed", None)
-        if feed is not None and hasattr(module, "layers_to_capture"):
-            if feed.layers is not module.layers_to_capture:
-                return None
-            if feed.plan is not None:
-                return tuple(feed.plan.layer_ids)
-            return tuple(layer_id_of_index(i) for i in sorted(module.layers_to_capture))
+        if feed is not None and feed.layers is not loop:
+            return None  # FcFeed refuses to run on a replaced list
+        if feed is not None and feed.plan is not None:
+            return tuple(feed.plan.layer_ids)
+        return tuple(layer_id_of_index(i) for i in sorted(loop))
     return None
 
 
 def check_target_wiring(draft_model: Any, target_runner: Any) -> None:
-    """Raise unless the running target matches the manifest and feeds the fc exactly the manifest's ids, in order."""
+    """Raise unless the running target matches the manifest and feeds the fc exactly the manifest's ids, in order.
+
+    The plugin's capture patch must be active: SGLang swallows plugin exceptions, so a missed patch
+    would otherwise leave stock wiring (``set_eagle3_layers_to_capture``'s ``layer_ids[0] == 1`` heuristic).
+    """
+    from . import patch
     from .wiring import declared_layer_ids
 
     plan: DraftPlan = getattr(draft_model, STATE_ATTR)
@@ -189,22 +196,20 @@ def check_target_wiring(draft_model: Any, target_runner: Any) -> None:
     target_cfg = target_runner.model_config.hf_config
     check_target(plan.manifest, target_cfg, where=where)
     declared_layer_ids(plan.draft_dir, draft_model.config, target_cfg)  # manifest vs eagle_config, as the target side
-    fed = fed_layer_ids(target_runner.model)
-    want = tuple(plan.manifest.layer_ids)
-    if fed == want:
-        logger.info("eagle3-capture: target feeds the draft's fc layer ids %s, as %s says", list(fed), plan.manifest.path)
-        return
-    if fed is None:
-        stock = [layer_id_of_index(i) for m in target_runner.model.modules() if hasattr(m, "layers_to_capture")
-                 for i in sorted(m.layers_to_capture)]
-        minus1 = " (-1, the embedding, is requested)" if -1 in want else ""
+    want, fed = tuple(plan.manifest.layer_ids), fed_layer_ids(target_runner.model)
+    if not patch.is_patched():
+        minus1 = " (-1, the embedding output, is requested)" if -1 in want else ""
         raise DraftHeadError(
             f"{plan.manifest.path}: field 'layer_ids': {list(want)}{minus1}, but the plugin's target capture patch is "
-            f"not active for {type(target_runner.model).__name__} in this process: stock SGLang would feed the fc layer "
-            f"ids {stock}; fix: look for 'eagle3_capture' errors earlier in this log (SGLang logs and skips a failing "
-            "plugin), check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS (if set) includes eagle3_capture")
-    raise DraftHeadError(f"{plan.manifest.path}: field 'layer_ids': {list(want)}, but the target feeds the fc layer ids "
-                         f"{list(fed)}; fix: restart the server (the capture was configured from another draft)")
+            f"not active in this process ({patch.status()}), so stock SGLang wired the target: it feeds the fc layer "
+            f"ids {list(fed) if fed else 'none'}; fix: look for 'eagle3_capture' errors earlier in this log (SGLang "
+            "logs and skips a failing plugin), check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS (if "
+            "set) includes eagle3_capture")
+    if fed != want:
+        raise DraftHeadError(f"{plan.manifest.path}: field 'layer_ids': {list(want)}, but the target "
+                             f"{type(target_runner.model).__name__} feeds the fc layer ids {fed and list(fed)}; fix: "
+                             "restart the server; if it persists, report it with the log of this process")
+    logger.info("eagle3-capture: target feeds the draft's fc layer ids %s, as %s says", list(fed), plan.manifest.path)
 
 
 def _patched_init_attention_backends(original):
