@@ -19,7 +19,7 @@ from pathlib import Path
 PROG = "sglang-eagle3-capture"
 
 # Modules that contribute subcommands, in help order. Other helpers append theirs.
-SUBCOMMAND_MODULES: list[str] = ["sglang_eagle3_capture.cli"]
+SUBCOMMAND_MODULES: list[str] = ["sglang_eagle3_capture.cli", "sglang_eagle3_capture.doctor"]
 
 
 class UserError(Exception):
