@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from .draft_weights import INDEX_FILENAME, WeightsError, expected_eagle3_tensors, read_safetensors_header, tensor_index, weight_files
 from .formats import CONVENTION_LAYER_ID, CONVERTED_MARKER_KEY, FormatError, load_json, read_draft_config
-from .manifest import MANIFEST_FILENAME, Manifest, ManifestError, check_fc_width, load_target_config, target_dims, write_manifest
+from .manifest import MANIFEST_FILENAME, Manifest, ManifestError, load_target_config, target_dims, write_manifest
 from .stock_wiring import stock_safe_eagle_config_ids, stock_sglang_capture
 
 SGLANG_ARCH = "LlamaForCausalLMEagle3"
@@ -172,6 +172,7 @@ def _name_map(names: Sequence[str], fmt: str, file_of: Mapping[str, Path]) -> tu
 
 
 def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
+    files = ", ".join(str(f) for f in sorted({i.file for i in index.values()})) or str(src_dir)
     have = {mapping[n]: (n, index[n]) for n in mapping}
     for new, (old, info) in sorted(have.items()):
         if new not in expected:
@@ -184,7 +185,7 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
                                f"{list(shape)}; fix: the config and the weights disagree")
     for new, (shape, required) in sorted(expected.items()):
         if required and new not in have:
-            raise ConvertError(f"{src_dir}: tensor '{new}': missing (shape {list(shape)} expected); fix: convert a "
+            raise ConvertError(f"{files}: tensor '{new}': missing (shape {list(shape)} expected); fix: convert a "
                                "complete checkpoint")
 
 
@@ -267,8 +268,12 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
 
     index = tensor_index(src)
     mapping, dropped = _name_map(list(index), fmt, {n: i.file for n, i in index.items()})
-    if "fc.weight" in index:
-        check_fc_width(manifest, index["fc.weight"].shape[-1], where=f"{index['fc.weight'].file}: fc.weight")
+    if "fc.weight" in index and index["fc.weight"].shape[-1] != manifest.fc_in_features:
+        fc = index["fc.weight"]
+        origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
+        raise ConvertError(f"{fc.file}: tensor 'fc.weight': input width {fc.shape[-1]}, but {origin} gives {k} layer ids "
+                           f"{list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}; fix: pass --layer-ids "
+                           "listing exactly the hidden states the fc was trained on, and the target it was trained against")
     _check_tensors(index, mapping, expected_eagle3_tensors(out_cfg, k, hidden), src)
 
     stock = stock_sglang_capture(out_cfg, n_layers, "0.5.23")
