@@ -90,7 +90,7 @@ def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...]
 
 def inspect_draft(draft_dir: str | Path, target: str | Path | None = None) -> InspectReport:
     """Build the :class:`InspectReport` for ``draft_dir`` (``target``: model dir or config.json, optional)."""
-    from .draft_weights import tensor_index
+    from .draft_weights import WeightsError, tensor_index
     from .formats import load_json, read_draft_config
     from .manifest import check_fc_width, check_target, find_manifest, load_target_config, target_dims
     from .stock_wiring import stock_sglang_capture
@@ -132,8 +132,8 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None) -> In
     if manifest is not None:
         try:
             index = tensor_index(draft)
-        except ValueError as e:
-            checks.append(f"fc width not checked: {e}")
+        except WeightsError as e:
+            checks.append(f"fc width NOT checked: {e}")
         else:
             if "fc.weight" in index:
                 check_fc_width(manifest, index["fc.weight"].shape[-1], where=f"{index['fc.weight'].file}: fc.weight")
