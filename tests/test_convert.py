@@ -208,6 +208,10 @@ def test_fc_norm_and_default_ids_and_sliding_window(tmp_path, kimi_target):
     assert any("--speculative-draft-window-size 2048" in line for line in report.messages)
     cfg = json.loads((tmp_path / "out" / "config.json").read_text())
     assert (cfg["fc_norm"], cfg["norm_before_fc"], cfg["sliding_window"]) == (True, False, 2048)
+    from sglang.srt.utils.hf_transformers_utils import get_config
+
+    c = get_config(str(tmp_path / "out"), trust_remote_code=False)  # SGLang parses the carried SWA fields
+    assert (c.fc_norm, c.sliding_window, c.layer_types) == (True, 2048, ["sliding_attention"])
 
 
 def test_failure_leaves_no_output(tmp_path, kimi_target):
