@@ -245,11 +245,17 @@ def apply_draft_head_patch() -> bool:
     """
     if _ORIGINALS:
         return False
+    plan = []  # resolve everything first, so a changed SGLang leaves nothing half-patched
     for module, cls_name, replacements in _PATCHES:
-        owner = getattr(importlib.import_module(module), cls_name)
+        owner = getattr(importlib.import_module(module), cls_name, None)
         for attr, factory in replacements.items():
-            _ORIGINALS[(owner, attr)] = owner.__dict__.get(attr, _ABSENT)
-            setattr(owner, attr, factory(getattr(owner, attr)))
+            if not callable(getattr(owner, attr, None)):
+                raise AttributeError(f"sglang-eagle3-capture: {module}.{cls_name}.{attr} does not exist in this SGLang; "
+                                     "the draft-head loader was written for SGLang 0.5.23")
+            plan.append((owner, attr, factory))
+    for owner, attr, factory in plan:
+        _ORIGINALS[(owner, attr)] = owner.__dict__.get(attr, _ABSENT)
+        setattr(owner, attr, factory(getattr(owner, attr)))
     logger.info("eagle3-capture: patched %s", ", ".join(f"{o.__name__}.{a}" for o, a in _ORIGINALS))
     return True
 
