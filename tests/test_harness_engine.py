@@ -1,12 +1,12 @@
 """The Engine harness runs SGLang's real server stack (sglang.Engine, spawned scheduler) on CPU.
 
-Two Engine launches for the whole module (each ~35-50 s here): one plain, one EAGLE-3 (num_steps=1,
-topk=1, 2 draft tokens) with a random tiny draft; both serve the same prompts in one batch.
+One subprocess for the whole module runs two Engines in turn: plain, then EAGLE-3 (num_steps=1, topk=1,
+2 draft tokens) with a random tiny draft; each serves the same prompts in one batch.
 """
 
 import pytest
 
-from engine_harness import greedy, run_engine
+from engine_harness import engine_run, greedy, run_engines
 from hf_reference import hf_greedy
 
 pytestmark = pytest.mark.engine
@@ -16,13 +16,21 @@ MAX_NEW_TOKENS = 12
 
 
 @pytest.fixture(scope="module")
-def plain_run(tiny_target_dir):
-    return run_engine(tiny_target_dir, PROMPTS, sampling_params=greedy(MAX_NEW_TOKENS))
+def runs(tiny_target_dir, tiny_draft_dir):
+    return run_engines([
+        engine_run(tiny_target_dir, PROMPTS, sampling_params=greedy(MAX_NEW_TOKENS)),
+        engine_run(tiny_target_dir, PROMPTS, draft_path=tiny_draft_dir, sampling_params=greedy(MAX_NEW_TOKENS)),
+    ])
 
 
 @pytest.fixture(scope="module")
-def eagle3_run(tiny_target_dir, tiny_draft_dir):
-    return run_engine(tiny_target_dir, PROMPTS, draft_path=tiny_draft_dir, sampling_params=greedy(MAX_NEW_TOKENS))
+def plain_run(runs):
+    return runs[0]
+
+
+@pytest.fixture(scope="module")
+def eagle3_run(runs):
+    return runs[1]
 
 
 def _tokens(run):
