@@ -3,9 +3,10 @@
 Use ``torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])``. Where code only routes
 tensors (no arithmetic), compare with ``torch.equal`` instead.
 
-fp32: SGLang and HF run the same math in a different order (fused/absorbed MLA vs. HF's attention,
-different MoE accumulation), which gives differences of a few float32 ulps per layer, so the bound is a
-small multiple of float32 eps (1.2e-7) relative to hidden-state magnitudes of order 1.
+fp32: SGLang and HF run the same math in a different order (absorbed MLA vs. HF's attention, fused MoE
+accumulation), a few float32 ulps per layer. On the 6-layer tiny target (tests/tiny_models.py) the
+largest difference seen was 8e-6 on hidden states of magnitude up to ~4 (prompts up to 60 tokens), while
+neighbouring layers' hidden states differ by more than 1, so this bound cannot confuse two layers.
 """
 
 import torch
