@@ -50,8 +50,8 @@ def _err(where: Any, fld: str, problem: str, fix: str) -> DraftHeadError:
 class DraftPlan:
     """A draft directory whose config agrees with its manifest, and how it will be served."""
 
-    manifest: Manifest
-    draft_dir: Path
+    manifest: Manifest | None  # None: no eagle3_manifest.json (SGLang's own wiring, with a warning)
+    draft_dir: Path | None  # None: not a local directory
     config_file: Path
     mla: bool  # Eagle3DeepseekV2ForCausalLM (True) or LlamaForCausalLMEagle3
     flags: dict  # FLAG_FIELDS -> bool, as the draft was trained
@@ -60,7 +60,7 @@ class DraftPlan:
     def where(self, tensor: str) -> str:
         """``"<file>: tensor '<name>'"`` for error messages."""
         info = self.tensor_files.get(tensor)
-        return f"{info.file if info is not None else self.draft_dir}: tensor '{tensor}'"
+        return f"{info.file if info is not None else self.config_file.parent}: tensor '{tensor}'"
 
 
 def resolve_flags(cfg: Any, where: Any) -> dict:
@@ -112,21 +112,35 @@ def check_window(cfg: Any, server_window: int | None, where: Any) -> None:
                    f"server's draft window is {server_window}", f"pass --speculative-draft-window-size {window}")
 
 
-def plan_draft(cfg: Any, draft_dir: str | Path, manifest: Manifest, *, mla: bool,
+def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None, *, mla: bool,
                server_window: int | None = None) -> DraftPlan:
     """Check a draft config (as SGLang parsed it) against ``manifest`` before SGLang builds the model.
 
-    Checks every fc chunk count and width SGLang derives, ``use_aux_hidden_state``, the math flags the
-    class can run, the sliding window, and the weight files' headers (truncation, duplicates).
-    Whether the ``eagle_config`` ids name the manifest's layers is checked against the running target
+    Checks ``use_aux_hidden_state``, every fc chunk count and width SGLang derives (against the manifest,
+    when there is one), the math flags the class can run, the sliding window, and the weight files'
+    headers (truncation, duplicates; only for a local ``draft_dir``). Whether the ``eagle_config`` ids
+    name the manifest's layers is checked against the running target
     (:func:`sglang_eagle3_capture.wiring.declared_layer_ids`, from ``draft_head``).
     """
-    draft_dir = Path(draft_dir)
-    where = draft_dir / "config.json"
-    mpath, k = manifest.path, len(manifest.layer_ids)
+    draft_dir = Path(draft_dir) if draft_dir is not None else None
+    where = draft_dir / "config.json" if draft_dir is not None else Path("config.json")
     if cfg_get(cfg, "eagle_config") is not None and _eagle(cfg, "use_aux_hidden_state", True) is not True:
         raise _err(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no target hidden "
                    "states and skip the fc", "remove it (an EAGLE-3 draft always consumes them)")
+    if manifest is not None:
+        _check_against_manifest(cfg, manifest, mla, where)
+    flags = resolve_flags(cfg, where)
+    if mla and flags["norm_before_residual"]:
+        raise _err(where, "norm_before_residual", "Eagle3DeepseekV2ForCausalLM (SGLang 0.5.23) takes the residual "
+                   "before hidden_norm, and this plugin implements the other order only for LlamaForCausalLMEagle3",
+                   "serve the draft as LlamaForCausalLMEagle3, or use a draft trained with norm_before_residual=false")
+    check_window(cfg, server_window, where)
+    files = tensor_index(draft_dir) if draft_dir is not None else {}
+    return DraftPlan(manifest, draft_dir, where, mla, flags, files)
+
+
+def _check_against_manifest(cfg: Any, manifest: Manifest, mla: bool, where: Path) -> None:
+    mpath, k = manifest.path, len(manifest.layer_ids)
     for reader, (n, fld) in sglang_chunk_counts(cfg, mla).items():
         if n != k:
             raise _err(where, fld, f"SGLang 0.5.23 ({reader}) reads {n} hidden states from it, but manifest {mpath} "
@@ -139,13 +153,6 @@ def plan_draft(cfg: Any, draft_dir: str | Path, manifest: Manifest, *, mla: bool
                    f"'target.hidden_size' is {manifest.target_hidden_size}",
                    "set target_hidden_size to the hidden size of the target the draft was trained against")
     check_fc_width(manifest, k * hidden, where=f"{where}: field 'target_hidden_size'")
-    flags = resolve_flags(cfg, where)
-    if mla and flags["norm_before_residual"]:
-        raise _err(where, "norm_before_residual", "Eagle3DeepseekV2ForCausalLM (SGLang 0.5.23) takes the residual "
-                   "before hidden_norm, and this plugin implements the other order only for LlamaForCausalLMEagle3",
-                   "serve the draft as LlamaForCausalLMEagle3, or use a draft trained with norm_before_residual=false")
-    check_window(cfg, server_window, where)
-    return DraftPlan(manifest, draft_dir, where, mla, flags, tensor_index(draft_dir))
 
 
 def checkpoint_name(param: str) -> str:
@@ -166,13 +173,13 @@ def audit_report(plan: DraftPlan, unconsumed: list, missing: list, shape_errors:
     lines = [f"{plan.where(name)}: not loaded into any parameter of SGLang's "
              f"{'Eagle3DeepseekV2ForCausalLM' if plan.mla else 'LlamaForCausalLMEagle3'} (SGLang would drop it "
              "silently, and serve different math than training)" for name in unconsumed]
-    files = sorted({str(i.file) for i in plan.tensor_files.values()}) or [str(plan.draft_dir)]
+    files = sorted({str(i.file) for i in plan.tensor_files.values()}) or [str(plan.config_file.parent)]
     lines += [f"{', '.join(files)}: tensor '{checkpoint_name(p)}': missing; SGLang's parameter '{p}' would keep its "
               "random initial values" for p in missing]
     lines += shape_errors
     if lines:
         raise DraftHeadError(
-            f"{plan.draft_dir}: the checkpoint does not match the model SGLang builds from {plan.config_file}:\n  - "
+            f"{plan.config_file.parent}: the checkpoint does not match the model SGLang builds from {plan.config_file}:\n  - "
             + "\n  - ".join(lines)
             + "\nfix: re-export the draft with `sglang-eagle3-capture convert SRC DST`, or correct config.json so it "
               "describes the checkpoint (the architecture, flags and sizes the draft was trained with)"
@@ -208,10 +215,10 @@ class LoadAudit:
 
         def weight_loader(p, loaded, *args, **kwargs):
             name = self.current
-            if pname == self.fc and loaded.dim() == 2 and loaded.shape[1] != plan.manifest.fc_in_features:
-                self.errors.append(f"{plan.where(name)}: input width {loaded.shape[1]}, but manifest "
-                                   f"{plan.manifest.path} needs len(layer_ids) x target.hidden_size = "
-                                   f"{plan.manifest.fc_in_features}")
+            m = plan.manifest
+            if m is not None and pname == self.fc and loaded.dim() == 2 and loaded.shape[1] != m.fc_in_features:
+                self.errors.append(f"{plan.where(name)}: input width {loaded.shape[1]}, but manifest {m.path} "
+                                   f"needs len(layer_ids) x target.hidden_size = {m.fc_in_features}")
                 return None
             if default and not args and p.numel() != 1 and tuple(p.shape) != tuple(loaded.shape):
                 self.errors.append(f"{plan.where(name)}: shape {list(loaded.shape)}, but SGLang's parameter "
@@ -252,7 +259,7 @@ def check_vocab_maps(model: Any, plan: DraftPlan, special: dict) -> None:
     draft_vocab = int(model.lm_head.weight.shape[0])
     if "d2t" not in special:
         if draft_vocab != vocab:
-            raise DraftHeadError(f"{plan.draft_dir}: tensor 'd2t': missing, and the draft vocab ({draft_vocab}) is not the "
+            raise DraftHeadError(f"{plan.config_file.parent}: tensor 'd2t': missing, and the draft vocab ({draft_vocab}) is not the "
                                  f"target vocab ({vocab}), so draft ids cannot be mapped to target ids; fix: export d2t")
         return
     name, d2t = special["d2t"]

@@ -33,7 +33,7 @@ from typing import Any
 
 from .draft_checks import DraftHeadError, DraftPlan, LoadAudit, audit_report, cfg_get, check_vocab_maps, plan_draft
 from .layer_ids import layer_id_of_index
-from .manifest import check_fc_width, check_target, read_manifest
+from .manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -58,18 +58,20 @@ def _draft_plan(config: Any, mla: bool) -> DraftPlan:
     from sglang.srt.runtime_context import get_spec
 
     path = get_spec().speculative_draft_model_path
-    if not path or not Path(path).is_dir():
-        raise DraftHeadError(
-            f"--speculative-draft-model-path {path!r}: field '<directory>': sglang-eagle3-capture reads the draft's "
-            "eagle3_manifest.json from a local directory; fix: download the draft and pass its directory (or "
-            "exclude the plugin with SGLANG_PLUGINS to serve stock SGLang wiring knowingly)")
-    return plan_draft(config, path, read_manifest(path), mla=mla, server_window=get_spec().speculative_draft_window_size)
+    local = Path(path) if path and Path(path).is_dir() else None
+    manifest = find_manifest(local) if local is not None else None
+    if manifest is None:  # as the target side (wiring.resolve_target_capture): SGLang's own wiring, said loudly
+        logger.warning("eagle3-capture: draft %s has no %s%s: its fc is fed what SGLang reads from config.json; "
+                       "tensors and math flags are still checked. Fix: `%s`", path, MANIFEST_FILENAME,
+                       "" if local is not None else " (not a local directory)", WRITE_HINT)
+    return plan_draft(config, local, manifest, mla=mla, server_window=get_spec().speculative_draft_window_size)
 
 
 def _install_math(model: Any, plan: DraftPlan) -> None:
     """Check the fc SGLang built and add the flag implementations SGLang's class lacks."""
     inner = model.model
-    check_fc_width(plan.manifest, int(inner.fc.weight.shape[1]), where=f"{plan.config_file}: SGLang's fc")
+    if plan.manifest is not None:
+        check_fc_width(plan.manifest, int(inner.fc.weight.shape[1]), where=f"{plan.config_file}: SGLang's fc")
     if not plan.mla and plan.flags["norm_before_residual"]:
         first = inner.layers[0]
         first.forward = types.MethodType(_first_layer_forward_norm_before_residual, first)
@@ -78,8 +80,8 @@ def _install_math(model: Any, plan: DraftPlan) -> None:
 
         inner.input_norm = RMSNorm(int(inner.fc.weight.shape[1]), eps=model.config.rms_norm_eps)
         inner.fc.register_forward_pre_hook(lambda fc, args: (inner.input_norm(args[0]), *args[1:]))
-    logger.info("eagle3-capture: draft %s follows %s: fc consumes layer ids %s; flags %s", plan.draft_dir,
-                plan.manifest.path, list(plan.manifest.layer_ids), plan.flags)
+    ids = list(plan.manifest.layer_ids) if plan.manifest is not None else "as SGLang reads config.json"
+    logger.info("eagle3-capture: draft %s: fc consumes layer ids %s; flags %s", plan.draft_dir, ids, plan.flags)
 
 
 def _patched_init(original, mla: bool):
@@ -183,33 +185,38 @@ def fed_layer_ids(target_model: Any) -> tuple | None:
 
 
 def check_target_wiring(draft_model: Any, target_runner: Any) -> None:
-    """Raise unless the running target matches the manifest and feeds the fc exactly the manifest's ids, in order.
+    """Raise unless the running target matches the manifest and feeds the fc exactly the declared ids, in order.
 
-    The plugin's capture patch must be active: SGLang swallows plugin exceptions, so a missed patch
-    would otherwise leave stock wiring (``set_eagle3_layers_to_capture``'s ``layer_ids[0] == 1`` heuristic).
+    The declared ids are the manifest's (or ``eagle_config`` ids marked as layer ids), resolved by
+    :func:`sglang_eagle3_capture.wiring.declared_layer_ids` exactly as the target side resolves them. The
+    plugin's capture patch must be active: SGLang swallows plugin exceptions, so a missed patch would
+    otherwise leave stock wiring (``set_eagle3_layers_to_capture``'s ``layer_ids[0] == 1`` heuristic).
     """
     from . import patch
     from .wiring import declared_layer_ids
 
     plan: DraftPlan = getattr(draft_model, STATE_ATTR)
-    where = f"target {target_runner.model_config.model_path} (--model-path) config.json"
     target_cfg = target_runner.model_config.hf_config
-    check_target(plan.manifest, target_cfg, where=where)
-    declared_layer_ids(plan.draft_dir, draft_model.config, target_cfg)  # manifest vs eagle_config, as the target side
-    want, fed = tuple(plan.manifest.layer_ids), fed_layer_ids(target_runner.model)
+    if plan.manifest is not None:
+        check_target(plan.manifest, target_cfg,
+                     where=f"target {target_runner.model_config.model_path} (--model-path) config.json")
+    declared = declared_layer_ids(plan.draft_dir, draft_model.config, target_cfg)  # also: manifest vs eagle_config
+    if declared is None:
+        return  # nothing declared: the target side warned and wired it as stock SGLang does
+    want, fed = tuple(declared.layer_ids), fed_layer_ids(target_runner.model)
     if not patch.is_patched():
         minus1 = " (-1, the embedding output, is requested)" if -1 in want else ""
         raise DraftHeadError(
-            f"{plan.manifest.path}: field 'layer_ids': {list(want)}{minus1}, but the plugin's target capture patch is "
-            f"not active in this process ({patch.status()}), so stock SGLang wired the target: it feeds the fc layer "
-            f"ids {list(fed) if fed else 'none'}; fix: look for 'eagle3_capture' errors earlier in this log (SGLang "
-            "logs and skips a failing plugin), check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS (if "
-            "set) includes eagle3_capture")
+            f"{declared.where}: {list(want)}{minus1}, but the plugin's target capture patch is not active in this "
+            f"process ({patch.status()}), so stock SGLang wired the target: it feeds the fc layer ids "
+            f"{list(fed) if fed else 'none'}; fix: look for 'eagle3_capture' errors earlier in this log (SGLang logs "
+            "and skips a failing plugin), check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS (if set) "
+            "includes eagle3_capture")
     if fed != want:
-        raise DraftHeadError(f"{plan.manifest.path}: field 'layer_ids': {list(want)}, but the target "
-                             f"{type(target_runner.model).__name__} feeds the fc layer ids {fed and list(fed)}; fix: "
-                             "restart the server; if it persists, report it with the log of this process")
-    logger.info("eagle3-capture: target feeds the draft's fc layer ids %s, as %s says", list(fed), plan.manifest.path)
+        raise DraftHeadError(f"{declared.where}: {list(want)}, but the target {type(target_runner.model).__name__} "
+                             f"feeds the fc layer ids {fed and list(fed)}; fix: restart the server; if it persists, "
+                             "report it with the log of this process")
+    logger.info("eagle3-capture: target feeds the draft's fc layer ids %s, as %s says", list(fed), declared.where)
 
 
 def _patched_init_attention_backends(original):

@@ -108,10 +108,28 @@ def test_without_the_patch_sglang_silently_drops_what_the_loader_refuses(tmp_pat
     assert not any("q_norm" in n for n, _ in model.named_parameters())
 
 
-def test_missing_manifest_refuses_the_draft(tmp_path, tiny_target_dir, runner):
+def test_without_a_manifest_sglangs_wiring_is_kept_but_tensors_are_still_checked(tmp_path, tiny_target_dir, runner,
+                                                                                 caplog):
     d = make_draft(tmp_path / "d", tiny_target_dir, manifest=False)
-    with pytest.raises(ManifestError, match=r"eagle3_manifest.json.*manifest write"):
+    model = load_draft(d, runner)  # as the target side: no manifest -> SGLang's own wiring, with a warning
+    assert getattr(model, STATE_ATTR).manifest is None
+    assert "has no eagle3_manifest.json" in caplog.text and "manifest write" in caplog.text
+    check_target_wiring(model, runner.model_runner)  # nothing declared, nothing to hold the target to
+    rewrite_weights(d, _extra)
+    with pytest.raises(DraftHeadError, match=r"tensor 'layers.0.self_attn.q_norm.weight': not loaded"):
         load_draft(d, runner)
+
+
+def test_ids_marked_in_eagle_config_are_held_to_the_target_too(tmp_path, tiny_target_dir, runner):
+    from sglang_eagle3_capture.wiring import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+
+    assert not capture_patch.is_patched(), "another test left the capture patch applied"
+    d = make_draft(tmp_path / "d", tiny_target_dir, [3, -1, 1], manifest=False)
+    rewrite_config(d, lambda c: {**c, "eagle_config": {IDS_KEY: [3, -1, 1], CONVENTION_KEY: LAYER_ID_CONVENTION}})
+    model = load_draft(d, runner)
+    with pytest.raises(DraftHeadError, match=r"config.json: field 'eagle_config.eagle_aux_hidden_state_layer_ids'"
+                                              r": \[3, -1, 1\] \(-1, the embedding output, is requested\)"):
+        check_target_wiring(model, runner.model_runner)
 
 
 def test_speculators_checkpoint_names_and_flags_load(tmp_path, tiny_target_dir, runner):
