@@ -132,19 +132,20 @@ def test_ids_marked_in_eagle_config_are_held_to_the_target_too(tmp_path, tiny_ta
         check_target_wiring(model, runner.model_runner)
 
 
-def test_speculators_checkpoint_names_and_flags_load(tmp_path, tiny_target_dir, runner):
-    # Written by speculators 0.9.0 itself: layers.0.*, input_norm.weight (norm_before_fc), embed_tokens, d2t/t2d.
-    src = make_speculators_draft(tmp_path / "spec", tiny_target_dir, [0, 2, 4], norm_before_fc=True, norm_output=True)
+@pytest.mark.parametrize("flag, norm_tensors", [("norm_before_fc", ["input_norm.weight"]),
+                                                 ("fc_norm", [f"fc_norm.{i}.weight" for i in range(3)])])
+def test_speculators_checkpoint_names_and_flags_load(tmp_path, tiny_target_dir, runner, flag, norm_tensors):
+    # Written by speculators 0.9.0 itself: layers.0.*, input_norm/fc_norm.*, embed_tokens, d2t/t2d.
+    src = make_speculators_draft(tmp_path / "spec", tiny_target_dir, [0, 2, 4], **{flag: True}, norm_output=True)
     rewrite_config(src, lambda c: {**c["transformer_layer_config"], "architectures": ["LlamaForCausalLMEagle3"],
-                                   "draft_vocab_size": c["draft_vocab_size"], "norm_before_fc": True,
-                                   "norm_output": True, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2, 4]}})
+                                   "draft_vocab_size": c["draft_vocab_size"], flag: True, "norm_output": True,
+                                   "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2, 4]}})
     write_manifest(src, target_manifest(tiny_target_dir, [-1, 1, 3]))
     model = load_draft(src, runner)
     sd, params = _sd(src), dict(model.named_parameters())
-    assert getattr(model, STATE_ATTR).flags["norm_before_fc"] and model.model.norm_output
-    assert torch.equal(params["model.input_norm.weight"], sd["input_norm.weight"])
-    assert torch.equal(params["model.layers.0.hidden_norm.weight"], sd["layers.0.hidden_norm.weight"])
-    assert torch.equal(params["model.embed_tokens.weight"], sd["embed_tokens.weight"])
+    assert getattr(model, STATE_ATTR).flags[flag] and model.model.norm_output
+    for name in norm_tensors + ["layers.0.hidden_norm.weight", "embed_tokens.weight"]:
+        assert torch.equal(params[f"model.{name}"], sd[name]), name
 
 
 def test_flag_and_tensor_must_agree(tmp_path, tiny_target_dir, runner):
