@@ -6,7 +6,9 @@ SGLang's MLA detection in configs/model_config.py and the registry key on, stay
 :func:`revert_draft_head_patch` restores them exactly:
 
 - ``__init__``: reads ``eagle3_manifest.json`` from ``--speculative-draft-model-path`` and checks the
-  config against it before SGLang builds anything (:func:`draft_checks.plan_draft`); afterwards checks
+  config against it before SGLang builds anything (:func:`draft_checks.plan_draft`; without a manifest,
+  as the target side decides, SGLang's own wiring is kept with a WARNING and only the checks that need
+  no manifest run); afterwards checks
   the built fc and adds the math SGLang lacks: ``norm_before_residual`` for the Llama draft (layer 0's
   residual taken after ``hidden_norm``, as speculators' ``Eagle3FirstLayerMixin``), ``norm_before_fc`` for
   the MLA draft (an ``input_norm`` RMSNorm over the concatenated chunks, as the Llama class has).
@@ -17,7 +19,8 @@ SGLang's MLA detection in configs/model_config.py and the registry key on, stay
   target's is kept, since the draft was trained with it; an identical one is shared, as SGLang does.
 - ``EagleDraftWorker.init_attention_backends`` (runs right after the target configured its capture,
   managers/scheduler.py ``init_all_attention_backends``): the running target is checked against the
-  manifest, and what it feeds the fc must be the manifest's layer ids in manifest order.
+  manifest, the capture patch must be active, and what the target feeds the fc must be the declared
+  layer ids (:func:`sglang_eagle3_capture.wiring.declared_layer_ids`) in their order.
 
 Chunks arrive in manifest order (the capture patch permutes them), so fc columns are never permuted.
 """
