@@ -195,3 +195,21 @@ def test_incomplete_patch_is_caught_where_the_ids_are_handed_out(runner, tiny_ta
 def test_draft_workers_and_other_algorithms_are_left_alone(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4], manifest=[-1, 1, 3])
     assert _resolve(runner, draft, algorithm="NGRAM").eagle_aux_hidden_state_layer_ids is None
+
+
+def test_a_hub_draft_path_cannot_be_searched_for_a_manifest_and_says_so(runner, tiny_target_dir, caplog):
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    from sglang_eagle3_capture.wiring import resolve_target_capture
+
+    ec = {"use_aux_hidden_state": True, IDS_KEY: [-1, 1, 3], CONVENTION_KEY: LAYER_ID_CONVENTION}
+    draft_hf = SimpleNamespace(architectures=["LlamaForCausalLMEagle3"], eagle_config=ec)
+    config = SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=draft_hf), eagle_use_aux_hidden_state=True)
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle3_capture"):
+        declared = resolve_target_capture(config=config, server_args=runner.model_runner.server_args,
+                                          model_config=runner.model_runner.model_config,
+                                          spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False,
+                                          draft_path="some-org/some-eagle3-draft")
+    assert declared.layer_ids == (-1, 1, 3)  # marked eagle_config ids still count
+    (msg,) = [r.getMessage() for r in caplog.records if "not a local directory" in r.getMessage()]
+    assert "some-org/some-eagle3-draft" in msg and "Fix: download the draft and pass its local directory" in msg
