@@ -100,10 +100,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     print()
     rows = [["rank", "top-1", f"top-{r.top_k}", "wiring", "fc input"]]
     for i, c in enumerate(r.ranked(), 1):
-        mark = "*" if c is r.candidates.manifest else " "
+        mark = "*" if c is r.candidates.manifest else "r" if c.is_reference else " "
         rows.append([f"{i}{mark}", f"{c.top1:.3f}", f"{c.topk:.3f}", c.name, ", ".join(describe_sources(c, r.chunk_names))])
     print("\n".join(_table(rows)))
-    print("  (* = the manifest's wiring)")
+    print("  (* = the manifest's wiring; r = reference with zeroed input, not compared for the verdict)")
     for u in r.candidates.unbuildable:
         print(f"  not buildable: {u}")
     t = r.throughput

@@ -58,7 +58,8 @@ class VerifyReport:
             "stored_tensors": [{"name": n, "layer_id": i} for n, i in zip(self.chunk_names, self.chunk_ids)],
             "wirings": [{"name": c.name, "sources": describe_sources(c, self.chunk_names),
                          "layer_ids": None if c.layer_ids is None else list(c.layer_ids), "top1": c.top1,
-                         "topk": c.topk, "positions": c.positions, "is_manifest": c is cs.manifest}
+                         "topk": c.topk, "positions": c.positions, "is_manifest": c is cs.manifest,
+                         "reference": c.is_reference}
                         for c in self.ranked()],
             "unbuildable": cs.unbuildable, "notes": cs.notes, "margin": self.margin,
             "throughput": self.throughput, "ok": self.ok, "summary": self.summary,
@@ -249,17 +250,20 @@ def _decide(report: VerifyReport) -> None:
     m = report.candidates.manifest
     if m is None:
         report.ok = False
-        why = "; ".join(u for u in report.candidates.unbuildable if u.startswith("manifest"))
-        report.summary = f"the manifest's wiring cannot be built from the stored tensors ({why})"
+        report.summary = (f"the manifest's wiring {list(report.manifest_ids)} cannot be built from the stored tensors: "
+                          f"{report.candidates.manifest_problem}; fix: verify with data that stores those layers")
         return
-    others = [c for c in report.candidates.candidates if c is not m]
+    others = [c for c in report.candidates.candidates if c is not m and not c.is_reference]
     best = max(others, key=lambda c: c.top1, default=None)
-    lead = m.top1 - (best.top1 if best else 0.0)
+    if best is None:
+        report.ok, report.summary = False, "no other wiring could be built from the stored tensors to compare with"
+        return
+    lead = m.top1 - best.top1
     report.ok = m.positions > 0 and lead >= report.margin
     if m.positions == 0:
         report.summary = "no scored positions (empty loss masks or sequences shorter than 3 tokens)"
     elif report.ok:
-        report.summary = (f"the manifest's wiring is best: top-1 {m.top1:.3f}, {lead:.3f} ahead of the next "
+        report.summary = (f"the manifest's wiring is best: top-1 {m.top1:.3f}, {lead:.3f} ahead of the next wiring "
                           f"({best.name}: {best.top1:.3f}); margin required {report.margin}")
     else:
         report.summary = (f"the manifest's wiring is NOT best by {report.margin}: manifest top-1 {m.top1:.3f}, "

@@ -13,6 +13,8 @@ the input ids (the embedding output, exactly, so it is always buildable), or zer
 - every ascending choice of K stored tensors (capture loops append in ascending order), up to a cap;
 - all zeros (what the draft predicts from the tokens alone).
 
+Candidates with a zero chunk are *references* (how much the draft uses that input), not wirings an
+engine could feed; ``verify``'s verdict compares the manifest's wiring with the others only.
 Candidates with the same sources are merged (their names joined).
 """
 
@@ -52,6 +54,11 @@ class Candidate:
     correct_topk: int = 0
 
     @property
+    def is_reference(self) -> bool:
+        """True when a chunk is zeros: a measure of how much the draft uses its input, not a wiring any engine feeds."""
+        return any(s.kind == "zeros" for s in self.sources)
+
+    @property
     def name(self) -> str:
         """All names this wiring goes by, joined."""
         return " = ".join(self.names)
@@ -75,6 +82,7 @@ class CandidateSet:
     manifest: Candidate | None = None
     unbuildable: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    manifest_problem: str = ""
 
     def add(self, name: str, sources: Sequence[Source] | None, layer_ids=None, why: str = "") -> Candidate | None:
         """Add (or merge into an existing candidate with the same sources); ``None`` sources = unbuildable."""
@@ -138,6 +146,7 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
         cs.notes.append("the data does not name its stored layers; the manifest's ids are assumed to be the tensors "
                         "the training pipeline fed the fc")
     cs.manifest = cs.add(f"manifest {list(manifest_ids)}", m_sources, manifest_ids, why)
+    cs.manifest_problem = why if cs.manifest is None else ""
     if len(fc_chunks) == k:
         cs.add("training pipeline's fc input", [Source("chunk", i) for i in fc_chunks],
                [chunk_ids[i] for i in fc_chunks])
@@ -155,7 +164,7 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
             src, why = _by_layer(shifted, chunk_ids)
             cs.add(f"manifest shifted by {d:+d} {shifted}", src, shifted, why)
         stored = [i + d for i in fc_chunks]
-        if all(0 <= i < n_chunks for i in stored):
+        if len(stored) == k and all(0 <= i < n_chunks for i in stored):
             cs.add(f"stored order shifted by {d:+d}", [Source("chunk", i) for i in stored], [chunk_ids[i] for i in stored])
     if m_sources is not None:
         emb = [j for j, lid in enumerate(manifest_ids) if lid == EMBEDDING_LAYER_ID]
