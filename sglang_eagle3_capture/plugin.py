@@ -73,10 +73,12 @@ def _apply() -> None:
 
     try:
         changed = patch.apply()
-    except patch.PatchError as e:
+    except Exception as e:  # noqa: BLE001 - runs inside SGLang's own import of its ModelRunner: never break it
+        # PatchError (a changed seam) or an import failure of deepseek_v2: refuse EAGLE-3 on DeepSeek at
+        # startup instead, and leave every other deployment running.
         guarded = patch.apply_guard(f"the capture patch does not fit this SGLang ({e})")
-        logger.error("eagle3-capture: not patched: %s (startup guard %s; pid %d)", e,
-                     "installed" if guarded else "NOT installed", os.getpid())
+        logger.exception("eagle3-capture: not patched: %s (startup guard %s; pid %d)", e,
+                         "installed" if guarded else "NOT installed", os.getpid())
         return
     if changed:
         logger.info("eagle3-capture: patched %s (sglang %s, pid %d, tp_rank %s)", patch.describe(),

@@ -1,6 +1,6 @@
 """patches/sglang-0.5.23: the source diff applies to the installed SGLang and captures what the plugin captures.
 
-The diff is applied (``patch -p1 --fuzz=0``) to a copy of ``site-packages/sglang`` (symlinks, with the
+The diff is applied (``git apply -p1``, as strict as ``patch --fuzz=0``) to a copy of ``site-packages/sglang`` (symlinks, with the
 touched files copied); a subprocess imports that copy, builds SGLang's ModelRunner on the tiny target with
 no plugin loaded, and saves the aux tensors; this process computes them with the plugin. They must be
 ``torch.equal``: the diff and the plugin are two installations of one change.
@@ -48,8 +48,9 @@ def patched_copy(tmp_path_factory) -> Path:
         target = root / rel
         target.unlink()
         shutil.copy2(installed / Path(rel).relative_to("python/sglang"), target)
-    proc = subprocess.run(["patch", "-p1", "--forward", "--batch", "--fuzz=0"], input=text, text=True,
-                          cwd=root, capture_output=True)
+    # git apply: strict like `patch --fuzz=0`, and works outside a repository; git is there wherever the repo is.
+    proc = subprocess.run(["git", "apply", "-p1", "--verbose", "-"], input=text, text=True, cwd=root,
+                          capture_output=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not list(root.rglob("*.rej")) and not list(root.rglob("*.orig"))
     return root / "python"
