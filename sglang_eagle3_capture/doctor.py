@@ -83,6 +83,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from .doctor_verify import verify
     from .doctor_wirings import describe_sources, layer_label
 
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     r = verify(args.draft_dir, args.data, target=args.target, top_k=args.top_k, batch_size=args.batch_size,
                margin=args.margin, max_combinations=args.max_combinations, progress=not args.no_progress)
     if args.json:
@@ -166,6 +170,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
                    f"every other wiring (default {DEFAULT_MARGIN})")
     v.add_argument("--max-combinations", type=int, default=64, help="evaluate every ascending choice of stored tensors "
                    "when there are at most this many (default 64)")
+    v.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice; on a busy machine 1 "
+                   "is often fastest)")
     v.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(handler=_as_user_errors(_cmd_verify))
