@@ -4,7 +4,7 @@ SGLang 0.5.23's ``sglang.srt.plugins.load_plugins()`` calls it once per process:
 (``Engine.__init__``, ``launch_server``, ``sglang serve``), in every scheduler / TP worker
 (``managers/scheduler.py::run_scheduler_process``, whose models are the ones patched), the DP controller
 and the detokenizer. ``register()`` itself imports no SGLang model code: it arms a trigger that applies
-the patch right after ``model_runner_components/spec_aux_hidden_state.py`` is imported, which happens
+the target capture patch and the draft-head loader patch right after ``model_runner_components/spec_aux_hidden_state.py`` is imported, which happens
 only in processes that build a ``ModelRunner`` (before any model is resolved or loaded). Processes
 that never run a model pay nothing.
 
@@ -68,29 +68,37 @@ def _when_imported(name: str, action: Callable[[], None]) -> None:
 
 
 def _apply() -> None:
-    from . import patch
+    """Apply the target capture patch and the draft-head loader patch; never raise into SGLang's import."""
+    from . import draft_head, patch
     from ._compat import installed_sglang_version
 
+    patched = []
     try:
-        changed = patch.apply()
+        if patch.apply():
+            patched.append(patch.describe())
     except Exception as e:  # noqa: BLE001 - runs inside SGLang's own import of its ModelRunner: never break it
         # PatchError (a changed seam) or an import failure of deepseek_v2: refuse EAGLE-3 on DeepSeek at
         # startup instead, and leave every other deployment running.
         guarded = patch.apply_guard(f"the capture patch does not fit this SGLang ({e})")
-        logger.exception("eagle3-capture: not patched: %s (startup guard %s; pid %d)", e,
+        logger.exception("eagle3-capture: target capture not patched: %s (startup guard %s; pid %d)", e,
                          "installed" if guarded else "NOT installed", os.getpid())
-        return
-    if changed:
-        logger.info("eagle3-capture: patched %s (sglang %s, pid %d, tp_rank %s)", patch.describe(),
+    try:
+        if draft_head.apply_draft_head_patch():
+            patched.append("the EAGLE-3 draft-head loader (sglang_eagle3_capture.draft_head)")
+    except Exception as e:  # noqa: BLE001 - same reason; the draft then loads as stock SGLang loads it
+        logger.exception("eagle3-capture: draft-head loader not patched: %s (pid %d)", e, os.getpid())
+    if patched:
+        logger.info("eagle3-capture: patched %s (sglang %s, pid %d, tp_rank %s)", "; ".join(patched),
                     installed_sglang_version(), os.getpid(), patch.current_tp_rank())
 
 
 def register() -> None:
-    """Entry point: check the SGLang version and arm the capture patch in this process (idempotent).
+    """Entry point: check the SGLang version and arm the patches in this process (idempotent).
 
-    The patch is applied when SGLang imports its ModelRunner components (at once if already imported)
-    and logs one INFO line per process: what was patched, the SGLang version, pid and TP rank (``None``
-    until SGLang publishes it). Outside the supported SGLang range it raises
+    The target capture patch (:mod:`sglang_eagle3_capture.patch`) and the draft-head loader patch
+    (:mod:`sglang_eagle3_capture.draft_head`) are applied when SGLang imports its ModelRunner
+    components (at once if already imported), with one INFO line per process: what was patched, the
+    SGLang version, pid and TP rank (``None`` until SGLang publishes it). Outside the supported SGLang range it raises
     :class:`~sglang_eagle3_capture._compat.UnsupportedSGLangVersion` after arming the startup guard.
     """
     from ._compat import UnsupportedSGLangVersion, check_sglang_version

@@ -8,15 +8,17 @@ import sys
 import pytest
 
 import sglang_cpu_patches
-from sglang_eagle3_capture import patch, plugin
+from sglang_eagle3_capture import draft_head, patch, plugin
 from sglang_eagle3_capture.wiring import WiringError
 
 
 @pytest.fixture(autouse=True)
 def _clean():
     patch.revert()
+    draft_head.revert_draft_head_patch()
     yield
     patch.revert()
+    draft_head.revert_draft_head_patch()
 
 
 def test_sglang_discovers_the_entry_point_and_honours_sglang_plugins(monkeypatch):
@@ -36,17 +38,19 @@ def test_register_is_idempotent_and_logs_once(caplog):
     with caplog.at_level(logging.INFO, logger="sglang_eagle3_capture"):
         plugin.register()
         plugin.register()
-    assert patch.is_patched()
-    lines = [r.getMessage() for r in caplog.records if "eagle3-capture: patched" in r.getMessage()]
+    assert patch.is_patched() and draft_head.is_draft_head_patched()
+    lines = [r.getMessage() for r in caplog.records
+             if r.name == "sglang_eagle3_capture.plugin" and "eagle3-capture: patched" in r.getMessage()]
     assert len(lines) == 1
-    assert "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture" in lines[0] and "(sglang 0.5.23, pid " in lines[0]
+    assert "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture" in lines[0] and "draft-head loader" in lines[0]
+    assert "(sglang 0.5.23, pid " in lines[0]
     assert "tp_rank" in lines[0]
 
 
 LAZY = r"""
 import json, logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="LOG %(message)s")
-from sglang_eagle3_capture import patch, plugin
+from sglang_eagle3_capture import draft_head, patch, plugin
 from sglang.srt.plugins import load_plugins
 load_plugins()  # what every SGLang process runs first
 plugin.register()  # a second call, as a launcher calling load_plugins twice would
@@ -54,7 +58,8 @@ hooks = sum(type(f).__name__ == "_RunAfterImport" for f in sys.meta_path)
 before = {"hooks": hooks, "patched": patch.is_patched(),
           "model_code": [m for m in ("sglang.srt.models.deepseek_v2", plugin.TRIGGER_MODULE) if m in sys.modules]}
 import sglang.srt.model_executor.model_runner  # what a scheduler imports before building its ModelRunner
-after = {"hooks": sum(type(f).__name__ == "_RunAfterImport" for f in sys.meta_path), "patched": patch.is_patched()}
+after = {"hooks": sum(type(f).__name__ == "_RunAfterImport" for f in sys.meta_path), "patched": patch.is_patched(),
+         "draft_head": draft_head.is_draft_head_patched()}
 plugin.register()
 print("RESULT " + json.dumps({"before": before, "after": after, "still": patch.is_patched()}))
 """
@@ -68,8 +73,9 @@ def test_register_patches_only_processes_that_build_a_model_runner():
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
     assert result["before"] == {"hooks": 1, "patched": False, "model_code": []}
-    assert result["after"] == {"hooks": 0, "patched": True} and result["still"] is True
-    patched_lines = [line for line in proc.stdout.splitlines() if "eagle3-capture: patched" in line]
+    assert result["after"] == {"hooks": 0, "patched": True, "draft_head": True} and result["still"] is True
+    patched_lines = [line for line in proc.stdout.splitlines() if "eagle3-capture: patched" in line
+                     and "tp_rank" in line]
     assert len(patched_lines) == 1 and "sglang 0.5.23" in patched_lines[0]
 
 
@@ -117,6 +123,7 @@ def test_a_patch_that_does_not_fit_is_refused_at_startup(runner, tiny_draft_dir,
     with caplog.at_level(logging.ERROR, logger="sglang_eagle3_capture"):
         plugin.register()  # logs; load_plugins would go on either way
     assert not patch.is_patched()
-    assert any("not patched" in r.getMessage() and "startup guard installed" in r.getMessage() for r in caplog.records)
+    assert any("target capture not patched" in r.getMessage() and "startup guard installed" in r.getMessage()
+               for r in caplog.records)
     with pytest.raises(WiringError, match="the capture patch does not fit this SGLang .*set_eagle3_layers_to_capture"):
         _resolve_eagle3(runner, tiny_draft_dir)
