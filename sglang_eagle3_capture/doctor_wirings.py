@@ -83,11 +83,19 @@ class CandidateSet:
     unbuildable: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     manifest_problem: str = ""
+    _unbuilt: dict = field(default_factory=dict, repr=False)
 
     def add(self, name: str, sources: Sequence[Source] | None, layer_ids=None, why: str = "") -> Candidate | None:
         """Add (or merge into an existing candidate with the same sources); ``None`` sources = unbuildable."""
         if sources is None:
-            self.unbuildable.append(f"{name}: {why}")
+            key = f"{list(layer_ids) if layer_ids is not None else ''}|{why}"
+            if key in self._unbuilt:  # same ids, same reason: one line naming every wiring
+                i = self._unbuilt[key]
+                head, reason = self.unbuildable[i].split(": ", 1)
+                self.unbuildable[i] = f"{head} = {name}: {reason}"
+            else:
+                self._unbuilt[key] = len(self.unbuildable)
+                self.unbuildable.append(f"{name}: {why}")
             return None
         sources = tuple(sources)
         for c in self.candidates:
@@ -157,7 +165,7 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
             src, why = _by_layer(fed, chunk_ids)
             cs.add(f"{name} {list(fed)}", src, fed, why)
         else:
-            cs.add(f"{name} {list(fed)}", None, why=f"feeds {len(fed)} tensors to a {k}-chunk fc (SGLang fails at startup)")
+            cs.add(f"{name} {list(fed)}", None, fed, why=f"feeds {len(fed)} tensors to a {k}-chunk fc (SGLang fails at startup)")
     for d in (1, -1):
         shifted = [i + d for i in manifest_ids]
         if all(EMBEDDING_LAYER_ID <= i < num_layers for i in shifted):
