@@ -256,7 +256,9 @@ def check_vocab_maps(model: Any, plan: DraftPlan, special: dict) -> None:
     import torch
 
     vocab = model.config.vocab_size
-    draft_vocab = int(model.lm_head.weight.shape[0])
+    # The unsharded vocab: under tensor parallelism lm_head.weight holds only this rank's rows
+    # (sglang/srt/layers/vocab_parallel_embedding.py VocabParallelEmbedding.num_embeddings).
+    draft_vocab = int(getattr(model.lm_head, "num_embeddings", model.lm_head.weight.shape[0]))
     if "d2t" not in special:
         if draft_vocab != vocab:
             raise DraftHeadError(f"{plan.config_file.parent}: tensor 'd2t': missing, and the draft vocab ({draft_vocab}) is not the "
