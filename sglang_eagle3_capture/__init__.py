@@ -1,15 +1,42 @@
 """sglang-eagle3-capture: explicit, checked EAGLE-3 hidden-state wiring for DeepSeek-V2-family targets in SGLang.
 
-Importing this package imports neither SGLang nor CUDA; SGLang is imported only inside the
-functions that patch it.
+Importing this package imports neither SGLang nor torch; the names below that need them are
+resolved on first use (:func:`__getattr__`), and SGLang is imported only inside the functions
+that patch it.
+
+Example::
+
+    import sglang_eagle3_capture as ec
+    m = ec.read_manifest("/models/kimi-k25-eagle3")     # eagle3_manifest.json, strictly validated
+    print(m.layer_ids)                                   # (-1, 2, 30): cat([embed, HF[3], HF[31]])
+    with ec.capture_patched():                           # in-process use (the plugin does this in servers)
+        ...
 """
 
 from __future__ import annotations
+
+import importlib
 
 from ._compat import SUPPORTED_SGLANG_VERSIONS, UnsupportedSGLangVersion, check_sglang_version
 from .layer_ids import EMBEDDING_LAYER_ID, LayerIdError, check_layer_ids, hidden_state_index, layer_id_of_index
 
 __version__ = "0.1.0"
+
+# public name -> (module, attribute), imported on first access
+_LAZY = {
+    "apply_capture_patch": (".patch", "apply"),
+    "revert_capture_patch": (".patch", "revert"),
+    "is_capture_patched": (".patch", "is_patched"),
+    "capture_patched": (".patch", "patched"),
+    "apply_draft_head_patch": (".draft_head", "apply_draft_head_patch"),
+    "revert_draft_head_patch": (".draft_head", "revert_draft_head_patch"),
+    "is_draft_head_patched": (".draft_head", "is_draft_head_patched"),
+    "Manifest": (".manifest", "Manifest"),
+    "ManifestError": (".manifest", "ManifestError"),
+    "read_manifest": (".manifest", "read_manifest"),
+    "write_manifest": (".manifest", "write_manifest"),
+    "convert": (".convert", "convert"),
+}
 
 __all__ = [
     "EMBEDDING_LAYER_ID",
@@ -21,4 +48,15 @@ __all__ = [
     "check_sglang_version",
     "hidden_state_index",
     "layer_id_of_index",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str):
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'sglang_eagle3_capture' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), attr)
+    globals()[name] = value
+    return value

@@ -60,3 +60,10 @@ def test_package_does_not_ship_the_cpu_shim():
     for path in (ROOT / "sglang_eagle3_capture").rglob("*.py"):
         text = path.read_text()
         assert not any(b in text for b in bad), path
+
+
+def test_lazy_public_names_resolve():
+    for name in sglang_eagle3_capture._LAZY:
+        assert callable(getattr(sglang_eagle3_capture, name)), name
+    with pytest.raises(AttributeError):
+        sglang_eagle3_capture.no_such_name
