@@ -8,7 +8,8 @@ hidden-state tensors split into ``[seq, hidden]`` chunks in stored order):
   (``standardize_data_v1``) fed the fc ``cat(hidden_states[:-1])`` and used ``hidden_states[-1]``
   as the verifier's last hidden state. A ``data_config.json`` next to the files may list the
   stored layers (``{"hidden_states": {"layer_ids": [...]}}``); the legacy generator captured
-  *after* decoder layer ``idx``, so its ids already are this package's layer ids.
+  *after* decoder layer ``idx``, so its ids already are this package's layer ids. Its
+  ``sample_lengths.json`` (``{"i": seq_len}``) must agree with ``data_{i}.pt``.
 - speculators' ``hs_{i}.safetensors`` (vLLM ``extract_hidden_states``): ``hidden_states``
   ``[seq, layers, hidden]`` and ``token_ids`` ``[seq]``; the loss mask lives in an Arrow dataset
   and is not read (every position counts). The trainer fed the fc ``hidden_states[:, :-1]``.
@@ -32,6 +33,7 @@ LEGACY_PT = "speculators-legacy-pt"
 HS_SAFETENSORS = "speculators-hs-safetensors"
 SPECFORGE_CKPT = "specforge-ckpt"
 LEGACY_DATA_CONFIG = "data_config.json"
+LEGACY_LENGTHS = "sample_lengths.json"
 _PATTERNS = ("*.pt", "hs_*.safetensors", "*.ckpt", "*.ckpt.gz")
 
 
@@ -100,23 +102,6 @@ def load_sample(path: str | Path) -> Sample:
         f"{path}: unknown sample file type; expected speculators data_*.pt, hs_*.safetensors "
         "or SpecForge *.ckpt / *.ckpt.gz"
     )
-
-
-def check_same_tokens(a_ids, a_where: str, b_ids, b_where: str) -> None:
-    """Raise :class:`SampleError` unless two token-id tensors are identical (lengths and values)."""
-    if tuple(a_ids.shape) != tuple(b_ids.shape):
-        raise SampleError(
-            f"token ids do not match: {a_where} has {a_ids.shape[0]} tokens, {b_where} has {b_ids.shape[0]}; "
-            "pair each file with the sample of the same prompt"
-        )
-    diff = (a_ids.long() != b_ids.long()).nonzero()
-    if diff.numel():
-        i = int(diff[0, 0])
-        raise SampleError(
-            f"token ids do not match: {a_where} and {b_where} differ at position {i} "
-            f"({int(a_ids[i])} vs {int(b_ids[i])}) and at {diff.shape[0] - 1} more; "
-            "pair each file with the sample of the same prompt"
-        )
 
 
 def _torch_load(path: Path):
@@ -211,6 +196,7 @@ def _read_legacy(path: Path, data) -> Sample:
             )
         chunks.append(t)
     mask = _mask(_need(data, "loss_mask", path, LEGACY_PT), "loss_mask", path, ids.shape[0])
+    _check_legacy_length(path, ids.shape[0])
     n = len(chunks)
     return Sample(
         path=path, layout=LEGACY_PT, input_ids=ids, loss_mask=mask, chunks=tuple(chunks),
@@ -218,6 +204,22 @@ def _read_legacy(path: Path, data) -> Sample:
         fc_chunks=tuple(range(n - 1)), target_chunk=n - 1,
         chunk_layer_ids=_legacy_layer_ids(path, n),
     )
+
+
+def _check_legacy_length(path: Path, seq: int) -> None:
+    """``data_{i}.pt`` must have the length its directory's ``sample_lengths.json`` records for ``i``."""
+    lengths_file = path.parent / LEGACY_LENGTHS
+    index = path.stem[len("data_"):] if path.stem.startswith("data_") else None
+    if index is None or not lengths_file.is_file():
+        return
+    try:
+        lengths = json.loads(lengths_file.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SampleError(f"{lengths_file}: not valid JSON ({e}); fix or remove it") from e
+    want = lengths.get(index) if isinstance(lengths, dict) else None
+    if want is not None and want != seq:
+        raise SampleError(f"{path}: key 'input_ids' has {seq} tokens but {lengths_file} field '{index}' says {want}; "
+                          "the sample and the index disagree (a file from another run?): regenerate or remove one")
 
 
 def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:

@@ -20,7 +20,6 @@ from sglang_eagle3_capture.samples import (
     LEGACY_PT,
     SPECFORGE_CKPT,
     SampleError,
-    check_same_tokens,
     expand_data_paths,
     load_sample,
 )
@@ -169,10 +168,10 @@ def test_not_a_sample_file(tmp_path):
         load_sample(q)
 
 
-def test_check_same_tokens_names_both_files():
-    a = torch.tensor([1, 2, 3, 4])
-    check_same_tokens(a, "a.pt", a.clone(), "dump.safetensors")
-    with pytest.raises(SampleError, match=r"a.pt and dump.safetensors differ at position 2 \(3 vs 9\)"):
-        check_same_tokens(a, "a.pt", torch.tensor([1, 2, 9, 4]), "dump.safetensors")
-    with pytest.raises(SampleError, match=r"a.pt has 4 tokens, dump.safetensors has 3"):
-        check_same_tokens(a, "a.pt", a[:3], "dump.safetensors")
+def test_legacy_sample_lengths_must_agree(tmp_path):
+    p, _ = _legacy(tmp_path, "data_3.pt")
+    (tmp_path / "sample_lengths.json").write_text(json.dumps({"3": SEQ}))
+    assert load_sample(p).seq_len == SEQ
+    (tmp_path / "sample_lengths.json").write_text(json.dumps({"3": SEQ + 1}))
+    with pytest.raises(SampleError, match=r"data_3.pt: key 'input_ids' has 9 tokens but .*sample_lengths.json field '3' says 10"):
+        load_sample(p)
