@@ -24,6 +24,7 @@ def _as_user_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argpar
     """Turn this module's data errors into ``cli.UserError`` (one line, exit 2)."""
 
     def run(args: argparse.Namespace) -> int:
+        """``fn(args)``, with sample and draft-format errors re-raised as ``UserError``."""
         from .cli import UserError
         from .draft_model import DraftFormatError
         from .samples import SampleError
