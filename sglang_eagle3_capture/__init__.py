@@ -35,7 +35,7 @@ _LAZY = {
     "ManifestError": (".manifest", "ManifestError"),
     "read_manifest": (".manifest", "read_manifest"),
     "write_manifest": (".manifest", "write_manifest"),
-    "convert": (".convert", "convert"),
+    "convert_draft": (".convert", "convert"),
 }
 
 __all__ = [
