@@ -109,6 +109,21 @@ def test_matches_sglang_llama_eagle3(tmp_path, variant):
     check_against_sglang(draft_dir, *ragged_inputs(cfg), tmp_path)
 
 
+def test_fixture_draft_matches_sglang_on_training_samples(tmp_path):
+    """The committed fixture draft on its own legacy-layout samples, embedding from the target as served."""
+    from safetensors.torch import load_file
+
+    files = sorted((FIXTURE / "samples").glob("data_*.pt"))[:4]
+    samples = [torch.load(f) for f in files]
+    embed = load_file(str(FIXTURE / "target" / "model.safetensors"))["model.embed_tokens.weight"]
+    ids, aux = [], []
+    for s in samples:
+        i, a, _, _ = eagle3_shift(s["input_ids"], torch.cat(s["hidden_states"][:3], -1), s["input_ids"], s["loss_mask"])
+        ids.append(i)
+        aux.append(a)
+    check_against_sglang(FIXTURE / "draft", ids, aux, tmp_path, target_embed=embed)
+
+
 def test_save_load_roundtrip_and_padding(tmp_path):
     draft_dir = random_draft(tmp_path / "d", **VARIANTS["all-options"])
     a = Eagle3Draft.from_pretrained(draft_dir)
