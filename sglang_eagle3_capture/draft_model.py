@@ -13,9 +13,9 @@ draft step over whole sequences:
    add); SwiGLU MLP. Further layers: ``x, residual = hidden_norm(x, residual)`` then the same.
 3. ``lm_head(norm(x, residual))`` over the draft vocab; ``d2t`` maps draft ids to target ids.
 
-Not modelled (serving-only): the ``speculative_draft_window_size`` sliding window, multi-step
-decode with the draft's own hidden (``norm_output``), tree attention.
-
+``norm_before_residual`` (layer 0's residual taken after ``hidden_norm``) is ignored by stock SGLang;
+it is applied here as this package's draft_head.py patch serves it. Not modelled (serving-only):
+the ``speculative_draft_window_size`` sliding window, multi-step decode, tree attention.
 Also used to train the fixture's draft (fixtures/), so the fixture's math is SGLang's.
 """
 
@@ -23,118 +23,18 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .draft_config import DraftConfig, DraftFormatError
+
+__all__ = ["DraftConfig", "DraftFormatError", "Eagle3Draft", "eagle3_shift"]
+
 _LEGACY = {"midlayer.": "layers.0.", "aux_norm_low.": "fc_norm.0.", "aux_norm_mid.": "fc_norm.1.",
            "aux_norm_high.": "fc_norm.2."}  # llama_eagle3.py load_weights legacy_name_map
-
-
-class DraftFormatError(ValueError):
-    """A draft directory SGLang's ``LlamaForCausalLMEagle3`` would not load the same way."""
-
-
-@dataclass(frozen=True)
-class DraftConfig:
-    """The fields of a draft ``config.json`` that SGLang's ``LlamaForCausalLMEagle3`` reads."""
-
-    hidden_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    intermediate_size: int
-    num_hidden_layers: int
-    vocab_size: int
-    draft_vocab_size: int
-    target_hidden_size: int
-    num_aux_hidden_states: int
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 10000.0
-    fc_bias: bool = False  # config "bias"
-    attention_bias: bool = False
-    norm_before_fc: bool = False
-    fc_norm: bool = False
-    tie_word_embeddings: bool = False
-    lm_head_from_target: bool = False
-    norm_before_residual: bool = False  # ignored by stock SGLang; draft_head.py's patch serves it
-
-    @classmethod
-    def from_dict(cls, cfg: dict, where: str = "config.json") -> "DraftConfig":
-        """Resolve a draft ``config.json`` dict the way SGLang 0.5.23 does; errors name ``where``."""
-        def need(key):
-            if key not in cfg:
-                raise DraftFormatError(f"{where}: field '{key}' is missing; an EAGLE-3 draft config needs it")
-            return cfg[key]
-
-        archs = cfg.get("architectures") or []
-        if archs and archs[0] != "LlamaForCausalLMEagle3":
-            raise DraftFormatError(f"{where}: field 'architectures' is {archs}; this reader handles "
-                                   "['LlamaForCausalLMEagle3'] drafts only (convert the draft to SGLang's format)")
-        if cfg.get("model_type") == "llama4_text" or cfg.get("hidden_act", "silu") != "silu":
-            raise DraftFormatError(f"{where}: field 'model_type'/'hidden_act': only llama drafts with silu are supported")
-        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-        rope_type = rope.get("rope_type", rope.get("type", "default"))
-        if rope_type != "default" or cfg.get("partial_rotary_factor", 1) != 1 or not cfg.get("rope_is_neox_style", True):
-            raise DraftFormatError(f"{where}: field 'rope_parameters' ({rope}): only default full neox RoPE is supported")
-        hidden, heads = int(need("hidden_size")), int(need("num_attention_heads"))
-        eagle = cfg.get("eagle_config") or {}
-        num_aux = cfg.get("num_aux_hidden_states")
-        if num_aux is None:  # llama_eagle3.py: explicit attr > eagle_config layer_ids > default 3
-            ids = eagle.get("eagle_aux_hidden_state_layer_ids")
-            num_aux = len(ids) if ids else 3
-        vocab = int(need("vocab_size"))
-        tie = bool(cfg.get("tie_word_embeddings", False))
-        dvs = cfg.get("draft_vocab_size")
-        if tie and dvs not in (None, vocab):
-            raise DraftFormatError(f"{where}: field 'draft_vocab_size' ({dvs}) differs from vocab_size with tied embeddings")
-        return cls(
-            hidden_size=hidden, num_attention_heads=heads,
-            num_key_value_heads=int(cfg.get("num_key_value_heads") or heads),
-            head_dim=int(cfg.get("head_dim") or hidden // heads),
-            intermediate_size=int(need("intermediate_size")),
-            num_hidden_layers=int(need("num_hidden_layers")),
-            vocab_size=vocab, draft_vocab_size=int(dvs if dvs is not None else vocab),
-            target_hidden_size=int(cfg.get("target_hidden_size") or hidden), num_aux_hidden_states=int(num_aux),
-            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-            rope_theta=float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0))),
-            fc_bias=bool(cfg.get("bias", False)),
-            attention_bias=bool(cfg.get("attention_bias", False)),
-            norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
-            fc_norm=bool(cfg.get("fc_norm") or cfg.get("use_aux_norm", False)),
-            tie_word_embeddings=tie, lm_head_from_target=(not tie and dvs is None),
-            norm_before_residual=bool(cfg.get("norm_before_residual", False)),
-        )
-
-    def to_sglang_config(self, **extra) -> dict:
-        """A ``config.json`` dict that SGLang (and :meth:`from_dict`) reads back as this config."""
-        c = self
-        cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_act": "silu",
-               "hidden_size": c.hidden_size, "num_attention_heads": c.num_attention_heads,
-               "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim,
-               "intermediate_size": c.intermediate_size, "num_hidden_layers": c.num_hidden_layers,
-               "vocab_size": c.vocab_size, "draft_vocab_size": c.draft_vocab_size,
-               "target_hidden_size": c.target_hidden_size, "num_aux_hidden_states": c.num_aux_hidden_states,
-               "rms_norm_eps": c.rms_norm_eps, "rope_parameters": {"rope_type": "default", "rope_theta": c.rope_theta},
-               "bias": c.fc_bias, "attention_bias": c.attention_bias, "norm_before_fc": c.norm_before_fc,
-               "fc_norm": c.fc_norm, "tie_word_embeddings": c.tie_word_embeddings, "torch_dtype": "float32",
-               "norm_before_residual": c.norm_before_residual}
-        if c.lm_head_from_target:
-            del cfg["draft_vocab_size"]
-        return {**cfg, **extra}
-
-    @property
-    def fc_in_features(self) -> int:
-        """Width of the aux-hidden input the fc consumes (``num_aux * target_hidden_size``)."""
-        return self.num_aux_hidden_states * self.target_hidden_size
-
-    @property
-    def o_proj_bias(self) -> bool:
-        """llama.py gives o_proj a bias for ``attention_bias`` or ``bias``; llama_eagle3.py's qkv never has one."""
-        return self.attention_bias or self.fc_bias
 
 
 class RMSNorm(nn.Module):
@@ -295,12 +195,9 @@ class Eagle3Draft(nn.Module):
         if not cfg_path.is_file():
             raise DraftFormatError(f"{cfg_path}: not found; pass the draft directory holding config.json")
         model = cls(DraftConfig.from_dict(json.loads(cfg_path.read_text()), where=str(cfg_path)))
-        files = sorted(d.glob("*.safetensors"))
-        if not files:
+        weights = {k: v for f in sorted(d.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
+        if not weights:
             raise DraftFormatError(f"{d}: no *.safetensors weights next to config.json")
-        weights = {}
-        for f in files:
-            weights.update(load_file(str(f)))
         model.load_sglang_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head)
         return model.eval()
 
@@ -317,14 +214,12 @@ class Eagle3Draft(nn.Module):
                 key = key.replace(old, new)
             if key == "d2t":
                 loaded["d2t"] = tensor.long()
-            elif key in own and key != "d2t":
-                if key == "lm_head.weight" and self.config.lm_head_from_target:
-                    continue
+            elif key in own and not (key == "lm_head.weight" and self.config.lm_head_from_target):
                 if tuple(tensor.shape) != tuple(own[key].shape):
                     raise DraftFormatError(f"{where}: weight '{name}' has shape {tuple(tensor.shape)}, "
                                            f"the config implies {tuple(own[key].shape)}")
                 loaded[key] = tensor.float()
-            elif key != "t2d":
+            elif key != "t2d" and not (key == "lm_head.weight" and self.config.lm_head_from_target):
                 self.ignored_weights.append(name)  # SGLang's load_weights drops these without a word
         if target_embed is not None and self.config.target_hidden_size == self.config.hidden_size:
             loaded["embed_tokens.weight"], self.embedding_source = target_embed.float(), "target"
@@ -341,16 +236,13 @@ class Eagle3Draft(nn.Module):
         if self.ignored_weights:
             warnings.warn(f"{where}: SGLang ignores these weights, so they are ignored here too: {self.ignored_weights}")
 
-    def sglang_state_dict(self, t2d_vocab: int | None = None) -> dict:
+    def sglang_state_dict(self) -> dict:
         """Tensors under SGLang's checkpoint names (single layer as ``midlayer.*``), with ``d2t``/``t2d``."""
-        out = {}
-        for k, v in self.state_dict().items():
-            if k.startswith("layers.0.") and self.config.num_hidden_layers == 1:
-                k = "midlayer." + k[len("layers.0."):]
-            out[k] = v.detach().clone().contiguous()
-        t2d = torch.zeros(t2d_vocab or self.config.vocab_size, dtype=torch.bool)
-        t2d[self.to_target_ids(torch.arange(self.config.draft_vocab_size))] = True
-        out["t2d"] = t2d
+        one = self.config.num_hidden_layers == 1
+        out = {("midlayer." + k[9:] if one and k.startswith("layers.0.") else k): v.detach().clone().contiguous()
+               for k, v in self.state_dict().items()}
+        out["t2d"] = torch.zeros(self.config.vocab_size, dtype=torch.bool)
+        out["t2d"][self.to_target_ids(torch.arange(self.config.draft_vocab_size))] = True
         return out
 
 

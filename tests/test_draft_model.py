@@ -161,6 +161,7 @@ def test_eagle3_shift_is_speculators_shift_batch():
     (lambda c, w: w.pop("fc.weight"), "['fc.weight'] are missing"),
     (lambda c, w: w.update({"fc.weight": torch.zeros(64, 10)}), "weight 'fc.weight' has shape (64, 10)"),
     (lambda c, w: c.pop("draft_vocab_size"), "pass the target's lm_head weight"),
+    (lambda c, w: c.update(target_hidden_size=None), "field 'target_hidden_size' is null"),
 ])
 def test_bad_draft_dirs_name_file_and_field(tmp_path, breakage, message):
     from safetensors.torch import load_file
