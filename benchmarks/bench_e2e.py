@@ -1,0 +1,331 @@
+"""End-to-end benchmark: accept rate and tok/s through real `python -m sglang.launch_server` processes.
+
+Three variants on the same prompts:
+  no_spec   the target alone;
+  stock     EAGLE-3 with SGLang's own wiring (this package's plugin excluded through SGLANG_PLUGINS);
+  manifest  EAGLE-3 with the plugin and the draft's eagle3_manifest.json.
+
+Prompts are sent as token ids to SGLang's native `POST /generate` (the tiny fixture target has no
+tokenizer, which `python -m sglang.benchmark.serving` needs for its datasets). Accept length is read
+both from `/server_info` (`internal_states[0].avg_spec_accept_length`, cumulative) and from each
+request's `meta_info` (`spec_num_correct_drafts`, `spec_num_proposed_drafts`, `spec_verify_ct`).
+
+CPU mode (default) starts the servers with the test-only CPU shim from tests/cpu_shim (SGLang 0.5.23
+does not run DeepSeek on this CPU without it) and the EAGLE-3 chain only (1 step, topk 1, 2 draft
+tokens). GPU mode (`--device cuda`) starts plain servers with the usual speculative settings.
+
+Writes benchmarks/results/e2e.json and e2e.csv (one row per variant) and e2e.png.
+
+Example::
+
+    python benchmarks/bench_e2e.py --fixture fixtures/tiny --num-prompts 240
+    python benchmarks/bench_e2e.py --device cuda --target /models/DeepSeek-V3 --draft /models/ds-eagle3 \\
+        --prompts prompts.json --speculative-num-steps 3 --speculative-eagle-topk 4 \\
+        --speculative-num-draft-tokens 8 --tp-size 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+CPU_SHIM = ROOT / "tests" / "cpu_shim"
+PLUGIN_NAME = "eagle3_capture"
+VARIANTS = ("no_spec", "stock", "manifest")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _other_plugins() -> str:
+    """SGLANG_PLUGINS value that loads every installed general plugin except this package's."""
+    names = sorted(ep.name for ep in metadata.entry_points(group="sglang.srt.plugins") if ep.name != PLUGIN_NAME)
+    # An allowlist naming no installed plugin loads none (sglang/srt/plugins/__init__.py).
+    return ",".join(names) or "none"
+
+
+def server_env(variant: str, device: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if device == "cpu":
+        env.update(SGLANG_USE_CPU_ENGINE="1", TRITON_INTERPRET="1", TORCHDYNAMO_DISABLE="1")
+        env["PYTHONPATH"] = os.pathsep.join([str(CPU_SHIM), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if variant == "stock":
+        env["SGLANG_PLUGINS"] = _other_plugins()
+    else:
+        env.pop("SGLANG_PLUGINS", None)
+    return env
+
+
+def server_cmd(args, variant: str, port: int) -> list[str]:
+    cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(args.target),
+           "--host", "127.0.0.1", "--port", str(port), "--skip-tokenizer-init", "--tp-size", str(args.tp_size)]
+    if args.device == "cpu":
+        cmd += ["--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
+                "--mem-fraction-static", "0.05", "--max-total-tokens", "16384", "--dtype", "float32",
+                # avg_spec_accept_length appears in /server_info only after a decode log line
+                "--decode-log-interval", "1"]
+    cmd += args.server_arg
+    if variant != "no_spec":
+        cmd += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(args.draft),
+                "--speculative-num-steps", str(args.speculative_num_steps),
+                "--speculative-eagle-topk", str(args.speculative_eagle_topk),
+                "--speculative-num-draft-tokens", str(args.speculative_num_draft_tokens)]
+    return cmd
+
+
+def _http(url: str, payload: dict | None = None, timeout: float = 600.0) -> dict:
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+class Server:
+    """A `python -m sglang.launch_server` process, its log in a file, killed with its process group."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], log_path: Path, port: int, timeout: float):
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.time() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}; log {self.log_path}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health_generate", timeout=30) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                if time.time() > deadline:
+                    raise RuntimeError(f"server not ready after {timeout:.0f} s; log {self.log_path}:\n{self.log_tail()}")
+                time.sleep(1.0)
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+def run_variant(args, variant: str, prompts: list[list[int]]) -> dict:
+    port = _free_port()
+    log = Path(args.log_dir) / f"server_{variant}.log"
+    t0 = time.time()
+    server = Server(server_cmd(args, variant, port), server_env(variant, args.device), log, port, args.startup_timeout)
+    startup_s = time.time() - t0
+    try:
+        def request(p: list[int]) -> dict:
+            sampling = {"max_new_tokens": args.max_new_tokens or len(p) - 2, "temperature": 0.0}
+            return _http(server.url + "/generate", {"input_ids": p, "sampling_params": sampling})
+
+        request(prompts[0])  # warm-up (excluded from timing): first-batch allocations
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(args.concurrency) as pool:
+            outs = list(pool.map(request, prompts))
+        wall = time.perf_counter() - t0
+        info = _http(server.url + "/server_info")
+    finally:
+        server.close()
+    metas = [o["meta_info"] for o in outs]
+    completion = sum(m["completion_tokens"] for m in metas)
+    row = {
+        "variant": variant, "num_prompts": len(prompts), "completion_tokens": completion,
+        "wall_s": round(wall, 3), "output_tok_per_s": round(completion / wall, 3), "startup_s": round(startup_s, 1),
+        "output_ids": [o["output_ids"] for o in outs],
+    }
+    if variant == "no_spec":
+        row.update(accept_length=1.0, accept_rate=None, correct_drafts=0, proposed_drafts=0, verify_ct=0)
+        return row
+    correct = sum(m["spec_num_correct_drafts"] for m in metas)
+    proposed = sum(m["spec_num_proposed_drafts"] for m in metas)
+    verify = sum(m["spec_verify_ct"] for m in metas)
+    states = info.get("internal_states") or [{}]
+    row.update(
+        correct_drafts=correct, proposed_drafts=proposed, verify_ct=verify,
+        accept_rate=round(correct / proposed, 4) if proposed else None,
+        accept_length=round(completion / verify, 4) if verify else None,
+        server_avg_spec_accept_length=states[0].get("avg_spec_accept_length"),
+    )
+    return row
+
+
+def write_results(rows: list[dict], out_dir: Path, stem: str = "e2e") -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    keep = [{k: v for k, v in r.items() if k != "output_ids"} for r in rows]
+    (out_dir / f"{stem}.json").write_text(json.dumps(keep, indent=2) + "\n")
+    cols = list(dict.fromkeys(k for r in keep for k in r))
+    with open(out_dir / f"{stem}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(keep)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no e2e.png", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    names = [r["variant"] for r in keep]
+    axes[0].bar(names, [r["accept_rate"] or 0 for r in keep], color=["grey", "tab:red", "tab:green"][: len(keep)])
+    axes[0].set_title("accept rate per drafted token")
+    axes[1].bar(names, [r["output_tok_per_s"] for r in keep], color=["grey", "tab:red", "tab:green"][: len(keep)])
+    axes[1].set_title("output tok/s")
+    fig.tight_layout()
+    fig.savefig(out_dir / f"{stem}.png", dpi=100)
+
+
+def format_table(rows: list[dict]) -> str:
+    head = f"{'variant':<9} {'accept_len':>10} {'accept_rate':>11} {'drafts':>7} {'tok/s':>8} {'vs no_spec':>10} {'offline_acc':>11}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        rate = "-" if r.get("accept_rate") is None else f"{r['accept_rate']:.3f}"
+        off = "-" if r.get("offline_accuracy") is None else f"{r['offline_accuracy']:.3f}"
+        lines.append(f"{r['variant']:<9} {r['accept_length']:>10.3f} {rate:>11} {r.get('proposed_drafts', 0):>7} "
+                     f"{r['output_tok_per_s']:>8.1f} {r.get('speedup_vs_no_spec', 1.0):>9.2f}x {off:>11}")
+    return "\n".join(lines)
+
+
+def offline_accuracy(args, seed: int) -> dict[str, float]:
+    """The doctor's teacher-forced top-1 on samples generated from the same prompts (fixture mode)."""
+    import tempfile
+
+    from fixtures.samples import make_samples
+    from sglang_eagle3_capture.doctor_verify import verify
+
+    from fixtures.language import Language
+
+    fx = json.loads((Path(args.fixture) / "fixture.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        # Every layer stored, so stock SGLang's wiring can be built and scored too.
+        make_samples(args.target, tmp, n=args.num_prompts, seed=seed, lang=Language(**fx["language"]),
+                     layer_ids=list(range(-1, fx["num_hidden_layers"])))
+        report = verify(args.draft, [tmp], progress=False, max_combinations=0)
+    by_name = {c.name: c for c in report.candidates.candidates}
+    manifest = report.candidates.manifest
+    stock = next((c for name, c in by_name.items() if name.startswith("stock SGLang 0.5.23")), None)
+    return {"manifest": manifest.top1, "stock": None if stock is None else stock.top1, "positions": manifest.positions}
+
+
+def gate(rows: dict[str, dict], margin_offline: float, margin_stock: float) -> list[str]:
+    """The CI gate of issue 6: compares numbers measured in this run only."""
+    problems = []
+    m, s = rows["manifest"], rows["stock"]
+    if m["accept_rate"] < m["offline_accuracy"] - margin_offline:
+        problems.append(f"manifest accept rate {m['accept_rate']:.3f} is more than {margin_offline} below the "
+                        f"draft's offline accuracy {m['offline_accuracy']:.3f}")
+    if s["accept_rate"] > m["accept_rate"] - margin_stock:
+        problems.append(f"stock accept rate {s['accept_rate']:.3f} is not at least {margin_stock} below the "
+                        f"manifest's {m['accept_rate']:.3f}")
+    ref = rows.get("no_spec")
+    for name in ("stock", "manifest"):
+        if ref is not None and rows[name]["output_ids"] != ref["output_ids"]:
+            problems.append(f"{name}: greedy output differs from no speculation (speculative decoding must not change it)")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Accept rate and tok/s through real SGLang servers.")
+    ap.add_argument("--fixture", default=str(ROOT / "fixtures" / "tiny"), help="fixture dir (target/, draft/, fixture.json)")
+    ap.add_argument("--target", help="target model dir (default: FIXTURE/target)")
+    ap.add_argument("--draft", help="EAGLE-3 draft dir with eagle3_manifest.json (default: FIXTURE/draft)")
+    ap.add_argument("--prompts", help="JSON list of token-id lists (default: drawn from the fixture's language)")
+    ap.add_argument("--num-prompts", type=int, default=320)
+    ap.add_argument("--prompt-seed", type=int, default=20261129)
+    ap.add_argument("--max-new-tokens", type=int, default=None,
+                    help="default: len(prompt) - 2, the fixture language's answer length plus EOS")
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--tp-size", type=int, default=1)
+    ap.add_argument("--speculative-num-steps", type=int, default=1)
+    ap.add_argument("--speculative-eagle-topk", type=int, default=1)
+    ap.add_argument("--speculative-num-draft-tokens", type=int, default=2)
+    ap.add_argument("--server-arg", action="append", default=[], help="extra launch_server argument (repeatable)")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--startup-timeout", type=float, default=600)
+    ap.add_argument("--out-dir", default=str(RESULTS))
+    ap.add_argument("--log-dir", default=None)
+    ap.add_argument("--gate", action="store_true", help="exit 1 unless manifest accept rate >= offline - 0.05 "
+                    "and stock <= manifest - 0.2 (numbers from this run)")
+    args = ap.parse_args(argv)
+    fixture_mode = args.target is None
+    args.target = Path(args.target or Path(args.fixture) / "target")
+    args.draft = Path(args.draft or Path(args.fixture) / "draft")
+    if args.log_dir is None:
+        import tempfile
+
+        args.log_dir = tempfile.mkdtemp(prefix="bench_e2e_")
+    Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+    if args.prompts:
+        prompts = json.loads(Path(args.prompts).read_text())
+    else:
+        from fixtures.language import Language
+        from fixtures.samples import sample_prompts
+
+        fx = json.loads((Path(args.fixture) / "fixture.json").read_text())
+        prompts = sample_prompts(Language(**fx["language"]), args.num_prompts, args.prompt_seed)
+    offline = offline_accuracy(args, args.prompt_seed) if fixture_mode and not args.prompts else {}
+    rows = {}
+    for variant in args.variants.split(","):
+        print(f"[bench_e2e] {variant}: starting server (log {args.log_dir}/server_{variant}.log)", flush=True)
+        rows[variant] = run_variant(args, variant, prompts)
+        rows[variant]["offline_accuracy"] = offline.get(variant)
+    base = rows.get("no_spec", {}).get("output_tok_per_s")
+    try:
+        import torch
+
+        device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
+    except Exception as e:  # noqa: BLE001 - the device name is informational only; say why it is missing
+        device_name = f"{args.device} (name unavailable: {e})"
+    for r in rows.values():
+        r.update(speedup_vs_no_spec=round(r["output_tok_per_s"] / base, 3) if base else None,
+                 sglang_version=metadata.version("sglang"), device=device_name,
+                 offline_positions=offline.get("positions"),
+                 spec_settings=None if r["variant"] == "no_spec" else
+                 f"steps={args.speculative_num_steps},topk={args.speculative_eagle_topk},"
+                 f"draft_tokens={args.speculative_num_draft_tokens},tp={args.tp_size}")
+    write_results(list(rows.values()), Path(args.out_dir))
+    print(format_table(list(rows.values())))
+    if args.gate:
+        problems = gate(rows, 0.05, 0.2)
+        for p in problems:
+            print(f"[bench_e2e] GATE FAILED: {p}", file=sys.stderr)
+        return 1 if problems else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
