@@ -239,10 +239,14 @@ def offline_accuracy(args, seed: int) -> dict[str, float]:
     return {"manifest": manifest.top1, "stock": None if stock is None else stock.top1, "positions": manifest.positions}
 
 
-def gate(rows: dict[str, dict], margin_offline: float, margin_stock: float) -> list[str]:
+def gate(rows: dict[str, dict], margin_offline: float, margin_stock: float, min_drafts: int = 0) -> list[str]:
     """The CI gate of issue 6: compares numbers measured in this run only."""
     problems = []
     m, s = rows["manifest"], rows["stock"]
+    for name in ("stock", "manifest"):
+        if rows[name].get("proposed_drafts", 0) < min_drafts:
+            problems.append(f"{name}: only {rows[name].get('proposed_drafts', 0)} drafted tokens, fewer than "
+                            f"{min_drafts}; raise --num-prompts so sampling noise stays under the margins")
     if m["accept_rate"] < m["offline_accuracy"] - margin_offline:
         problems.append(f"manifest accept rate {m['accept_rate']:.3f} is more than {margin_offline} below the "
                         f"draft's offline accuracy {m['offline_accuracy']:.3f}")
@@ -262,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", help="target model dir (default: FIXTURE/target)")
     ap.add_argument("--draft", help="EAGLE-3 draft dir with eagle3_manifest.json (default: FIXTURE/draft)")
     ap.add_argument("--prompts", help="JSON list of token-id lists (default: drawn from the fixture's language)")
-    ap.add_argument("--num-prompts", type=int, default=320)
+    ap.add_argument("--num-prompts", type=int, default=480)
     ap.add_argument("--prompt-seed", type=int, default=20261129)
     ap.add_argument("--max-new-tokens", type=int, default=None,
                     help="default: len(prompt) - 2, the fixture language's answer length plus EOS")
@@ -277,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup-timeout", type=float, default=600)
     ap.add_argument("--out-dir", default=str(RESULTS))
     ap.add_argument("--log-dir", default=None)
-    ap.add_argument("--gate", action="store_true", help="exit 1 unless manifest accept rate >= offline - 0.05 "
-                    "and stock <= manifest - 0.2 (numbers from this run)")
+    ap.add_argument("--gate", action="store_true", help="exit 1 unless manifest accept rate >= offline - 0.05, "
+                    "stock <= manifest - 0.2 (numbers from this run) and each EAGLE-3 variant drafted >= --min-drafts")
+    ap.add_argument("--min-drafts", type=int, default=2000)
     args = ap.parse_args(argv)
     fixture_mode = args.target is None
     args.target = Path(args.target or Path(args.fixture) / "target")
@@ -319,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     write_results(list(rows.values()), Path(args.out_dir))
     print(format_table(list(rows.values())))
     if args.gate:
-        problems = gate(rows, 0.05, 0.2)
+        problems = gate(rows, 0.05, 0.2, args.min_drafts)
         for p in problems:
             print(f"[bench_e2e] GATE FAILED: {p}", file=sys.stderr)
         return 1 if problems else 0
