@@ -121,6 +121,20 @@ def test_committed_samples_are_the_targets_own_states(info, target):
     assert torch.equal(ref["target_ids"][:, :-1][generated], ref["ids"][:, 1:][generated])
 
 
+def test_samples_cli_regenerates_the_committed_samples(info, tmp_path):
+    """``python -m fixtures.samples`` rebuilds legacy-layout samples from the committed target."""
+    proc = subprocess.run([sys.executable, "-m", "fixtures.samples", str(FIXTURE / "target"), str(tmp_path), "--n", "3",
+                           "--seed", str(info["heldout"]["seed"])], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((tmp_path / "data_config.json").read_text()) == \
+        json.loads((FIXTURE / "samples" / "data_config.json").read_text())
+    for i in range(3):
+        new, old = torch.load(tmp_path / f"data_{i}.pt"), torch.load(FIXTURE / "samples" / f"data_{i}.pt")
+        assert torch.equal(new["input_ids"], old["input_ids"]) and torch.equal(new["loss_mask"], old["loss_mask"])
+        for a, b in zip(new["hidden_states"], old["hidden_states"], strict=True):
+            torch.testing.assert_close(a, b, **TOLERANCES[torch.float32])
+
+
 def test_committed_prompts_are_the_heldout_prompts(info):
     prompts = json.loads((FIXTURE / "prompts.json").read_text())
     assert prompts == sample_prompts(Language(**info["language"]), len(prompts), info["heldout"]["seed"])
