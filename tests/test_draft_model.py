@@ -35,6 +35,7 @@ VARIANTS = {
     "plain": {},
     "all-options": dict(norm_before_fc=True, fc_norm=True, num_key_value_heads=2, target_hidden_size=48,
                         rope_theta=5000.0, rms_norm_eps=1e-5, fc_bias=True, attention_bias=True, num_hidden_layers=2),
+    "tied": dict(tie_word_embeddings=True, draft_vocab_size=256),  # lm_head is embed_tokens
 }
 
 
