@@ -40,17 +40,11 @@ from pathlib import Path
 
 import torch
 
-DEFAULT_SERVER_ARGS = dict(
-    device="cpu",
-    attention_backend="torch_native",
-    disable_cuda_graph=True,
-    skip_tokenizer_init=True,
-    dtype="float32",
-    tp_size=1,
-    mem_fraction_static=0.05,
-    max_total_tokens=2048,
-    random_seed=0,
-)
+from engine_harness import ENGINE_DEFAULTS
+
+# The Engine tests' CPU settings (one place), minus the Engine-only logging knobs, with a smaller KV pool.
+DEFAULT_SERVER_ARGS = {k: v for k, v in ENGINE_DEFAULTS.items() if k not in ("log_level", "decode_log_interval")}
+DEFAULT_SERVER_ARGS["max_total_tokens"] = 2048
 
 
 @dataclass
