@@ -176,14 +176,13 @@ def fed_layer_ids(target_model: Any) -> tuple | None:
     """
     for module in target_model.modules():
         loop = getattr(module, "layers_to_capture", None)
-        if not loop:
-            continue
         feed = getattr(module, "_eagle3_capture_feed", None)
         if feed is not None and feed.layers is not loop:
             return None  # FcFeed refuses to run on a replaced list
         if feed is not None and feed.plan is not None:
-            return tuple(feed.plan.layer_ids)
-        return tuple(layer_id_of_index(i) for i in sorted(loop))
+            return tuple(feed.plan.layer_ids)  # may include the last layer, taken outside the loop
+        if loop:
+            return tuple(layer_id_of_index(i) for i in sorted(loop))
     return None
 
 

@@ -9,7 +9,9 @@ Four attributes of SGLang 0.5.23 are replaced (:data:`TARGETS`); each replacemen
   through :func:`~.capture.plan_capture` instead of SGLang's ``layer_ids[0] == 1`` heuristic. V3, V32
   (empty subclasses) and Kimi-K2.5 (its ``set_eagle3_layers_to_capture`` delegates to its
   ``language_model``, a ``DeepseekV3ForCausalLM``) inherit it, so a registry override is not needed;
-- ``DeepseekV2Model.forward``: hand the packed aux tensor to the model's :class:`~.capture.FcFeed`;
+- ``DeepseekV2Model.forward``: hand the model's output to its :class:`~.capture.FcFeed`, which puts the
+  packed chunks (and the last layer's output, taken by a forward hook on the model's final ``norm``
+  instance) in fc order;
 - ``DeepseekV2Model._eagle3_capture_feed``: a new class attribute, ``None`` (no feed: nothing extra runs).
 
 Patching class attributes reaches every ``from ... import`` binding; :func:`revert` puts back exactly
@@ -58,10 +60,23 @@ def current_tp_rank() -> int | None:
 
 def _model_meta(plan: capture.CapturePlan | None, model: Any, where: str) -> dict:
     loop = list(model.model.layers_to_capture)
-    return {"layer_ids": list(plan.layer_ids) if plan else [layer_id_of_index(i) for i in sorted(loop)],
-            "loop_indices": loop, "chunk_order": list(plan.chunk_order) if plan else list(range(len(loop))),
+    if plan is None:
+        ids, order, last = [layer_id_of_index(i) for i in sorted(loop)], list(range(len(loop))), False
+    else:
+        ids, order, last = list(plan.layer_ids), list(plan.chunk_order), plan.captures_last_layer
+    return {"layer_ids": ids, "loop_indices": loop, "last_layer_at_final_norm": last, "chunk_order": order,
             "source": where, "model_class": type(model).__name__, "tp_rank": current_tp_rank(),
             "pp_rank": getattr(model.pp_group, "rank_in_group", None)}
+
+
+def _install_feed(model: Any, feed: capture.FcFeed | None) -> None:
+    """Make ``feed`` the model's ``_eagle3_capture_feed``, detaching the one it replaces."""
+    old = vars(model.model).get("_eagle3_capture_feed")
+    if old is not None:
+        old.detach()
+    if feed is not None:
+        feed.attach(model.model)
+    model.model._eagle3_capture_feed = feed
 
 
 def _configure(model: Any, declared: wiring.DeclaredLayerIds) -> None:
@@ -74,11 +89,11 @@ def _configure(model: Any, declared: wiring.DeclaredLayerIds) -> None:
     model.capture_aux_hidden_states = True
     model.model.layers_to_capture = layers
     dump = dump_from_env(_model_meta(plan, model, declared.where))
-    feed = None if plan.is_identity and dump is None else capture.FcFeed(plan, layers, dump)
-    model.model._eagle3_capture_feed = feed
-    logger.info("eagle3-capture: %s feeds the draft layer ids %s (from %s) = loop indices %s, chunk order %s "
+    _install_feed(model, None if plan.is_identity and dump is None else capture.FcFeed(plan, layers, dump))
+    logger.info("eagle3-capture: %s feeds the draft layer ids %s (from %s) = loop indices %s%s, chunk order %s "
                 "(tp_rank %s)", type(model).__name__, list(plan.layer_ids), declared.where, layers,
-                list(plan.chunk_order), current_tp_rank())
+                " + the final norm's input" if plan.captures_last_layer else "", list(plan.chunk_order),
+                current_tp_rank())
 
 
 def _make_set_eagle3(original: Callable) -> Callable:
@@ -91,7 +106,7 @@ def _make_set_eagle3(original: Callable) -> Callable:
         if self.pp_group.is_last_rank:
             dump = dump_from_env(_model_meta(None, self, "stock SGLang set_eagle3_layers_to_capture"))
             feed = None if dump is None else capture.FcFeed(None, self.model.layers_to_capture, dump)
-        self.model._eagle3_capture_feed = feed
+        _install_feed(self, feed)
 
     return set_eagle3_layers_to_capture
 
@@ -101,9 +116,9 @@ def _make_model_forward(original: Callable) -> Callable:
     def forward(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None):
         out = original(self, input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors)
         feed = self._eagle3_capture_feed
-        if feed is None or not isinstance(out, tuple):
+        if feed is None:
             return out
-        return out[0], feed(self, out[1], input_ids, positions, forward_batch)
+        return feed(self, out, input_ids, positions, forward_batch)
 
     return forward
 

@@ -28,3 +28,19 @@ def hf_greedy(model, prompts: list[list[int]], max_new_tokens: int) -> list[list
 def hf_hidden_states(model, prompt: list[int]) -> tuple[torch.Tensor, ...]:
     """``output_hidden_states`` for one prompt, each ``[T, H]``: [0] embeddings, [k] after k layers, [-1] normed."""
     return tuple(h[0] for h in model(torch.tensor([prompt]), output_hidden_states=True).hidden_states)
+
+
+@torch.no_grad()
+def hf_layer_outputs(model, prompt: list[int]) -> tuple[torch.Tensor, ...]:
+    """Like :func:`hf_hidden_states`, but [N] is the last decoder layer's output *before* the final norm.
+
+    transformers applies ``model.model.norm`` before storing ``hidden_states[N]``; the pre-norm value is
+    the norm's input, read with a forward pre-hook.
+    """
+    seen = {}
+    hook = model.model.norm.register_forward_pre_hook(lambda module, args: seen.__setitem__("x", args[0][0].clone()))
+    try:
+        states = hf_hidden_states(model, prompt)
+    finally:
+        hook.remove()
+    return (*states[:-1], seen["x"])

@@ -105,9 +105,12 @@ class InProcessRunner:
         self._initial_capture = (self.model.capture_aux_hidden_states, list(self.model.model.layers_to_capture))
 
     def reset_capture(self) -> None:
-        """Restore the capture configuration the model had right after loading."""
+        """Restore the capture configuration the model had right after loading (and drop any capture feed)."""
         self.model.capture_aux_hidden_states = self._initial_capture[0]
         self.model.model.layers_to_capture = list(self._initial_capture[1])
+        feed = vars(self.model.model).pop("_eagle3_capture_feed", None)
+        if feed is not None:
+            feed.detach()  # a feed for the last layer's output hooks the final norm
 
     @torch.no_grad()
     def prefill(self, prompts: list[list[int]]) -> PrefillOutput:

@@ -1,4 +1,4 @@
-"""capture.py without SGLang: layer ids -> loop indices, fc-order permutation, stage check, FcFeed guard."""
+"""capture.py without SGLang: layer ids -> loop indices, fc-order permutation, stage check, FcFeed guard and last-layer capture."""
 
 from types import SimpleNamespace
 
@@ -43,12 +43,31 @@ def test_to_fc_order_routes_chunks_exactly():
     assert to_fc_order(packed, ident) is packed
 
 
-def test_last_layer_output_is_refused_with_the_fix():
-    with pytest.raises(LayerIdError) as e:
-        plan_capture([-1, 2, 60], 61, where=WHERE)
-    msg = str(e.value)
-    assert WHERE in msg and "layer id 60" in msg and "last decoder layer" in msg
-    assert "Fix: serve a draft trained on ids within [-1, 59]" in msg
+@pytest.mark.parametrize("ids, loop, order", [([-1, 2, 60], (0, 3), (0, 1, 2)), ([60, -1, 2], (0, 3), (2, 0, 1)),
+                                               ([60], (), (0,))])
+def test_last_layer_output_is_taken_after_the_loop(ids, loop, order):
+    # Layer id N-1 is HF index N: the loop (indices 0..N-1) never reaches it; the plan takes it at the final
+    # norm and appends it after the packed chunks, so the combined order stays ascending.
+    p = plan_capture(ids, 61, where=WHERE)
+    assert (p.loop_indices, p.chunk_order, p.captures_last_layer) == (loop, order, True) and not p.is_identity
+    assert hidden_state_index(60) not in p.loop_indices
+
+
+def test_to_fc_order_appends_the_last_layer_output_in_place_of_its_id():
+    h = 4
+    chunks = [torch.randn(3, h) for _ in range(2)]  # packer order: loop 0, 3
+    last = torch.randn(3, h)
+    packed = torch.cat(chunks, dim=-1)
+    out = to_fc_order(packed, plan_capture([60, -1, 2], 61, where=WHERE), last)
+    assert torch.equal(out, torch.cat([last, chunks[0], chunks[1]], dim=-1))
+    out = to_fc_order(packed, plan_capture([-1, 2, 60], 61, where=WHERE), last)
+    assert torch.equal(out, torch.cat([chunks[0], chunks[1], last], dim=-1))
+    alone = to_fc_order(None, plan_capture([60], 61, where=WHERE), last)
+    assert torch.equal(alone, last) and alone.data_ptr() != last.data_ptr()  # a copy: last borrows the residual
+
+
+def test_stage_check_accepts_the_last_layer_on_the_last_stage():
+    check_stage(plan_capture([59, 60], 61, where=WHERE), 30, 61, pp_size=2)
 
 
 @pytest.mark.parametrize("ids, fragment", [([-2, 3], "outside [-1, 60]"), ([0, 61], "outside [-1, 60]"),
@@ -69,19 +88,66 @@ def test_stage_check_names_pp_size_and_fix():
     assert "decoder layer 0" in msg
 
 
+class _PairNorm(torch.nn.Module):
+    """Stands in for SGLang's RMSNorm(x, residual) -> (normed, x + residual)."""
+
+    def forward(self, x, residual=None):
+        if residual is None:
+            return x * 2
+        return (x + residual) * 2, x + residual
+
+
+def _model(layers, norm=None):
+    return SimpleNamespace(layers_to_capture=layers, norm=norm or _PairNorm())
+
+
 def test_feed_refuses_a_replaced_capture_list():
     p = plan_capture([3, -1], 6, where=WHERE)
     layers = list(p.loop_indices)
     feed = FcFeed(p, layers)
-    model = SimpleNamespace(layers_to_capture=layers)
-    aux = torch.arange(12.0).reshape(2, 6)
-    assert torch.equal(feed(model, aux, None, None, None), torch.cat([aux[:, 3:], aux[:, :3]], dim=-1))
+    model = _model(layers)
+    hidden, aux = torch.zeros(2, 3), torch.arange(12.0).reshape(2, 6)
+    out = feed(model, (hidden, aux), None, None, None)
+    assert out[0] is hidden and torch.equal(out[1], torch.cat([aux[:, 3:], aux[:, :3]], dim=-1))
     model.layers_to_capture = list(layers)  # equal content, different list: someone rewrote it
     with pytest.raises(RuntimeError, match="layers_to_capture was replaced"):
-        feed(model, aux, None, None, None)
+        feed(model, (hidden, aux), None, None, None)
 
 
-def test_identity_feed_keeps_no_plan():
+def test_identity_feed_returns_the_packed_tensor_itself():
     p = plan_capture([-1, 3], 6, where=WHERE)
-    assert FcFeed(p, list(p.loop_indices)).plan is None
-    assert isinstance(FcFeed(plan_capture([3, -1], 6, where=WHERE), []).plan, CapturePlan)
+    layers = list(p.loop_indices)
+    hidden, aux = torch.zeros(2, 3), torch.randn(2, 6)
+    out = FcFeed(p, layers)(_model(layers), (hidden, aux), None, None, None)
+    assert out[0] is hidden and out[1] is aux
+
+
+def test_feed_takes_the_last_layer_output_from_the_final_norm():
+    p = plan_capture([5, -1], 6, where=WHERE)  # 6 layers: id 5 is the last layer's output
+    layers = list(p.loop_indices)
+    model = _model(layers)
+    feed = FcFeed(p, layers)
+    feed.attach(model)
+    x, residual, packed = torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 3)
+    hidden, _ = model.norm(x, residual)
+    out = feed(model, (hidden, packed), None, None, None)
+    assert torch.equal(out[1], torch.cat([x + residual, packed], dim=-1))
+    with pytest.raises(RuntimeError, match="was not taken at DeepseekV2Model's final norm"):
+        feed(model, (hidden, packed), None, None, None)  # taken once per forward: the norm did not run again
+    empty = feed(model, (hidden[:0], packed[:0]), None, None, None)  # idle batch: no final norm, no rows
+    assert empty[1].shape == (0, 6)
+    feed.detach()
+    model.norm(x, residual)
+    with pytest.raises(RuntimeError, match="was not taken"):
+        feed(model, (hidden, packed), None, None, None)
+
+
+def test_feed_with_only_the_last_layer_builds_the_fc_input_from_the_norm():
+    p = plan_capture([5], 6, where=WHERE)
+    model = _model([])
+    feed = FcFeed(p, model.layers_to_capture)
+    feed.attach(model)
+    x, residual = torch.randn(2, 3), torch.randn(2, 3)
+    hidden, _ = model.norm(x, residual)
+    out = feed(model, hidden, None, None, None)  # the packer captured nothing: the model returned a plain tensor
+    assert out[0] is hidden and torch.equal(out[1], x + residual)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hf_reference import hf_hidden_states
+from hf_reference import hf_hidden_states, hf_layer_outputs
 from sglang_eagle3_capture import patch
 from sglang_eagle3_capture.layer_ids import hidden_state_index
 from sglang_eagle3_capture.wiring import DeclaredLayerIds, WiringError
@@ -25,17 +25,12 @@ def runner(tiny_target_dir):
     return get_runner(tiny_target_dir)
 
 
-def _clear(runner):
-    runner.reset_capture()
-    vars(runner.model.model).pop("_eagle3_capture_feed", None)
-
-
 @pytest.fixture
 def configure(runner):
     """``configure(ids)`` hands the model declared layer ids, as the patched resolution does."""
     with patch.patched():
         yield lambda ids: runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds(ids, "test manifest"))
-    _clear(runner)
+    runner.reset_capture()
 
 
 def _close(a, b) -> bool:
@@ -61,6 +56,42 @@ def test_declared_ids_feed_hf_hidden_states_in_listed_order(runner, configure, h
                 # An off-by-one (SGLang's +1 question) must not pass the tolerance.
                 assert not _close(chunk, hf[hidden_state_index(layer_id) - 1])
                 assert not _close(chunk, hf[hidden_state_index(layer_id) + 1])
+
+
+@pytest.mark.parametrize("ids", [[-1, 2, 5], [5, -1, 1], [5]], ids=["last-at-end", "last-first", "last-alone"])
+def test_last_layer_output_is_fed_pre_norm(runner, configure, hf_target, ids):
+    """Layer id N-1 (5 on this 6-layer target) is past SGLang's capture loop; it is taken at the final norm.
+
+    It must equal HF's last decoder layer output before ``model.norm`` (HF's own ``hidden_states[N]`` is
+    after it), in its listed place."""
+    n = hf_target.config.num_hidden_layers
+    assert n - 1 in ids
+    configure(ids)
+    assert runner.model.model.layers_to_capture == sorted(hidden_state_index(i) for i in ids if i != n - 1)
+    out = runner.prefill(PROMPTS)
+    hidden = hf_target.config.hidden_size
+    assert out.aux.shape == (sum(map(len, PROMPTS)), len(ids) * hidden)
+    for prompt, rows in zip(PROMPTS, out.token_slices()):
+        hf = hf_layer_outputs(hf_target, prompt)
+        hf_normed = hf_hidden_states(hf_target, prompt)[n]
+        for chunk, layer_id in zip(out.aux[rows].split(hidden, dim=-1), ids):
+            expected = hf[hidden_state_index(layer_id)]
+            if layer_id == -1:
+                assert torch.equal(chunk, expected)
+                continue
+            torch.testing.assert_close(chunk, expected, **TOL)
+            assert not _close(chunk, hf[hidden_state_index(layer_id) - 1])
+            if layer_id == n - 1:
+                assert not _close(chunk, hf_normed)  # the post-norm value SGLang hands the LM head
+                torch.testing.assert_close(out.hidden[rows], hf_normed, **TOL)  # and the LM head input is untouched
+
+
+def test_last_layer_capture_is_released_on_reconfiguration(runner, configure):
+    configure([-1, 5])
+    norm = runner.model.model.norm
+    assert len(norm._forward_hooks) == 1
+    configure([-1, 1])
+    assert len(norm._forward_hooks) == 0  # the previous feed's hook is gone, nothing extra runs
 
 
 def test_patched_capture_is_a_pure_reordering_of_stock_capture(runner, configure):
@@ -133,7 +164,7 @@ def test_unpatched_model_refuses_declared_ids(runner):
     msg = str(e.value)
     assert "draft/eagle3_manifest.json" in msg and "unpatched set_eagle3_layers_to_capture" in msg
     assert "SGLANG_PLUGINS" in msg
-    _clear(runner)
+    runner.reset_capture()
 
 
 def test_no_feed_on_the_hot_path_for_ascending_ids_without_dump(runner, configure, monkeypatch):

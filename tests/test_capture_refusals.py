@@ -78,6 +78,12 @@ def test_marked_eagle_config_ids_are_layer_ids(runner, tiny_target_dir, tmp_path
     assert declared.layer_ids == (-1, 1, 3) and f"{draft / 'config.json'}: field 'eagle_config.{IDS_KEY}'" == declared.where
 
 
+def test_the_last_layer_output_is_accepted(runner, tiny_target_dir, tmp_path):
+    # Layer id N-1 (5 here) is past SGLang's capture loop; the patch takes it at the final norm.
+    draft = _draft(tmp_path, tiny_target_dir, marked=[5, -1, 1])
+    assert _resolve(runner, draft).eagle_aux_hidden_state_layer_ids.layer_ids == (5, -1, 1)
+
+
 def test_neither_runs_stock_wiring_with_a_warning(runner, tiny_target_dir, tmp_path, caplog):
     draft = _draft(tmp_path, tiny_target_dir, ids=[-1, 1, 3])
     with caplog.at_level(logging.WARNING, logger="sglang_eagle3_capture"):
@@ -116,7 +122,7 @@ def test_unknown_convention_value_is_refused(runner, tiny_target_dir, tmp_path):
 
 
 @pytest.mark.parametrize("ids, fragment", [([-1, 1, 9], "outside [-1, 5]"), ([-2, 1, 3], "outside [-1, 5]"),
-                                           ([-1, 1, 5], "layer id 5 is the output of the last decoder layer")])
+                                           ([-1, 6], "outside [-1, 5]"), ([1, 1, 3], "duplicate layer ids [1]")])
 def test_ids_outside_the_capturable_range_are_refused(runner, tiny_target_dir, tmp_path, ids, fragment):
     draft = _draft(tmp_path, tiny_target_dir, marked=ids)
     with pytest.raises(WiringError) as e:

@@ -237,7 +237,6 @@ def test_target_configured_by_the_capture_patch_passes(tmp_path, tiny_target_dir
                     check_target_wiring(model, runner.model_runner)
         finally:
             runner.reset_capture()
-            runner.model.model.__dict__.pop("_eagle3_capture_feed", None)
 
 
 def _stand_in_attention(weight):

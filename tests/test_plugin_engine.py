@@ -1,8 +1,9 @@
 """The plugin through ``sglang.Engine`` (subprocesses), installed as an entry point, never imported here.
 
 One draft for every launch: its ``eagle3_manifest.json`` and its marked ``eagle_config`` both say layer ids
-``[3, -1, 1]`` (non-ascending, with the embedding). With the plugin the scheduler feeds the fc exactly
-that; without it, stock SGLang 0.5.23 reads ``[3, -1, 1]`` as loop indices and fails at the first forward.
+``[5, -1, 1]`` on the 6-layer target (non-ascending, the last layer's output first, then the embedding).
+With the plugin the scheduler feeds the fc exactly that; without it, stock SGLang 0.5.23 reads
+``[5, -1, 1]`` as loop indices and fails at the first forward.
 """
 
 import json
@@ -14,7 +15,7 @@ from safetensors.torch import load_file
 
 import sglang_cpu_patches
 from engine_harness import NO_PLUGINS, EngineRunError, greedy, run_engine
-from hf_reference import hf_greedy, hf_hidden_states
+from hf_reference import hf_greedy, hf_layer_outputs
 from sglang_eagle3_capture.layer_ids import hidden_state_index
 from sglang_eagle3_capture.manifest import Manifest, write_manifest
 from sglang_eagle3_capture.wiring import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
@@ -23,7 +24,7 @@ from tolerances import TOLERANCES
 
 pytestmark = pytest.mark.engine
 
-IDS = [3, -1, 1]
+IDS = [5, -1, 1]  # 5: the last decoder layer's output, taken at the final norm
 PROMPT = [5, 6, 7, 8, 9, 10]
 NEW_TOKENS = 4
 TP_SHIM_DIR = os.path.join(os.path.dirname(__file__), "capture_tp_shim")
@@ -48,19 +49,20 @@ def _dumps(directory):
 
 
 def _check_rank(batches, hf_target):
-    """The rank's dump: the plugin ran in a scheduler process and fed [3, -1, 1], -1 being the embedding."""
+    """The rank's dump: the plugin ran in a scheduler process and fed [5, -1, 1], -1 being the embedding."""
     hidden = hf_target.config.hidden_size
     emb = hf_target.model.embed_tokens
     for tensors, meta in batches:
         assert meta["process_title"].startswith("sglang::scheduler") and meta["pid"] != meta["ppid"]
-        assert meta["layer_ids"] == IDS and meta["loop_indices"] == [0, 2, 4] and meta["chunk_order"] == [2, 0, 1]
+        assert meta["layer_ids"] == IDS and meta["loop_indices"] == [0, 2] and meta["last_layer_at_final_norm"]
+        assert meta["chunk_order"] == [2, 0, 1]
         assert meta["source"].endswith("eagle3_manifest.json: field 'layer_ids'") and meta["sglang_version"] == "0.5.23"
         chunks = tensors["aux_hidden_states"].split(hidden, dim=-1)
         with torch.no_grad():
             assert torch.equal(chunks[IDS.index(-1)], emb(tensors["input_ids"]))  # every batch: -1 is the embedding
     prefill, meta = batches[0]
     assert meta["forward_mode"] == "EXTEND" and prefill["input_ids"].tolist() == PROMPT
-    hf = hf_hidden_states(hf_target, PROMPT)
+    hf = hf_layer_outputs(hf_target, PROMPT)  # [6]: the last layer's output before the final norm
     for chunk, layer_id in zip(prefill["aux_hidden_states"].split(hidden, dim=-1), IDS):
         torch.testing.assert_close(chunk, hf[hidden_state_index(layer_id)], **TOLERANCES[torch.float32])
 
@@ -81,7 +83,7 @@ def test_without_the_plugin_stock_sglang_misreads_the_ids(tiny_target_dir, draft
     with pytest.raises(EngineRunError) as e:
         run_engine(tiny_target_dir, [PROMPT], draft_path=draft, sampling_params=greedy(NEW_TOKENS),
                    plugins=NO_PLUGINS, env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump)})
-    # stock 0.5.23: first id 3 != 1, so [3, -1, 1] are loop indices; -1 is never reached (2 of 3 captured)
+    # stock 0.5.23: first id 5 != 1, so [5, -1, 1] are loop indices; -1 is never reached (2 of 3 captured)
     assert "RuntimeError: captured 2 of 3 aux hidden states" in str(e.value)
     assert not dump.exists() or not any(dump.iterdir())  # no plugin code ran
 
