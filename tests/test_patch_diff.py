@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DIFF = ROOT / "patches" / "sglang-0.5.23" / "eagle3-layer-id-capture.diff"
 TESTS_DIR = Path(__file__).resolve().parent
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
-ID_LISTS = [[3, -1, 1], [-1, 1, 3], [-1, 4]]
+ID_LISTS = [[3, -1, 1], [-1, 1, 3], [-1, 4], [5, -1, 1], [-1, 2, 5], [5]]  # 5: the last layer (6 layers)
 
 
 def _touched(diff_text: str) -> list[str]:
@@ -102,7 +102,7 @@ with get_spec().override(speculative_draft_model_path=spec["draft"]):
     except ValueError as e:
         result["eagle_refusal"] = str(e)
 try:
-    runner.model.set_eagle3_layers_to_capture([-1, 5], layer_id_convention=EAGLE3_LAYER_ID_CONVENTION)
+    runner.model.set_eagle3_layers_to_capture([-1, 6], layer_id_convention=EAGLE3_LAYER_ID_CONVENTION)
 except ValueError as e:
     result["range_refusal"] = str(e)
 print("RESULT " + json.dumps(result))
@@ -124,7 +124,7 @@ def test_patched_copy_captures_exactly_what_the_plugin_captures(patched_copy, ti
     assert result["plugin_patched"] is False  # the copy alone, no plugin
     assert result["resolved"] == [ID_LISTS[0], LAYER_ID_CONVENTION]
     assert "is an EAGLE-3 draft (LlamaForCausalLMEagle3); serve it with --speculative-algorithm EAGLE3" in result["eagle_refusal"]
-    assert "must be unique and within [-1, 4] for a 6-layer target" in result["range_refusal"]
+    assert "must be unique and within [-1, 5] for a 6-layer target" in result["range_refusal"]
     theirs = load_file(str(out))
 
     runner = get_runner(tiny_target_dir)
