@@ -139,7 +139,7 @@ class FcFeed:
     def attach(self, model: Any) -> None:
         """Hook ``model.norm`` (the final norm) when the plan captures the last layer's output."""
         if self.plan is not None and self.plan.captures_last_layer:
-            self._hook = model.norm.register_forward_hook(self._take_norm_input)
+            self._hook = model.norm.register_forward_hook(self._take_last_layer_output)
 
     def detach(self) -> None:
         """Remove the hook :meth:`attach` installed (a later configuration replaces this feed)."""
@@ -147,7 +147,7 @@ class FcFeed:
             self._hook.remove()
             self._hook = None
 
-    def _take_norm_input(self, module: Any, args: tuple, output: Any) -> None:
+    def _take_last_layer_output(self, module: Any, args: tuple, output: Any) -> None:
         # RMSNorm(x, residual) returns (normed, x + residual): the last layer's output. Called with no
         # residual (never in DeepSeek's final norm, kept for completeness), x itself is that output.
         self._last = output[1] if isinstance(output, tuple) else args[0]

@@ -151,3 +151,34 @@ def test_feed_with_only_the_last_layer_builds_the_fc_input_from_the_norm():
     hidden, _ = model.norm(x, residual)
     out = feed(model, hidden, None, None, None)  # the packer captured nothing: the model returned a plain tensor
     assert out[0] is hidden and torch.equal(out[1], x + residual)
+
+
+def test_last_layer_hook_traces_under_torch_compile(monkeypatch):
+    """--enable-torch-compile: dynamo must trace the norm hook's write and the feed's read as one graph
+    (fullgraph=True fails on a graph break) and replay them with each call's tensors, not the first call's."""
+    import torch._dynamo
+
+    monkeypatch.delenv("TORCHDYNAMO_DISABLE", raising=False)  # the CPU harness disables dynamo for SGLang
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = _PairNorm()
+            self.layers_to_capture = [0]
+
+        def forward(self, x, residual):
+            return self.norm(x, residual)[0], x * 3  # (normed, packer output for loop index 0)
+
+    model = Model()
+    feed = FcFeed(plan_capture([5, -1], 6, where=WHERE), model.layers_to_capture)
+    feed.attach(model)
+    compiled = torch.compile(lambda x, r: feed(model, model(x, r), None, None, None), backend="eager", fullgraph=True)
+    for _ in range(3):
+        x, residual = torch.randn(4, 3), torch.randn(4, 3)
+        hidden, aux = compiled(x, residual)
+        assert torch.equal(aux, torch.cat([x + residual, x * 3], dim=-1))
+    assert counters["stats"]["unique_graphs"] == 1  # dynamo really compiled it (once, then reused)
+    torch._dynamo.reset()
