@@ -23,13 +23,12 @@ therefore return ascending ids and say so when the file listed them otherwise.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from .layer_ids import LayerIdError, check_layer_ids, layer_id_of_index
-from .manifest import Manifest, target_dims
+from .manifest import Manifest, read_json_object, target_dims
 
 CONVERTED_MARKER_KEY = "eagle3_capture_manifest"
 
@@ -230,17 +229,8 @@ def read_draft_config(draft_config: Mapping, target_hf_config: Any, *, file: str
 
 
 def load_json(path: str | Path, what: str) -> dict:
-    """Read a JSON object from ``path``; errors name the file (``what`` says what it should be)."""
-    p = Path(path)
-    if not p.is_file():
-        raise FormatError(f"{p}: field '<file>': not found; fix: point at {what}")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise FormatError(f"{p}: field '<document>': not valid JSON ({e}); fix: point at {what}") from e
-    if not isinstance(data, dict):
-        raise FormatError(f"{p}: field '<document>': expected a JSON object; fix: point at {what}")
-    return data
+    """Read a JSON object from ``path``; errors (:class:`FormatError`) name the file and ``what`` it should be."""
+    return read_json_object(Path(path), fix=f"point at {what}", error=FormatError)
 
 
 def read_draft_dir(draft_dir: str | Path, target_hf_config: Any) -> ResolvedLayerIds:

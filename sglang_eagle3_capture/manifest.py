@@ -200,11 +200,7 @@ def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
             f"`sglang-eagle3-capture manifest write {path.parent} --layer-ids=... --target TARGET` "
             "(or convert the draft with `sglang-eagle3-capture convert SRC DST`)"
         )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ManifestError(f"{path}: field '<document>': not valid JSON ({e}); fix: rewrite it with `{WRITE_HINT}`") from e
-    return manifest_from_dict(data, path=path)
+    return manifest_from_dict(read_json_object(path, fix=f"rewrite it with `{WRITE_HINT}`"), path=path)
 
 
 def find_manifest(draft_dir: str | os.PathLike) -> Manifest | None:
@@ -253,20 +249,26 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
     return arch, dims[0], dims[1]
 
 
+def read_json_object(path: Path, *, fix: str, missing: str = "not found", error: type[ValueError] = ManifestError) -> dict:
+    """The JSON object in the file ``path``. A missing file, invalid JSON or another JSON type raises ``error``
+    (the caller's error class) naming the file and ``fix``; ``missing`` says what was not found."""
+    if not path.is_file():
+        raise error(f"{path}: field '<file>': {missing}; fix: {fix}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{path}: field '<document>': not valid JSON ({e}); fix: {fix}") from e
+    if not isinstance(data, dict):
+        raise error(f"{path}: field '<document>': expected a JSON object, got {type(data).__name__}; fix: {fix}")
+    return data
+
+
 def load_target_config(target: str | os.PathLike) -> tuple[dict, Path]:
     """Read a target's HF config from a model directory or a ``config.json`` path; returns (dict, file)."""
     p = Path(target)
     path = p / "config.json" if p.is_dir() else p
-    if not path.is_file():
-        raise ManifestError(f"{path}: field '<file>': target config not found; fix: pass --target as the target "
-                            "model directory or its config.json")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ManifestError(f"{path}: field '<document>': not valid JSON ({e}); fix: pass the target's real config.json") from e
-    if not isinstance(data, dict):
-        raise ManifestError(f"{path}: field '<document>': expected a JSON object; fix: pass the target's real config.json")
-    return data, path
+    fix = "pass --target as the target model directory or its config.json"
+    return read_json_object(path, fix=fix, missing="target config not found"), path
 
 
 def architecture_family(architecture: str) -> str:
