@@ -176,6 +176,13 @@ class FcFeed:
         hidden, aux = out if isinstance(out, tuple) else (out, None)
         if self.plan is not None and not self.plan.is_identity:
             last = self._last_layer_output(hidden) if self.plan.captures_last_layer else None
+            if last is not None and aux is not None and last.shape[0] != aux.shape[0]:
+                raise RuntimeError(
+                    f"eagle3-capture: {self.plan.where}: the last decoder layer's output has {last.shape[0]} rows "
+                    f"but the loop's captures have {aux.shape[0]}: this deployment's token layout at the final norm "
+                    "differs from the capture loop's (not seen on SGLang 0.5.23 at TP 1 or TP 2); fix: report it with "
+                    "the server arguments, and serve a draft that does not use the last layer meanwhile"
+                )
             aux = to_fc_order(aux, self.plan, last)
         if aux is None:
             return out

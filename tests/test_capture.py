@@ -134,6 +134,9 @@ def test_feed_takes_the_last_layer_output_from_the_final_norm():
     assert torch.equal(out[1], torch.cat([x + residual, packed], dim=-1))
     with pytest.raises(RuntimeError, match="was not taken at DeepseekV2Model's final norm"):
         feed(model, (hidden, packed), None, None, None)  # taken once per forward: the norm did not run again
+    model.norm(x, residual)
+    with pytest.raises(RuntimeError, match="has 2 rows but the loop's captures have 4"):
+        feed(model, (hidden, torch.cat([packed, packed])), None, None, None)  # a layout mixing token sets
     empty = feed(model, (hidden[:0], packed[:0]), None, None, None)  # idle batch: no final norm, no rows
     assert empty[1].shape == (0, 6)
     feed.detach()
