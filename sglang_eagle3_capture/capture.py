@@ -127,7 +127,7 @@ class FcFeed:
     the packer's chunks and the forward raises rather than feed the draft mislabelled states.
     """
 
-    __slots__ = ("plan", "layers", "dump", "_last", "_hook")
+    __slots__ = ("plan", "layers", "dump", "_last", "_hook", "__weakref__")
 
     def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None) -> None:
         self.plan = plan

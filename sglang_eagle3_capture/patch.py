@@ -25,6 +25,7 @@ import importlib
 import inspect
 import logging
 import sys
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -37,8 +38,10 @@ logger = logging.getLogger(__name__)
 
 _ABSENT = object()
 _MARK = "__eagle3_capture__"
-# (owner object, attribute) -> the original value (or _ABSENT); the only mutable module state.
+# (owner object, attribute) -> the original value (or _ABSENT).
 _ORIGINALS: dict[tuple[Any, str], Any] = {}
+# Feeds installed on live models; revert() detaches their final-norm hooks (instance state, not a class's).
+_FEEDS: "weakref.WeakSet[capture.FcFeed]" = weakref.WeakSet()
 
 SPEC_AUX = "sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state"
 DEEPSEEK = "sglang.srt.models.deepseek_v2"
@@ -76,6 +79,7 @@ def _install_feed(model: Any, feed: capture.FcFeed | None) -> None:
         old.detach()
     if feed is not None:
         feed.attach(model.model)
+        _FEEDS.add(feed)
     model.model._eagle3_capture_feed = feed
 
 
@@ -277,7 +281,12 @@ def apply_guard(reason: str) -> bool:
 
 
 def revert() -> None:
-    """Put back exactly the attributes :func:`apply` (or :func:`apply_guard`) replaced."""
+    """Put back exactly the attributes :func:`apply` (or :func:`apply_guard`) replaced, and remove the
+    final-norm hooks of the feeds it installed on live models (their ``_eagle3_capture_feed`` instance
+    attributes stay; SGLang's own forward never reads them)."""
+    for feed in list(_FEEDS):
+        feed.detach()
+    _FEEDS.clear()
     for (owner, attr), original in list(_ORIGINALS.items()):
         if original is _ABSENT:
             if attr in vars(owner):

@@ -86,12 +86,17 @@ def test_last_layer_output_is_fed_pre_norm(runner, configure, hf_target, ids):
                 torch.testing.assert_close(out.hidden[rows], hf_normed, **TOL)  # and the LM head input is untouched
 
 
-def test_last_layer_capture_is_released_on_reconfiguration(runner, configure):
+def test_last_layer_capture_is_released_on_reconfiguration_and_revert(runner, configure):
     configure([-1, 5])
     norm = runner.model.model.norm
     assert len(norm._forward_hooks) == 1
     configure([-1, 1])
     assert len(norm._forward_hooks) == 0  # the previous feed's hook is gone, nothing extra runs
+    configure([5, -1])
+    assert len(norm._forward_hooks) == 1
+    patch.revert()
+    assert len(norm._forward_hooks) == 0  # revert leaves no hook behind on a live model
+    patch.apply()  # the fixture reverts on exit
 
 
 def test_patched_capture_is_a_pure_reordering_of_stock_capture(runner, configure):
