@@ -58,3 +58,13 @@ def hf_target(tiny_target_dir):
     from hf_reference import load_hf
 
     return load_hf(tiny_target_dir)
+
+
+@pytest.fixture(scope="session")
+def runner(tiny_target_dir):
+    """SGLang's own ModelRunner on ``tiny_target_dir`` in this process (tests/sglang_inprocess.py: one per
+    process); it also publishes SGLang's runtime context here. Tests that reconfigure capture call
+    ``runner.reset_capture()`` when done."""
+    from sglang_inprocess import get_runner
+
+    return get_runner(tiny_target_dir)

@@ -14,13 +14,7 @@ import pytest
 from sglang_eagle3_capture import patch
 from sglang_eagle3_capture.manifest import Manifest, ManifestError, write_manifest
 from sglang_eagle3_capture.wiring import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, DeclaredLayerIds, WiringError
-from sglang_inprocess import get_runner
 from tiny_models import build_tiny_draft
-
-
-@pytest.fixture(scope="module")
-def runner(tiny_target_dir):
-    return get_runner(tiny_target_dir)  # publishes SGLang's runtime context in this process
 
 
 @pytest.fixture(autouse=True)

@@ -30,13 +30,7 @@ from sglang_eagle3_capture.draft_head import (
 )
 from sglang_eagle3_capture.manifest import ManifestError, write_manifest
 from sglang_eagle3_capture.wiring import DeclaredLayerIds, WiringError
-from sglang_inprocess import get_runner
 from tolerances import TOLERANCES
-
-
-@pytest.fixture(scope="module")
-def runner(tiny_target_dir):
-    return get_runner(tiny_target_dir)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ from safetensors.torch import load_file
 from sglang_eagle3_capture import __version__, patch
 from sglang_eagle3_capture.dump import ENV_DIR, ENV_MAX_BATCHES, ENV_MAX_BYTES, CaptureDump, DumpConfigError, dump_from_env
 from sglang_eagle3_capture.wiring import DeclaredLayerIds
-from sglang_inprocess import get_runner
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
 
@@ -55,11 +54,6 @@ def test_size_bound_skips_batches_that_would_overflow(tmp_path, caplog):
     dump(torch.randn(1, 6), torch.arange(1), torch.arange(1))  # 24 + 16 = 40 bytes still fits
     assert len(_batches(tmp_path)) == 2 and dump.bytes_written == 360
     assert any(ENV_MAX_BYTES in r.getMessage() for r in caplog.records)
-
-
-@pytest.fixture(scope="module")
-def runner(tiny_target_dir):
-    return get_runner(tiny_target_dir)
 
 
 def test_dump_is_exactly_what_the_target_feeds_the_draft(runner, tmp_path, monkeypatch):

@@ -13,16 +13,10 @@ import pytest
 import torch
 
 from hf_reference import hf_hidden_states
-from sglang_inprocess import get_runner
 from tolerances import TOLERANCES
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [100, 3, 200, 45, 17]]
 TOL = TOLERANCES[torch.float32]
-
-
-@pytest.fixture(scope="module")
-def runner(tiny_target_dir):
-    return get_runner(tiny_target_dir)
 
 
 @pytest.fixture

@@ -92,13 +92,6 @@ def _resolve_eagle3(runner, draft):
             spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False)
 
 
-@pytest.fixture(scope="module")
-def runner(tiny_target_dir):
-    from sglang_inprocess import get_runner
-
-    return get_runner(tiny_target_dir)
-
-
 def test_unsupported_sglang_is_refused_at_startup(runner, tiny_draft_dir, monkeypatch):
     from sglang_eagle3_capture import _compat
 
