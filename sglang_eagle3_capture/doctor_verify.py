@@ -86,7 +86,7 @@ def load_target_tensor(target_dir: str | Path, suffix: str):
 
 def load_draft(draft_dir: str | Path, target: str | Path | None):
     """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given."""
-    from .draft_model import DraftConfig, Eagle3Draft
+    from .draft_model import DraftConfig, DraftFormatError, Eagle3Draft
     from .formats import load_json
 
     embed = head = None

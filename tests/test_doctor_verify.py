@@ -189,6 +189,18 @@ def test_progress_bar_and_text_report(fx, capsys):
     assert "rank  top-1  top-3" in out and "verdict:     OK" in out and "draft positions/s" in out
 
 
+def test_draft_without_its_embedding_asks_for_the_target(fx, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    draft = tmp_path / "draft"
+    shutil.copytree(fx / "draft", draft)
+    weights = load_file(str(draft / "model.safetensors"))
+    del weights["embed_tokens.weight"]  # SGLang-format drafts often carry none: the target's is used
+    save_file(weights, str(draft / "model.safetensors"))
+    rc, _, err = run(capsys, "verify", draft, "--data", fx / "samples", "--no-progress")
+    assert rc == 2 and "['embed_tokens.weight'] are missing" in err and "fix: pass --target TARGET" in err
+
+
 def test_bad_data_files_are_named(fx, legacy, tmp_path, capsys):
     s = torch.load(legacy[0], weights_only=True)
     s["loss_mask"] = s["loss_mask"][:-1]
