@@ -108,8 +108,10 @@ def register() -> None:
     except UnsupportedSGLangVersion as e:
         from . import patch
 
+        reason = str(e)  # Python unbinds ``e`` when this block ends; the guard may run much later
+
         def guard() -> None:
-            patch.apply_guard(str(e))
+            patch.apply_guard(reason)
 
         _when_imported(TRIGGER_MODULE, guard)
         logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), e)

@@ -79,6 +79,31 @@ def test_register_patches_only_processes_that_build_a_model_runner():
     assert len(patched_lines) == 1 and "sglang 0.5.23" in patched_lines[0]
 
 
+DEFERRED_GUARD = r"""
+import json
+from sglang_eagle3_capture import _compat, patch, plugin
+_compat.installed_sglang_version = lambda: "0.6.0"
+try:
+    plugin.register()
+except _compat.UnsupportedSGLangVersion:
+    pass  # SGLang's load_plugins logs and swallows it
+from sglang.srt.model_executor.model_runner_components import spec_aux_hidden_state as m
+import sglang.srt.model_executor.model_runner  # what a scheduler imports: the trigger runs the guard now
+guard = m._resolve_eagle_aux_hidden_state  # apply_guard's wrapper (functools.wraps sets __wrapped__)
+print("RESULT " + json.dumps({"guarded": hasattr(guard, "__wrapped__"), "patched": patch.is_patched()}))
+"""
+
+
+def test_unsupported_sglang_guard_is_installed_when_the_model_runner_is_imported_later():
+    """In SGLang's own processes register() runs before the ModelRunner modules are imported, so the guard is
+    installed later, by the import trigger, after register() has raised."""
+    env = {**sglang_cpu_patches.cpu_env(), "SGLANG_PLUGINS": "eagle3_capture"}
+    proc = subprocess.run([sys.executable, "-c", DEFERRED_GUARD], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
+    assert result == {"guarded": True, "patched": False}
+
+
 def _resolve_eagle3(runner, draft):
     from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
         resolve_spec_aux_hidden_state_config,
