@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture.capture import CapturePlan, FcFeed, check_stage, plan_capture, to_fc_order
+from sglang_eagle3_capture.capture import FcFeed, check_stage, plan_capture, to_fc_order
 from sglang_eagle3_capture.layer_ids import LayerIdError, hidden_state_index
 
 WHERE = "draft/eagle3_manifest.json: field 'layer_ids'"

@@ -6,7 +6,6 @@ cross-checked against SGLang 0.5.23's own ``DeepseekV2ForCausalLM.set_eagle3_lay
 """
 
 import itertools
-import json
 from types import SimpleNamespace
 
 import pytest
