@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .draft_weights import tensor_index
-from .manifest import Manifest, check_fc_width
+from .manifest import Manifest, cfg_get, check_fc_width
 
 IDS_FIELD = "eagle_aux_hidden_state_layer_ids"
 FLAG_FIELDS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual")
@@ -31,11 +31,6 @@ FLAG_FIELDS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual
 
 class DraftHeadError(ValueError):
     """A draft SGLang must not serve as it is; the message names the file, the field and the fix."""
-
-
-def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
-    """``cfg[key]`` for a dict, ``getattr(cfg, key)`` for an HF config object."""
-    return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
 
 
 def _eagle(cfg: Any, key: str, default: Any = None) -> Any:

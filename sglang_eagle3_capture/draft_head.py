@@ -34,9 +34,9 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .draft_checks import DraftHeadError, DraftPlan, LoadAudit, audit_report, cfg_get, check_vocab_maps, plan_draft
+from .draft_checks import DraftHeadError, DraftPlan, LoadAudit, audit_report, check_vocab_maps, plan_draft
 from .layer_ids import layer_id_of_index
-from .manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
+from .manifest import MANIFEST_FILENAME, WRITE_HINT, cfg_get, check_fc_width, check_target, find_manifest
 
 logger = logging.getLogger(__name__)
 

@@ -218,10 +218,9 @@ def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
     return path
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    if isinstance(cfg, Mapping):
-        return cfg.get(key, default)
-    return getattr(cfg, key, default)
+def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
+    """``cfg[key]`` for a dict, ``getattr(cfg, key)`` for an HF config object."""
+    return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
 
 
 def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
@@ -229,19 +228,19 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
 
     Kimi-K2.5 (``KimiK25ForConditionalGeneration``) is read through its ``text_config``.
     """
-    archs = _get(target_hf_config, "architectures") or []
+    archs = cfg_get(target_hf_config, "architectures") or []
     if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
         raise _err(where, "architectures", f"expected a list naming the target class, got {archs!r}",
                    "point TARGET at the target model's own config.json")
     arch = archs[0]
-    text = _get(target_hf_config, "text_config") if arch in TEXT_CONFIG_WRAPPERS else target_hf_config
+    text = cfg_get(target_hf_config, "text_config") if arch in TEXT_CONFIG_WRAPPERS else target_hf_config
     prefix = "text_config." if arch in TEXT_CONFIG_WRAPPERS else ""
     if text is None:
         raise _err(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
                    "point TARGET at the full model config.json")
     dims = []
     for key in ("num_hidden_layers", "hidden_size"):
-        v = _get(text, key)
+        v = cfg_get(text, key)
         if not _is_int(v) or v < 1:
             raise _err(where, prefix + key, f"expected a positive integer, got {v!r}",
                        "point TARGET at the target model's own config.json")

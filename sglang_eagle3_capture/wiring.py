@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from .capture import check_stage, plan_capture
 from .layer_ids import LayerIdError, hidden_state_index
-from .manifest import DEEPSEEK_V2_FAMILY, MANIFEST_FILENAME, WRITE_HINT, find_manifest, check_target, target_dims
+from .manifest import DEEPSEEK_V2_FAMILY, MANIFEST_FILENAME, WRITE_HINT, cfg_get, check_target, find_manifest, target_dims
 from .stock_wiring import stock_sglang_capture
 
 logger = logging.getLogger(__name__)
@@ -72,12 +72,8 @@ class DeclaredLayerIds:
         return f"DeclaredLayerIds({list(self.layer_ids)}, where={self.where!r})"
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
-
-
 def _eagle_config(draft_hf_config: Any) -> Mapping | None:
-    ec = _get(draft_hf_config, "eagle_config")
+    ec = cfg_get(draft_hf_config, "eagle_config")
     if ec is None or isinstance(ec, Mapping):
         return ec
     return {k: v for k, v in vars(ec).items() if not k.startswith("_")}
@@ -85,7 +81,7 @@ def _eagle_config(draft_hf_config: Any) -> Mapping | None:
 
 def is_eagle3_draft(draft_hf_config: Any, draft_dir: Path | None) -> bool:
     """True for an EAGLE-3 draft: an ``*Eagle3*`` architecture, a manifest, or marked eagle_config ids."""
-    archs = _get(draft_hf_config, "architectures") or []
+    archs = cfg_get(draft_hf_config, "architectures") or []
     ec = _eagle_config(draft_hf_config)
     return (any("Eagle3" in str(a) for a in archs) or (ec is not None and CONVENTION_KEY in ec)
             or (draft_dir is not None and (draft_dir / MANIFEST_FILENAME).is_file()))
@@ -156,7 +152,7 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
                           "--speculative-algorithm EAGLE3")
         return None
     target_hf = model_config.hf_config
-    arch = (_get(target_hf, "architectures") or ["?"])[0]
+    arch = (cfg_get(target_hf, "architectures") or ["?"])[0]
     declared_anyway = draft_dir is not None and (draft_dir / MANIFEST_FILENAME).is_file()
     ec = _eagle_config(draft_hf)
     declared_anyway = declared_anyway or (ec is not None and CONVENTION_KEY in ec)
