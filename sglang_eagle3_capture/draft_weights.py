@@ -68,9 +68,8 @@ def read_safetensors_header(path: str | Path) -> tuple[dict[str, TensorInfo], di
     return tensors, metadata
 
 
-def weight_files(draft_dir: str | Path) -> list[Path]:
-    """The safetensors files of a draft directory (single file or sharded with an index)."""
-    d = Path(draft_dir)
+def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
+    """The safetensors files of draft directory ``d`` and, when sharded, the index's ``weight_map``."""
     index = d / INDEX_FILENAME
     if index.is_file():
         try:
@@ -78,9 +77,9 @@ def weight_files(draft_dir: str | Path) -> list[Path]:
             files = sorted(set(weight_map.values()))
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
             raise WeightsError(f"{index}: field 'weight_map': unreadable ({e}); fix: re-export the checkpoint") from e
-        return [d / f for f in files]
+        return [d / f for f in files], weight_map
     if (d / SINGLE_FILENAME).is_file():
-        return [d / SINGLE_FILENAME]
+        return [d / SINGLE_FILENAME], None
     other = [n for n in _UNSUPPORTED if (d / n).exists()]
     if other:
         raise WeightsError(f"{d / other[0]}: field '<file>': only safetensors checkpoints are read; fix: re-save the draft "
@@ -88,11 +87,17 @@ def weight_files(draft_dir: str | Path) -> list[Path]:
     raise WeightsError(f"{d}: field '{SINGLE_FILENAME}': no weights found; fix: point at the draft checkpoint directory")
 
 
+def weight_files(draft_dir: str | Path) -> list[Path]:
+    """The safetensors files of a draft directory (single file or sharded with an index)."""
+    return _files_and_map(Path(draft_dir))[0]
+
+
 def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
     """Every tensor of a draft directory, by name; a name stored twice, or missing from a listed shard, is an error."""
     d = Path(draft_dir)
+    files, weight_map = _files_and_map(d)
     out: dict[str, TensorInfo] = {}
-    for f in weight_files(d):
+    for f in files:
         if not f.is_file():
             raise WeightsError(f"{d / INDEX_FILENAME}: field 'weight_map': lists {f.name}, which does not exist; "
                                "fix: copy every shard of the checkpoint")
@@ -101,12 +106,9 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
             if name in out:
                 raise WeightsError(f"{f}: tensor '{name}': also stored in {out[name].file.name}; fix: re-export the checkpoint")
             out[name] = info
-    index = d / INDEX_FILENAME
-    if index.is_file():
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        for name, fname in weight_map.items():
-            if name not in out or out[name].file.name != fname:
-                raise WeightsError(f"{index}: tensor '{name}': listed in {fname} but not stored there; fix: re-export")
+    for name, fname in (weight_map or {}).items():
+        if name not in out or out[name].file.name != fname:
+            raise WeightsError(f"{d / INDEX_FILENAME}: tensor '{name}': listed in {fname} but not stored there; fix: re-export")
     return out
 
 
