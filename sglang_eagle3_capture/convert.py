@@ -297,8 +297,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
     not_copied = tuple(sorted(p.name for p in src.iterdir() if p.name not in weights))
     renamed = tuple((a, b) for a, b in mapping.items() if a != b)
-    return ConvertReport(src, dst, fmt, Manifest(ids, arch, n_layers, hidden, prov, path=dst / MANIFEST_FILENAME),
-                         renamed, tuple(dropped), not_copied, tuple(messages))
+    return ConvertReport(src, dst, fmt, manifest, renamed, tuple(dropped), not_copied, tuple(messages))
 
 
 __all__ = ["ConvertError", "ConvertReport", "convert", "ManifestError", "WeightsError"]
