@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .draft_weights import sglang_flag
+
 
 class DraftFormatError(ValueError):
     """A draft directory SGLang's ``LlamaForCausalLMEagle3`` would not load the same way."""
@@ -83,10 +85,9 @@ class DraftConfig:
             rope_theta=float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0))),
             fc_bias=bool(cfg.get("bias", False)),
             attention_bias=bool(cfg.get("attention_bias", False)),
-            norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
-            fc_norm=bool(cfg.get("fc_norm") or cfg.get("use_aux_norm", False)),
+            norm_before_fc=sglang_flag(cfg, "norm_before_fc"), fc_norm=sglang_flag(cfg, "fc_norm"),
             tie_word_embeddings=tie, lm_head_from_target=(not tie and dvs is None),
-            norm_before_residual=bool(cfg.get("norm_before_residual", False)),
+            norm_before_residual=sglang_flag(cfg, "norm_before_residual"),
         )
 
     def to_sglang_config(self, **extra) -> dict:
