@@ -23,6 +23,7 @@ Every problem is a :class:`SampleError` naming the file, the key and what was ex
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from dataclasses import dataclass, field
@@ -206,6 +207,18 @@ def _read_legacy(path: Path, data) -> Sample:
     )
 
 
+def _directory_json(path: Path):
+    """A JSON file shared by every sample in a directory (``sample_lengths.json``, ``data_config.json``), parsed
+    once per version of the file rather than once per sample; callers only read the result."""
+    st = path.stat()
+    return _parse_json(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_json(path: str, mtime_ns: int, size: int):
+    return json.loads(Path(path).read_text())
+
+
 def _check_legacy_length(path: Path, seq: int) -> None:
     """``data_{i}.pt`` must have the length its directory's ``sample_lengths.json`` records for ``i``."""
     lengths_file = path.parent / LEGACY_LENGTHS
@@ -213,7 +226,7 @@ def _check_legacy_length(path: Path, seq: int) -> None:
     if index is None or not lengths_file.is_file():
         return
     try:
-        lengths = json.loads(lengths_file.read_text())
+        lengths = _directory_json(lengths_file)
     except (OSError, json.JSONDecodeError) as e:
         raise SampleError(f"{lengths_file}: not valid JSON ({e}); fix or remove it") from e
     want = lengths.get(index) if isinstance(lengths, dict) else None
@@ -228,7 +241,7 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
     if not cfg.is_file():
         return (None,) * n
     try:
-        doc = json.loads(cfg.read_text())
+        doc = _directory_json(cfg)
     except (OSError, json.JSONDecodeError) as e:
         raise SampleError(f"{cfg}: not valid JSON ({e}); fix or remove it") from e
     ids = doc.get("hidden_states", {}).get("layer_ids") if isinstance(doc, dict) else None
