@@ -10,7 +10,8 @@ API
     gloo world of size 1) cannot be set up twice, so a later call with a *different* model_dir or
     server_args raises; the same arguments return the cached runner.
 ``InProcessRunner.model``
-    The SGLang model object (``DeepseekV3ForCausalLM``; its ``.model`` is ``DeepseekV2Model``). Patch
+    The SGLang model object (``DeepseekV3ForCausalLM``, whose ``.model`` is ``DeepseekV2Model``, or a draft
+    such as ``LlamaForCausalLMEagle3`` when ``model_dir`` is a draft directory). Patch
     methods on its classes before or after ``get_runner``: method lookups happen at call time.
     (``__init__`` patches only take effect if applied before the first ``get_runner`` in the process.)
 ``InProcessRunner.model_runner``
@@ -19,7 +20,7 @@ API
     One extend (prefill) batch over ``prompts`` (a list of token-id lists); KV pools are cleared first,
     so calls are independent. Returns what the model handed to its ``LogitsProcessor``.
 ``InProcessRunner.reset_capture()``
-    Undo ``set_eagle3_layers_to_capture`` (back to the model's construction-time state).
+    Undo ``set_eagle3_layers_to_capture`` (back to the model's construction-time state; a no-op for drafts).
 
 Typical use::
 
@@ -102,10 +103,14 @@ class InProcessRunner:
         self.model_runner = runner
         self.bench_runner = one_batch._TorchBenchRunner(runner)
         self.model = runner.model
-        self._initial_capture = (self.model.capture_aux_hidden_states, list(self.model.model.layers_to_capture))
+        # A target's capture configuration right after loading; a draft model (no capture loop) has none.
+        loop = getattr(self.model.model, "layers_to_capture", None)
+        self._initial_capture = None if loop is None else (self.model.capture_aux_hidden_states, list(loop))
 
     def reset_capture(self) -> None:
         """Restore the capture configuration the model had right after loading (and drop any capture feed)."""
+        if self._initial_capture is None:
+            return
         self.model.capture_aux_hidden_states = self._initial_capture[0]
         self.model.model.layers_to_capture = list(self._initial_capture[1])
         feed = vars(self.model.model).pop("_eagle3_capture_feed", None)

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -89,28 +90,10 @@ def test_sglang_parses_the_converted_config(converted):
 
 SGLANG_LOAD = textwrap.dedent('''
     import sys, torch
-    import sglang_cpu_patches  # tests/cpu_shim, on PYTHONPATH (conftest)
-    sglang_cpu_patches.install_import_hook()
-    from sglang.benchmark import one_batch
-    from sglang.srt.configs.model_config import ModelConfig
-    from sglang.srt.distributed import bootstrap
-    from sglang.srt.model_executor.model_runner import ModelRunner
-    from sglang.srt.runtime_context import SpawnRanks, get_device, publish, spawn_world_rank
-    from sglang.srt.server_args import PortArgs, ServerArgs
-    sa = ServerArgs(model_path=sys.argv[1], device="cpu", attention_backend="torch_native", disable_cuda_graph=True,
-                    skip_tokenizer_init=True, dtype="float32", tp_size=1, mem_fraction_static=0.05,
-                    max_total_tokens=256, random_seed=0)
-    sa.resolve_once()
-    one_batch._set_envs_and_config(sa)
-    port_args = PortArgs.init_new(sa)
-    publish(sa, role="scheduler", ranks=SpawnRanks(world_rank=spawn_world_rank(sa, tp_rank=0, pp_rank=0), gpu_id=0))
-    one_batch._init_process_global_configs()
-    mc = ModelConfig.from_server_args(sa)
-    bootstrap.init_parallel_runtime(server_args=sa, device=get_device().device, dist_port=port_args.nccl_port)
-    bootstrap.init_layer_runtime(model_config=mc)
-    runner = ModelRunner(model_config=mc, mem_fraction_static=sa.mem_fraction_static, gpu_id=0,
-                         nccl_port=port_args.nccl_port, server_args=sa)
-    model = runner.model
+    sys.path.insert(0, sys.argv[3])  # tests/: conftest (the CPU shim) and the in-process runner
+    import conftest  # noqa: F401
+    from sglang_inprocess import get_runner
+    model = get_runner(sys.argv[1]).model
     out = {n: p.detach().clone() for n, p in model.named_parameters()}
     out["<class>"] = type(model).__name__
     out["<hot_token_id>"] = model.hot_token_id
@@ -121,7 +104,7 @@ SGLANG_LOAD = textwrap.dedent('''
 def test_sglang_own_loader_puts_every_source_tensor_in_place(converted, spec_draft, tmp_path):
     """SGLang 0.5.23's ModelRunner loads the converted draft; every parameter equals its source tensor."""
     dump = tmp_path / "params.pt"
-    proc = subprocess.run([sys.executable, "-c", SGLANG_LOAD, str(converted.dst), str(dump)],
+    proc = subprocess.run([sys.executable, "-c", SGLANG_LOAD, str(converted.dst), str(dump), str(Path(__file__).parent)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = torch.load(dump, weights_only=False)

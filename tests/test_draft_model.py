@@ -206,7 +206,6 @@ def _sglang_side(draft_dir: str, io_path: str) -> None:
         return original(self, input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors)
 
     llama_eagle3.LlamaModel.forward = forward
-    llama_eagle3.LlamaModel.layers_to_capture = ()  # read by InProcessRunner's target-capture bookkeeping only
     runner = get_runner(draft_dir)
     assert type(runner.model).__name__ == "LlamaForCausalLMEagle3"
     out = runner.prefill(io["ids"])
