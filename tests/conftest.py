@@ -68,3 +68,20 @@ def runner(tiny_target_dir):
     from sglang_inprocess import get_runner
 
     return get_runner(tiny_target_dir)
+
+
+@pytest.fixture(scope="session")
+def speculators_draft(tmp_path_factory) -> Path:
+    """A draft written by speculators' own Eagle-3 classes (Kimi-K2.5 shaped, fc trained on HF [0, 3, 31]);
+    shared read-only: copy it before changing it."""
+    from test_convert_drafts import build_speculators_draft
+
+    return build_speculators_draft(tmp_path_factory.mktemp("spec") / "draft")
+
+
+@pytest.fixture(scope="session")
+def kimi_target(tmp_path_factory) -> Path:
+    """A Kimi-K2.5 target config directory (tests/test_convert_drafts.py) for the speculators draft."""
+    from test_convert_drafts import write_target
+
+    return write_target(tmp_path_factory.mktemp("kimi"))

@@ -23,31 +23,20 @@ from test_convert_drafts import build_specforge_draft, build_speculators_draft, 
 
 
 @pytest.fixture(scope="module")
-def spec_draft(tmp_path_factory):
-    """speculators-trained Kimi-K2.5-shaped draft whose fc was trained on HF [0, 3, 31] (embed, layer3, layer31)."""
-    return build_speculators_draft(tmp_path_factory.mktemp("spec") / "draft")
-
-
-@pytest.fixture(scope="module")
-def kimi_target(tmp_path_factory):
-    return write_target(tmp_path_factory.mktemp("kimi"))
-
-
-@pytest.fixture(scope="module")
-def converted(spec_draft, kimi_target, tmp_path_factory):
+def converted(speculators_draft, kimi_target, tmp_path_factory):
     dst = tmp_path_factory.mktemp("conv") / "sglang_draft"
-    return convert(spec_draft, dst, target=kimi_target)
+    return convert(speculators_draft, dst, target=kimi_target)
 
 
-def test_speculators_checkpoint_converts_with_manifest_and_config(converted, spec_draft):
+def test_speculators_checkpoint_converts_with_manifest_and_config(converted, speculators_draft):
     dst = converted.dst
     m = read_manifest(dst)
     assert m.layer_ids == (-1, 2, 30)
     assert (m.target_architecture, m.target_num_hidden_layers, m.target_hidden_size) == ("KimiK25ForConditionalGeneration", 61, 64)
     assert m.provenance["source"] == "speculators-config" and m.provenance["original_ids"] == [0, 3, 31]
-    assert m.provenance["file"] == str((spec_draft / "config.json").resolve())
+    assert m.provenance["file"] == str((speculators_draft / "config.json").resolve())
     cfg = json.loads((dst / "config.json").read_text())
-    src = json.loads((spec_draft / "config.json").read_text())
+    src = json.loads((speculators_draft / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["model_type"] == "llama"
     assert cfg["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [0, 3, 31], "use_aux_hidden_state": True}
     assert cfg[CONVERTED_MARKER_KEY] == MANIFEST_FILENAME
@@ -60,8 +49,8 @@ def test_speculators_checkpoint_converts_with_manifest_and_config(converted, spe
     assert any("norm_before_residual" in line for line in converted.messages)
 
 
-def test_converted_weights_are_the_source_tensors_renamed(converted, spec_draft):
-    src = load_file(str(spec_draft / "model.safetensors"))
+def test_converted_weights_are_the_source_tensors_renamed(converted, speculators_draft):
+    src = load_file(str(speculators_draft / "model.safetensors"))
     out = load_file(str(converted.dst / "model.safetensors"))
     expected_names = {("midlayer." + n[len("layers.0."):]) if n.startswith("layers.0.") else n for n in src}
     assert set(out) == expected_names
@@ -101,14 +90,14 @@ SGLANG_LOAD = textwrap.dedent('''
 ''')
 
 
-def test_sglang_own_loader_puts_every_source_tensor_in_place(converted, spec_draft, tmp_path):
+def test_sglang_own_loader_puts_every_source_tensor_in_place(converted, speculators_draft, tmp_path):
     """SGLang 0.5.23's ModelRunner loads the converted draft; every parameter equals its source tensor."""
     dump = tmp_path / "params.pt"
     proc = subprocess.run([sys.executable, "-c", SGLANG_LOAD, str(converted.dst), str(dump), str(Path(__file__).parent)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = torch.load(dump, weights_only=False)
-    src = load_file(str(spec_draft / "model.safetensors"))
+    src = load_file(str(speculators_draft / "model.safetensors"))
     lay = {n[len("layers.0."):]: t for n, t in src.items() if n.startswith("layers.0.")}
     expected = {
         "model.embed_tokens.weight": src["embed_tokens.weight"],
@@ -145,8 +134,8 @@ def test_specforge_draft_converts(tmp_path):
     assert set(a) == set(b) and all(torch.equal(a[n], b[n]) for n in a)
 
 
-def test_layer_ids_override_and_first_loop_index_1_is_reordered(spec_draft, kimi_target, tmp_path):
-    report = convert(spec_draft, tmp_path / "out", target=kimi_target, layer_ids=[0, 2, 30])
+def test_layer_ids_override_and_first_loop_index_1_is_reordered(speculators_draft, kimi_target, tmp_path):
+    report = convert(speculators_draft, tmp_path / "out", target=kimi_target, layer_ids=[0, 2, 30])
     m = read_manifest(tmp_path / "out")
     assert m.layer_ids == (0, 2, 30) and m.provenance["source"] == "manual"
     assert "speculators-config read [-1, 2, 30]" in m.provenance["note"]
@@ -156,17 +145,17 @@ def test_layer_ids_override_and_first_loop_index_1_is_reordered(spec_draft, kimi
     assert stock_sglang_capture(cfg, 61).fed_layer_ids == (0, 2, 30)
 
 
-def test_non_ascending_override_is_reported_for_stock_sglang(spec_draft, kimi_target, tmp_path):
-    report = convert(spec_draft, tmp_path / "out", target=kimi_target, layer_ids=[30, -1, 2])
+def test_non_ascending_override_is_reported_for_stock_sglang(speculators_draft, kimi_target, tmp_path):
+    report = convert(speculators_draft, tmp_path / "out", target=kimi_target, layer_ids=[30, -1, 2])
     assert read_manifest(tmp_path / "out").layer_ids == (30, -1, 2)
     assert any("without the plugin" in line and "[-1, 2, 30]" in line for line in report.messages)
 
 
-def test_sharded_checkpoint_keeps_its_shards(spec_draft, kimi_target, tmp_path):
+def test_sharded_checkpoint_keeps_its_shards(speculators_draft, kimi_target, tmp_path):
     src = tmp_path / "sharded"
     src.mkdir()
-    (src / "config.json").write_text((spec_draft / "config.json").read_text())
-    tensors = load_file(str(spec_draft / "model.safetensors"))
+    (src / "config.json").write_text((speculators_draft / "config.json").read_text())
+    tensors = load_file(str(speculators_draft / "model.safetensors"))
     names = sorted(tensors)
     shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
     for fname, ns in shards.items():
@@ -204,11 +193,11 @@ def test_failure_leaves_no_output(tmp_path, kimi_target):
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.converting").exists()
 
 
-def test_refuses_existing_output_and_reconversion(converted, spec_draft, kimi_target, tmp_path):
+def test_refuses_existing_output_and_reconversion(converted, speculators_draft, kimi_target, tmp_path):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "x").write_text("x")
     with pytest.raises(ConvertError, match=r"busy: field '<dir>': exists"):
-        convert(spec_draft, tmp_path / "busy", target=kimi_target)
+        convert(speculators_draft, tmp_path / "busy", target=kimi_target)
     with pytest.raises(ConvertError, match="already converted"):
         convert(converted.dst, tmp_path / "again", target=kimi_target)
 

@@ -17,7 +17,7 @@ from sglang_eagle3_capture.convert import ConvertError, convert
 from sglang_eagle3_capture.draft_weights import WeightsError
 from sglang_eagle3_capture.formats import FormatError
 from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, ManifestError, check_target, read_manifest
-from test_convert_drafts import build_speculators_draft, write_target
+from test_convert_drafts import write_target
 
 OUR_ERRORS = (ManifestError, ConvertError, FormatError, WeightsError)
 
@@ -124,22 +124,12 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def good_draft(tmp_path_factory):
-    return build_speculators_draft(tmp_path_factory.mktemp("good") / "draft")
-
-
-@pytest.fixture(scope="module")
-def kimi_target(tmp_path_factory):
-    return write_target(tmp_path_factory.mktemp("kimi"))
-
-
 def test_table_is_big_enough():
     assert len(CASES) >= 15 and {c.kind for c in CASES} == {"manifest", "draft"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_bad_input_names_file_and_field(case, tmp_path, good_draft, kimi_target):
+def test_bad_input_names_file_and_field(case, tmp_path, speculators_draft, kimi_target):
     if case.kind == "manifest":
         doc = case.mutate(json.loads(json.dumps(GOOD_MANIFEST)))
         (tmp_path / MANIFEST_FILENAME).write_text(doc if isinstance(doc, str) else json.dumps(doc))
@@ -147,7 +137,7 @@ def test_bad_input_names_file_and_field(case, tmp_path, good_draft, kimi_target)
             read_manifest(tmp_path)
     else:
         d = tmp_path / "draft"
-        shutil.copytree(good_draft, d)
+        shutil.copytree(speculators_draft, d)
         case.mutate(d)
         with pytest.raises(OUR_ERRORS) as e:
             convert(d, tmp_path / "out", target=kimi_target)
@@ -170,10 +160,10 @@ def test_target_hidden_size_mismatch_at_serve_time(tmp_path):
     assert f"{tmp_path / MANIFEST_FILENAME} field 'target.hidden_size' is 64" in msg and "fix:" in msg
 
 
-def test_target_hidden_size_mismatch_at_convert_time(tmp_path, good_draft):
+def test_target_hidden_size_mismatch_at_convert_time(tmp_path, speculators_draft):
     target = write_target(tmp_path / "big", hidden_size=128)
     with pytest.raises(ConvertError) as e:
-        convert(good_draft, tmp_path / "out", target=target)
+        convert(speculators_draft, tmp_path / "out", target=target)
     msg = str(e.value)
-    assert f"{good_draft / 'model.safetensors'}: tensor 'fc.weight': input width 192" in msg
-    assert f"{good_draft / 'config.json'} field 'eagle_aux_hidden_state_layer_ids'" in msg and "hidden_size 128" in msg
+    assert f"{speculators_draft / 'model.safetensors'}: tensor 'fc.weight': input width 192" in msg
+    assert f"{speculators_draft / 'config.json'} field 'eagle_aux_hidden_state_layer_ids'" in msg and "hidden_size 128" in msg
