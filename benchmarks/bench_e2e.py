@@ -60,11 +60,19 @@ def _other_plugins() -> str:
     return ",".join(names) or "none"
 
 
+def _cpu_shim():
+    """tests/cpu_shim/sglang_cpu_patches.py, loaded by file (standard library only; this process imports no SGLang)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sglang_cpu_patches", CPU_SHIM / "sglang_cpu_patches.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def server_env(variant: str, device: str) -> dict[str, str]:
-    env = dict(os.environ)
-    if device == "cpu":
-        env.update(SGLANG_USE_CPU_ENGINE="1", TRITON_INTERPRET="1", TORCHDYNAMO_DISABLE="1")
-        env["PYTHONPATH"] = os.pathsep.join([str(CPU_SHIM), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # CPU: the shim's environment (CPU_ENV, and its directory first on PYTHONPATH), as the tests use it.
+    env = _cpu_shim().cpu_env() if device == "cpu" else dict(os.environ)
     if variant == "stock":
         env["SGLANG_PLUGINS"] = _other_plugins()
     else:
