@@ -142,7 +142,7 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None) -> In
             else:
                 checks.append(f"fc width not checked: no fc.weight in {draft}")
     report = InspectReport(str(draft), declared, mdict, prov, messages, readings, checks, plugin_installed())
-    _decide(report, n_layers)
+    _decide(report)
     return report
 
 
@@ -151,7 +151,7 @@ def _rule(c: Any) -> str:
     return f"{ids} -> {c.rule} -> loop indices {list(c.loop_indices)}"
 
 
-def _decide(report: InspectReport, n_layers: int) -> None:
+def _decide(report: InspectReport) -> None:
     current = next(r for r in report.readings if r.name == f"stock SGLang {SUPPORTED_READING}")
     report.verdict = current.status
     want = f"layer ids {list(report.declared.layer_ids)} (HF {report.declared.hf_indices})"
