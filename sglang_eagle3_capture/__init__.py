@@ -1,8 +1,11 @@
-"""sglang-eagle3-capture: explicit, checked EAGLE-3 hidden-state wiring for DeepSeek-V2-family targets in SGLang.
+"""sglang-eagle3-capture: explicit, checked EAGLE-3 hidden-state wiring for SGLang.
 
 Importing this package imports neither SGLang nor torch; the names below that need them are
 resolved on first use (:func:`__getattr__`), and SGLang is imported only inside the functions
-that patch it.
+that patch it. Layout (docs/development.md): ``layer_ids`` (the convention), ``manifest``,
+``target_config``, ``formats/`` (foreign formats), ``readings`` (what stock engines feed),
+``releases/`` and ``families/`` (the facts tables), ``draft/`` (offline draft files and math),
+``serving/`` (inside SGLang's processes), ``doctor/`` (the command line).
 
 Example::
 
@@ -17,37 +20,39 @@ from __future__ import annotations
 
 import importlib
 
-from ._compat import SUPPORTED_SGLANG_VERSIONS, UnsupportedSGLangVersion, check_sglang_version
-from .layer_ids import EMBEDDING_LAYER_ID, LayerIdError, check_layer_ids, hidden_state_index, layer_id_of_index
+from .errors import Eagle3CaptureError, LayerIdError, UnsupportedSGLangVersion
+from .layer_ids import EMBEDDING_LAYER_ID, check_layer_ids, hidden_state_index, layer_id_of_index
+from .releases import check_sglang_version, supported_versions
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # public name -> (module, attribute), imported on first access
 _LAZY = {
-    "apply_capture_patch": (".patch", "apply"),
-    "revert_capture_patch": (".patch", "revert"),
-    "is_capture_patched": (".patch", "is_patched"),
-    "capture_patched": (".patch", "patched"),
-    "apply_draft_head_patch": (".draft_head", "apply_draft_head_patch"),
-    "revert_draft_head_patch": (".draft_head", "revert_draft_head_patch"),
-    "is_draft_head_patched": (".draft_head", "is_draft_head_patched"),
+    "apply_capture_patch": (".serving.target", "apply"),
+    "revert_capture_patch": (".serving.target", "revert"),
+    "is_capture_patched": (".serving.target", "is_patched"),
+    "capture_patched": (".serving.target", "patched"),
+    "apply_draft_head_patch": (".serving.draft", "apply_draft_head_patch"),
+    "revert_draft_head_patch": (".serving.draft", "revert_draft_head_patch"),
+    "is_draft_head_patched": (".serving.draft", "is_draft_head_patched"),
     "Manifest": (".manifest", "Manifest"),
-    "ManifestError": (".manifest", "ManifestError"),
+    "ManifestError": (".errors", "ManifestError"),
     "read_manifest": (".manifest", "read_manifest"),
     "write_manifest": (".manifest", "write_manifest"),
-    "convert_draft": (".convert", "convert"),
+    "convert_draft": (".draft.convert", "convert"),
 }
 
 __all__ = [
     "EMBEDDING_LAYER_ID",
+    "Eagle3CaptureError",
     "LayerIdError",
-    "SUPPORTED_SGLANG_VERSIONS",
     "UnsupportedSGLangVersion",
     "__version__",
     "check_layer_ids",
     "check_sglang_version",
     "hidden_state_index",
     "layer_id_of_index",
+    "supported_versions",
     *_LAZY,
 ]
 

@@ -1,4 +1,4 @@
-"""The one layer-id convention, and the only place that does layer-id arithmetic.
+"""The one layer-id convention, every rule derived from it, and the only place that does layer-id arithmetic.
 
 A *layer id* is an integer in ``[-1, N-1]`` for a target with ``N`` decoder layers:
 
@@ -9,24 +9,32 @@ layer id   tensor                                            HF index    SGLang 
 ``k >= 0`` residual stream after decoder layer ``k``, pre-norm ``k + 1``   ``k + 1``
 =========  ================================================  ==========  ==================
 
-"HF index" is the position in transformers' ``output_hidden_states``; "SGLang loop index" is
-the ``i`` in ``DeepseekV2Model.forward``'s ``for i in range(...)`` loop whose
+"HF index" is the position in transformers' ``output_hidden_states``; "SGLang loop index" is the
+``i`` of an SGLang model's ``for i in range(start_layer, end_layer)`` loop whose
 ``layers_to_capture`` membership makes SGLang capture the residual stream *entering* layer ``i``.
 
-NOTE: SGLang 0.5.23 ``DeepseekV2ForCausalLM.set_eagle3_layers_to_capture``
-(sglang/srt/models/deepseek_v2.py) adds 1 only when ``layer_ids[0] == 1``; this package never
-relies on that heuristic and always translates explicitly with :func:`hidden_state_index`.
+Rules every SGLang capture loop obeys (docs/how-it-works.md), and that this module encodes once:
+
+- captures come out in **ascending loop order**, whatever order ``layers_to_capture`` lists them in;
+- the loop runs ``i`` in ``0..N-1``, so loop index ``N`` (the last decoder layer's output, layer id
+  ``N-1``) is **past the loop**: it exists only at the final norm.
+
+NOTE: SGLang's ``set_eagle3_layers_to_capture`` readings of an id list differ per model class and
+release (``+1`` always, or only when ``ids[0] == 1``); this package never relies on them and always
+translates explicitly with :func:`hidden_state_index`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Iterable, Sequence
 
+from .errors import LayerIdError
+
+__all__ = ["EMBEDDING_LAYER_ID", "LayerIdError", "check_layer_ids", "hidden_state_index", "hidden_state_indices",
+           "last_layer_id", "layer_id_of_index", "layer_ids_of_loop", "split_capture"]
+
 EMBEDDING_LAYER_ID = -1
-
-
-class LayerIdError(ValueError):
-    """A layer-id list that cannot be wired to the target."""
 
 
 def hidden_state_index(layer_id: int) -> int:
@@ -56,8 +64,46 @@ def hidden_state_indices(layer_ids: Iterable[int]) -> list[int]:
     return [hidden_state_index(i) for i in layer_ids]
 
 
+def last_layer_id(num_hidden_layers: int) -> int:
+    """Layer id of the last decoder layer's output (``N-1``): loop index ``N``, past the capture loop."""
+    return num_hidden_layers - 1
+
+
+def layer_ids_of_loop(loop_indices: Iterable[int], num_hidden_layers: int) -> tuple[int, ...]:
+    """The layer ids a stock capture loop hands on for ``layers_to_capture = loop_indices``, in the order it
+    hands them on: ascending, each once, only the indices the loop reaches (``0..N-1``).
+
+    Example::
+
+        >>> layer_ids_of_loop([30, 3, 0, 61], 61)
+        (-1, 2, 29)
+    """
+    wanted = set(loop_indices)
+    return tuple(layer_id_of_index(i) for i in range(num_hidden_layers) if i in wanted)
+
+
+def split_capture(layer_ids: Sequence[int], num_hidden_layers: int) -> tuple[tuple[int, ...], bool, tuple[int, ...]]:
+    """How a capture loop can deliver ``layer_ids`` (fc order): ``(loop indices, last, chunk order)``.
+
+    ``loop indices`` are the ascending indices the loop must capture; ``last`` says the last decoder
+    layer's output (past the loop) is appended after them; ``chunk order[j]`` is the position, in that
+    combined ascending sequence, of fc chunk ``j``. Validate the ids first (:func:`check_layer_ids`).
+
+    Example::
+
+        >>> split_capture([30, -1, 2], 61)
+        ((0, 3, 31), False, (2, 0, 1))
+        >>> split_capture([60, -1], 61)
+        ((0,), True, (1, 0))
+    """
+    indices = sorted(hidden_state_index(i) for i in layer_ids)
+    order = tuple(indices.index(hidden_state_index(i)) for i in layer_ids)
+    last = indices[-1] == hidden_state_index(last_layer_id(num_hidden_layers))
+    return tuple(indices[:-1] if last else indices), last, order
+
+
 def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, where: str) -> tuple[int, ...]:
-    """Validate ``layer_ids`` against a target with ``num_hidden_layers`` decoder layers.
+    """Validate ``layer_ids`` against a target with ``num_hidden_layers`` decoder layers (linear time).
 
     ``where`` names the file and field the ids came from; it is put in every error.
     ``num_hidden_layers=None`` checks everything except the upper bound.
@@ -74,15 +120,17 @@ def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, 
     for i in layer_ids:
         if isinstance(i, bool) or not isinstance(i, int):
             raise LayerIdError(f"{where}: layer id {i!r} is not an integer")
-    hi = None if num_hidden_layers is None else num_hidden_layers - 1
+    hi = None if num_hidden_layers is None else last_layer_id(num_hidden_layers)
     bad = [i for i in layer_ids if i < EMBEDDING_LAYER_ID or (hi is not None and i > hi)]
     if bad:
         rng = f"[-1, {hi}]" if hi is not None else "[-1, N-1]"
+        shown = bad if len(bad) <= 8 else [*bad[:8], "..."]
         raise LayerIdError(
-            f"{where}: layer ids {bad} are outside {rng} for a target with "
+            f"{where}: layer ids {shown} are outside {rng} for a target with "
             f"{num_hidden_layers} decoder layers (-1 = embedding output, k = output of decoder layer k)"
         )
-    dups = sorted({i for i in layer_ids if list(layer_ids).count(i) > 1})
+    dups = sorted(i for i, n in Counter(layer_ids).items() if n > 1)
     if dups:
-        raise LayerIdError(f"{where}: duplicate layer ids {dups}; each hidden state may be fed to the fc once")
+        shown = dups if len(dups) <= 8 else [*dups[:8], "..."]
+        raise LayerIdError(f"{where}: duplicate layer ids {shown}; each hidden state may be fed to the fc once")
     return tuple(layer_ids)

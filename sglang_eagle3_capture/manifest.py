@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .layer_ids import LayerIdError, check_layer_ids
+from .errors import LayerIdError, ManifestError
+from .layer_ids import check_layer_ids
+from .target_config import architecture_family, decoder_field_prefix, target_dims
+from .userfiles import read_json_object
 
 MANIFEST_FILENAME = "eagle3_manifest.json"
 MANIFEST_VERSION = 1
@@ -42,19 +45,6 @@ _PROVENANCE_KEYS: dict[str, tuple[tuple[type, ...], bool]] = {
     "inferred": ((bool,), False),
     "note": ((str, type(None)), False),
 }
-
-# Architectures that share DeepseekV2Model's capture loop; a draft trained on one runs on any of them.
-# KimiK25ForConditionalGeneration wraps a DeepseekV3ForCausalLM (sglang/srt/models/kimi_k25.py).
-DEEPSEEK_V2_FAMILY = frozenset(
-    {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration"}
-)
-# Wrappers whose decoder dimensions live in ``text_config``.
-TEXT_CONFIG_WRAPPERS = frozenset({"KimiK25ForConditionalGeneration"})
-
-
-class ManifestError(ValueError):
-    """A manifest (or a target/draft checked against it) that cannot be used; the message names file, field, fix."""
-
 
 def _err(where: str, fld: str, problem: str, fix: str) -> ManifestError:
     return ManifestError(f"{where}: field '{fld}': {problem}; fix: {fix}")
@@ -218,63 +208,6 @@ def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
     return path
 
 
-def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
-    """``cfg[key]`` for a dict, ``getattr(cfg, key)`` for an HF config object."""
-    return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
-
-
-def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
-    """``(architecture, num_hidden_layers, hidden_size)`` of a target HF config (dict or config object).
-
-    Kimi-K2.5 (``KimiK25ForConditionalGeneration``) is read through its ``text_config``.
-    """
-    archs = cfg_get(target_hf_config, "architectures") or []
-    if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
-        raise _err(where, "architectures", f"expected a list naming the target class, got {archs!r}",
-                   "point TARGET at the target model's own config.json")
-    arch = archs[0]
-    text = cfg_get(target_hf_config, "text_config") if arch in TEXT_CONFIG_WRAPPERS else target_hf_config
-    prefix = "text_config." if arch in TEXT_CONFIG_WRAPPERS else ""
-    if text is None:
-        raise _err(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
-                   "point TARGET at the full model config.json")
-    dims = []
-    for key in ("num_hidden_layers", "hidden_size"):
-        v = cfg_get(text, key)
-        if not _is_int(v) or v < 1:
-            raise _err(where, prefix + key, f"expected a positive integer, got {v!r}",
-                       "point TARGET at the target model's own config.json")
-        dims.append(v)
-    return arch, dims[0], dims[1]
-
-
-def read_json_object(path: Path, *, fix: str, missing: str = "not found", error: type[ValueError] = ManifestError) -> dict:
-    """The JSON object in the file ``path``. A missing file, invalid JSON or another JSON type raises ``error``
-    (the caller's error class) naming the file and ``fix``; ``missing`` says what was not found."""
-    if not path.is_file():
-        raise error(f"{path}: field '<file>': {missing}; fix: {fix}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise error(f"{path}: field '<document>': not valid JSON ({e}); fix: {fix}") from e
-    if not isinstance(data, dict):
-        raise error(f"{path}: field '<document>': expected a JSON object, got {type(data).__name__}; fix: {fix}")
-    return data
-
-
-def load_target_config(target: str | os.PathLike) -> tuple[dict, Path]:
-    """Read a target's HF config from a model directory or a ``config.json`` path; returns (dict, file)."""
-    p = Path(target)
-    path = p / "config.json" if p.is_dir() else p
-    fix = "pass --target as the target model directory or its config.json"
-    return read_json_object(path, fix=fix, missing="target config not found"), path
-
-
-def architecture_family(architecture: str) -> str:
-    """Family key for architecture compatibility: the DeepSeek-V2 family is one, others are themselves."""
-    return "DeepseekV2-family" if architecture in DEEPSEEK_V2_FAMILY else architecture
-
-
 def check_fc_width(manifest: Manifest, fc_in_features: int, where: str) -> None:
     """Raise unless the draft fc's input width equals ``len(layer_ids) * target_hidden_size``.
 
@@ -302,7 +235,7 @@ def check_target(manifest: Manifest, target_hf_config: Any, where: str) -> None:
             f"{where}: target architecture {arch} is not in the family of {manifest.target_architecture} named by "
             f"manifest {mpath} field 'target.architecture'; fix: serve the draft with the target it was trained against"
         )
-    prefix = "text_config." if arch in TEXT_CONFIG_WRAPPERS else ""
+    prefix = decoder_field_prefix(arch)
     for fld, have, want in (("num_hidden_layers", n_layers, manifest.target_num_hidden_layers),
                             ("hidden_size", hidden, manifest.target_hidden_size)):
         if have != want:

@@ -1,0 +1,208 @@
+"""Candidate wirings for ``verify``: every fc input that can be built from a sample's stored tensors.
+
+A wiring is a tuple of :class:`Source` (one per fc chunk): a stored chunk, the embedding lookup of
+the input ids (the embedding output, exactly, so it is always buildable), or zeros. Candidates:
+
+- the manifest's ids, mapped to stored chunks by the layer ids the data declares (speculators'
+  legacy ``data_config.json``) and by the exact embedding check; when the data does not name its
+  layers, the chunks the training pipeline fed the fc (e.g. ``hidden_states[:-1]``) stand for them;
+- the training pipeline's own fc input;
+- what each stock SGLang release in the table / the no-ids default would feed (when those layers are stored);
+- the manifest's ids shifted by one either way, and the stored order shifted by one;
+- with / without the embedding (embedding slot zeroed, or the embedding put first);
+- every ascending choice of K stored tensors (capture loops append in ascending order), up to a cap;
+- all zeros (what the draft predicts from the tokens alone).
+
+Candidates with a zero chunk are *references* (how much the draft uses that input), not wirings an
+engine could feed; ``verify``'s verdict compares the manifest's wiring with the others only.
+Candidates with the same sources are merged (their names joined).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from math import comb
+from typing import Any, Sequence
+
+from ..layer_ids import EMBEDDING_LAYER_ID
+
+
+@dataclass(frozen=True)
+class Source:
+    """One fc chunk: ``kind`` is ``"chunk"`` (stored tensor ``index``), ``"embedding"`` or ``"zeros"``."""
+
+    kind: str
+    index: int = -1
+
+    def label(self, names: Sequence[str]) -> str:
+        """Human name: the stored tensor's key, ``embed(ids)`` or ``zeros``."""
+        if self.kind == "chunk":
+            return names[self.index]
+        return "embed(input_ids)" if self.kind == "embedding" else "zeros"
+
+
+@dataclass
+class Candidate:
+    """A named wiring and, after evaluation, its counts."""
+
+    names: list[str]
+    sources: tuple[Source, ...]
+    layer_ids: tuple[int | None, ...] | None = None
+    positions: int = 0
+    correct_top1: int = 0
+    correct_topk: int = 0
+
+    @property
+    def is_reference(self) -> bool:
+        """True when a chunk is zeros: a measure of how much the draft uses its input, not a wiring any engine feeds."""
+        return any(s.kind == "zeros" for s in self.sources)
+
+    @property
+    def name(self) -> str:
+        """All names this wiring goes by, joined."""
+        return " = ".join(self.names)
+
+    @property
+    def top1(self) -> float:
+        """Teacher-forced top-1 accuracy."""
+        return self.correct_top1 / self.positions if self.positions else 0.0
+
+    @property
+    def topk(self) -> float:
+        """Teacher-forced top-k accuracy."""
+        return self.correct_topk / self.positions if self.positions else 0.0
+
+
+@dataclass
+class CandidateSet:
+    """The candidates, which one is the manifest's, and the wirings that could not be built."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    manifest: Candidate | None = None
+    unbuildable: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    manifest_problem: str = ""
+    _unbuilt: dict = field(default_factory=dict, repr=False)
+
+    def add(self, name: str, sources: Sequence[Source] | None, layer_ids=None, why: str = "") -> Candidate | None:
+        """Add (or merge into an existing candidate with the same sources); ``None`` sources = unbuildable."""
+        if sources is None:
+            key = f"{list(layer_ids) if layer_ids is not None else ''}|{why}"
+            if key in self._unbuilt:  # same ids, same reason: one line naming every wiring
+                i = self._unbuilt[key]
+                head, reason = self.unbuildable[i].split(": ", 1)
+                self.unbuildable[i] = f"{head} = {name}: {reason}"
+            else:
+                self._unbuilt[key] = len(self.unbuildable)
+                self.unbuildable.append(f"{name}: {why}")
+            return None
+        sources = tuple(sources)
+        for c in self.candidates:
+            if c.sources == sources:
+                if name not in c.names:
+                    c.names.append(name)
+                return c
+        c = Candidate([name], sources, None if layer_ids is None else tuple(layer_ids))
+        self.candidates.append(c)
+        return c
+
+
+def chunk_identities(layer_ids_from_data: Sequence[int | None], embedding_chunks: Sequence[int]) -> tuple[list, list[str]]:
+    """Layer id of each stored chunk (``None`` unknown), trusting the data's ids only where the embedding check agrees."""
+    ids, notes = list(layer_ids_from_data), []
+    for i, lid in enumerate(ids):
+        if lid == EMBEDDING_LAYER_ID and i not in embedding_chunks:
+            notes.append(f"stored tensor {i} is labelled layer -1 (embedding) by the data, but it is NOT the "
+                         "embedding lookup of the input ids; its label is ignored")
+            ids[i] = None
+    for i in embedding_chunks:
+        if ids[i] not in (None, EMBEDDING_LAYER_ID):
+            notes.append(f"stored tensor {i} is labelled layer {ids[i]} by the data, but it equals the embedding "
+                         "lookup of the input ids exactly: it is the embedding output (layer -1)")
+        ids[i] = EMBEDDING_LAYER_ID
+    return ids, notes
+
+
+def _by_layer(layer_ids: Sequence[int], chunk_ids: Sequence[int | None]) -> tuple[list[Source] | None, str]:
+    out = []
+    for lid in layer_ids:
+        if lid in chunk_ids:
+            out.append(Source("chunk", chunk_ids.index(lid)))
+        elif lid == EMBEDDING_LAYER_ID:
+            out.append(Source("embedding"))
+        else:
+            stored = [i for i in chunk_ids if i is not None]
+            return None, f"layer {lid} is not stored (the data holds layers {stored or 'unknown'})"
+    return out, ""
+
+
+def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Sequence[tuple[str, Sequence[int]]],
+                     chunk_ids: Sequence[int | None], fc_chunks: Sequence[int], target_chunk: int | None,
+                     max_combinations: int = 64) -> CandidateSet:
+    """All candidate wirings for a K-chunk fc (K = ``len(manifest_ids)``); see the module doc.
+
+    ``stock`` lists ``(name, fed layer ids)`` for the stock-SGLang readings; ``chunk_ids`` the layer id of each
+    stored chunk (``None`` unknown, after :func:`chunk_identities`).
+    """
+    k, n_chunks = len(manifest_ids), len(chunk_ids)
+    cs = CandidateSet()
+    known = all(chunk_ids[i] is not None for i in fc_chunks)
+    m_sources, why = _by_layer(manifest_ids, chunk_ids)
+    if m_sources is None and not known and len(fc_chunks) == k:
+        m_sources = [Source("chunk", i) for i in fc_chunks]
+        cs.notes.append("the data does not name its stored layers; the manifest's ids are assumed to be the tensors "
+                        "the training pipeline fed the fc")
+    cs.manifest = cs.add(f"manifest {list(manifest_ids)}", m_sources, manifest_ids, why)
+    cs.manifest_problem = why if cs.manifest is None else ""
+    if len(fc_chunks) == k:
+        cs.add("training pipeline's fc input", [Source("chunk", i) for i in fc_chunks],
+               [chunk_ids[i] for i in fc_chunks])
+    else:
+        cs.notes.append(f"the training pipeline's fc input has {len(fc_chunks)} tensors but the fc takes {k}")
+    for name, fed in stock:
+        if len(fed) == k:
+            src, why = _by_layer(fed, chunk_ids)
+            cs.add(f"{name} {list(fed)}", src, fed, why)
+        else:
+            cs.add(f"{name} {list(fed)}", None, fed, why=f"feeds {len(fed)} tensors to a {k}-chunk fc (SGLang fails at startup)")
+    for d in (1, -1):
+        shifted = [i + d for i in manifest_ids]
+        if all(EMBEDDING_LAYER_ID <= i < num_layers for i in shifted):
+            src, why = _by_layer(shifted, chunk_ids)
+            cs.add(f"manifest shifted by {d:+d} {shifted}", src, shifted, why)
+        stored = [i + d for i in fc_chunks]
+        if len(stored) == k and all(0 <= i < n_chunks for i in stored):
+            cs.add(f"stored order shifted by {d:+d}", [Source("chunk", i) for i in stored], [chunk_ids[i] for i in stored])
+    if m_sources is not None:
+        emb = [j for j, lid in enumerate(manifest_ids) if lid == EMBEDDING_LAYER_ID]
+        if emb:
+            cs.add("manifest, embedding slot zeroed", [Source("zeros") if j in emb else s for j, s in enumerate(m_sources)])
+        else:
+            cs.add("embedding first, then the manifest's first K-1", [Source("embedding")] + list(m_sources[:-1]),
+                   [EMBEDDING_LAYER_ID] + list(manifest_ids[:-1]))
+    pool = [Source("chunk", i) for i in range(n_chunks)]
+    if EMBEDDING_LAYER_ID not in chunk_ids:
+        pool.insert(0, Source("embedding"))
+    total = comb(len(pool), k)
+    if total <= max_combinations:
+        for combo in combinations(pool, k):
+            labels = ["E" if s.kind == "embedding" else str(s.index) for s in combo]
+            cs.add(f"stored[{','.join(labels)}]", combo)
+    else:
+        cs.notes.append(f"{total} ascending choices of {k} stored tensors exceed --max-combinations {max_combinations}; "
+                        "only the named wirings were evaluated")
+    cs.add("all zeros (tokens only)", [Source("zeros")] * k)
+    return cs
+
+
+def describe_sources(c: Candidate, names: Sequence[str]) -> list[str]:
+    """Labels of a candidate's sources (``hidden_states[0]``, ``embed(input_ids)``, ``zeros``)."""
+    return [s.label(names) for s in c.sources]
+
+
+def layer_label(lid: Any) -> str:
+    """``-1 (embedding)``, ``k`` or ``?``."""
+    if lid is None:
+        return "?"
+    return "-1 (embedding)" if lid == EMBEDDING_LAYER_ID else str(lid)

@@ -1,0 +1,211 @@
+"""``compare``: what SGLang fed the draft at serving time (a capture dump) against the training samples.
+
+A dump (:mod:`sglang_eagle3_capture.dump`) holds, per forward batch, ``aux_hidden_states`` ``[T, K*H]``
+in fc order, ``input_ids`` and ``positions``. Rows are grouped into runs of consecutive positions
+(one request's tokens in the batch) and each run is matched to the training sample whose tokens at
+those positions are the same, cut at the first token that differs. A run that starts at position 0
+(a prefill) sees its whole context, so any sample with the same tokens is the same computation (the
+hidden state at ``p`` depends only on tokens ``0..p``). A run that starts later (decode, verify, a
+prefill after a cached prefix) does not show the tokens before it, so it is used only when it is at
+least ``MIN_LATE_RUN`` tokens long and exactly one sample matches; the rest are counted as skipped.
+For each matched row, every served chunk is compared with every stored training tensor: cosine
+similarity and max absolute difference.
+
+Verdict: served chunk ``k`` must best match the tensor the training pipeline fed fc slot ``k`` (e.g.
+``hidden_states[k]`` for speculators' legacy layout), with cosine >= ``min_cosine`` on every row.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import SampleError
+from .samples import expand_data_paths, load_sample
+
+DEFAULT_MIN_COSINE = 0.999
+MIN_LATE_RUN = 8  # a run not starting at position 0 must match this many tokens of exactly one sample
+
+
+@dataclass
+class ChunkResult:
+    """One served chunk against every training tensor."""
+
+    index: int
+    served_layer_id: int | None
+    expected: int
+    mean_cos: list[float]
+    min_cos: list[float]
+    max_abs_diff: list[float]
+
+    @property
+    def best(self) -> int:
+        """Training tensor with the highest mean cosine similarity."""
+        return max(range(len(self.mean_cos)), key=lambda j: self.mean_cos[j])
+
+    def matches(self, min_cosine: float) -> bool:
+        """True when the expected tensor is the best match and every row's cosine is >= ``min_cosine``."""
+        return self.best == self.expected and self.min_cos[self.expected] >= min_cosine
+
+
+@dataclass
+class CompareReport:
+    """What ``compare`` found; :attr:`ok` decides the exit status."""
+
+    dump_files: list[str] = field(default_factory=list)
+    dump_layer_ids: list = field(default_factory=list)
+    chunk_names: tuple[str, ...] = ()
+    chunk_layer_ids: tuple = ()
+    rows: int = 0
+    skipped_rows: int = 0
+    chunks: list[ChunkResult] = field(default_factory=list)
+    min_cosine: float = DEFAULT_MIN_COSINE
+    notes: list[str] = field(default_factory=list)
+    ok: bool = False
+    summary: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"dump_files": self.dump_files, "dump_layer_ids": self.dump_layer_ids, "rows_compared": self.rows,
+                "rows_skipped": self.skipped_rows, "min_cosine": self.min_cosine,
+                "training_tensors": [{"name": n, "layer_id": i} for n, i in zip(self.chunk_names, self.chunk_layer_ids)],
+                "served_chunks": [{"index": c.index, "served_layer_id": c.served_layer_id,
+                                   "expected": self.chunk_names[c.expected], "best_match": self.chunk_names[c.best],
+                                   "match": c.matches(self.min_cosine),
+                                   "vs": [{"name": n, "mean_cos": c.mean_cos[j], "min_cos": c.min_cos[j],
+                                           "max_abs_diff": c.max_abs_diff[j]} for j, n in enumerate(self.chunk_names)]}
+                                  for c in self.chunks],
+                "notes": self.notes, "ok": self.ok, "summary": self.summary}
+
+
+def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
+    """``(file, tensors, metadata)`` for every dumped batch in ``directory``, sorted by name."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    d = Path(directory)
+    files = sorted(d.glob("*.safetensors")) if d.is_dir() else []
+    if not files:
+        raise SampleError(f"{d}: no dumped batches (*.safetensors); fix: serve with SGLANG_EAGLE3_CAPTURE_DUMP={d} and "
+                          "the sglang-eagle3-capture plugin installed, send a request, then run compare")
+    out = []
+    for f in files:
+        try:
+            tensors = load_file(str(f), device="cpu")
+        except (SafetensorError, OSError) as e:
+            raise SampleError(f"{f}: not a readable safetensors file: {e}") from e
+        for key in ("aux_hidden_states", "positions"):
+            if key not in tensors:
+                raise SampleError(f"{f}: missing key '{key}'; fix: point --dump at a capture dump directory")
+        meta_path = f.with_suffix(".json")
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        out.append((f, tensors, meta))
+    return out
+
+
+def _runs(positions) -> list[tuple[int, int]]:
+    """``(start_row, end_row)`` of maximal runs of consecutive positions."""
+    pos = positions.tolist()
+    runs, start = [], 0
+    for i in range(1, len(pos) + 1):
+        if i == len(pos) or pos[i] != pos[i - 1] + 1:
+            runs.append((start, i))
+            start = i
+    return runs
+
+
+def _match_run(ids: list[int], p0: int, samples) -> tuple[object | None, int]:
+    """The sample whose tokens at ``p0..`` equal ``ids`` longest, and that length (0: none or ambiguous).
+
+    Several samples may tie; they are interchangeable only if they share every token up to the end of
+    the match (then their hidden states there are the same), which always holds for ``p0 == 0``.
+    """
+    best, best_len = [], 0
+    for s in samples:
+        sid = s.input_ids[p0:p0 + len(ids)].tolist()
+        n = 0
+        while n < len(sid) and sid[n] == ids[n]:
+            n += 1
+        if n > best_len:
+            best, best_len = [s], n
+        elif n == best_len and n > 0:
+            best.append(s)
+    if not best:
+        return None, 0
+    if p0 > 0 and (len(best) > 1 or best_len < MIN_LATE_RUN):
+        return None, 0
+    end = p0 + best_len
+    if any(not bool((s.input_ids[:end] == best[0].input_ids[:end]).all()) for s in best[1:]):
+        return None, 0
+    return best[0], best_len
+
+
+def compare(dump_dir: str | Path, data: Sequence[str | Path], *, min_cosine: float = DEFAULT_MIN_COSINE) -> CompareReport:
+    """Compare a capture dump with training samples; see the module doc."""
+    import torch
+
+
+    samples = [load_sample(p) for p in expand_data_paths(data)]
+    first = samples[0]
+    for s in samples[1:]:
+        if len(s.chunks) != len(first.chunks) or s.fc_chunks != first.fc_chunks:
+            raise SampleError(f"{s.path}: {len(s.chunks)} stored tensors, but {first.path} has {len(first.chunks)}; "
+                              "compare one dataset at a time")
+    h, k = first.hidden_size, len(first.fc_chunks)
+    report = CompareReport(chunk_names=first.chunk_names, chunk_layer_ids=first.chunk_layer_ids, min_cosine=min_cosine)
+    served_rows, train_rows = [], []
+    for f, tensors, meta in read_dump(dump_dir):
+        aux = tensors["aux_hidden_states"]
+        report.dump_files.append(f.name)
+        report.dump_layer_ids.append(meta.get("layer_ids"))
+        if "input_ids" not in tensors:
+            report.notes.append(f"{f.name}: no input_ids (input embeddings were served); skipped")
+            continue
+        if aux.dim() != 2 or aux.shape[-1] != k * h:
+            raise SampleError(f"{f}: key 'aux_hidden_states' has shape {list(aux.shape)}, but the training fc input is "
+                              f"{k} x {h} = {k * h} wide ({first.path}); the draft was trained on other data, or SGLang "
+                              "fed a different number of hidden states")
+        ids, pos = tensors["input_ids"], tensors["positions"]
+        for a, b in _runs(pos):
+            p0 = int(pos[a])
+            s, n = _match_run(ids[a:b].tolist(), p0, samples)
+            report.skipped_rows += (b - a) - n
+            if s is None or n == 0:
+                continue
+            served_rows.append(aux[a:a + n].float().view(n, k, h))
+            train_rows.append(torch.stack([c[p0:p0 + n].float() for c in s.chunks], dim=1))
+    if not served_rows:
+        raise SampleError(f"{dump_dir}: none of the {report.skipped_rows} dumped rows matches the tokens of any training "
+                          "sample given with --data; fix: serve prompts taken from those samples (their input_ids)")
+    served, train = torch.cat(served_rows), torch.cat(train_rows)  # [R, K, H], [R, C, H]
+    report.rows = served.shape[0]
+    cos = torch.nn.functional.cosine_similarity(served[:, :, None, :], train[:, None, :, :], dim=-1)  # [R, K, C]
+    for j in range(k):
+        diff = (served[:, j, None, :] - train).abs().amax(dim=(0, 2))
+        lids = {tuple(x) for x in report.dump_layer_ids if x}
+        served_id = list(lids)[0][j] if len(lids) == 1 and len(list(lids)[0]) == k else None
+        report.chunks.append(ChunkResult(j, served_id, first.fc_chunks[j], cos[:, j].mean(0).tolist(),
+                                         cos[:, j].amin(0).tolist(), diff.tolist()))
+    _decide(report)
+    return report
+
+
+def _decide(report: CompareReport) -> None:
+    bad = [c for c in report.chunks if not c.matches(report.min_cosine)]
+    report.ok = not bad
+    names = report.chunk_names
+    if report.ok:
+        report.summary = (f"every served chunk matches the tensor training fed that fc slot (min cosine >= "
+                          f"{report.min_cosine} over {report.rows} rows)")
+        return
+    parts = []
+    for c in bad:
+        want = names[c.expected]
+        if c.min_cos[c.best] >= report.min_cosine:
+            parts.append(f"served chunk {c.index} is {names[c.best]}, but training fed {want} to that slot")
+        else:
+            parts.append(f"served chunk {c.index} matches no training tensor (closest {names[c.best]}, mean cosine "
+                         f"{c.mean_cos[c.best]:.3f}); training fed {want} to that slot")
+    report.summary = "MISMATCH: " + "; ".join(parts)

@@ -1,0 +1,196 @@
+"""``inspect``: a draft's declared wiring next to what each stock SGLang release would feed it.
+
+The declared wiring is the draft's ``eagle3_manifest.json`` (or, without one, what its ``config.json``
+reads as through :mod:`sglang_eagle3_capture.formats`). What stock SGLang would feed comes from
+:func:`sglang_eagle3_capture.readings.stock_sglang_capture` only, once per release in the release table
+(:mod:`sglang_eagle3_capture.releases`) for the target's family, plus the default used when the draft
+config names no ids. Every row is shown as layer ids and HF ``output_hidden_states`` indices.
+
+The verdict concerns the release the draft would be served with: the installed SGLang when it is
+supported, else the newest supported (``--sglang`` names another): ``consistent`` when it feeds exactly
+the declared ids in the declared order, ``mis-wired`` when it feeds other tensors, ``crash`` when it would
+fail (e.g. ``captured 2 of 3 aux hidden states``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from .. import releases
+from ..draft.checkpoint import tensor_index
+from ..errors import ManifestError, UsageError, WeightsError
+from ..families import Family, family_of
+from ..formats import load_json, read_draft_config
+from ..layer_ids import hidden_state_indices
+from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
+from ..readings import StockCapture, stock_sglang_capture
+from ..target_config import load_target_config, target_dims
+
+PLUGIN_ENTRY_POINT = ("sglang.srt.plugins", "eagle3_capture")
+
+
+@dataclass(frozen=True)
+class WiringRow:
+    """One way the fc could be fed: a name, layer ids in fc order, HF indices, and a status."""
+
+    name: str
+    layer_ids: tuple[int, ...]
+    rule: str
+    status: str  # "declared", "consistent", "mis-wired", "crash"
+    problem: str | None = None
+
+    @property
+    def hf_indices(self) -> list[int]:
+        """HF ``output_hidden_states`` indices of :attr:`layer_ids`."""
+        return hidden_state_indices(self.layer_ids)
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"name": self.name, "layer_ids": list(self.layer_ids), "hf_indices": self.hf_indices,
+                "rule": self.rule, "status": self.status, "problem": self.problem}
+
+
+@dataclass
+class InspectReport:
+    """Everything ``inspect`` prints; :attr:`verdict` decides the exit status."""
+
+    draft_dir: str
+    declared: WiringRow
+    manifest: dict | None
+    provenance: dict
+    messages: list[str] = field(default_factory=list)
+    readings: list[WiringRow] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    plugin_installed: bool = False
+    serving_release: str = ""  # the release the verdict concerns
+    verdict: str = "consistent"
+    summary: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the serving release's stock wiring feeds exactly the declared wiring."""
+        return self.verdict == "consistent"
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"draft_dir": self.draft_dir, "manifest": self.manifest, "provenance": self.provenance,
+                "declared": self.declared.to_dict(), "messages": self.messages,
+                "stock_sglang": [r.to_dict() for r in self.readings], "checks": self.checks,
+                "plugin_installed": self.plugin_installed, "serving_release": self.serving_release,
+                "verdict": self.verdict, "summary": self.summary,
+                "ok": self.ok}
+
+
+def plugin_installed() -> bool:
+    """True when this package's SGLang plugin entry point is registered in the environment."""
+    group, name = PLUGIN_ENTRY_POINT
+    return any(ep.name == name for ep in entry_points(group=group))
+
+
+def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...]) -> str:
+    if problem:
+        return "crash"
+    return "consistent" if tuple(fed) == tuple(declared) else "mis-wired"
+
+
+def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
+    ids = "no eagle_config ids" if c.config_ids is None else f"eagle_config ids {list(c.config_ids)}"
+    rule = f"{ids} -> {c.rule} -> loop indices {list(c.loop_indices)}"
+    return WiringRow(name, c.fed_layer_ids, rule, _status(c.fed_layer_ids, c.problem, declared), c.problem)
+
+
+def _serving_release(version: str | None) -> releases.Release:
+    if version is None:
+        return releases.installed_or_newest()
+    try:
+        return releases.get(version)
+    except KeyError as e:
+        raise UsageError(f"--sglang {version}: {e.args[0]}; fix: name a release from that list") from None
+
+
+def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...]) -> list[WiringRow]:
+    """One row per release in the table (oldest first), then the no-ids default of the newest release."""
+    rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r),
+                 declared) for r in releases.all_releases()]
+    default = stock_sglang_capture({}, n_layers, family=family)
+    return rows + [_row("stock default (no ids)", default, declared)]
+
+
+def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *,
+                  sglang_version: str | None = None) -> InspectReport:
+    """Build the :class:`InspectReport` for ``draft_dir`` (``target``: model dir or config.json, optional;
+    ``sglang_version``: the release the verdict concerns, default the installed-or-newest supported one)."""
+    serving = _serving_release(sglang_version)
+    draft = Path(draft_dir)
+    cfg_path = draft / "config.json"
+    draft_cfg = load_json(cfg_path, "the draft's config.json")
+    manifest = find_manifest(draft)
+    target_cfg = None
+    checks: list[str] = []
+    if target is not None:
+        target_cfg, target_file = load_target_config(target)
+    if manifest is not None:
+        if target_cfg is not None:
+            check_target(manifest, target_cfg, where=str(target_file))
+            checks.append(f"target {target_file}: architecture family, layer count and hidden size match the manifest")
+        arch, n_layers = manifest.target_architecture, manifest.target_num_hidden_layers
+        declared = WiringRow(f"manifest ({manifest.path.name})", manifest.layer_ids, "as declared", "declared")
+        prov, messages, mdict = dict(manifest.provenance), [], manifest.to_dict()
+    else:
+        if target_cfg is None:
+            raise UsageError(f"{draft / MANIFEST_FILENAME}: field '<file>': no manifest, so the target's layer count "
+                             "is unknown; fix: pass --target TARGET (the target model directory or its config.json)")
+        resolved = read_draft_config(draft_cfg, target_cfg, file=str(cfg_path))
+        arch, n_layers, _ = target_dims(target_cfg, str(target_file))
+        declared = WiringRow("no manifest: config.json read as", resolved.layer_ids,
+                             resolved.provenance.get("convention", "?"), "declared")
+        prov, messages, mdict = dict(resolved.provenance), list(resolved.messages), None
+        messages.append(f"{draft}: no {MANIFEST_FILENAME}; the plugin would run stock wiring for this draft. Fix: "
+                        f"{WRITE_HINT}")
+    family = family_of(arch)
+    if family is None:
+        raise ManifestError(f"{manifest.path if manifest is not None else target_file}: field 'target.architecture': "
+                            f"{arch} has no target-family entry, so what stock SGLang feeds it is unknown; fix: see "
+                            "docs/families.md for the supported families")
+    readings = stock_rows(draft_cfg, n_layers, family, declared.layer_ids)
+    if manifest is not None:
+        checks.append(_fc_width_check(draft, manifest))
+    report = InspectReport(str(draft), declared, mdict, prov, messages, readings, checks, plugin_installed(),
+                           serving_release=serving.version)
+    _decide(report)
+    return report
+
+
+def _fc_width_check(draft: Path, manifest: Any) -> str:
+    try:
+        index = tensor_index(draft)
+    except WeightsError as e:
+        return f"fc width NOT checked: {e}"
+    if "fc.weight" not in index:
+        return f"fc width not checked: no fc.weight in {draft}"
+    check_fc_width(manifest, index["fc.weight"].shape[-1], where=f"{index['fc.weight'].file}: fc.weight")
+    return (f"fc.weight input width {index['fc.weight'].shape[-1]} = {len(manifest.layer_ids)} ids x "
+            f"hidden {manifest.target_hidden_size}")
+
+
+def _decide(report: InspectReport) -> None:
+    version = report.serving_release
+    current = next(r for r in report.readings if r.name == f"stock SGLang {version}")
+    report.verdict = current.status
+    want = f"layer ids {list(report.declared.layer_ids)} (HF {report.declared.hf_indices})"
+    if current.status == "consistent":
+        report.summary = f"stock SGLang {version} feeds the fc exactly {want}"
+    elif current.status == "crash":
+        report.summary = f"stock SGLang {version} would crash for this draft: {current.problem}"
+    else:
+        report.summary = (f"stock SGLang {version} would MIS-WIRE this draft: it feeds layer ids "
+                          f"{list(current.layer_ids)} (HF {current.hf_indices}) where the draft was trained on {want}")
+    if current.status != "consistent":
+        if report.manifest is not None and report.plugin_installed:
+            report.summary += ("; the sglang-eagle3-capture plugin is installed and feeds the manifest's ids instead "
+                               "(check the 'eagle3-capture:' log line at startup)")
+        elif report.manifest is not None:
+            report.summary += "; install sglang-eagle3-capture (its SGLang plugin reads the manifest) or convert the draft"

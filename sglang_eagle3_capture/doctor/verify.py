@@ -1,0 +1,267 @@
+"""``verify``: the draft's teacher-forced accuracy on its training samples under every buildable wiring.
+
+The draft runs standalone (:class:`sglang_eagle3_capture.draft.model.Eagle3Draft`, SGLang's
+``LlamaForCausalLMEagle3`` math) in fp32. Pairing is EAGLE's (speculators ``shift_batch``): draft
+position ``t`` reads the fc input at ``t`` and token ``t+1`` and is scored on the data's token
+``t+2``, where the loss mask at ``t+1`` is set (every position when the layout has no mask). Top-k
+counts a hit when the token is among the k best draft ids mapped to target ids through ``d2t``.
+
+Samples stream through in batches (right-padded, exact under causal attention) so memory stays
+bounded; every stored tensor is also compared, exactly (``torch.equal``), with the embedding lookup
+of the input ids (the target's embedding with ``--target``, else the draft's own copy).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..draft.checkpoint import tensor_index
+from ..errors import DraftFormatError, ManifestError, SampleError, WeightsError
+from ..families import family_of
+from ..formats import load_json
+from ..manifest import read_manifest
+from ..readings import releases_label, stock_by_release, stock_sglang_capture
+from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, describe_sources
+from .samples import expand_data_paths, load_sample
+
+DEFAULT_MARGIN = 0.05
+
+
+@dataclass
+class VerifyReport:
+    """What ``verify`` found; :attr:`ok` decides the exit status."""
+
+    draft_dir: str
+    manifest_ids: tuple[int, ...]
+    files: int = 0
+    positions: int = 0
+    top_k: int = 5
+    embedding_source: str = ""
+    embedding_check: dict = field(default_factory=dict)
+    candidates: CandidateSet | None = None
+    chunk_names: tuple[str, ...] = ()
+    chunk_ids: list = field(default_factory=list)
+    layout: str = ""
+    throughput: dict = field(default_factory=dict)
+    margin: float = DEFAULT_MARGIN
+    ok: bool = False
+    summary: str = ""
+
+    def ranked(self) -> list[Candidate]:
+        """Candidates, best top-1 first (ties: top-k)."""
+        return sorted(self.candidates.candidates, key=lambda c: (-c.top1, -c.topk))
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        cs = self.candidates
+        return {
+            "draft_dir": self.draft_dir, "manifest_layer_ids": list(self.manifest_ids), "layout": self.layout,
+            "files": self.files, "positions": self.positions, "top_k": self.top_k,
+            "embedding_source": self.embedding_source, "embedding_check": self.embedding_check,
+            "stored_tensors": [{"name": n, "layer_id": i} for n, i in zip(self.chunk_names, self.chunk_ids)],
+            "wirings": [{"name": c.name, "sources": describe_sources(c, self.chunk_names),
+                         "layer_ids": None if c.layer_ids is None else list(c.layer_ids), "top1": c.top1,
+                         "topk": c.topk, "positions": c.positions, "is_manifest": c is cs.manifest,
+                         "reference": c.is_reference}
+                        for c in self.ranked()],
+            "unbuildable": cs.unbuildable, "notes": cs.notes, "margin": self.margin,
+            "throughput": self.throughput, "ok": self.ok, "summary": self.summary,
+        }
+
+
+def load_target_tensor(target_dir: str | Path, suffix: str):
+    """Load one tensor whose name ends with ``suffix`` (e.g. ``embed_tokens.weight``) from a target's safetensors.
+
+    Only that tensor is read (``safe_open``), so this is cheap even for a sharded 671B checkpoint.
+    """
+    from safetensors import safe_open
+
+    index = tensor_index(target_dir)
+    names = sorted((n for n in index if n == suffix or n.endswith("." + suffix)), key=len)
+    if not names:
+        raise WeightsError(f"{target_dir}: tensor '*{suffix}': not found in the target's safetensors; fix: pass the "
+                           "target model directory (with its weights) as --target")
+    with safe_open(str(index[names[0]].file), framework="pt", device="cpu") as f:
+        return f.get_tensor(names[0])
+
+
+def load_draft(draft_dir: str | Path, target: str | Path | None):
+    """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given."""
+    from ..draft.model import DraftConfig, Eagle3Draft  # torch
+
+    embed = head = None
+    if target is not None:
+        tdir = Path(target) if Path(target).is_dir() else Path(target).parent
+        embed = load_target_tensor(tdir, "embed_tokens.weight")
+        cfg = DraftConfig.from_dict(load_json(Path(draft_dir) / "config.json", "the draft's config.json"))
+        if cfg.lm_head_from_target:
+            head = load_target_tensor(tdir, "lm_head.weight")
+    try:
+        return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head)
+    except DraftFormatError as e:
+        if target is None and "embed_tokens.weight" in str(e):
+            raise DraftFormatError(f"{e}; fix: pass --target TARGET (SGLang drafts take the target's embedding)") from e
+        raise
+
+
+def _progress(iterable, total: int, enabled: bool, desc: str):
+    if not enabled:
+        return iterable
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="file", file=sys.stderr, dynamic_ncols=True)
+
+
+def _batches(paths: Sequence[Path], batch_size: int, progress: bool):
+    batch = []
+    for p in _progress(paths, len(paths), progress, "verify"):
+        batch.append(load_sample(p))
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _check_layout(s, first, n_chunks: int) -> None:
+    if s.layout != first.layout or len(s.chunks) != n_chunks or s.hidden_size != first.hidden_size:
+        raise SampleError(f"{s.path}: {s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, but "
+                          f"{first.path} is {first.layout} with {n_chunks} of width {first.hidden_size}; "
+                          "verify one dataset at a time")
+
+
+def _embedding_hits(samples, embed) -> list[list[int]]:
+    """Per sample, the stored chunks that equal ``embed[input_ids]`` exactly (in the chunk's dtype)."""
+    import torch
+
+    out = []
+    for s in samples:
+        ref = embed[s.input_ids]
+        out.append([i for i, c in enumerate(s.chunks) if torch.equal(c, ref.to(c.dtype))])
+    return out
+
+
+def _evaluate(model, samples, candidates: list[Candidate], top_k: int) -> float:
+    """Add this batch's counts to every candidate; returns seconds spent in draft forwards."""
+    import torch
+
+    b, t = len(samples), max(s.seq_len for s in samples)
+    if t < 3:
+        return 0.0
+    h = samples[0].hidden_size
+    ids = torch.zeros(b, t, dtype=torch.long)
+    valid = torch.zeros(b, t, dtype=torch.bool)
+    stacked = torch.zeros(len(samples[0].chunks), b, t, h)
+    for i, s in enumerate(samples):
+        n = s.seq_len
+        ids[i, :n] = s.input_ids
+        valid[i, :n] = True if s.loss_mask is None else s.loss_mask
+        for j, c in enumerate(s.chunks):
+            stacked[j, i, :n] = c.float()
+    lengths = torch.tensor([s.seq_len for s in samples])
+    # draft position p (0..t-3) reads aux[p], token p+1; label token p+2 where mask[p+1]
+    pos = torch.arange(t - 2)
+    scored = valid[:, 1:t - 1] & ((pos[None, :] + 2) < lengths[:, None])
+    labels = ids[:, 2:]
+    embeds = model.embed_tokens.weight[ids].float()
+    spent = 0.0
+    with torch.no_grad():
+        for c in candidates:
+            parts = [stacked[s.index] if s.kind == "chunk" else embeds if s.kind == "embedding"
+                     else torch.zeros(b, t, h) for s in c.sources]
+            aux = torch.cat(parts, dim=-1)[:, :t - 1]
+            start = time.perf_counter()
+            logits = model(ids[:, 1:], aux)[:, :t - 2]
+            spent += time.perf_counter() - start
+            k = min(top_k, logits.shape[-1])
+            top = model.to_target_ids(logits.topk(k, dim=-1).indices)
+            hit = top == labels[..., None]
+            c.positions += int(scored.sum())
+            c.correct_top1 += int((hit[..., 0] & scored).sum())
+            c.correct_topk += int((hit.any(-1) & scored).sum())
+    return spent
+
+
+def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | Path | None = None, top_k: int = 5,
+           batch_size: int = 32, margin: float = DEFAULT_MARGIN, max_combinations: int = 64,
+           progress: bool = True) -> VerifyReport:
+    """Run the draft on ``data`` under every buildable wiring; see the module doc."""
+    import torch
+
+    manifest = read_manifest(draft_dir)
+    paths = expand_data_paths(data)
+    model = load_draft(draft_dir, target)
+    draft_cfg = load_json(Path(draft_dir) / "config.json", "the draft's config.json")
+    n_layers = manifest.target_num_hidden_layers
+    family = family_of(manifest.target_architecture)
+    if family is None:
+        raise ManifestError(f"{manifest.path}: field 'target.architecture': {manifest.target_architecture} has no "
+                          "target-family entry, so stock SGLang's wirings are unknown; fix: see docs/families.md")
+    stock = [(releases_label(v), c.fed_layer_ids) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
+    stock.append(("stock default (no ids)", stock_sglang_capture({}, n_layers, family=family).fed_layer_ids))
+    report = VerifyReport(str(draft_dir), manifest.layer_ids, top_k=top_k, margin=margin,
+                          embedding_source=f"{model.embedding_source} embed_tokens.weight")
+    embed = model.embed_tokens.weight.detach()
+    first, hits_per_chunk, fwd_s, start = None, None, 0.0, time.perf_counter()
+    for batch in _batches(paths, batch_size, progress):
+        if first is None:
+            first = batch[0]
+            hits_per_chunk = [0] * len(first.chunks)
+            if first.hidden_size != manifest.target_hidden_size:
+                raise SampleError(f"{first.path}: stored tensors are {first.hidden_size} wide but manifest "
+                                  f"{manifest.path} field 'target.hidden_size' is {manifest.target_hidden_size}")
+            emb0 = _embedding_hits([first], embed)[0]
+            ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
+            cs = build_candidates(manifest_ids=manifest.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
+                                  fc_chunks=first.fc_chunks, target_chunk=first.target_chunk,
+                                  max_combinations=max_combinations)
+            cs.notes[:0] = notes
+            report.candidates, report.chunk_names, report.chunk_ids, report.layout = cs, first.chunk_names, ids, first.layout
+        for s in batch:
+            _check_layout(s, first, len(first.chunks))
+        for hits in _embedding_hits(batch, embed):
+            for i in hits:
+                hits_per_chunk[i] += 1
+        report.files += len(batch)
+        fwd_s += _evaluate(model, batch, report.candidates.candidates, top_k)
+    wall = time.perf_counter() - start
+    report.positions = report.candidates.candidates[0].positions if report.candidates.candidates else 0
+    report.embedding_check = {
+        "reference": report.embedding_source,
+        "per_tensor": [{"name": n, "files_equal": h} for n, h in zip(report.chunk_names, hits_per_chunk)],
+        "embedding_tensor": next((n for n, h in zip(report.chunk_names, hits_per_chunk) if h == report.files), None)}
+    n_wirings = len(report.candidates.candidates)
+    report.throughput = {"wall_s": round(wall, 3), "draft_forward_s": round(fwd_s, 3), "wirings": n_wirings,
+                         "files_per_s": round(report.files / wall, 2) if wall else None,
+                         "draft_positions_per_s": round(report.positions * n_wirings / fwd_s) if fwd_s else None,
+                         "torch_threads": torch.get_num_threads()}
+    _decide(report)
+    return report
+
+
+def _decide(report: VerifyReport) -> None:
+    m = report.candidates.manifest
+    if m is None:
+        report.ok = False
+        report.summary = (f"the manifest's wiring {list(report.manifest_ids)} cannot be built from the stored tensors: "
+                          f"{report.candidates.manifest_problem}; fix: verify with data that stores those layers")
+        return
+    others = [c for c in report.candidates.candidates if c is not m and not c.is_reference]
+    best = max(others, key=lambda c: c.top1, default=None)
+    if best is None:
+        report.ok, report.summary = False, "no other wiring could be built from the stored tensors to compare with"
+        return
+    lead = m.top1 - best.top1
+    report.ok = m.positions > 0 and lead >= report.margin
+    if m.positions == 0:
+        report.summary = "no scored positions (empty loss masks or sequences shorter than 3 tokens)"
+    elif report.ok:
+        report.summary = (f"the manifest's wiring is best: top-1 {m.top1:.3f}, {lead:.3f} ahead of the next wiring "
+                          f"({best.name}: {best.top1:.3f}); margin required {report.margin}")
+    else:
+        report.summary = (f"the manifest's wiring is NOT best by {report.margin}: manifest top-1 {m.top1:.3f}, "
+                          f"best other {best.name}: {best.top1:.3f}")

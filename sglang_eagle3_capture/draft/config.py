@@ -1,0 +1,159 @@
+"""The EAGLE-3 draft ``config.json`` as SGLang's ``LlamaForCausalLMEagle3`` resolves it.
+
+Every field below mirrors one read in sglang/srt/models/llama_eagle3.py or llama.py (defaults as
+transformers' ``LlamaConfig`` gives them); :class:`sglang_eagle3_capture.draft.model.Eagle3Draft`
+builds its math from it. Anything SGLang would build differently, or not at all, is a
+:class:`DraftFormatError` naming the file and field. How SGLang reads the math flags is a release fact
+(:attr:`~sglang_eagle3_capture.releases.schema.Release.draft_flags`); :func:`resolve_flags` is the one
+reader of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import releases
+from ..errors import DraftFormatError
+from ..releases.schema import Release
+from ..target_config import cfg_get
+
+FLAG_FIELDS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual")
+
+
+def _path_get(cfg: Any, dotted: str) -> Any:
+    node = cfg
+    for part in dotted.split("."):
+        node = cfg_get(node, part) if node is not None else None
+    return node
+
+
+def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
+                  error: type[Exception] = DraftFormatError) -> dict:
+    """The draft math flags as SGLang ``release`` (default: the newest supported) reads them from ``cfg``
+    (a dict or an HF config object); a non-boolean value or the forbidden pair raises ``error`` (naming ``where``).
+
+    Example::
+
+        >>> resolve_flags({"eagle_config": {"norm_before_fc": True}}, "config.json")["norm_before_fc"]
+        True
+        >>> resolve_flags({"eagle_config": {"fc_norm": True}}, "config.json")["fc_norm"]  # SGLang reads it top level only
+        False
+    """
+    rel = releases.newest() if release is None else release
+    flags = {}
+    for name in FLAG_FIELDS:
+        rule = rel.draft_flags[name]
+        values = [(key, _path_get(cfg, key)) for key in rule.keys]
+        for key, value in values:
+            if value is not None and not isinstance(value, bool):
+                raise error(f"{where}: field '{key}': expected true or false, got {value!r}; fix: write "
+                                     f'"{key.rsplit(".", 1)[-1]}": true or false')
+        present = [v for _, v in values if v is not None]
+        flags[name] = any(present) if rule.combine == "any" else bool(present[0]) if present else False
+    if flags["norm_before_fc"] and flags["fc_norm"]:
+        raise error(f"{where}: field 'norm_before_fc': norm_before_fc and fc_norm are both true (speculators "
+                             "forbids the pair); fix: keep only the flag the draft was trained with")
+    return flags
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """The fields of a draft ``config.json`` that SGLang's ``LlamaForCausalLMEagle3`` reads."""
+
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    num_hidden_layers: int
+    vocab_size: int
+    draft_vocab_size: int
+    target_hidden_size: int
+    num_aux_hidden_states: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    fc_bias: bool = False  # config "bias"
+    attention_bias: bool = False
+    norm_before_fc: bool = False
+    fc_norm: bool = False
+    tie_word_embeddings: bool = False
+    lm_head_from_target: bool = False
+    norm_before_residual: bool = False  # ignored by stock SGLang; the plugin's draft loader serves it
+
+    @classmethod
+    def from_dict(cls, cfg: dict, where: str = "config.json") -> "DraftConfig":
+        """Resolve a draft ``config.json`` dict the way SGLang does; errors name ``where``."""
+        def need(key):
+            if key not in cfg:
+                raise DraftFormatError(f"{where}: field '{key}' is missing; an EAGLE-3 draft config needs it")
+            return cfg[key]
+
+        archs = cfg.get("architectures") or []
+        if archs and archs[0] != "LlamaForCausalLMEagle3":
+            raise DraftFormatError(f"{where}: field 'architectures' is {archs}; this reader handles "
+                                   "['LlamaForCausalLMEagle3'] drafts only (convert the draft to SGLang's format)")
+        if cfg.get("model_type") == "llama4_text" or cfg.get("hidden_act", "silu") != "silu":
+            raise DraftFormatError(f"{where}: field 'model_type'/'hidden_act': only llama drafts with silu are supported")
+        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        if rope_type != "default" or cfg.get("partial_rotary_factor", 1) != 1 or not cfg.get("rope_is_neox_style", True):
+            raise DraftFormatError(f"{where}: field 'rope_parameters' ({rope}): only default full neox RoPE is supported")
+        hidden, heads = int(need("hidden_size")), int(need("num_attention_heads"))
+        if "target_hidden_size" in cfg and cfg["target_hidden_size"] is None:  # SGLang: hasattr -> Linear(None * k)
+            raise DraftFormatError(f"{where}: field 'target_hidden_size' is null, which SGLang cannot build; "
+                                   f"remove the field or set it to the target's hidden size")
+        flags = resolve_flags(cfg, where)
+        eagle = cfg.get("eagle_config") or {}
+        num_aux = cfg.get("num_aux_hidden_states")
+        if num_aux is None:  # llama_eagle3.py: explicit attr > eagle_config layer_ids > default 3
+            ids = eagle.get("eagle_aux_hidden_state_layer_ids")
+            num_aux = len(ids) if ids else 3
+        vocab = int(need("vocab_size"))
+        tie = bool(cfg.get("tie_word_embeddings", False))
+        dvs = cfg.get("draft_vocab_size")
+        if tie and dvs not in (None, vocab):
+            raise DraftFormatError(f"{where}: field 'draft_vocab_size' ({dvs}) differs from vocab_size with tied embeddings")
+        return cls(
+            hidden_size=hidden, num_attention_heads=heads,
+            num_key_value_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or hidden // heads),
+            intermediate_size=int(need("intermediate_size")),
+            num_hidden_layers=int(need("num_hidden_layers")),
+            vocab_size=vocab, draft_vocab_size=int(dvs if dvs is not None else vocab),
+            target_hidden_size=int(cfg.get("target_hidden_size", hidden)), num_aux_hidden_states=int(num_aux),
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+            rope_theta=float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0))),
+            fc_bias=bool(cfg.get("bias", False)),
+            attention_bias=bool(cfg.get("attention_bias", False)),
+            norm_before_fc=flags["norm_before_fc"], fc_norm=flags["fc_norm"],
+            tie_word_embeddings=tie, lm_head_from_target=(not tie and dvs is None),
+            norm_before_residual=flags["norm_before_residual"],
+        )
+
+    def to_sglang_config(self, **extra) -> dict:
+        """A ``config.json`` dict that SGLang (and :meth:`from_dict`) reads back as this config."""
+        c = self
+        cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_act": "silu",
+               "hidden_size": c.hidden_size, "num_attention_heads": c.num_attention_heads,
+               "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim,
+               "intermediate_size": c.intermediate_size, "num_hidden_layers": c.num_hidden_layers,
+               "vocab_size": c.vocab_size, "draft_vocab_size": c.draft_vocab_size,
+               "target_hidden_size": c.target_hidden_size, "num_aux_hidden_states": c.num_aux_hidden_states,
+               "rms_norm_eps": c.rms_norm_eps, "rope_parameters": {"rope_type": "default", "rope_theta": c.rope_theta},
+               "bias": c.fc_bias, "attention_bias": c.attention_bias, "norm_before_fc": c.norm_before_fc,
+               "fc_norm": c.fc_norm, "tie_word_embeddings": c.tie_word_embeddings, "torch_dtype": "float32",
+               "norm_before_residual": c.norm_before_residual}
+        if c.lm_head_from_target:
+            del cfg["draft_vocab_size"]
+        return {**cfg, **extra}
+
+    @property
+    def fc_in_features(self) -> int:
+        """Width of the aux-hidden input the fc consumes (``num_aux * target_hidden_size``)."""
+        return self.num_aux_hidden_states * self.target_hidden_size
+
+    @property
+    def o_proj_bias(self) -> bool:
+        """llama.py gives o_proj a bias for ``attention_bias`` or ``bias``; llama_eagle3.py's qkv never has one."""
+        return self.attention_bias or self.fc_bias

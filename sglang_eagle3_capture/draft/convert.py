@@ -1,0 +1,236 @@
+"""``convert``: a speculators- or SpecForge-format EAGLE-3 draft becomes a draft directory for SGLang.
+
+The output holds (written to a temporary sibling, then renamed, so a failure leaves nothing):
+
+- ``config.json`` that SGLang parses as ``LlamaForCausalLMEagle3``: the speculators
+  ``transformer_layer_config`` flattened to the top level, ``draft_vocab_size``, ``target_hidden_size``,
+  ``num_aux_hidden_states``, the math flags (``norm_before_fc``, ``fc_norm``, ``norm_output``,
+  ``norm_before_residual``) carried, ``eagle_config`` with capture ids, and the marker
+  ``"eagle3_capture_manifest": "eagle3_manifest.json"``;
+- the weights, renamed to SGLang checkpoint names (``layers.0.*`` -> ``midlayer.*``, which every
+  SGLang release's llama_eagle3.py loads and maps back to its ``layers.0`` module), every tensor
+  checked against the config's shapes; speculators' training-only ``verifier_*`` tensors are dropped
+  and reported; anything else unknown is refused;
+- ``eagle3_manifest.json``, the source of truth for the wiring.
+
+``eagle_config.eagle_aux_hidden_state_layer_ids`` holds the manifest's ids as capture-loop (HF)
+indices, ordered so that the newest supported stock SGLang, even without the plugin, captures exactly the
+manifest's hidden states (:func:`~sglang_eagle3_capture.readings.stock_safe_eagle_config_ids`); when that
+is impossible the report says so. The source format's reader (:mod:`sglang_eagle3_capture.formats`) reads
+the ids, builds the SGLang config and says which tensors are training-only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
+from ..errors import ConvertError, FormatError, ManifestError, WeightsError
+from ..families import family_of
+from ..formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_json
+from ..formats.sglang_eagle_config import SGLangEagleConfigFormat
+from ..manifest import MANIFEST_FILENAME, Manifest, write_manifest
+from ..readings import stock_safe_eagle_config_ids, stock_sglang_capture
+from ..target_config import load_target_config, target_dims
+from .checkpoint import (INDEX_FILENAME, expected_eagle3_tensors, read_safetensors_header, sglang_checkpoint_name,
+                         tensor_index, weight_files)
+
+@dataclass(frozen=True)
+class ConvertReport:
+    """What :func:`convert` did: the manifest, renamed and dropped tensors, and messages for the user."""
+
+    src: Path
+    dst: Path
+    source_format: str
+    manifest: Manifest
+    renamed: tuple[tuple[str, str], ...]
+    dropped: tuple[str, ...]
+    not_copied: tuple[str, ...]
+    messages: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        """Human-readable summary, one item per line."""
+        out = [f"converted {self.source_format} draft {self.src} -> {self.dst}",
+               f"layer ids {list(self.manifest.layer_ids)} (provenance: {self.manifest.provenance.get('source')})"]
+        out += [f"renamed {len(self.renamed)} tensors ({', '.join(sorted({a.split('.')[0] for a, _ in self.renamed}))}.* "
+                "-> SGLang names)"] if self.renamed else []
+        out += [f"dropped training-only tensor {n}" for n in self.dropped]
+        out += [f"not copied: {n}" for n in self.not_copied]
+        return out + [f"note: {m}" for m in self.messages]
+
+
+def _resolve_target(src_cfg: Mapping, target: Any, src: Path) -> tuple[Any, str]:
+    if isinstance(target, Mapping):
+        return target, "target config"
+    if target is None:
+        verifier = ((src_cfg.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+        if verifier and (Path(verifier) / "config.json").is_file():
+            target = verifier
+        else:
+            raise ConvertError(f"{src / 'config.json'}: field 'speculators_config.verifier.name_or_path': no local target "
+                               f"config ({verifier!r}); fix: pass --target TARGET (the target model dir or its config.json)")
+    data, path = load_target_config(target)
+    return data, str(path)
+
+
+def _name_map(names: Sequence[str], fmt: Any, file_of: Mapping[str, Path]) -> tuple[dict[str, str], list[str]]:
+    """source name -> SGLang name, and the training-only tensors dropped."""
+    mapping, dropped = {}, []
+    for name in names:
+        if fmt.drops(name):
+            dropped.append(name)
+            continue
+        new = sglang_checkpoint_name(name)
+        if new in mapping.values():
+            raise ConvertError(f"{file_of[name]}: tensor '{name}': maps to {new}, which another tensor also maps to; "
+                               "fix: keep one of them")
+        mapping[name] = new
+    return mapping, dropped
+
+
+def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
+    files = ", ".join(str(f) for f in sorted({i.file for i in index.values()})) or str(src_dir)
+    have = {mapping[n]: (n, index[n]) for n in mapping}
+    for new, (old, info) in sorted(have.items()):
+        if new not in expected:
+            raise ConvertError(f"{info.file}: tensor '{old}': not part of a {SGLANG_ARCH} draft with this config "
+                               "(SGLang would silently drop it); fix: remove it, or convert only drafts whose every "
+                               "tensor is understood")
+        shape, _ = expected[new]
+        if info.shape != shape:
+            raise ConvertError(f"{info.file}: tensor '{old}': shape {list(info.shape)}, but the config implies "
+                               f"{list(shape)}; fix: the config and the weights disagree")
+    for new, (shape, required) in sorted(expected.items()):
+        if required and new not in have:
+            raise ConvertError(f"{files}: tensor '{new}': missing (shape {list(shape)} expected); fix: convert a "
+                               "complete checkpoint")
+
+
+def _write_weights(src_dir: Path, out_dir: Path, mapping: Mapping[str, str]) -> None:
+    from safetensors.torch import load_file, save_file  # lazy: torch only when converting
+
+    for f in weight_files(src_dir):
+        _, metadata = read_safetensors_header(f)
+        try:
+            tensors = load_file(str(f))
+        except Exception as e:  # safetensors raises its own error type for corrupt data
+            raise WeightsError(f"{f}: field '<data>': cannot load ({e}); fix: re-export the checkpoint") from e
+        renamed = {mapping[n]: t for n, t in tensors.items() if n in mapping}
+        save_file(renamed, str(out_dir / f.name), metadata=dict(metadata) or {"format": "pt"})
+    index = src_dir / INDEX_FILENAME
+    if index.is_file():
+        data = load_json(index, "the checkpoint index")
+        data["weight_map"] = {mapping[n]: fn for n, fn in data["weight_map"].items() if n in mapping}
+        (out_dir / INDEX_FILENAME).write_text(_dumps(data), encoding="utf-8")
+
+
+def _dumps(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, indent=2) + "\n"
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
+            layer_ids: Sequence[int] | None = None) -> ConvertReport:
+    """Convert the draft in ``src`` into an SGLang draft directory ``dst`` (must not exist or be empty).
+
+    ``target``: the target model directory, its ``config.json``, or the config as a dict (default: the
+    speculators verifier path, when it is a local directory). ``layer_ids``: override the ids read from
+    the source config (recorded as provenance ``manual``).
+    """
+    src, dst = Path(src), Path(dst)
+    cfg_file = src / "config.json"
+    try:
+        cfg = load_json(cfg_file, "the draft's config.json")
+    except FormatError as e:
+        raise ConvertError(str(e)) from e
+    if CONVERTED_MARKER_KEY in cfg:
+        raise ConvertError(f"{cfg_file}: field '{CONVERTED_MARKER_KEY}': already converted; fix: use the directory as is")
+    if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
+        raise ConvertError(f"{dst}: field '<dir>': exists and is not an empty directory; fix: choose a new DST")
+    try:
+        fmt, format_error = detect_format(cfg, file=str(cfg_file)), None
+    except FormatError as e:
+        if layer_ids is None:
+            raise
+        fmt, format_error = SGLangEagleConfigFormat, e  # the ids come from --layer-ids; the config must be SGLang's layout
+    out_cfg, messages = fmt.to_sglang_config(cfg, str(cfg_file))
+    target_cfg, target_where = _resolve_target(cfg, target, src)
+    arch, n_layers, hidden = target_dims(target_cfg, target_where)
+    family = family_of(arch)
+    if family is None:
+        raise ConvertError(f"{target_where}: field 'architectures': {arch} has no target-family entry in "
+                           "sglang-eagle3-capture, so the capture ids SGLang reads cannot be written for it; fix: "
+                           "convert for a supported target (docs/families.md)")
+
+    resolved, read_error = None, format_error
+    if format_error is None:
+        try:
+            resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file))
+        except FormatError as e:
+            if layer_ids is None:
+                raise
+            read_error = e
+    if layer_ids is None:
+        ids, prov = resolved.layer_ids, dict(resolved.provenance)
+        prov["file"] = str(cfg_file.resolve())  # the manifest travels; say exactly which file it came from
+        messages += list(resolved.messages)
+    else:
+        ids = tuple(layer_ids)
+        said = (f"{resolved.provenance['source']} read {list(resolved.layer_ids)}" if resolved is not None else
+                f"the config could not be read: {read_error}")
+        prov = {"source": "manual", "convention": CONVENTION_LAYER_ID, "note": f"given to convert; {said}"}
+        if resolved is not None and tuple(resolved.layer_ids) != ids:
+            messages.append(f"--layer-ids {list(ids)} overrides {list(resolved.layer_ids)} read from {cfg_file}")
+    manifest = Manifest(ids, arch, n_layers, hidden, prov, path=dst / MANIFEST_FILENAME)
+
+    cfg_target_hidden = cfg.get("target_hidden_size")
+    if cfg_target_hidden is not None and cfg_target_hidden != hidden:
+        raise ConvertError(f"{cfg_file}: field 'target_hidden_size' is {cfg_target_hidden}, but target {target_where} "
+                           f"field 'hidden_size' is {hidden}; fix: pass the target the draft was trained against")
+    k = len(ids)
+    out_cfg.update(target_hidden_size=hidden, num_aux_hidden_states=k)
+    eagle_config = dict(out_cfg.get("eagle_config") or {})
+    eagle_config.update({IDS_KEY: stock_safe_eagle_config_ids(ids, family=family), "use_aux_hidden_state": True})
+    out_cfg["eagle_config"] = eagle_config
+    out_cfg[CONVERTED_MARKER_KEY] = MANIFEST_FILENAME
+
+    index = tensor_index(src)
+    mapping, dropped = _name_map(list(index), fmt, {n: i.file for n, i in index.items()})
+    if "fc.weight" in index and index["fc.weight"].shape[-1] != manifest.fc_in_features:
+        fc = index["fc.weight"]
+        origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
+        raise ConvertError(f"{fc.file}: tensor 'fc.weight': input width {fc.shape[-1]}, but {origin} gives {k} layer ids "
+                           f"{list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}; fix: pass --layer-ids "
+                           "listing exactly the hidden states the fc was trained on, and the target it was trained against")
+    _check_tensors(index, mapping, expected_eagle3_tensors(out_cfg, k, hidden, str(cfg_file)), src)
+
+    stock = stock_sglang_capture(out_cfg, n_layers, family=family)
+    if stock.fed_layer_ids != tuple(ids) or stock.problem:
+        messages.append(f"without the plugin, {stock.describe()}; the manifest says {list(ids)}: serve with the plugin")
+
+    tmp = dst.parent / f".{dst.name}.converting"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        _write_weights(src, tmp, mapping)
+        (tmp / "config.json").write_text(_dumps(out_cfg), encoding="utf-8")
+        write_manifest(tmp, manifest)
+        if dst.exists():
+            dst.rmdir()
+        os.replace(tmp, dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
+    not_copied = tuple(sorted(p.name for p in src.iterdir() if p.name not in weights))
+    renamed = tuple((a, b) for a, b in mapping.items() if a != b)
+    return ConvertReport(src, dst, fmt.name, manifest, renamed, tuple(dropped), not_copied, tuple(messages))
+
+
+__all__ = ["ConvertError", "ConvertReport", "convert", "ManifestError", "WeightsError"]

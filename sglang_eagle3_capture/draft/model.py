@@ -1,0 +1,254 @@
+"""A standalone EAGLE-3 draft head in plain PyTorch, with exactly SGLang's math.
+
+Mirrors SGLang's ``LlamaForCausalLMEagle3`` (sglang/srt/models/llama_eagle3.py, built on
+llama.py's ``LlamaAttention``/``LlamaMLP`` and layernorm.py's ``RMSNorm``) for one teacher-forced
+draft step over whole sequences:
+
+1. ``h = fc(fc_norm_i(chunk_i(input_norm(aux))))``: ``input_norm`` only with ``norm_before_fc``,
+   ``fc_norm`` only with ``fc_norm``/``use_aux_norm``; like SGLang, ``fc`` is skipped when the aux
+   width already equals ``hidden_size``.
+2. layer 0: ``residual = h``; ``x = cat([input_layernorm(embed(ids)), hidden_norm(h)])`` (width 2H)
+   into q/k/v; neox RoPE (``rope_theta``, positions ``0..T-1``); causal attention with scale
+   ``head_dim**-0.5``; ``o_proj``; ``x, residual = post_attention_layernorm(x, residual)`` (fused
+   add); SwiGLU MLP. Further layers: ``x, residual = hidden_norm(x, residual)`` then the same.
+3. ``lm_head(norm(x, residual))`` over the draft vocab; ``d2t`` maps draft ids to target ids.
+
+``norm_before_residual`` (layer 0's residual taken after ``hidden_norm``) is ignored by stock SGLang;
+it is applied here as this package's draft loader (serving/draft.py) serves it. Not modelled (serving-only):
+the ``speculative_draft_window_size`` sliding window, multi-step decode, tree attention.
+Also used to train the fixture's draft (fixtures/), so the fixture's math is SGLang's.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import DraftFormatError
+from .checkpoint import module_name
+from .config import DraftConfig
+
+__all__ = ["DraftConfig", "DraftFormatError", "Eagle3Draft", "eagle3_shift"]
+
+
+class RMSNorm(nn.Module):
+    """SGLang's ``RMSNorm.forward_native``: fp32 math, optional fused residual add."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x, residual=None):
+        dtype = x.dtype
+        x = x.float()
+        if residual is not None:
+            x = x + residual.float()
+            residual = x.to(dtype)
+        x = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight).to(dtype)
+        return x if residual is None else (x, residual)
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Neox-style RoPE over the full head dim, as SGLang's ``RotaryEmbedding`` computes it (fp32 cos/sin).
+
+    ``x``: ``[B, T, heads, D]``; ``positions``: ``[B, T]``.
+    """
+    d = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float, device=x.device) / d))
+    freqs = positions.float()[..., None] * inv_freq
+    cos, sin = freqs.cos()[..., None, :].to(x.dtype), freqs.sin()[..., None, :].to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+class _Attention(nn.Module):
+    def __init__(self, c: DraftConfig, in_features: int):
+        super().__init__()
+        self.c = c
+        self.q_proj = nn.Linear(in_features, c.num_attention_heads * c.head_dim, bias=False)
+        self.k_proj = nn.Linear(in_features, c.num_key_value_heads * c.head_dim, bias=False)
+        self.v_proj = nn.Linear(in_features, c.num_key_value_heads * c.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * c.head_dim, c.hidden_size, bias=c.o_proj_bias)
+
+    def forward(self, x, positions):
+        b, t, _ = x.shape
+        c = self.c
+        q = rope(self.q_proj(x).view(b, t, c.num_attention_heads, c.head_dim), positions, c.rope_theta)
+        k = rope(self.k_proj(x).view(b, t, c.num_key_value_heads, c.head_dim), positions, c.rope_theta)
+        v = self.v_proj(x).view(b, t, c.num_key_value_heads, c.head_dim)
+        rep = c.num_attention_heads // c.num_key_value_heads
+        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             is_causal=True, scale=c.head_dim ** -0.5)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class _MLP(nn.Module):
+    def __init__(self, c: DraftConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class _Layer(nn.Module):
+    def __init__(self, c: DraftConfig, index: int):
+        super().__init__()
+        self.is_input_layer = index == 0
+        self.norm_before_residual = c.norm_before_residual
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.self_attn = _Attention(c, 2 * c.hidden_size if self.is_input_layer else c.hidden_size)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.mlp = _MLP(c)
+
+    def forward(self, positions, embeds, x, residual):
+        if self.is_input_layer:
+            residual = x
+            x = self.hidden_norm(x)
+            residual = x if self.norm_before_residual else residual
+            x = torch.cat([self.input_layernorm(embeds), x], dim=-1)
+        else:
+            x, residual = self.hidden_norm(x, residual)
+        x = self.self_attn(x, positions)
+        x, residual = self.post_attention_layernorm(x, residual)
+        return self.mlp(x), residual
+
+
+class Eagle3Draft(nn.Module):
+    """SGLang's ``LlamaForCausalLMEagle3`` math as a plain module; parameter names follow SGLang's checkpoints."""
+
+    def __init__(self, config: DraftConfig):
+        super().__init__()
+        c = self.config = config
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.input_norm = RMSNorm(c.fc_in_features, c.rms_norm_eps) if c.norm_before_fc else None
+        self.fc_norm = (nn.ModuleList([RMSNorm(c.target_hidden_size, c.rms_norm_eps)
+                                       for _ in range(c.num_aux_hidden_states)]) if c.fc_norm else None)
+        self.fc = nn.Linear(c.fc_in_features, c.hidden_size, bias=c.fc_bias)
+        self.layers = nn.ModuleList([_Layer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.lm_head = None if c.tie_word_embeddings else nn.Linear(c.hidden_size, c.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(c.draft_vocab_size, dtype=torch.long))
+        self.embedding_source = "draft"
+
+    def forward(self, input_ids: torch.Tensor, aux_hidden: torch.Tensor,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Draft logits ``[B, T, draft_vocab]`` for one teacher-forced step over whole sequences.
+
+        ``input_ids``: ``[B, T]`` (the tokens *after* each aux position, EAGLE's shift);
+        ``aux_hidden``: ``[B, T, num_aux * target_hidden]`` in the fc's chunk order;
+        ``positions``: ``[B, T]``, default ``0..T-1``. Right padding is exact under causal attention.
+        """
+        if aux_hidden.shape[:2] != input_ids.shape or aux_hidden.shape[-1] != self.config.fc_in_features:
+            raise ValueError(f"aux_hidden {tuple(aux_hidden.shape)} does not fit input_ids {tuple(input_ids.shape)} "
+                             f"and fc width {self.config.fc_in_features}")
+        if positions is None:
+            positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+        x, _ = self.norm(*self._body(input_ids, aux_hidden, positions))  # (to_logits, to_aux)
+        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(x, head)
+
+    def _body(self, input_ids, aux, positions):
+        embeds = self.embed_tokens(input_ids)
+        x = aux.to(embeds.dtype)
+        if x.shape[-1] != embeds.shape[-1]:  # llama_eagle3.py applies fc only on a width mismatch
+            if self.input_norm is not None:
+                x = self.input_norm(x)
+            if self.fc_norm is not None:
+                chunks = x.chunk(self.config.num_aux_hidden_states, dim=-1)
+                x = torch.cat([n(ch) for n, ch in zip(self.fc_norm, chunks)], dim=-1)
+            x = self.fc(x)
+        residual = None
+        for layer in self.layers:
+            x, residual = layer(positions, embeds, x, residual)
+        return x, residual
+
+    def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        """Map draft-vocab ids to target ids (``target = draft + d2t[draft]``, SGLang's ``hot_token_id``)."""
+        return draft_ids + self.d2t[draft_ids]
+
+    @classmethod
+    def from_pretrained(cls, draft_dir: str | Path, *, target_embed: torch.Tensor | None = None,
+                        target_lm_head: torch.Tensor | None = None) -> "Eagle3Draft":
+        """Load an SGLang-format draft dir (``config.json`` + ``*.safetensors``) in fp32.
+
+        Like SGLang's EAGLE-3 worker, ``target_embed`` (the target's ``embed_tokens.weight``)
+        replaces the draft's embedding when hidden sizes match; without it the draft's own
+        ``embed_tokens.weight`` is used (``embedding_source`` says which). Weight names SGLang
+        ignores are listed in ``ignored_weights``; a missing weight is an error.
+        """
+        from safetensors.torch import load_file
+
+        d = Path(draft_dir)
+        cfg_path = d / "config.json"
+        if not cfg_path.is_file():
+            raise DraftFormatError(f"{cfg_path}: not found; pass the draft directory holding config.json")
+        model = cls(DraftConfig.from_dict(json.loads(cfg_path.read_text()), where=str(cfg_path)))
+        weights = {k: v for f in sorted(d.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
+        if not weights:
+            raise DraftFormatError(f"{d}: no *.safetensors weights next to config.json")
+        model.load_sglang_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head)
+        return model.eval()
+
+    def load_sglang_weights(self, weights: dict, *, where: str, target_embed=None, target_lm_head=None) -> None:
+        """Load checkpoint tensors by SGLang's names (``midlayer.*``, optional ``model.`` prefix, ``d2t``)."""
+        if self.config.lm_head_from_target and target_lm_head is None:
+            raise DraftFormatError(f"{where}: config.json has no draft_vocab_size, so SGLang takes lm_head "
+                                   "from the target; pass the target's lm_head weight")
+        own = self.state_dict()
+        loaded, self.ignored_weights = {}, []
+        for name, tensor in weights.items():
+            key = module_name(name)
+            if key == "d2t":
+                loaded["d2t"] = tensor.long()
+            elif key in own and not (key == "lm_head.weight" and self.config.lm_head_from_target):
+                if tuple(tensor.shape) != tuple(own[key].shape):
+                    raise DraftFormatError(f"{where}: weight '{name}' has shape {tuple(tensor.shape)}, "
+                                           f"the config implies {tuple(own[key].shape)}")
+                loaded[key] = tensor.float()
+            elif key != "t2d" and not (key == "lm_head.weight" and self.config.lm_head_from_target):
+                self.ignored_weights.append(name)  # SGLang's load_weights drops these without a word
+        if target_embed is not None and self.config.target_hidden_size == self.config.hidden_size:
+            loaded["embed_tokens.weight"], self.embedding_source = target_embed.float(), "target"
+        if self.config.lm_head_from_target:  # set_embed_and_head() replaces whatever the file held
+            loaded["lm_head.weight"] = target_lm_head.float()
+        if "d2t" not in loaded and self.config.draft_vocab_size != self.config.vocab_size:
+            raise DraftFormatError(f"{where}: no 'd2t' tensor but draft_vocab_size != vocab_size; "
+                                   "SGLang needs d2t to map draft ids to target ids")
+        missing = sorted(set(own) - set(loaded) - {"d2t"})
+        if missing:
+            fix = " (pass the target's embedding)" if missing == ["embed_tokens.weight"] else ""
+            raise DraftFormatError(f"{where}: weights {missing} are missing from the safetensors{fix}")
+        self.load_state_dict(loaded, strict=False)
+        if self.ignored_weights:
+            warnings.warn(f"{where}: SGLang ignores these weights, so they are ignored here too: {self.ignored_weights}")
+
+    def sglang_state_dict(self) -> dict:
+        """Tensors under SGLang's checkpoint names (single layer as ``midlayer.*``), with ``d2t``/``t2d``."""
+        one = self.config.num_hidden_layers == 1
+        out = {("midlayer." + k[9:] if one and k.startswith("layers.0.") else k): v.detach().clone().contiguous()
+               for k, v in self.state_dict().items()}
+        out["t2d"] = torch.zeros(self.config.vocab_size, dtype=torch.bool)
+        out["t2d"][self.to_target_ids(torch.arange(self.config.draft_vocab_size))] = True
+        return out
+
+
+def eagle3_shift(input_ids: torch.Tensor, aux_hidden: torch.Tensor, target_ids: torch.Tensor,
+                 loss_mask: torch.Tensor):
+    """EAGLE's training alignment (speculators ``shift_batch``) along the last sequence axis.
+
+    Draft position ``t`` reads ``aux[t]`` and ``input_ids[t+1]`` and is scored against the target's
+    prediction at ``t+1`` (``target_ids[t+1]``) where ``loss_mask[t+1]``. Works on ``[T]`` or ``[B, T]``
+    tensors (``aux`` with a trailing feature axis); returns ``(ids, aux, target_ids, mask)``, one shorter.
+    """
+    return (input_ids[..., 1:], aux_hidden[..., :-1, :], target_ids[..., 1:], loss_mask[..., 1:].bool())

@@ -1,0 +1,38 @@
+"""Target families: SGLang model classes that share a capture loop, one module each, one registry.
+
+Each family is one module defining ``FAMILY`` (:class:`~.schema.Family`) and one line in
+:data:`_MODULES`; :func:`family_of` finds the family serving an HF ``architectures[0]``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .schema import LIST, PACKED, Family
+
+__all__ = ["LIST", "PACKED", "Family", "all_families", "architectures", "family_of", "text_config_architectures"]
+
+_MODULES = (
+    "deepseek_v2",
+)
+_FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
+
+
+def all_families() -> tuple[Family, ...]:
+    """Every family with an entry."""
+    return _FAMILIES
+
+
+def family_of(architecture: str | None) -> Family | None:
+    """The family whose classes serve ``architecture``, or None when no entry covers it."""
+    return next((f for f in _FAMILIES if architecture in f.architectures), None)
+
+
+def architectures() -> tuple[str, ...]:
+    """Every architecture some family covers."""
+    return tuple(a for f in _FAMILIES for a in f.architectures)
+
+
+def text_config_architectures() -> frozenset[str]:
+    """Architectures whose decoder dimensions live in ``text_config``."""
+    return frozenset(a for f in _FAMILIES for a in f.text_config)

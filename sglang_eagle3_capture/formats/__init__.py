@@ -1,0 +1,74 @@
+"""Readers of foreign draft formats: each turns its own id convention into layer ids at its edge.
+
+Every format (:mod:`.base` says what one provides) is one module and one entry in :data:`FORMATS`;
+:func:`detect_format` asks them in order. All arithmetic goes through :mod:`sglang_eagle3_capture.layer_ids`.
+
+======================================  ==========================================  ======================
+source                                  what id ``i`` means                         canonical layer id
+======================================  ==========================================  ======================
+SGLang / SpecForge ``eagle_config``     output of layer ``i``                       ``i``
+speculators ``config.json`` (vLLM)      HF ``output_hidden_states`` index           ``layer_id_of_index(i)``
+speculators legacy ``data_config.json`` captured after layer ``i``; last = target   ``i`` (last dropped)
+original EAGLE (no key)                 fixed HF indices ``[2, N//2, N-3]``         ``layer_id_of_index``
+======================================  ==========================================  ======================
+
+Every capture loop these formats were trained with (vLLM, SGLang, speculators' legacy worker) appends
+hidden states in ascending layer order, whatever order the config lists them in; readers therefore
+return ascending ids and say so when the file listed them otherwise (docs/formats-and-convert.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
+from ..errors import FormatError
+from ..userfiles import read_json_object
+from .base import (CONVENTION_EAGLE_DEFAULT, CONVENTION_LAYER_ID, CONVENTION_SGLANG, CONVENTION_SPECULATORS_LEGACY,
+                   CONVENTION_VLLM, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds)
+from .eagle_default import EagleDefaultFormat
+from .sglang_eagle_config import SGLangEagleConfigFormat
+from .speculators import SpeculatorsFormat, read_speculators_data_config
+
+__all__ = ["CONVENTION_EAGLE_DEFAULT", "CONVENTION_LAYER_ID", "CONVENTION_SGLANG", "CONVENTION_SPECULATORS_LEGACY",
+           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "FormatError", "ResolvedLayerIds",
+           "detect_format", "load_json", "read_draft_config", "read_draft_dir", "read_speculators_data_config"]
+
+# Asked in this order; the first whose detect() says yes reads the file.
+FORMATS = (SpeculatorsFormat, SGLangEagleConfigFormat, EagleDefaultFormat)
+
+
+def detect_format(draft_config: Any, *, file: str = "config.json"):
+    """The format of a draft ``config.json`` dict, or a :class:`FormatError` naming the file, the field and the fix."""
+    if not isinstance(draft_config, Mapping):
+        raise FormatError(f"{file}: field '<document>': expected a JSON object; fix: point at the draft's config.json")
+    if CONVERTED_MARKER_KEY in draft_config:
+        raise FormatError(f"{file}: field '{CONVERTED_MARKER_KEY}': this draft was written by `sglang-eagle3-capture "
+                          f"convert`; its eagle_config ids are loop indices, not a training format; fix: read its "
+                          f"manifest ({draft_config[CONVERTED_MARKER_KEY]}) instead")
+    for fmt in FORMATS:
+        if fmt.detect(draft_config):
+            return fmt
+    if IDS_KEY in draft_config:
+        raise FormatError(f"{file}: field '{IDS_KEY}': top-level ids without 'speculators_model_type' have no known "
+                          "convention; fix: pass --layer-ids explicitly")
+    archs = draft_config.get("architectures") or []
+    raise FormatError(f"{file}: field 'architectures': {archs!r} is not a recognised EAGLE-3 draft config; fix: point at "
+                      "a speculators, SpecForge, SGLang or EAGLE draft, or pass --layer-ids explicitly")
+
+
+def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json") -> ResolvedLayerIds:
+    """The layer ids of a draft ``config.json`` dict, read by its format."""
+    return detect_format(draft_config, file=file).layer_ids(draft_config, target_hf_config, file)
+
+
+def load_json(path: str | Path, what: str) -> dict:
+    """Read a JSON object from ``path``; errors (:class:`FormatError`) name the file and ``what`` it should be."""
+    return read_json_object(Path(path), fix=f"point at {what}", error=FormatError)
+
+
+def read_draft_dir(draft_dir: str | Path, target_hf_config: Any) -> ResolvedLayerIds:
+    """:func:`read_draft_config` on ``draft_dir/config.json``."""
+    path = Path(draft_dir) / "config.json"
+    return read_draft_config(load_json(path, "the draft's config.json"), target_hf_config, file=str(path))

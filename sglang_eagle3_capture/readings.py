@@ -1,0 +1,177 @@
+"""What stock engines feed a draft's fc: the readings of a draft ``config.json`` the doctor compares.
+
+:func:`stock_sglang_capture` mirrors three pieces of SGLang, per release (:mod:`.releases`) and target
+family (:mod:`.families`):
+
+- ``spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state``: the ids come only from the draft's
+  nested ``eagle_config["eagle_aux_hidden_state_layer_ids"]``; any failure (no ``eagle_config``, a
+  non-dict, a missing key) means ``None``, i.e. the default; a top-level key (speculators) is ignored;
+- the family's ``set_eagle3_layers_to_capture``: default ``[2, N//2, N-3]`` as loop indices; explicit
+  ids read by the family's rule for that release (``always-shift``: the id is "output of layer id";
+  ``shift-if-first-is-1``; ``keep-if-max-is-N``);
+- the capture loop: loop index ``i`` in ``0..N-1`` captures the residual stream entering layer ``i``
+  (HF index ``i``), in ascending order whatever the list order (:func:`.layer_ids.layer_ids_of_loop`).
+
+The "shift" is SGLang's output-of-layer reading, which is exactly :func:`.layer_ids.hidden_state_index`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from . import families, releases
+from .config_keys import IDS_KEY
+from .families import Family
+from .layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices, layer_ids_of_loop
+from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, Release
+
+__all__ = ["StockCapture", "default_low_mid_high_indices", "releases_label", "stock_by_release", "stock_rule",
+           "stock_safe_eagle_config_ids", "stock_sglang_capture"]
+
+
+@dataclass(frozen=True)
+class StockCapture:
+    """How one stock SGLang release wires a draft config on one target family."""
+
+    sglang_version: str
+    family: str
+    config_ids: tuple[int, ...] | None  # what SGLang read from eagle_config; None = absent -> default
+    rule: str  # "default", "always-shift", "shifted (first id is 1)", "as loop indices", "no aux capture", ...
+    loop_indices: tuple[int, ...]  # layers_to_capture as SGLang sets it
+    fed_layer_ids: tuple[int, ...]  # what the fc receives, in the order it receives it
+    problem: str | None  # None when SGLang would run; else what goes wrong
+
+    def describe(self) -> str:
+        """One line for humans (used by the CLI)."""
+        ids = "absent" if self.config_ids is None else list(self.config_ids)
+        out = (f"stock SGLang {self.sglang_version}: eagle_config ids {ids} -> {self.rule} -> loop indices "
+               f"{list(self.loop_indices)} -> fc fed layer ids {list(self.fed_layer_ids)}")
+        return out + (f" [{self.problem}]" if self.problem else "")
+
+
+def default_low_mid_high_indices(num_hidden_layers: int) -> list[int]:
+    """The low/mid/high default ``[2, N//2, N-3]`` shared by EAGLE, vLLM, speculators and stock SGLang.
+
+    These are HF ``output_hidden_states`` indices (== SGLang capture-loop indices), not layer ids.
+    """
+    n = num_hidden_layers
+    return [2, n // 2, n - 3]
+
+
+def _release(release: Release | str | None) -> Release:
+    return releases.newest() if release is None else releases.get(release) if isinstance(release, str) else release
+
+
+def _family(family: Family | str) -> Family:
+    if isinstance(family, Family):
+        return family
+    found = next((f for f in families.all_families() if f.name == family), None)
+    if found is None:
+        raise KeyError(f"no target family {family!r}; known: {', '.join(f.name for f in families.all_families())}")
+    return found
+
+
+def stock_rule(family: Family | str, release: Release | str | None = None) -> str:
+    """How stock SGLang ``release`` reads explicit ids on ``family`` (the release's override, else the family's)."""
+    fam = _family(family)
+    return _release(release).stock_rules.get(fam.name, fam.stock_rule)
+
+
+def _read_ids_like_sglang(draft_config: Mapping) -> tuple[bool, Any]:
+    """(use_aux_hidden_state, ids or None) exactly as ``_resolve_eagle_aux_hidden_state`` reads them."""
+    ec = draft_config.get("eagle_config")
+    if not isinstance(ec, Mapping):
+        return True, None
+    use_aux = ec.get("use_aux_hidden_state", True)
+    return bool(use_aux), ec.get(IDS_KEY)
+
+
+def _loop(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
+    if rule == ALWAYS_SHIFT:
+        return "always-shift", hidden_state_indices(ids)
+    if rule == SHIFT_IF_FIRST_IS_1:
+        return ("shifted (first id is 1)", hidden_state_indices(ids)) if ids and ids[0] == 1 else ("as loop indices", list(ids))
+    if rule == KEEP_IF_MAX_IS_N:
+        return ("as loop indices (max is N)", list(ids)) if ids and max(ids) == n else ("shifted", hidden_state_indices(ids))
+    raise ValueError(f"unknown stock rule {rule!r}")
+
+
+def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
+                         release: Release | str | None = None) -> StockCapture:
+    """What stock SGLang ``release`` (default: the newest supported) would capture for ``draft_config`` on an
+    ``N``-layer target of ``family``.
+
+    Example (a speculators config: top-level ids are ignored, the default applies)::
+
+        >>> c = stock_sglang_capture({"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}, 61, family="deepseek_v2")
+        >>> c.loop_indices, c.fed_layer_ids
+        ((2, 30, 58), (1, 29, 57))
+    """
+    rel, fam = _release(release), _family(family)
+    n = num_hidden_layers
+    use_aux, ids = _read_ids_like_sglang(draft_config)
+    if not use_aux:
+        return StockCapture(rel.version, fam.name, None, "no aux capture", (), (),
+                            "eagle_config.use_aux_hidden_state is false: nothing is captured and the fc is skipped "
+                            "(SGLang's width check), so the draft never sees target layers")
+    if ids is None:
+        config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
+    else:
+        config_ids = tuple(ids)
+        rule, loop = _loop(stock_rule(fam, rel), list(ids), n)
+    fed = layer_ids_of_loop(loop, n)
+    problem = None
+    if fam.name in rel.embedding_crashes and EMBEDDING_LAYER_ID in fed:
+        problem = (f"{rel.version} computes hidden_states + residual with residual None at loop index 0: TypeError at "
+                   "the first forward")
+    elif len(fed) != len(loop):
+        missed = sorted(set(loop) - set(hidden_state_indices(fed)))
+        problem = (f"loop indices {missed} are never reached (the loop runs 0..{n - 1}) or repeat: SGLang captures "
+                   f"{len(fed)} of {len(loop)} states and fails at startup or at the draft's fc")
+    return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem)
+
+
+def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str
+                     ) -> list[tuple[tuple[str, ...], StockCapture]]:
+    """What every release in the table feeds, oldest first, consecutive releases that feed the same (and fail
+    the same way) grouped: ``[((version, ...), StockCapture of the newest of them), ...]``."""
+    out: list[tuple[tuple[str, ...], StockCapture]] = []
+    for release in releases.all_releases():
+        c = stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=release)
+        if out and (out[-1][1].fed_layer_ids, out[-1][1].problem is None) == (c.fed_layer_ids, c.problem is None):
+            out[-1] = ((*out[-1][0], release.version), c)
+        else:
+            out.append(((release.version,), c))
+    return out
+
+
+def releases_label(versions: Sequence[str]) -> str:
+    """``stock SGLang A`` for one release, ``stock SGLang A .. B`` for consecutive releases ``A`` to ``B``."""
+    return f"stock SGLang {versions[0]}" + (f" .. {versions[-1]}" if len(versions) > 1 else "")
+
+
+def stock_safe_eagle_config_ids(layer_ids: Sequence[int], *, family: Family | str,
+                                release: Release | str | None = None) -> list[int]:
+    """The ``eagle_config.eagle_aux_hidden_state_layer_ids`` that make stock SGLang ``release`` feed ``layer_ids``
+    on ``family`` (as far as it can: captures arrive in ascending order, and the loop never reaches layer N-1).
+
+    For ``shift-if-first-is-1`` (DeepSeek): capture-loop indices, used as given when the first is not 1;
+    when the first would be 1 (layer id 0 first) it is moved to the end, since SGLang captures by
+    membership in ascending loop order. For ``always-shift``: the layer ids themselves.
+    :mod:`.draft.convert` writes these; the plugin's loader compares a converted config's ids with them.
+
+    Example::
+
+        >>> stock_safe_eagle_config_ids([-1, 2, 30], family="deepseek_v2")
+        [0, 3, 31]
+        >>> stock_safe_eagle_config_ids([0, 29, 57], family="deepseek_v2")
+        [30, 58, 1]
+    """
+    rule = stock_rule(family, release)
+    if rule in (ALWAYS_SHIFT, KEEP_IF_MAX_IS_N):  # ids <= N-1 < N: both read them as output-of-layer ids
+        return list(layer_ids)
+    loop = hidden_state_indices(layer_ids)
+    if rule == SHIFT_IF_FIRST_IS_1 and len(loop) > 1 and loop[0] == 1:
+        loop = loop[1:] + loop[:1]
+    return loop

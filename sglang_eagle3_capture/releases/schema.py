@@ -1,0 +1,103 @@
+"""The shape of a release's facts: plain frozen records, no imports beyond the standard library.
+
+A :class:`Release` says, for one SGLang release, every fact the package relies on that can change
+between releases: the seams it patches (module, owner, attribute, parameter names), the import that
+arms the patch, where the draft path and draft config come from, how SGLang reads a draft's math
+flags and legacy weight names, and how stock SGLang reads explicit capture ids per target family
+(where it differs from the family's default rule in :mod:`sglang_eagle3_capture.families`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+# How stock SGLang's ``set_eagle3_layers_to_capture`` turns explicit ids into loop indices.
+ALWAYS_SHIFT = "always-shift"  # loop index = id + 1 (the id is "output of layer id")
+SHIFT_IF_FIRST_IS_1 = "shift-if-first-is-1"  # +1 only when ids[0] == 1, else the ids are loop indices
+KEEP_IF_MAX_IS_N = "keep-if-max-is-N"  # GPT-OSS: kept as loop indices when max(ids) == N, else +1
+STOCK_RULES = (ALWAYS_SHIFT, SHIFT_IF_FIRST_IS_1, KEEP_IF_MAX_IS_N)
+
+# What is proven for a release (the README support matrix is checked against these).
+PROVEN_CPU_ENGINE = "CPU engine + HF equality"
+PROVEN_SEAM_PROBE = "seam probe only"
+PROVEN_REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class Seam:
+    """One attribute a patch replaces: ``module.owner.attr`` (``owner`` None: a module-level attribute).
+
+    ``params`` are the parameter names the original must have; ``None`` marks an attribute the patch
+    adds, which must not exist yet. ``role`` names what the package puts there (the serving code maps
+    roles to wrappers).
+    """
+
+    role: str
+    module: str
+    owner: str | None
+    attr: str
+    params: tuple[str, ...] | None
+
+    @property
+    def name(self) -> str:
+        """``Owner.attr`` or ``module.attr``, for logs and errors."""
+        return f"{self.owner or self.module.rsplit('.', 1)[-1]}.{self.attr}"
+
+
+@dataclass(frozen=True)
+class DraftFlag:
+    """How SGLang's draft class reads one math flag from the draft ``config.json``.
+
+    ``keys``: dotted config paths in the order SGLang looks at them; ``combine``: ``"first-present"`` (the
+    first key present decides) or ``"any"`` (true when any key is true). ``native``: SGLang's Llama draft
+    class implements the flag itself (else the plugin's draft loader serves it).
+    """
+
+    keys: tuple[str, ...]
+    combine: str = "first-present"
+    native: bool = True
+
+
+def _frozen(mapping: Mapping) -> Mapping:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class Release:
+    """Everything release-specific about one SGLang release (see the module doc)."""
+
+    version: str
+    built: str  # wheel build date, for the support matrix
+    supported: bool
+    proven: str  # PROVEN_*: what this repository has shown for the release
+    refused_because: str = ""  # for unsupported releases: why, in one sentence
+    trigger_module: str = ""  # importing this module arms the patch (it runs in every ModelRunner process)
+    seams: tuple[Seam, ...] = ()  # resolution and draft-side seams; target model seams live in families/
+    draft_path_from: str = "runtime_context"  # "runtime_context" (get_spec()) or "server_args"
+    has_draft_model_config: bool = True  # SpecAuxHiddenStateConfig.draft_model_config exists
+    stock_rules: Mapping[str, str] = field(default_factory=dict)  # family name -> rule, where not the default
+    embedding_crashes: tuple[str, ...] = ()  # families whose stock loop crashes at loop index 0 in this release
+    draft_flags: Mapping[str, DraftFlag] = field(default_factory=dict)
+    legacy_weight_names: Mapping[str, str] = field(default_factory=dict)  # checkpoint prefix -> module prefix
+    requires: str = ""  # extra pip requirement notes for installing it (docs/releases.md)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stock_rules", _frozen(self.stock_rules))
+        object.__setattr__(self, "draft_flags", _frozen(self.draft_flags))
+        object.__setattr__(self, "legacy_weight_names", _frozen(self.legacy_weight_names))
+        bad = [r for r in self.stock_rules.values() if r not in STOCK_RULES]
+        if bad:
+            raise ValueError(f"release {self.version}: unknown stock rules {bad}; known: {STOCK_RULES}")
+
+    def seam(self, role: str) -> Seam:
+        """The seam with ``role`` (KeyError naming the release when it has none)."""
+        for s in self.seams:
+            if s.role == role:
+                return s
+        raise KeyError(f"SGLang {self.version} has no seam for {role!r}")
+
+    def seams_with(self, prefix: str) -> tuple[Seam, ...]:
+        """The seams whose role starts with ``prefix`` (e.g. ``"draft."``)."""
+        return tuple(s for s in self.seams if s.role.startswith(prefix))

@@ -1,0 +1,8 @@
+"""Code that runs inside SGLang's processes: the plugin entry point, the one patch engine, and what it installs.
+
+``plugin`` (entry point) -> ``target`` / ``draft`` (the wrappers, through ``seams``, the patch engine) ->
+``resolution`` (which ids, read once per process), ``capture`` (the plan and the fc feed), ``audit`` (the
+draft's weight load), ``dump`` (the capture dump), ``runtime`` (SGLang's runtime state), ``after_import``
+(the import trigger). Only ``target``, ``draft``, ``runtime`` and ``resolution`` import SGLang, and only
+inside functions.
+"""

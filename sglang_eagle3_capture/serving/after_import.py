@@ -1,0 +1,76 @@
+"""Run code right after a module is first executed: the import hook the plugin and the CPU runtime share.
+
+Standard library only, so it can run at interpreter start-up (the repository's test-only CPU runtime
+calls it from a ``sitecustomize``). :func:`when_imported` registers an action for a module name; one
+finder, first on ``sys.meta_path``, wraps that module's real loader when it is imported, executes the
+module, then runs the actions in registration order. If the module is already imported the action runs
+at once.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+from typing import Callable
+
+__all__ = ["when_imported"]
+
+
+class _ThenRun(importlib.abc.Loader):
+    """The module's real loader, followed by the actions registered for it."""
+
+    def __init__(self, loader, actions: list[Callable[[], None]]) -> None:
+        self.loader, self.actions = loader, actions
+
+    def __getattr__(self, name):  # get_source, get_filename, is_package, ... of the real loader
+        return getattr(self.__dict__["loader"], name)
+
+    def create_module(self, spec):
+        """Delegate to the real loader."""
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        """Execute the module, then run its actions."""
+        self.loader.exec_module(module)
+        for action in self.actions:
+            action()
+
+
+class _AfterImportFinder(importlib.abc.MetaPathFinder):
+    """Claims registered module names; the real finders locate them and this finder wraps their loader."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[Callable[[], None]]] = {}
+        self._resolving: set[str] = set()
+
+    def find_spec(self, fullname, path=None, target=None):
+        """The real spec of a registered module, with its loader wrapped (once: the actions are then consumed)."""
+        if fullname not in self.pending or fullname in self._resolving:
+            return None
+        self._resolving.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._resolving.discard(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenRun(spec.loader, self.pending.pop(fullname))
+        return spec
+
+
+def _finder() -> _AfterImportFinder:
+    # One finder per interpreter, found again by its class name so a re-imported copy of this module reuses it.
+    for f in sys.meta_path:
+        if type(f).__name__ == _AfterImportFinder.__name__ and hasattr(f, "pending"):
+            return f
+    f = _AfterImportFinder()
+    sys.meta_path.insert(0, f)
+    return f
+
+
+def when_imported(name: str, action: Callable[[], None]) -> None:
+    """Run ``action()`` right after module ``name`` is first executed (now, if it already is)."""
+    if name in sys.modules:
+        action()
+        return
+    _finder().pending.setdefault(name, []).append(action)

@@ -1,0 +1,200 @@
+"""WHAT the target captures: layer ids -> SGLang capture-loop indices, and the chunks in fc order.
+
+No SGLang import. Described for the DeepSeek family (the family table, :mod:`sglang_eagle3_capture.families`,
+says how each family's loop captures): SGLang's ``DeepseekV2Model.forward`` (sglang/srt/models/deepseek_v2.py) runs
+``for i in range(start_layer, end_layer)`` and, when ``i in self.layers_to_capture``, lets decoder
+layer ``i`` copy the residual stream *entering* it into an ``AuxHiddenStatePacker``
+(layers/aux_hidden_states.py; the copy happens in ``layer_boundary/stage.py::_prepare_attention``
+through ``capture_gathered``). Loop index ``i`` is therefore HF ``output_hidden_states[i]``: 0 is the
+embedding output (``residual/add_norm.py::init_residual`` returns the embedding itself), ``k + 1`` the
+output of decoder layer ``k``. The packer writes the captures side by side in *ascending loop order*,
+whatever order ``layers_to_capture`` lists them in.
+
+The loop never reaches index ``N`` (the output of the last decoder layer, layer id ``N-1``): that value
+only exists as the residual sum inside the final norm, ``residual_batch.final_norm(hidden_states,
+forward_batch, self.norm)`` after the loop. SGLang's own GPT-OSS and Kimi-K3 capture it there through
+``final_norm``'s ``capture=`` callback; for DeepSeek the plugin reads it from ``self.norm``'s output pair
+``(normed, hidden + residual)`` with a forward hook (:meth:`FcFeed.attach`) and appends it after the
+packed chunks, which keeps the combined order ascending.
+
+A :class:`CapturePlan` states, for a list of layer ids in fc order, which loop indices SGLang must
+capture and how to permute the K packed chunks into fc order. The permutation is fixed when the plan
+is made, so the forward runs the same ops for every batch (CUDA-graph and torch.compile safe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import LayerIdError
+from ..layer_ids import check_layer_ids, layer_id_of_index, layer_ids_of_loop, split_capture
+
+
+@dataclass(frozen=True)
+class CapturePlan:
+    """Which hidden states the target feeds the draft's fc, and in what order.
+
+    ``layer_ids[j]`` is fc chunk ``j``; ``loop_indices`` is the ascending list SGLang's loop captures
+    (so the packer's chunk ``c`` is ``loop_indices[c]``); ``captures_last_layer`` adds the last decoder
+    layer's output, taken at the final norm, as chunk ``len(loop_indices)``; ``chunk_order[j]`` is the
+    chunk (in that combined, ascending order) that becomes fc chunk ``j``.
+    """
+
+    layer_ids: tuple[int, ...]
+    loop_indices: tuple[int, ...]
+    chunk_order: tuple[int, ...]
+    where: str
+    captures_last_layer: bool = False
+
+    @property
+    def is_identity(self) -> bool:
+        """True when the packer's output already is the fc input (ascending ids, nothing appended)."""
+        return not self.captures_last_layer and self.chunk_order == tuple(range(len(self.chunk_order)))
+
+
+def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str) -> CapturePlan:
+    """Validate ``layer_ids`` (fc order) for an ``N``-layer target and return the :class:`CapturePlan`.
+
+    ``where`` names the file and field the ids came from; every error carries it.
+
+    Example::
+
+        >>> p = plan_capture([30, -1, 2], 61, where="eagle3_manifest.json: layer_ids")
+        >>> p.loop_indices, p.chunk_order, p.captures_last_layer
+        ((0, 3, 31), (2, 0, 1), False)
+        >>> p = plan_capture([60, -1], 61, where="eagle3_manifest.json: layer_ids")
+        >>> p.loop_indices, p.chunk_order, p.captures_last_layer
+        ((0,), (1, 0), True)
+    """
+    ids = check_layer_ids(list(layer_ids), num_hidden_layers, where=where)
+    loop, last, order = split_capture(ids, num_hidden_layers)
+    return CapturePlan(layer_ids=ids, loop_indices=loop, chunk_order=order, where=where, captures_last_layer=last)
+
+
+def check_stage(plan: CapturePlan, start_layer: int, end_layer: int, *, pp_size: int) -> None:
+    """Raise unless every captured loop index runs on the pipeline stage ``[start_layer, end_layer)``.
+
+    Only the last pipeline stage captures (``set_eagle3_layers_to_capture`` returns early elsewhere), and
+    its loop covers only its own layers; the embedding (loop index 0) is computed on the first stage. The
+    last layer's output is taken at the final norm, which runs on the last stage.
+
+    Example::
+
+        >>> check_stage(plan_capture([2, 3], 6, where="x"), 3, 6, pp_size=2)
+    """
+    missing = [layer_id_of_index(i) for i in plan.loop_indices if not start_layer <= i < end_layer]
+    if missing:
+        raise LayerIdError(
+            f"{plan.where}: layer ids {missing} are captured at the input of decoder layers outside "
+            f"[{start_layer}, {end_layer}), the layers of the last pipeline stage (--pp-size {pp_size}); SGLang "
+            "captures EAGLE-3 hidden states on the last stage only, so they would never reach the draft. "
+            "Fix: serve with --pp-size 1, or set SGLANG_PP_LAYER_PARTITION so the last stage starts at or before "
+            f"decoder layer {min(plan.loop_indices)}"
+        )
+
+
+def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None) -> Any:
+    """The fc input: the packed ``[T, K'*H]`` aux tensor (ascending loop order; ``None`` when the loop
+    captures nothing) plus ``last``, the last layer's output ``[T, H]`` when the plan captures it, in fc order.
+
+    Returns ``aux`` itself when the plan is the identity, else a new tensor (one copy, so it never aliases
+    the residual storage ``last`` borrows). Shape-only logic, so the same kernels run for every batch.
+    """
+    if plan.is_identity:
+        return aux
+    import torch
+
+    chunks = []
+    if plan.loop_indices:
+        h = aux.shape[-1] // len(plan.loop_indices)
+        chunks = [aux.narrow(-1, c * h, h) for c in range(len(plan.loop_indices))]
+    if plan.captures_last_layer:
+        chunks.append(last if aux is None else last.to(aux.dtype))
+    if len(chunks) == 1:
+        return chunks[0].clone()
+    return torch.cat([chunks[c] for c in plan.chunk_order], dim=-1)
+
+
+class FcFeed:
+    """What the capture patch installs on one ``DeepseekV2Model`` (``_eagle3_capture_feed``).
+
+    Called with what the model's forward returns; assembles the fc input (permutes the packed chunks into
+    fc order and appends the last layer's output, when ``plan`` asks for either) and hands it to the
+    optional dump. ``plan`` is None under stock wiring (the dump alone). ``layers`` is the very list object
+    put in ``layers_to_capture``: if anything replaces that list afterwards, the plan no longer describes
+    the packer's chunks and the forward raises rather than feed the draft mislabelled states.
+    """
+
+    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "_last", "_hook", "__weakref__")
+
+    def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0) -> None:
+        self.plan = plan
+        self.layers = layers
+        self.num_hidden_layers = num_hidden_layers
+        self.dump = dump
+        self._last = None  # the final norm's hidden + residual, between the hook and __call__
+        self._hook = None
+
+    def fed_layer_ids(self, current_loop: Any) -> tuple[int, ...] | None:
+        """The layer ids this feed hands the draft, in fc order; None when ``current_loop`` (the model's
+        ``layers_to_capture`` now) is not the list it was configured with (the forward would refuse)."""
+        if current_loop is not self.layers:
+            return None
+        if self.plan is not None:
+            return tuple(self.plan.layer_ids)  # may include the last layer, taken outside the loop
+        return layer_ids_of_loop(self.layers, self.num_hidden_layers)
+
+    def attach(self, model: Any) -> None:
+        """Hook ``model.norm`` (the final norm) when the plan captures the last layer's output."""
+        if self.plan is not None and self.plan.captures_last_layer:
+            self._hook = model.norm.register_forward_hook(self._take_last_layer_output)
+
+    def detach(self) -> None:
+        """Remove the hook :meth:`attach` installed (a later configuration replaces this feed)."""
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def _take_last_layer_output(self, module: Any, args: tuple, output: Any) -> None:
+        # RMSNorm(x, residual) returns (normed, x + residual): the last layer's output. Called with no
+        # residual (never in DeepSeek's final norm, kept for completeness), x itself is that output.
+        self._last = output[1] if isinstance(output, tuple) else args[0]
+
+    def _last_layer_output(self, hidden: Any) -> Any:
+        last, self._last = self._last, None
+        if hidden.shape[0] == 0:  # an idle batch (DP attention) skips the final norm
+            return hidden.new_empty(hidden.shape)
+        if last is None or last.shape != hidden.shape:
+            raise RuntimeError(
+                f"eagle3-capture: {self.plan.where}: the last decoder layer's output was not taken at "
+                f"DeepseekV2Model's final norm for this batch (got {None if last is None else tuple(last.shape)}, "
+                f"hidden states {tuple(hidden.shape)}); the model's forward no longer ends in self.norm as in the supported "
+                "SGLang releases. Fix: serve with a supported SGLang release, or a draft that does not use the last layer"
+            )
+        return last
+
+    def __call__(self, model: Any, out: Any, input_ids: Any, positions: Any, forward_batch: Any) -> Any:
+        """Return ``(hidden_states, fc input)`` for the model output ``out`` (and dump the fc input)."""
+        if model.layers_to_capture is not self.layers:
+            raise RuntimeError(
+                f"eagle3-capture: DeepseekV2Model.layers_to_capture was replaced after set_eagle3_layers_to_capture "
+                f"configured it (now {model.layers_to_capture}, configured {self.layers}); call "
+                "set_eagle3_layers_to_capture again instead of writing layers_to_capture"
+            )
+        hidden, aux = out if isinstance(out, tuple) else (out, None)
+        if self.plan is not None and not self.plan.is_identity:
+            last = self._last_layer_output(hidden) if self.plan.captures_last_layer else None
+            if last is not None and aux is not None and last.shape[0] != aux.shape[0]:
+                raise RuntimeError(
+                    f"eagle3-capture: {self.plan.where}: the last decoder layer's output has {last.shape[0]} rows "
+                    f"but the loop's captures have {aux.shape[0]}: this deployment's token layout at the final norm "
+                    "differs from the capture loop's (not seen at TP 1 or TP 2 on CPU); fix: report it with "
+                    "the server arguments, and serve a draft that does not use the last layer meanwhile"
+                )
+            aux = to_fc_order(aux, self.plan, last)
+        if aux is None:
+            return out
+        if self.dump is not None:
+            self.dump(aux, input_ids, positions, getattr(forward_batch, "forward_mode", None))
+        return hidden, aux

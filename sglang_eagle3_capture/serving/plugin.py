@@ -1,0 +1,82 @@
+"""SGLang plugin entry point: ``register()`` (group ``sglang.srt.plugins``, name ``eagle3_capture``).
+
+SGLang's ``sglang.srt.plugins.load_plugins()`` calls it once per process: in the launcher
+(``Engine.__init__``, ``launch_server``, ``sglang serve``), in every scheduler / TP worker
+(``managers/scheduler.py::run_scheduler_process``, whose models are the ones patched), the DP controller
+and the detokenizer. ``register()`` itself imports no SGLang model code: it arms a trigger (the release
+table's ``trigger_module``, a module only processes that build a ``ModelRunner`` import, before any model
+is resolved or loaded) that applies the target capture patch and the draft-head loader patch.
+Processes that never run a model pay nothing.
+
+``load_plugins`` logs and swallows exceptions raised here. So a patch that cannot be applied installs
+a startup guard (:func:`.target.apply_guard`) that refuses EAGLE-3 on every target family with an entry,
+and the patched resolution re-checks :func:`.target.is_patched`.
+
+Why not SGLang's own ``HookRegistry`` (``sglang.srt.plugins.hook_registry``) or
+``SGLANG_EXTERNAL_MODEL_PACKAGE``: ``HookRegistry.apply_hooks()`` runs inside ``load_plugins`` in every
+process and resolves each target with ``pkgutil.resolve_name``, so it imports the model modules in the
+launcher and the detokenizer too; it applies targets one by one and logs and swallows a failing one
+(a half-applied capture would run stock wiring for the rest), checks no parameter names, and has no
+revert for in-process use. An external model package replaces SGLang's model registry with subclasses,
+which changes the class names SGLang keys behaviour on (e.g. MLA detection for the draft) and excludes
+every other external package. Patching SGLang's own classes, all or nothing, through :mod:`.seams` avoids
+all of that.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from .. import releases
+from ..errors import UnsupportedSGLangVersion
+from . import draft, target
+from .after_import import when_imported
+from .runtime import current_tp_rank
+
+logger = logging.getLogger(__name__)
+
+
+def _apply() -> None:
+    """Apply the target capture patch and the draft-head loader patch; never raise into SGLang's import."""
+    patched = []
+    try:
+        if target.apply():
+            patched.append(target.describe())
+    except Exception as e:  # noqa: BLE001 - runs inside SGLang's own import of its ModelRunner: never break it
+        # PatchError (a changed seam) or an import failure of a model module: refuse EAGLE-3 on the families at
+        # startup instead, and leave every other deployment running.
+        guarded = target.apply_guard(f"the capture patch does not fit this SGLang ({e})")
+        logger.exception("eagle3-capture: target capture not patched: %s (startup guard %s; pid %d)", e,
+                         "installed" if guarded else "NOT installed", os.getpid())
+    try:
+        if draft.apply_draft_head_patch():
+            patched.append("the EAGLE-3 draft-head loader (sglang_eagle3_capture.serving.draft)")
+    except Exception as e:  # noqa: BLE001 - same reason; the draft then loads as stock SGLang loads it
+        logger.exception("eagle3-capture: draft-head loader not patched: %s (pid %d)", e, os.getpid())
+    if patched:
+        logger.info("eagle3-capture: patched %s (sglang %s, pid %d, tp_rank %s)", "; ".join(patched),
+                    releases.installed_sglang_version(), os.getpid(), current_tp_rank())
+
+
+def register() -> None:
+    """Entry point: check the SGLang version and arm the patches in this process (idempotent).
+
+    The target capture patch (:mod:`.target`) and the draft-head loader patch (:mod:`.draft`) are applied
+    when SGLang imports the release's trigger module (at once if already imported), with one INFO line per
+    process: what was patched, the SGLang version, pid and TP rank (``None`` until SGLang publishes it).
+    Outside the supported releases it raises
+    :class:`~sglang_eagle3_capture.errors.UnsupportedSGLangVersion` after arming the startup guard.
+    """
+    try:
+        release = releases.check_sglang_version()
+    except UnsupportedSGLangVersion as e:
+        reason = str(e)  # Python unbinds ``e`` when this block ends; the guard may run much later
+
+        def guard() -> None:
+            target.apply_guard(reason)
+
+        when_imported(releases.newest().trigger_module, guard)
+        logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), e)
+        raise
+    when_imported(release.trigger_module, _apply)

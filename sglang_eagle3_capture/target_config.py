@@ -1,0 +1,74 @@
+"""The target model's HF config: where its decoder dimensions are, and which family serves it.
+
+Wrappers such as Kimi-K2.5 (``KimiK25ForConditionalGeneration``) keep ``num_hidden_layers`` and
+``hidden_size`` in ``text_config``; the family table (:mod:`sglang_eagle3_capture.families`) lists them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ManifestError
+from .families import family_of, text_config_architectures
+from .userfiles import read_json_object
+
+
+def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
+    """``cfg[key]`` for a dict, ``getattr(cfg, key)`` for an HF config object."""
+    return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
+
+
+def _err(where: str, fld: str, problem: str, fix: str) -> ManifestError:
+    return ManifestError(f"{where}: field '{fld}': {problem}; fix: {fix}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def architecture(target_hf_config: Any, where: str) -> str:
+    """``architectures[0]`` of a target config; an error naming ``where`` when it is not a list of names."""
+    archs = cfg_get(target_hf_config, "architectures") or []
+    if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
+        raise _err(where, "architectures", f"expected a list naming the target class, got {archs!r}",
+                   "point TARGET at the target model's own config.json")
+    return archs[0]
+
+
+def decoder_field_prefix(arch: str) -> str:
+    """``"text_config."`` for wrappers that keep their decoder config there, else ``""``."""
+    return "text_config." if arch in text_config_architectures() else ""
+
+
+def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
+    """``(architecture, num_hidden_layers, hidden_size)`` of a target HF config (dict or config object)."""
+    arch = architecture(target_hf_config, where)
+    prefix = decoder_field_prefix(arch)
+    text = cfg_get(target_hf_config, "text_config") if prefix else target_hf_config
+    if text is None:
+        raise _err(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
+                   "point TARGET at the full model config.json")
+    dims = []
+    for key in ("num_hidden_layers", "hidden_size"):
+        v = cfg_get(text, key)
+        if not _is_int(v) or v < 1:
+            raise _err(where, prefix + key, f"expected a positive integer, got {v!r}",
+                       "point TARGET at the target model's own config.json")
+        dims.append(v)
+    return arch, dims[0], dims[1]
+
+
+def load_target_config(target: str | os.PathLike) -> tuple[dict, Path]:
+    """Read a target's HF config from a model directory or a ``config.json`` path; returns (dict, file)."""
+    p = Path(target)
+    path = p / "config.json" if p.is_dir() else p
+    fix = "pass --target as the target model directory or its config.json"
+    return read_json_object(path, fix=fix, missing="target config not found"), path
+
+
+def architecture_family(architecture: str) -> str:
+    """Compatibility unit of an architecture: its family's name, or the architecture itself without an entry."""
+    family = family_of(architecture)
+    return family.name if family is not None else architecture
