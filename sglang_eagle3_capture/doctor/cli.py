@@ -12,12 +12,14 @@ Subcommands: ``manifest write|show``, ``convert``, and the wiring doctor ``inspe
 70    a bug in this package: one line naming what failed and the file holding the full traceback
 ====  =========================================================================================
 
-Heavy imports (torch, safetensors) happen inside the commands that need them.
+Other modules add subcommands through :data:`SUBCOMMAND_MODULES`. Heavy imports (torch, safetensors) happen
+inside the commands that need them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -41,6 +43,11 @@ from .verify import DEFAULT_MARGIN, verify
 
 PROG = "sglang-eagle3-capture"
 EXIT_CONSISTENT, EXIT_MISWIRED, EXIT_BAD_INPUT, EXIT_AMBIGUOUS, EXIT_BUG = 0, 1, 2, 3, 70
+
+# Modules that add subcommands after the built-in ones, in help order: each defines ``add_subcommand(subparsers)``,
+# which adds its parser and sets ``handler=<function(args) -> int>`` with ``set_defaults``; handlers raise an
+# :class:`~sglang_eagle3_capture.errors.InputError` (e.g. :class:`UsageError`) for bad input.
+SUBCOMMAND_MODULES: list[str] = []
 
 
 
@@ -318,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_manifest_and_convert(sub)
     _add_doctor(sub)
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).add_subcommand(sub)
     return parser
 
 
