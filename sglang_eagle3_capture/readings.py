@@ -128,7 +128,9 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
     elif len(fed) != len(loop):
         missed = sorted(set(loop) - set(hidden_state_indices(fed)))
         problem = (f"loop indices {missed} are never reached (the loop runs 0..{n - 1}) or repeat: SGLang captures "
-                   f"{len(fed)} of {len(loop)} states and fails at startup or at the draft's fc")
+                   f"{len(fed)} of {len(loop)} states and fails at startup or at the draft's fc ('captured {len(fed)} "
+                   f"of {len(loop)} aux hidden states' where its AuxHiddenStatePacker checks the count, else an fc "
+                   "shape error)")
     return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem)
 
 
