@@ -181,7 +181,7 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
     }
     if config.get("bias"):
         exp["fc.bias"] = ((h,), True)
-    flags = resolve_flags(config, where)
+    flags = resolve_flags(config, where, forbid_pair=False)  # the tensors SGLang's class builds for these flags
     if flags["norm_before_fc"]:
         exp["input_norm.weight"] = ((num_aux * t,), True)
     if flags["fc_norm"]:

@@ -29,9 +29,12 @@ def _path_get(cfg: Any, dotted: str) -> Any:
 
 
 def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
-                  error: type[Exception] = DraftFormatError) -> dict:
+                  error: type[Exception] = DraftFormatError, forbid_pair: bool = True) -> dict:
     """The draft math flags as SGLang ``release`` (default: the newest supported) reads them from ``cfg``
     (a dict or an HF config object); a non-boolean value or the forbidden pair raises ``error`` (naming ``where``).
+
+    ``forbid_pair``: refuse ``norm_before_fc`` with ``fc_norm`` (speculators forbids training the pair). SGLang's
+    ``LlamaForCausalLMEagle3`` itself builds both, so readers that mirror what SGLang builds pass False.
 
     Example::
 
@@ -51,7 +54,7 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
                                      f'"{key.rsplit(".", 1)[-1]}": true or false')
         present = [v for _, v in values if v is not None]
         flags[name] = any(present) if rule.combine == "any" else bool(present[0]) if present else False
-    if flags["norm_before_fc"] and flags["fc_norm"]:
+    if forbid_pair and flags["norm_before_fc"] and flags["fc_norm"]:
         raise error(f"{where}: field 'norm_before_fc': norm_before_fc and fc_norm are both true (speculators "
                              "forbids the pair); fix: keep only the flag the draft was trained with")
     return flags
@@ -103,7 +106,7 @@ class DraftConfig:
         if "target_hidden_size" in cfg and cfg["target_hidden_size"] is None:  # SGLang: hasattr -> Linear(None * k)
             raise DraftFormatError(f"{where}: field 'target_hidden_size' is null, which SGLang cannot build; "
                                    f"remove the field or set it to the target's hidden size")
-        flags = resolve_flags(cfg, where)
+        flags = resolve_flags(cfg, where, forbid_pair=False)  # SGLang builds what the flags say, the pair included
         eagle = cfg.get("eagle_config") or {}
         num_aux = cfg.get("num_aux_hidden_states")
         if num_aux is None:  # llama_eagle3.py: explicit attr > eagle_config layer_ids > default 3
