@@ -69,8 +69,11 @@ def _finder() -> _AfterImportFinder:
 
 
 def when_imported(name: str, action: Callable[[], None]) -> None:
-    """Run ``action()`` right after module ``name`` is first executed (now, if it already is)."""
+    """Run ``action()`` right after module ``name`` is first executed (now, if it already is); an action already
+    waiting for ``name`` is not added twice."""
     if name in sys.modules:
         action()
         return
-    _finder().pending.setdefault(name, []).append(action)
+    actions = _finder().pending.setdefault(name, [])
+    if action not in actions:  # the same action registered again (e.g. register() called twice) runs once
+        actions.append(action)
