@@ -197,7 +197,7 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
                           "--speculative-algorithm EAGLE3")
         return None
     target_hf = model_config.hf_config
-    arch, n_layers, _ = target_dims(target_hf, "target config (--model-path)")
+    arch = (cfg_get(target_hf, "architectures") or ["?"])[0]  # dimensions only once a family serves it
     manifest = find_manifest(draft_dir) if draft_dir is not None else None
     ec = _eagle_config(draft_hf)
     declared_anyway = manifest is not None or (ec is not None and CONVENTION_KEY in ec)
@@ -210,6 +210,7 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
                           "serve the draft on one of those targets, or remove its manifest/marked ids to run stock "
                           "SGLang wiring knowingly")
         return None
+    _, n_layers, _ = target_dims(target_hf, "target config (--model-path)")
     if not config.eagle_use_aux_hidden_state:
         if declared_anyway:
             raise _refuse(f"eagle_config.use_aux_hidden_state=false in {draft_path}/config.json",
