@@ -179,9 +179,9 @@ def _patched_set_embed(original):
 def check_target_wiring(draft_model: Any, target_runner: Any) -> None:
     """Raise unless the running target matches the manifest and feeds the fc exactly the declared ids, in order.
 
-    The declared ids are what this process's target resolution recorded (the manifest, or ``eagle_config``
-    ids marked as layer ids). The plugin's capture patch must be active: SGLang swallows plugin exceptions,
-    so a missed patch would otherwise leave stock wiring.
+    The declared ids are what this process's target resolution recorded for this draft (the manifest, or
+    ``eagle_config`` ids marked as layer ids), else what the draft's files declare. The plugin's capture patch
+    must be active: SGLang swallows plugin exceptions, so a missed patch would otherwise leave stock wiring.
     """
     plan: DraftPlan = getattr(draft_model, STATE_ATTR)
     target_cfg = target_runner.model_config.hf_config
@@ -189,14 +189,14 @@ def check_target_wiring(draft_model: Any, target_runner: Any) -> None:
         check_target(plan.manifest, target_cfg,
                      where=f"target {target_runner.model_config.model_path} (--model-path) config.json")
     record = resolution.recorded()
-    if record is not None:
-        declared = record.declared
-    else:  # no target resolution ran through the capture patch in this process: what does the draft declare?
+    if record is not None and record.draft_dir == plan.draft_dir:
+        declared = record.declared  # this process's target resolution read this draft
+    else:  # no target resolution of this draft ran through the capture patch here: what does the draft declare?
         declared = resolution.declared_layer_ids(plan.draft_dir, draft_model.config, target_cfg, manifest=plan.manifest)
     if declared is None:
         return  # nothing declared: the target side warned and wired it as stock SGLang does
     want, fed = tuple(declared.layer_ids), target_patch.fed_layer_ids(target_runner.model)
-    if record is None or not target_patch.is_patched():
+    if not target_patch.is_patched():
         minus1 = " (-1, the embedding output, is requested)" if -1 in want else ""
         raise DraftHeadError(
             f"{declared.where}: {list(want)}{minus1}, but the plugin's target capture patch is not active in this "
