@@ -12,7 +12,7 @@ index N-1 instead: the same number of chunks, one layer earlier.
 Rounds alternate stock/manifest so machine noise hits both alike; the result is the ratio of
 medians (and p20/p80) measured side by side in this run, one row per manifest.
 
-CPU mode runs SGLang's real DeepSeek-V3 in-process with the test-only CPU shim (tests/cpu_shim);
+CPU mode runs SGLang's real DeepSeek-V3 in-process with the test-only CPU runtime (cpu_runtime/);
 `--device cuda` runs the same on a GPU without the shim (CUDA graphs are not used: this times
 `model.forward` on one prefill batch).
 
@@ -41,9 +41,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def _cpu_setup() -> None:
-    """Same set-up as tests/conftest.py: the stub sgl_kernel first on the path and B1-B3 on import."""
-    for p in (ROOT / "tests", ROOT / "tests" / "cpu_shim"):
-        sys.path.insert(0, str(p))
+    """Same set-up as tests/conftest.py: cpu_runtime/ (the stub sgl_kernel) first on the path and B1-B4 on import."""
+    sys.path.insert(0, str(ROOT / "cpu_runtime"))
     import sglang_cpu_patches
 
     os.environ.update(sglang_cpu_patches.cpu_env())
@@ -106,13 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.device == "cpu":
         _cpu_setup()
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests"))  # the tests' in-process runner (tests/support/sglang_inprocess.py)
     import torch
-    from sglang_inprocess import get_runner
 
-    from sglang_eagle3_capture import patch
     from sglang_eagle3_capture.layer_ids import hidden_state_index
-    from sglang_eagle3_capture.wiring import DeclaredLayerIds
+    from sglang_eagle3_capture.serving import target as patch
+    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+    from support.sglang_inprocess import get_runner
 
     server_args = {"max_total_tokens": max(4096, 2 * args.tokens)}
     if args.device == "cuda":

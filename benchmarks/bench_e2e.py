@@ -10,7 +10,7 @@ tokenizer, which `python -m sglang.benchmark.serving` needs for its datasets). A
 both from `/server_info` (`internal_states[0].avg_spec_accept_length`, cumulative) and from each
 request's `meta_info` (`spec_num_correct_drafts`, `spec_num_proposed_drafts`, `spec_verify_ct`).
 
-CPU mode (default) starts the servers with the test-only CPU shim from tests/cpu_shim (SGLang 0.5.23
+CPU mode (default) starts the servers with the test-only CPU runtime from cpu_runtime/ (SGLang 0.5.23
 does not run DeepSeek on this CPU without it) and the EAGLE-3 chain only (1 step, topk 1, 2 draft
 tokens). GPU mode (`--device cuda`) starts plain servers with the usual speculative settings.
 
@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-CPU_SHIM = ROOT / "tests" / "cpu_shim"
+CPU_RUNTIME = ROOT / "cpu_runtime"
 PLUGIN_NAME = "eagle3_capture"
 VARIANTS = ("no_spec", "stock", "manifest")
 
@@ -60,19 +60,19 @@ def _other_plugins() -> str:
     return ",".join(names) or "none"
 
 
-def _cpu_shim():
-    """tests/cpu_shim/sglang_cpu_patches.py, loaded by file (standard library only; this process imports no SGLang)."""
-    import importlib.util
+def _cpu_runtime():
+    """cpu_runtime/sglang_cpu_patches.py (the standard library and the package's after-import helper only; this
+    process imports no SGLang), imported from cpu_runtime/ put on sys.path."""
+    if str(CPU_RUNTIME) not in sys.path:
+        sys.path.insert(0, str(CPU_RUNTIME))
+    import sglang_cpu_patches
 
-    spec = importlib.util.spec_from_file_location("sglang_cpu_patches", CPU_SHIM / "sglang_cpu_patches.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return sglang_cpu_patches
 
 
 def server_env(variant: str, device: str) -> dict[str, str]:
-    # CPU: the shim's environment (CPU_ENV, and its directory first on PYTHONPATH), as the tests use it.
-    env = _cpu_shim().cpu_env() if device == "cpu" else dict(os.environ)
+    # CPU: the CPU runtime's environment (CPU_ENV, and its directory first on PYTHONPATH), as the tests use it.
+    env = _cpu_runtime().cpu_env() if device == "cpu" else dict(os.environ)
     if variant == "stock":
         env["SGLANG_PLUGINS"] = _other_plugins()
     else:
@@ -231,7 +231,7 @@ def offline_accuracy(args, seed: int) -> dict[str, float]:
     import tempfile
 
     from fixtures.samples import make_samples
-    from sglang_eagle3_capture.doctor_verify import verify
+    from sglang_eagle3_capture.doctor.verify import verify
 
     from fixtures.language import Language
 
