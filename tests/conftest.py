@@ -1,10 +1,15 @@
-"""Test set-up shared by every test: SGLang's CPU path, the test-only shim, tiny models, seeding.
+"""Test set-up shared by every tier: SGLang's CPU path, the CPU runtime, tiny models, seeding.
 
-At import time (before any test module imports sglang) this puts ``tests/cpu_shim`` first on
-``sys.path`` and on ``PYTHONPATH`` (so SGLang's spawned processes get the stub ``sgl_kernel`` and the
-``sitecustomize`` patch hook), sets the environment in ``sglang_cpu_patches.CPU_ENV``, and installs the
-same import hook here, so B1-B3 are applied in this process as soon as SGLang imports the patched modules
-(tests that never import sglang stay fast).
+Tiers, one folder each (tests/unit/test_tiers.py holds them to it): ``unit/`` never imports sglang,
+``inprocess/`` uses SGLang in this process (the ``runner`` fixture), ``engine/`` starts ``sglang.Engine``,
+servers or other SGLang subprocesses (marked ``engine``). Helpers live in the ``support`` package;
+``pythonpath`` in pyproject.toml puts the repository root (``fixtures``) and tests/ (``support``) on sys.path.
+
+At import time (before any test module imports sglang) this puts the repository's ``cpu_runtime/``
+first on ``sys.path`` and on ``PYTHONPATH`` (so SGLang's spawned processes get the stub ``sgl_kernel``
+and the ``sitecustomize`` patch hook), sets the environment in ``sglang_cpu_patches.CPU_ENV``, and
+installs the same import hook here, so B1-B4 are applied in this process as soon as SGLang imports the
+patched modules (tests that never import sglang stay fast).
 """
 
 import os
@@ -14,23 +19,21 @@ from pathlib import Path
 
 import pytest
 
-TESTS_DIR = Path(__file__).resolve().parent
-SHIM_DIR = TESTS_DIR / "cpu_shim"
-for _p in (str(TESTS_DIR), str(SHIM_DIR)):  # SHIM_DIR ends up first: its sgl_kernel must win
-    if _p in sys.path:
-        sys.path.remove(_p)
-    sys.path.insert(0, _p)
+CPU_RUNTIME_DIR = Path(__file__).resolve().parents[1] / "cpu_runtime"
+if str(CPU_RUNTIME_DIR) in sys.path:
+    sys.path.remove(str(CPU_RUNTIME_DIR))
+sys.path.insert(0, str(CPU_RUNTIME_DIR))  # first: its sgl_kernel stub must win over the CUDA wheel
 
-import sglang_cpu_patches  # noqa: E402  (standard library only)
+import sglang_cpu_patches  # noqa: E402  (standard library and the package's after-import helper only)
 
 os.environ.update(sglang_cpu_patches.cpu_env())
-if "sgl_kernel" in sys.modules and not sys.modules["sgl_kernel"].__file__.startswith(str(SHIM_DIR)):
+if "sgl_kernel" in sys.modules and not sys.modules["sgl_kernel"].__file__.startswith(str(CPU_RUNTIME_DIR)):
     raise RuntimeError("the real sgl_kernel was imported before tests/conftest.py could put the stub first")
 
-sglang_cpu_patches.install_import_hook()  # B1-B3 in this process, applied when sglang imports the modules
+sglang_cpu_patches.install_import_hook()  # B1-B4 in this process, applied when sglang imports the modules
 import torch  # noqa: E402
 
-from tiny_models import build_tiny_draft, build_tiny_target  # noqa: E402
+from support.tiny_models import build_tiny_draft, build_tiny_target  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +45,7 @@ def _seed():
 
 @pytest.fixture(scope="session")
 def tiny_target_dir(tmp_path_factory) -> Path:
-    """A 6-layer fp32 tiny DeepSeek-V3 checkpoint (tests/tiny_models.py), built once per session."""
+    """A 6-layer fp32 tiny DeepSeek-V3 checkpoint (support/tiny_models.py), built once per session."""
     return build_tiny_target(tmp_path_factory.mktemp("tiny_target"), num_hidden_layers=6)
 
 
@@ -55,17 +58,17 @@ def tiny_draft_dir(tmp_path_factory, tiny_target_dir) -> Path:
 @pytest.fixture(scope="session")
 def hf_target(tiny_target_dir):
     """transformers' DeepseekV3ForCausalLM loaded from ``tiny_target_dir`` (fp32), the reference model."""
-    from hf_reference import load_hf
+    from support.hf_reference import load_hf
 
     return load_hf(tiny_target_dir)
 
 
 @pytest.fixture(scope="session")
 def runner(tiny_target_dir):
-    """SGLang's own ModelRunner on ``tiny_target_dir`` in this process (tests/sglang_inprocess.py: one per
+    """SGLang's own ModelRunner on ``tiny_target_dir`` in this process (support/sglang_inprocess.py: one per
     process); it also publishes SGLang's runtime context here. Tests that reconfigure capture call
-    ``runner.reset_capture()`` when done."""
-    from sglang_inprocess import get_runner
+    ``runner.reset_capture()`` when done. Only tests in tests/inprocess/ use it."""
+    from support.sglang_inprocess import get_runner
 
     return get_runner(tiny_target_dir)
 
@@ -74,14 +77,14 @@ def runner(tiny_target_dir):
 def speculators_draft(tmp_path_factory) -> Path:
     """A draft written by speculators' own Eagle-3 classes (Kimi-K2.5 shaped, fc trained on HF [0, 3, 31]);
     shared read-only: copy it before changing it."""
-    from test_convert_drafts import build_speculators_draft
+    from support.speculators_drafts import build_speculators_draft
 
     return build_speculators_draft(tmp_path_factory.mktemp("spec") / "draft")
 
 
 @pytest.fixture(scope="session")
 def kimi_target(tmp_path_factory) -> Path:
-    """A Kimi-K2.5 target config directory (tests/test_convert_drafts.py) for the speculators draft."""
-    from test_convert_drafts import write_target
+    """A Kimi-K2.5 target config directory (support/speculators_drafts.py) for the speculators draft."""
+    from support.speculators_drafts import write_target
 
     return write_target(tmp_path_factory.mktemp("kimi"))

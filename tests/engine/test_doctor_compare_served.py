@@ -1,0 +1,103 @@
+"""``compare`` (doctor/compare.py): dumps from real ``sglang.Engine`` runs (stock wiring and plugin wiring)
+against the fixture's samples.
+
+Both runs load the plugin (it writes the dump); the "stock" run serves a copy of the fixture's draft
+without its manifest, so the plugin leaves SGLang's own wiring in place (its default
+``[2, N//2, N-3]``, as for the motivating draft). The plugin run serves the draft with its manifest.
+The prompts are the fixture samples' own prompts, so every prefill row has a training row.
+"""
+
+import json
+import shutil
+
+import pytest
+
+from fixtures.language import SEP
+from sglang_eagle3_capture.doctor.samples import load_sample
+from sglang_eagle3_capture.layer_ids import layer_id_of_index
+from sglang_eagle3_capture.manifest import MANIFEST_FILENAME
+from support.cli import run
+from support.engine_harness import greedy, run_engine
+from support.fixture import fixture_dir
+
+N_PROMPTS = 3
+
+
+@pytest.fixture(scope="module")
+def fx():
+    return fixture_dir()
+
+
+@pytest.fixture(scope="module")
+def samples(fx):
+    return sorted((fx / "samples").glob("data_*.pt"), key=lambda p: int(p.stem.split("_")[1]))[:N_PROMPTS]
+
+
+def _serve(fx, samples, draft, dump):
+    prompts = []
+    for p in samples:
+        ids = load_sample(p).input_ids.tolist()
+        prompts.append(ids[: ids.index(SEP) + 1])
+    run_engine(fx / "target", prompts, draft_path=draft, plugins="eagle3_capture",
+               env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump)}, sampling_params=greedy(4))
+    return dump
+
+
+@pytest.fixture(scope="module")
+def plugin_dump(fx, samples, tmp_path_factory):
+    return _serve(fx, samples, fx / "draft", tmp_path_factory.mktemp("dump_plugin"))
+
+
+@pytest.fixture(scope="module")
+def stock_dump(fx, samples, tmp_path_factory):
+    draft = tmp_path_factory.mktemp("stock") / "draft"
+    shutil.copytree(fx / "draft", draft)
+    (draft / MANIFEST_FILENAME).unlink()
+    return _serve(fx, samples, draft, tmp_path_factory.mktemp("dump_stock"))
+
+
+def test_plugin_serving_matches_training(plugin_dump, samples, capsys):
+    rc, out, err = run(capsys, "compare", "--dump", plugin_dump, "--data", *samples, "--json")
+    assert (rc, err) == (0, "")
+    r = json.loads(out)
+    assert r["ok"] and r["rows_compared"] > 0
+    for c in r["served_chunks"]:
+        assert c["match"] and c["best_match"] == c["expected"] == f"hidden_states[{c['index']}]"
+    emb = {v["name"]: v for v in r["served_chunks"][0]["vs"]}["hidden_states[0]"]
+    assert emb["max_abs_diff"] == 0.0  # the embedding is routed, not computed: exact
+    rc, text, _ = run(capsys, "compare", "--dump", plugin_dump, "--data", *samples)
+    assert rc == 0 and "verdict:     OK" in text
+
+
+def test_stock_serving_names_the_mismatched_chunks(fx, stock_dump, samples, capsys):
+    rc, out, err = run(capsys, "compare", "--dump", stock_dump, "--data", *samples, "--json")
+    assert (rc, err) == (1, "")
+    r = json.loads(out)
+    n = json.loads((fx / "fixture.json").read_text())["num_hidden_layers"]
+    fed = [layer_id_of_index(i) for i in (2, n // 2, n - 3)]  # SGLang's default loop indices, as layer ids
+    assert all(ids == fed for ids in r["dump_layer_ids"])
+    stored = [t["layer_id"] for t in r["training_tensors"]]
+    chunks = r["served_chunks"]
+    assert not r["ok"] and not any(c["match"] for c in chunks)
+    for c, lid in zip(chunks, fed):
+        if lid in stored:  # served a layer the data holds, but in the wrong slot: named exactly
+            assert c["best_match"] == f"hidden_states[{stored.index(lid)}]"
+            assert f"served chunk {c['index']} is {c['best_match']}, but training fed {c['expected']}" in r["summary"]
+        else:
+            assert f"served chunk {c['index']} matches no training tensor" in r["summary"]
+
+
+def test_dump_without_matching_samples_is_a_clear_error(plugin_dump, samples, tmp_path, capsys):
+    import torch
+
+    for p in samples:  # the same samples with every token id changed: no served row has a training row
+        s = torch.load(p, weights_only=True)
+        s["input_ids"] = s["input_ids"] + 1000
+        torch.save(s, tmp_path / p.name)
+    rc, _, err = run(capsys, "compare", "--dump", plugin_dump, "--data", tmp_path)
+    assert rc == 2 and "matches the tokens of any training sample" in err
+
+
+def test_missing_dump_is_a_clear_error(tmp_path, samples, capsys):
+    rc, _, err = run(capsys, "compare", "--dump", tmp_path, "--data", *samples)
+    assert rc == 2 and str(tmp_path) in err and "SGLANG_EAGLE3_CAPTURE_DUMP" in err

@@ -1,0 +1,102 @@
+"""The standalone draft head (sglang_eagle3_capture/draft/model.py) against SGLang's own ``LlamaForCausalLMEagle3``.
+
+The SGLang side runs in a subprocess (this file's ``__main__``), because SGLang's process-wide
+state allows one in-process ModelRunner per process (support/sglang_inprocess.py) and other tests
+build one for a target. There, SGLang's ModelRunner loads the draft dir with its own loader and
+runs one extend batch; the aux hidden states are handed in as ``forward_batch.spec_info``, which
+is exactly where SGLang's EAGLE-3 worker puts the target's packed aux hidden states. The final hidden
+states SGLang hands its LogitsProcessor are projected with SGLang's own ``lm_head`` weight.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from sglang_eagle3_capture.draft.model import DraftConfig, Eagle3Draft, eagle3_shift
+from support import REPO, subprocess_env
+from support.draft_dirs import BASE, VARIANTS, mine_per_token, ragged_inputs, random_draft
+from support.fixture import FIXTURE
+from support.tolerances import TOLERANCES
+
+
+def run_sglang(draft_dir: Path, ids, aux, tmp_path: Path) -> dict:
+    """SGLang's LlamaForCausalLMEagle3 on the same inputs, in a subprocess (see module docstring)."""
+    io = tmp_path / "io.pt"
+    torch.save({"ids": [i.tolist() for i in ids], "aux": torch.cat(aux)}, io)
+    proc = subprocess.run([sys.executable, __file__, str(draft_dir), str(io)], env=subprocess_env(), cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return torch.load(tmp_path / "io.out.pt")
+
+
+def check_against_sglang(draft_dir: Path, ids, aux, tmp_path: Path, target_embed=None):
+    ours = Eagle3Draft.from_pretrained(draft_dir, target_embed=target_embed)
+    got = run_sglang(draft_dir, ids, aux, tmp_path)
+    mine = mine_per_token(ours, ids, aux)
+    assert got["logits"].shape == mine.shape
+    torch.testing.assert_close(mine, got["logits"], **TOLERANCES[torch.float32])
+    # SGLang's own greedy pick at each prompt's last token (draft ids), and its hot-token map (= d2t).
+    assert mine[torch.tensor([len(i) for i in ids]).cumsum(0) - 1].argmax(-1).tolist() == got["next_token_ids"]
+    assert torch.equal(ours.to_target_ids(torch.arange(ours.config.draft_vocab_size)), got["hot_token_id"])
+    # The comparison can fail: permuting the fc chunks moves the logits far outside the tolerance.
+    k = ours.config.num_aux_hidden_states
+    swapped = [torch.cat(a.chunk(k, dim=-1)[::-1], dim=-1) for a in aux]
+    assert (mine_per_token(ours, ids, swapped) - got["logits"]).abs().max() > 1e3 * TOLERANCES[torch.float32]["atol"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_matches_sglang_llama_eagle3(tmp_path, variant):
+    draft_dir = random_draft(tmp_path / "draft", **VARIANTS[variant])
+    cfg = DraftConfig.from_dict(json.loads((draft_dir / "config.json").read_text()))
+    assert cfg == DraftConfig(**{**BASE, **VARIANTS[variant]})  # to_sglang_config round-trips
+    check_against_sglang(draft_dir, *ragged_inputs(cfg), tmp_path)
+
+
+def test_fixture_draft_matches_sglang_on_training_samples(tmp_path):
+    """The committed fixture draft on its own legacy-layout samples, embedding from the target as served."""
+    files = sorted((FIXTURE / "samples").glob("data_*.pt"))[:4]
+    samples = [torch.load(f) for f in files]
+    embed = load_file(str(FIXTURE / "target" / "model.safetensors"))["model.embed_tokens.weight"]
+    ids, aux = [], []
+    for s in samples:
+        i, a, _, _ = eagle3_shift(s["input_ids"], torch.cat(s["hidden_states"][:3], -1), s["input_ids"], s["loss_mask"])
+        ids.append(i)
+        aux.append(a)
+    check_against_sglang(FIXTURE / "draft", ids, aux, tmp_path, target_embed=embed)
+
+
+def _sglang_side(draft_dir: str, io_path: str) -> None:
+    """Subprocess body: SGLang's ModelRunner on the draft dir, one extend batch, outputs saved."""
+    # The CPU runtime came with the environment (support.subprocess_env): imported after it, SGLang runs on CPU.
+    import sglang.srt.models.llama_eagle3 as llama_eagle3
+
+    from support.sglang_inprocess import get_runner
+
+    io = torch.load(io_path)
+    original = llama_eagle3.LlamaModel.forward
+
+    def forward(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None):
+        # Where the EAGLE-3 worker puts the target's packed aux hidden states ([T, K*H], token order).
+        forward_batch.spec_info = types.SimpleNamespace(hidden_states=io["aux"])
+        return original(self, input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors)
+
+    llama_eagle3.LlamaModel.forward = forward
+    runner = get_runner(draft_dir)
+    assert type(runner.model).__name__ == "LlamaForCausalLMEagle3"
+    out = runner.prefill(io["ids"])
+    vocab = runner.model.config.draft_vocab_size  # ParallelLMHead pads its rows
+    logits = torch.nn.functional.linear(out.hidden, runner.model.lm_head.weight[:vocab])
+    torch.save({"logits": logits, "next_token_ids": out.next_token_ids, "hot_token_id": runner.model.hot_token_id},
+               io_path.replace("io.pt", "io.out.pt"))
+
+
+if __name__ == "__main__":
+    _sglang_side(*sys.argv[1:])

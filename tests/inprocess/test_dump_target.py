@@ -1,0 +1,55 @@
+"""serving/dump.py on SGLang 0.5.23's own DeepSeek-V3 (in-process ModelRunner): what it writes is exactly what the
+target feeds the draft, under the capture patch and under stock wiring."""
+
+import json
+import os
+
+import torch
+from safetensors.torch import load_file
+
+from sglang_eagle3_capture.serving import target
+from sglang_eagle3_capture.serving.dump import ENV_DIR, ENV_MAX_BATCHES
+from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+
+PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
+
+
+def _batches(directory):
+    stems = sorted(p.stem for p in directory.glob("*.safetensors"))
+    return [(load_file(str(directory / f"{s}.safetensors")), json.loads((directory / f"{s}.json").read_text()))
+            for s in stems]
+
+
+def test_dump_is_exactly_what_the_target_feeds_the_draft(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_DIR, str(tmp_path))
+    monkeypatch.setenv(ENV_MAX_BATCHES, "2")
+    with target.patched():
+        runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds([3, -1, 1], "test manifest"))
+        try:
+            outs = [runner.prefill(PROMPTS), runner.prefill(PROMPTS[::-1]), runner.prefill(PROMPTS)]
+        finally:
+            runner.reset_capture()
+    got = _batches(tmp_path)
+    assert len(got) == 2  # bounded
+    for (saved, meta), out in zip(got, outs):
+        assert torch.equal(saved["aux_hidden_states"], out.aux)  # after the fc-order permutation
+        assert saved["input_ids"].tolist() == sum(out.prompts, [])
+        assert saved["positions"].tolist() == sum([list(range(len(p))) for p in out.prompts], [])
+        assert meta["layer_ids"] == [3, -1, 1] and meta["loop_indices"] == [0, 2, 4] and meta["chunk_order"] == [2, 0, 1]
+        assert meta["source"] == "test manifest" and meta["tp_rank"] == 0 and meta["pid"] == os.getpid()
+        assert meta["sglang_version"] == "0.5.23" and meta["forward_mode"] == "EXTEND"
+        assert meta["model_class"] == "DeepseekV3ForCausalLM"
+
+
+def test_stock_wiring_is_dumped_too(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_DIR, str(tmp_path))
+    with target.patched():
+        runner.model.set_eagle3_layers_to_capture([0, 2, 4])  # plain list: stock SGLang decides
+        try:
+            out = runner.prefill(PROMPTS[:1])
+        finally:
+            runner.reset_capture()
+    ((saved, meta),) = _batches(tmp_path)
+    assert torch.equal(saved["aux_hidden_states"], out.aux)
+    assert meta["loop_indices"] == [0, 2, 4] and meta["layer_ids"] == [-1, 1, 3]
+    assert meta["source"] == "stock SGLang set_eagle3_layers_to_capture"

@@ -1,0 +1,216 @@
+"""Where the target's ids come from, and every startup refusal (serving/resolution.py), through SGLang 0.5.23's
+own resolution.
+
+Each test calls the real ``resolve_spec_aux_hidden_state_config`` (what ``ModelRunner.__init__`` runs,
+before the model is loaded) with the patch applied, the tiny DeepSeek-V3 target's ``ModelConfig`` and a
+draft directory, and checks what SGLang's config ends up holding or the refusal's message.
+"""
+
+import copy
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from sglang_eagle3_capture.errors import ManifestError, WiringError
+from sglang_eagle3_capture.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.serving import target as target_patch
+from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds, resolve_target_capture
+from support.tiny_models import build_tiny_draft
+
+
+@pytest.fixture(autouse=True)
+def _patched():
+    with target_patch.patched():
+        yield
+
+
+def _draft(tmp_path, target, *, ids=None, marked=None, manifest=None, name="draft", **cfg):
+    """A tiny EAGLE-3 draft: eagle_config ids ``ids`` (or marked layer ids ``marked``), optional manifest."""
+    overrides = dict(cfg)
+    if marked is not None:
+        overrides["eagle_config"] = {"use_aux_hidden_state": True, IDS_KEY: marked, CONVENTION_KEY: LAYER_ID_CONVENTION}
+    n_aux = len(marked or ids or manifest or [0, 0, 0])
+    path = build_tiny_draft(tmp_path / name, target_dir=target, eagle_aux_layer_ids=ids, num_aux=n_aux,
+                            config_overrides=overrides)
+    if manifest is not None:
+        write_manifest(path, Manifest(tuple(manifest), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
+    return path
+
+
+def _resolve(runner, draft, *, algorithm="EAGLE3", model_config=None, **server_args):
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+        resolve_spec_aux_hidden_state_config,
+    )
+    from sglang.srt.runtime_context import get_spec
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    sa = copy.copy(runner.model_runner.server_args)
+    for key, value in server_args.items():
+        setattr(sa, key, value)
+    with get_spec().override(speculative_draft_model_path=str(draft)):
+        return resolve_spec_aux_hidden_state_config(
+            server_args=sa, model_config=model_config or runner.model_runner.model_config,
+            spec_algorithm=SpeculativeAlgorithm.from_string(algorithm), is_draft_worker=False)
+
+
+def test_manifest_ids_are_handed_to_the_capture_patch(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4], manifest=[-1, 1, 3])
+    cfg = _resolve(runner, draft)
+    assert cfg.eagle_use_aux_hidden_state is True
+    declared = cfg.eagle_aux_hidden_state_layer_ids
+    assert isinstance(declared, DeclaredLayerIds) and declared.layer_ids == (-1, 1, 3)
+    assert str(draft / "eagle3_manifest.json") in declared.where
+
+
+def test_non_ascending_manifest_agrees_with_the_same_captured_set(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4], manifest=[3, -1, 1])
+    assert _resolve(runner, draft).eagle_aux_hidden_state_layer_ids.layer_ids == (3, -1, 1)
+
+
+def test_marked_eagle_config_ids_are_layer_ids(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
+    declared = _resolve(runner, draft).eagle_aux_hidden_state_layer_ids
+    assert declared.layer_ids == (-1, 1, 3) and f"{draft / 'config.json'}: field 'eagle_config.{IDS_KEY}'" == declared.where
+
+
+def test_the_last_layer_output_is_accepted(runner, tiny_target_dir, tmp_path):
+    # Layer id N-1 (5 here) is past SGLang's capture loop; the patch takes it at the final norm.
+    draft = _draft(tmp_path, tiny_target_dir, marked=[5, -1, 1])
+    assert _resolve(runner, draft).eagle_aux_hidden_state_layer_ids.layer_ids == (5, -1, 1)
+
+
+def test_neither_runs_stock_wiring_with_a_warning(runner, tiny_target_dir, tmp_path, caplog):
+    draft = _draft(tmp_path, tiny_target_dir, ids=[-1, 1, 3])
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle3_capture"):
+        cfg = _resolve(runner, draft)
+    assert cfg.eagle_aux_hidden_state_layer_ids == [-1, 1, 3]  # untouched: stock SGLang decides
+    (msg,) = [r.getMessage() for r in caplog.records if "stock wiring" in r.getMessage()]
+    assert "eagle_config ids [-1, 1, 3] -> as loop indices -> loop indices [-1, 1, 3]" in msg
+    assert "captured 2 of 3 aux hidden states" in msg  # what stock SGLang will do with it
+    assert "sglang-eagle3-capture manifest write" in msg
+
+
+def test_manifest_disagreeing_with_marked_ids_is_refused(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3], manifest=[-1, 2, 3])
+    with pytest.raises(WiringError) as e:
+        _resolve(runner, draft)
+    msg = str(e.value)
+    assert "eagle3_manifest.json: field 'layer_ids' is [-1, 2, 3]" in msg and "[-1, 1, 3] (marked as layer ids)" in msg
+    assert "fix: make them equal" in msg
+
+
+def test_manifest_disagreeing_with_stock_ids_is_refused(runner, tiny_target_dir, tmp_path):
+    # eagle_config [1, 2, 3] means loop indices [2, 3, 4] to SGLang 0.5.23 (first id 1: +1), not [0, 2, 4].
+    draft = _draft(tmp_path, tiny_target_dir, ids=[1, 2, 3], manifest=[-1, 1, 3])
+    with pytest.raises(WiringError) as e:
+        _resolve(runner, draft)
+    msg = str(e.value)
+    assert "(loop indices [0, 2, 4])" in msg and "shifted (first id is 1) -> loop indices [2, 3, 4]" in msg
+    assert f"set eagle_config.{IDS_KEY} to [-1, 1, 3] and eagle_config.{CONVENTION_KEY}" in msg
+
+
+def test_unknown_convention_value_is_refused(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, eagle_config={"use_aux_hidden_state": True, IDS_KEY: [0, 2, 4],
+                                                            CONVENTION_KEY: "hf-index"})
+    with pytest.raises(WiringError, match=f"{CONVENTION_KEY}' is 'hf-index'; fix: set it to '{LAYER_ID_CONVENTION}'"):
+        _resolve(runner, draft)
+
+
+@pytest.mark.parametrize("ids, fragment", [([-1, 1, 9], "outside [-1, 5]"), ([-2, 1, 3], "outside [-1, 5]"),
+                                           ([-1, 6], "outside [-1, 5]"), ([1, 1, 3], "duplicate layer ids [1]")])
+def test_ids_outside_the_capturable_range_are_refused(runner, tiny_target_dir, tmp_path, ids, fragment):
+    draft = _draft(tmp_path, tiny_target_dir, marked=ids)
+    with pytest.raises(WiringError) as e:
+        _resolve(runner, draft)
+    msg = str(e.value)
+    assert f"{draft / 'config.json'}: field 'eagle_config.{IDS_KEY}'" in msg and fragment in msg
+    assert "fix:" in msg.lower()
+
+
+def test_manifest_for_another_target_is_refused(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4])
+    write_manifest(draft, Manifest((-1, 1, 3), "DeepseekV3ForCausalLM", 61, 64, {"source": "manual"}))
+    with pytest.raises(ManifestError, match="field 'num_hidden_layers' is 6, but manifest .* 'target.num_hidden_layers' is 61"):
+        _resolve(runner, draft)
+
+
+def test_pipeline_stage_without_the_captured_layers_is_refused(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
+    with pytest.raises(WiringError) as e:
+        _resolve(runner, draft, pp_size=2)  # 6 layers: the last stage runs layers [3, 6)
+    msg = str(e.value)
+    assert "layer ids [-1, 1]" in msg and "outside [3, 6)" in msg and "--pp-size 2" in msg
+    assert "Fix: serve with --pp-size 1" in msg
+
+
+def test_two_batch_overlap_is_refused(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4])
+    with pytest.raises(WiringError) as e:
+        _resolve(runner, draft, enable_two_batch_overlap=True)
+    msg = str(e.value)
+    assert "--enable-two-batch-overlap with EAGLE-3 on DeepseekV3ForCausalLM" in msg
+    assert "skips the aux-hidden-state capture" in msg and "Fix: drop --enable-two-batch-overlap" in msg
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_eagle_with_an_eagle3_draft_is_refused(runner, tiny_target_dir, tmp_path, declared):
+    draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4], manifest=[-1, 1, 3] if declared else None)
+    with pytest.raises(WiringError) as e:
+        _resolve(runner, draft, algorithm="EAGLE")
+    msg = str(e.value)
+    assert f"--speculative-algorithm EAGLE with the EAGLE-3 draft {draft}" in msg
+    assert "accept length falls to about 1.0" in msg and "Fix: --speculative-algorithm EAGLE3" in msg
+
+
+def test_declared_ids_for_a_target_outside_the_family_are_refused(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
+    llama = SimpleNamespace(hf_config=SimpleNamespace(architectures=["LlamaForCausalLM"]))
+    with pytest.raises(WiringError) as e:
+        _resolve(runner, draft, model_config=llama)
+    msg = str(e.value)
+    assert "target architecture LlamaForCausalLM (--model-path)" in msg and "KimiK25ForConditionalGeneration" in msg
+
+
+def test_disabled_aux_capture_with_declared_ids_is_refused(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, eagle_config={"use_aux_hidden_state": False, IDS_KEY: [0, 2, 4]},
+                   manifest=[-1, 1, 3])
+    with pytest.raises(WiringError, match="eagle_config.use_aux_hidden_state=false"):
+        _resolve(runner, draft)
+
+
+def test_incomplete_patch_is_caught_where_the_ids_are_handed_out(runner, tiny_target_dir, tmp_path):
+    from sglang.srt.models.deepseek_v2 import DeepseekV2ForCausalLM
+
+    draft = _draft(tmp_path, tiny_target_dir, manifest=[-1, 1, 3])
+    patched = DeepseekV2ForCausalLM.set_eagle3_layers_to_capture
+    DeepseekV2ForCausalLM.set_eagle3_layers_to_capture = patched.__wrapped__  # as if that part failed
+    try:
+        with pytest.raises(WiringError) as e:
+            _resolve(runner, draft)
+    finally:
+        DeepseekV2ForCausalLM.set_eagle3_layers_to_capture = patched
+    msg = str(e.value)
+    assert "capture patch is incomplete" in msg and "set_eagle3_layers_to_capture=original" in msg
+
+
+def test_draft_workers_and_other_algorithms_are_left_alone(runner, tiny_target_dir, tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4], manifest=[-1, 1, 3])
+    assert _resolve(runner, draft, algorithm="NGRAM").eagle_aux_hidden_state_layer_ids is None
+
+
+def test_a_hub_draft_path_cannot_be_searched_for_a_manifest_and_says_so(runner, tiny_target_dir, caplog):
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    ec = {"use_aux_hidden_state": True, IDS_KEY: [-1, 1, 3], CONVENTION_KEY: LAYER_ID_CONVENTION}
+    draft_hf = SimpleNamespace(architectures=["LlamaForCausalLMEagle3"], eagle_config=ec)
+    config = SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=draft_hf), eagle_use_aux_hidden_state=True)
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle3_capture"):
+        declared = resolve_target_capture(config=config, server_args=runner.model_runner.server_args,
+                                          model_config=runner.model_runner.model_config,
+                                          spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False,
+                                          draft_path="some-org/some-eagle3-draft")
+    assert declared.layer_ids == (-1, 1, 3)  # marked eagle_config ids still count
+    (msg,) = [r.getMessage() for r in caplog.records if "not a local directory" in r.getMessage()]
+    assert "some-org/some-eagle3-draft" in msg and "Fix: download the draft and pass its local directory" in msg

@@ -1,0 +1,129 @@
+"""Run ``sglang.Engine`` on CPU in a fresh subprocess (tests/support/engine_worker.py) and return its outputs.
+
+API
+---
+``run_engine(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None,
+             plugins=NO_PLUGINS, env=None, timeout=600) -> dict``
+    ``prompts``: token-id lists. ``draft_path``: adds ``eagle3_kwargs(draft_path)`` (EAGLE-3, chain
+    case). ``engine_kwargs`` override ``ENGINE_DEFAULTS``. ``sampling_params`` defaults to
+    ``greedy(8)``. ``plugins``: the ``SGLANG_PLUGINS`` value for the engine's processes: ``NO_PLUGINS``
+    (default) loads no ``sglang.srt.plugins`` entry point, a comma-separated list loads exactly those,
+    ``None`` leaves the variable as inherited (unset = every installed plugin). ``env``: extra
+    environment variables. Returns the worker's JSON: ``outputs[i]["output_ids"]``,
+    ``outputs[i]["meta_info"]`` (``completion_tokens``, ``spec_verify_ct``, ``spec_accept_length``, ...),
+    ``server_info`` (``internal_states[0]["avg_spec_accept_length"]``), ``startup_s``, ``generate_s``.
+    Raises ``EngineRunError`` (with the subprocess's stderr tail) on failure or timeout.
+``run_engines([engine_run(...), ...], *, plugins=NO_PLUGINS, env=None, timeout=900) -> list[dict]``
+    Several runs (e.g. plain + EAGLE-3) one after another in one subprocess: saves one
+    ``import sglang`` (~15 s) per extra run. ``engine_run`` takes ``run_engine``'s per-run arguments.
+
+SGLANG_PLUGINS in 0.5.23 (``sglang/srt/plugins/__init__.py::load_plugins_by_group``): an empty or unset
+value means no filter; otherwise a comma-separated whitelist of entry-point *names* (not dist names),
+whitespace-stripped. There is no way to say "none" except a name that matches nothing, hence
+``NO_PLUGINS``. A plugin whose ``ep.load()`` or ``register()`` raises is logged
+(``logger.exception``) and skipped; the process goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WORKER = Path(__file__).resolve().parent / "engine_worker.py"
+NO_PLUGINS = "__no_sglang_plugins__"  # matches no entry-point name
+
+ENGINE_DEFAULTS = dict(
+    device="cpu",
+    attention_backend="torch_native",
+    disable_cuda_graph=True,
+    skip_tokenizer_init=True,
+    dtype="float32",
+    tp_size=1,
+    mem_fraction_static=0.05,
+    max_total_tokens=4096,
+    random_seed=0,
+    log_level="warning",
+    decode_log_interval=1,  # fold spec counters into server_info avg_spec_accept_length every step
+)
+
+
+class EngineRunError(RuntimeError):
+    """The engine subprocess failed or timed out; the message ends with its stderr tail."""
+
+
+def greedy(max_new_tokens: int = 8) -> dict:
+    """Greedy sampling params that ignore EOS, so every prompt yields exactly max_new_tokens tokens."""
+    return {"temperature": 0.0, "max_new_tokens": max_new_tokens, "ignore_eos": True}
+
+
+def eagle3_kwargs(draft_path) -> dict:
+    """Engine kwargs for EAGLE-3 in the only shape the CPU shim supports: one step, topk 1, 2 draft tokens."""
+    return dict(
+        speculative_algorithm="EAGLE3",
+        speculative_draft_model_path=str(draft_path),
+        speculative_num_steps=1,
+        speculative_eagle_topk=1,
+        speculative_num_draft_tokens=2,
+    )
+
+
+def run_engine(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None,
+               plugins=NO_PLUGINS, env=None, timeout=600) -> dict:
+    """Start sglang.Engine in a subprocess, generate for ``prompts``, return the parsed result (see module doc)."""
+    run = engine_run(model_path, prompts, draft_path=draft_path, sampling_params=sampling_params,
+                     engine_kwargs=engine_kwargs)
+    return run_engines([run], plugins=plugins, env=env, timeout=timeout)[0]
+
+
+def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None) -> dict:
+    """Describe one Engine run for ``run_engines`` (same meaning as ``run_engine``'s arguments)."""
+    kwargs = {**ENGINE_DEFAULTS, "model_path": str(model_path)}
+    if draft_path is not None:
+        kwargs.update(eagle3_kwargs(draft_path))
+    kwargs.update(engine_kwargs or {})
+    return {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts],
+            "sampling_params": sampling_params or greedy()}
+
+
+def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900) -> list[dict]:
+    """Run several ``engine_run(...)`` descriptions one after another in ONE subprocess (one
+    ``import sglang`` for all); returns one result per run, as ``run_engine`` does."""
+    import sglang_cpu_patches
+
+    child_env = sglang_cpu_patches.cpu_env()
+    if plugins is not None:
+        child_env["SGLANG_PLUGINS"] = plugins
+    child_env.update(env or {})
+    with tempfile.TemporaryDirectory(prefix="engine_run_") as tmp:
+        spec_path, result_path, log_path = (Path(tmp) / n for n in ("spec.json", "result.json", "output.log"))
+        spec_path.write_text(json.dumps({"runs": runs}))
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([sys.executable, str(WORKER), str(spec_path), str(result_path)],
+                                    env=child_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            start = time.monotonic()
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                rc = None
+            finally:
+                _kill_group(proc)  # the engine's scheduler/detokenizer children, whatever happened
+        if rc == 0 and result_path.exists():
+            return json.loads(result_path.read_text())
+        what = f"timed out after {timeout} s" if rc is None else f"exited with {rc} after {time.monotonic() - start:.0f} s"
+        tail = log_path.read_text(errors="replace")[-6000:]
+        engines = [r["engine_kwargs"] for r in runs]
+        raise EngineRunError(f"sglang.Engine subprocess {what}; engine kwargs {engines}\n--- output tail ---\n{tail}")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

@@ -1,0 +1,128 @@
+"""The command line: manifest write/show, convert, error reporting, and the subcommand registry."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglang_eagle3_capture.doctor import cli
+from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
+from support.cli import run
+from support.speculators_drafts import build_specforge_draft, build_speculators_draft, write_target
+
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def target(tmp_path):
+    return write_target(tmp_path / "kimi")
+
+
+@pytest.fixture
+def draft(tmp_path):
+    return build_specforge_draft(tmp_path / "draft", ids=(1, 29, 57))
+
+
+def test_manifest_write_then_show(capsys, draft, target):
+    rc, out, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target),
+                       "--note", "fc trained on embed, layer3, layer31")
+    assert (rc, err) == (0, "")
+    assert "fc width checked" in out
+    assert "disagrees with the manifest" in out  # the SpecForge config's eagle_config says [1, 29, 57]
+    m = read_manifest(draft)
+    assert m.layer_ids == (-1, 2, 30) and m.target_num_hidden_layers == 61
+    assert m.provenance == {"source": "manual", "convention": "layer-id", "note": "fc trained on embed, layer3, layer31"}
+    rc, out, _ = run(capsys, "manifest", "show", str(draft), "--json")
+    assert rc == 0 and json.loads(out) == m.to_dict()
+    rc, out, _ = run(capsys, "manifest", "show", str(draft))
+    assert rc == 0 and "[-1, 2, 30]" in out and "[0, 3, 31]" in out and "KimiK25ForConditionalGeneration" in out
+
+
+def test_layer_ids_with_a_space_and_target_config_file(capsys, draft, target):
+    rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids", "-1,2,30", "--target", str(target / "config.json"))
+    assert (rc, err) == (0, "")
+    assert read_manifest(draft).layer_ids == (-1, 2, 30)
+
+
+def test_manifest_write_refuses_to_overwrite_without_force(capsys, draft, target):
+    assert run(capsys, "manifest", "write", str(draft), "--layer-ids=1,29,57", "--target", str(target))[0] == 0
+    rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target))
+    assert rc == 2 and "already exists" in err and "--force" in err
+    assert read_manifest(draft).layer_ids == (1, 29, 57)
+    assert run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target), "--force")[0] == 0
+    assert read_manifest(draft).layer_ids == (-1, 2, 30)
+
+
+def test_fc_width_mismatch_is_one_line_and_writes_nothing(capsys, draft, target):
+    rc, out, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2", "--target", str(target))
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("sglang-eagle3-capture: error: ")
+    assert f"{draft / 'model.safetensors'}: fc.weight" in err and "'layer_ids'" in err
+    assert not (draft / MANIFEST_FILENAME).exists()
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["manifest", "show", "{missing}"], "manifest write"),
+    (["manifest", "write", "{draft}", "--layer-ids=-1,x", "--target", "{target}"], "--layer-ids: '-1,x'"),
+    (["manifest", "write", "{draft}", "--layer-ids=-1,2,61", "--target", "{target}"], "field 'layer_ids'"),
+    (["manifest", "write", "{draft}", "--layer-ids=-1,2,30", "--target", "{missing}"], "target config not found"),
+    (["convert", "{draft}", "{draft}", "--target", "{target}"], "not an empty directory"),
+])
+def test_user_errors_exit_2_with_one_line(capsys, tmp_path, draft, target, argv, pattern):
+    argv = [a.format(missing=tmp_path / "nope", draft=draft, target=target) for a in argv]
+    rc, _, err = run(capsys, *argv)
+    assert rc == 2 and err.count("\n") == 1 and pattern in err and "Traceback" not in err
+
+
+def test_usage_errors_exit_2(capsys):
+    assert run(capsys, "bogus")[0] == 2
+    assert run(capsys, "manifest", "write", "d")[0] == 2  # --layer-ids and --target are required
+    assert run(capsys, "--help")[0] == 0
+
+
+def test_convert_command(capsys, tmp_path, target):
+    src = build_speculators_draft(tmp_path / "spec")
+    capsys.readouterr()  # drop save_pretrained's progress bar
+    rc, out, err = run(capsys, "convert", str(src), str(tmp_path / "out"), "--target", str(target))
+    assert (rc, err) == (0, "")
+    assert "layer ids [-1, 2, 30]" in out and "not copied: config.py" in out
+    assert read_manifest(tmp_path / "out").layer_ids == (-1, 2, 30)
+    rc, out, _ = run(capsys, "convert", str(src), str(tmp_path / "out2"), "--target", str(target), "--layer-ids", "-1,3,30")
+    assert rc == 0 and read_manifest(tmp_path / "out2").layer_ids == (-1, 3, 30) and "overrides" in out
+
+
+def test_entry_points_run_without_traceback_and_without_torch(tmp_path):
+    """``python -m`` and the console script: user errors are one line; manifest commands never import torch."""
+    probe = ("import sys, runpy; sys.argv = ['x', 'manifest', 'show', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('sglang_eagle3_capture', run_name='__main__')\n"
+             "except SystemExit as e:\n    print('rc', e.code, 'torch' in sys.modules, 'sglang' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip() == "rc 2 False False", p.stdout + p.stderr
+    assert p.stderr.count("\n") == 1 and "no layer manifest found" in p.stderr
+    script = VENV_BIN / "sglang-eagle3-capture"
+    if not script.exists():
+        pytest.skip(f"console script not installed at {script} (pip install -e . creates it)")
+    p = subprocess.run([str(script), "manifest", "show", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "no layer manifest found" in p.stderr
+
+
+def test_subcommand_registry_accepts_other_modules(capsys, tmp_path, monkeypatch):
+    (tmp_path / "cli_hello_ext.py").write_text(
+        "from sglang_eagle3_capture.errors import UsageError\n"
+        "def _hello(args):\n"
+        "    if args.name == 'bad':\n"
+        "        raise UsageError('hello.txt: field name: bad name; fix: pick another')\n"
+        "    print('hello', args.name)\n"
+        "    return 0\n"
+        "def add_subcommand(sub):\n"
+        "    p = sub.add_parser('hello')\n"
+        "    p.add_argument('name')\n"
+        "    p.set_defaults(handler=_hello)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", [*cli.SUBCOMMAND_MODULES, "cli_hello_ext"])
+    assert run(capsys, "hello", "world")[:2] == (0, "hello world\n")
+    rc, _, err = run(capsys, "hello", "bad")
+    assert rc == 2 and err == "sglang-eagle3-capture: error: hello.txt: field name: bad name; fix: pick another\n"
+    assert run(capsys, "manifest", "show", str(tmp_path))[0] == 2  # built-ins still there

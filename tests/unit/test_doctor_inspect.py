@@ -1,0 +1,50 @@
+"""``inspect`` (doctor/inspect.py): the checks of the manifest against the target and the fc, with exit status 2.
+
+The verdicts, checked against SGLang's own reading of the ids, are in tests/inprocess/test_doctor_inspect_sglang.py.
+"""
+
+import json
+
+import pytest
+
+from sglang_eagle3_capture import releases
+from sglang_eagle3_capture.manifest import Manifest, write_manifest
+from support.cli import run
+from support.draft_dirs import draft_with_manifest
+from support.tiny_models import build_tiny_draft, build_tiny_target
+
+N_LAYERS = 7
+TRAINED_ON = (-1, 1, 4)  # the fixture's wiring: cat([embed, HF[2], HF[5]])
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    return build_tiny_target(tmp_path_factory.mktemp("target7"), num_hidden_layers=N_LAYERS)
+
+
+def draft_with(tmp_path, target, eagle_ids, manifest_ids=TRAINED_ON):
+    return draft_with_manifest(tmp_path / "draft", target, eagle_ids, manifest_ids)
+
+
+def test_target_that_disagrees_with_the_manifest(tmp_path, target, capsys):
+    d = draft_with(tmp_path, target, eagle_ids=None)
+    other = build_tiny_target(tmp_path / "t6", num_hidden_layers=6)
+    rc, _, err = run(capsys, "inspect", d, "--target", other)
+    assert rc == 2 and "num_hidden_layers" in err and "eagle3_manifest.json" in err
+
+
+def test_fc_width_that_disagrees_with_the_manifest(tmp_path, target, capsys):
+    d = build_tiny_draft(tmp_path / "draft", target_dir=target, num_aux=3)
+    write_manifest(d, Manifest((-1, 4), "DeepseekV3ForCausalLM", N_LAYERS, 64, {"source": "manual"}))
+    rc, _, err = run(capsys, "inspect", d)
+    assert rc == 2 and "fc.weight" in err and "fc input width is 192" in err
+
+
+def test_one_row_per_release_in_the_table_then_the_default(tmp_path, target, capsys):
+    d = draft_with(tmp_path, target, eagle_ids=[0, 2, 5])
+    rc, out, _ = run(capsys, "inspect", d, "--json")
+    r = json.loads(out)
+    assert rc == 0 and r["verdict"] == "consistent"  # 0.5.23 takes [0, 2, 5] as loop indices: layer ids [-1, 1, 4]
+    assert [w["name"] for w in r["stock_sglang"]] == \
+        [f"stock SGLang {rel.version}" for rel in releases.all_releases()] + ["stock default (no ids)"]
+    assert r["serving_release"] == releases.installed_or_newest().version

@@ -1,0 +1,137 @@
+"""draft/checks.py (and draft/config.py's flag reader): a draft config checked against its manifest before SGLang
+builds anything (no SGLang here).
+
+The chunk-count readers mirrored in ``sglang_chunk_counts`` are compared with SGLang's own functions in
+tests/inprocess/test_serving_draft.py (``test_chunk_counts_match_sglangs_own_readers``).
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from sglang_eagle3_capture.draft.checkpoint import parameter_checkpoint_names
+from sglang_eagle3_capture.draft.checks import plan_draft, sglang_chunk_counts
+from sglang_eagle3_capture.draft.config import resolve_flags
+from sglang_eagle3_capture.errors import DraftHeadError, ManifestError, WeightsError
+from sglang_eagle3_capture.manifest import read_manifest
+from support.draft_dirs import make_draft, rewrite_config, target_manifest
+
+
+@pytest.fixture
+def draft(tmp_path, tiny_target_dir):
+    return make_draft(tmp_path / "draft", tiny_target_dir, [-1, 1, 3])
+
+
+def _plan(draft_dir, mla=False, window=None):
+    cfg = json.loads((Path(draft_dir) / "config.json").read_text())
+    return plan_draft(cfg, draft_dir, read_manifest(draft_dir), mla=mla, server_window=window)
+
+
+def test_a_consistent_draft_plans(draft):
+    plan = _plan(draft)
+    assert plan.manifest.layer_ids == (-1, 1, 3)
+    assert plan.flags == dict.fromkeys(("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"), False)
+    assert plan.where("fc.weight") == f"{draft / 'model.safetensors'}: tensor 'fc.weight'"
+
+
+# Each row: how to break the draft, the error type, and fragments the message must contain (file and field).
+BAD_CONFIGS = [
+    ("num_aux_hidden_states disagrees with the manifest", lambda c: {**c, "num_aux_hidden_states": 2},
+     DraftHeadError, ["config.json", "num_aux_hidden_states", "lists 3"]),
+    ("eagle_config ids count disagrees (no num_aux)",
+     lambda c: {**{k: v for k, v in c.items() if k != "num_aux_hidden_states"},
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2], "use_aux_hidden_state": True}},
+     DraftHeadError, ["config.json", "eagle_config.eagle_aux_hidden_state_layer_ids", "reads 2"]),
+    ("no ids anywhere: SGLang's default of 3 vs a 2-id manifest", None, DraftHeadError, ["default of 3"]),
+    ("use_aux_hidden_state false", lambda c: {**c, "eagle_config": {**c["eagle_config"], "use_aux_hidden_state": False}},
+     DraftHeadError, ["config.json", "eagle_config.use_aux_hidden_state"]),
+    ("target_hidden_size disagrees with the manifest", lambda c: {**c, "target_hidden_size": 128},
+     DraftHeadError, ["config.json", "target_hidden_size", "'target.hidden_size' is 64"]),
+    ("norm_before_fc and fc_norm together", lambda c: {**c, "norm_before_fc": True, "fc_norm": True},
+     DraftHeadError, ["config.json", "norm_before_fc", "fc_norm"]),
+    ("a flag that is not a boolean", lambda c: {**c, "norm_output": "yes"},
+     DraftHeadError, ["config.json", "norm_output", "true or false"]),
+    ("trained with a sliding window the server does not use",
+     lambda c: {**c, "sliding_window": 16, "layer_types": ["sliding_attention"]},
+     DraftHeadError, ["config.json", "sliding_window", "--speculative-draft-window-size 16"]),
+]
+
+
+@pytest.mark.parametrize("what, edit, exc, fragments", BAD_CONFIGS, ids=[r[0] for r in BAD_CONFIGS])
+def test_bad_config_is_refused_naming_file_and_field(tmp_path, tiny_target_dir, what, edit, exc, fragments):
+    if edit is None:  # a 2-id manifest, and a config with no ids and no count
+        d = make_draft(tmp_path / "d", tiny_target_dir, [1, 3])
+        rewrite_config(d, lambda c: {k: v for k, v in c.items() if k not in ("num_aux_hidden_states", "eagle_config")})
+    else:
+        d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3])
+        rewrite_config(d, edit)
+    with pytest.raises(exc) as e:
+        _plan(d)
+    for fragment in fragments:
+        assert fragment in str(e.value), (fragment, str(e.value))
+    assert "fix:" in str(e.value)
+
+
+def test_matching_sliding_window_is_accepted(draft):
+    rewrite_config(draft, lambda c: {**c, "sliding_window": 16, "layer_types": ["sliding_attention"]})
+    assert _plan(draft, window=16).manifest.layer_ids == (-1, 1, 3)
+
+
+def test_mla_draft_refuses_norm_before_residual(draft):
+    rewrite_config(draft, lambda c: {**c, "norm_before_residual": True})
+    assert _plan(draft, mla=False).flags["norm_before_residual"] is True  # the Llama class implements it
+    with pytest.raises(DraftHeadError, match=r"config.json: field 'norm_before_residual'.*Eagle3DeepseekV2ForCausalLM"):
+        _plan(draft, mla=True)
+
+
+def test_missing_manifest_names_the_file_and_the_fix(tmp_path, tiny_target_dir):
+    d = make_draft(tmp_path / "d", tiny_target_dir, manifest=False)
+    with pytest.raises(ManifestError) as e:
+        read_manifest(d)
+    assert "eagle3_manifest.json" in str(e.value) and "manifest write" in str(e.value)
+
+
+def test_truncated_safetensors_names_the_file(draft):
+    weights = draft / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) - 100])
+    with pytest.raises(WeightsError, match=re.escape(str(weights)) + r".*truncated"):
+        _plan(draft)
+
+
+def test_flags_are_read_like_sglang_reads_them():
+    # norm_before_fc: eagle_config first (llama_eagle3.LlamaModel); fc_norm: legacy use_aux_norm too.
+    assert resolve_flags({"norm_before_fc": False, "eagle_config": {"norm_before_fc": True}}, "c")["norm_before_fc"]
+    assert resolve_flags({"use_aux_norm": True}, "c")["fc_norm"]
+    assert not any(resolve_flags({}, "c").values())
+
+
+@pytest.mark.parametrize(
+    "cfg, mla, expected",
+    [
+        ({"num_aux_hidden_states": 4, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}}, False, {4}),
+        ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}}, False, {2}),
+        ({"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, False, {3, 4}),  # Llama ignores top-level ids
+        ({"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, True, {4}),
+        ({"num_aux_hidden_states": 2}, True, {2, 3}),  # the MLA class ignores num_aux_hidden_states
+    ],
+)
+def test_chunk_counts_per_sglang_reader(cfg, mla, expected):
+    assert {n for n, _ in sglang_chunk_counts(cfg, mla).values()} == expected
+
+
+def test_checkpoint_names_for_parameters():
+    assert parameter_checkpoint_names("model.fc.weight") == "fc.weight"
+    assert parameter_checkpoint_names("lm_head.weight") == "lm_head.weight"
+    assert parameter_checkpoint_names("model.midlayer.self_attn.fused_qkv_a_proj_with_mqa.weight") == \
+        "layers.0.self_attn.{q_a_proj,kv_a_proj_with_mqa}.weight"
+
+
+def test_manifest_for_another_target_width_is_refused(tmp_path, tiny_target_dir):
+    d = make_draft(tmp_path / "d", tiny_target_dir)
+    m = target_manifest(tiny_target_dir, [-1, 1, 3])
+    (d / "eagle3_manifest.json").write_text(json.dumps({**m.to_dict(), "target": {**m.to_dict()["target"], "hidden_size": 32}}))
+    with pytest.raises(DraftHeadError, match=r"config.json: field 'hidden_size'.*'target.hidden_size' is 32"):
+        _plan(d)

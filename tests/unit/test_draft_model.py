@@ -1,0 +1,76 @@
+"""The standalone draft head (sglang_eagle3_capture/draft/model.py) without SGLang: save/load, padding, the
+target embedding, the EAGLE shift and its loader's errors.
+
+It is compared with SGLang's own ``LlamaForCausalLMEagle3`` in tests/engine/test_draft_model_sglang.py.
+"""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift
+from sglang_eagle3_capture.errors import DraftFormatError
+from support.draft_dirs import VARIANTS, mine_per_token, ragged_inputs, random_draft
+from support.tolerances import TOLERANCES
+
+
+def test_save_load_roundtrip_and_padding(tmp_path):
+    draft_dir = random_draft(tmp_path / "d", **VARIANTS["all-options"])
+    a = Eagle3Draft.from_pretrained(draft_dir)
+    state = {k: v for k, v in a.sglang_state_dict().items() if k != "t2d"}
+    save_file(state, str(tmp_path / "d" / "model.safetensors"))
+    b = Eagle3Draft.from_pretrained(draft_dir)
+    ids, aux = ragged_inputs(a.config)
+    assert torch.equal(mine_per_token(a, ids, aux), mine_per_token(b, ids, aux))
+    with torch.no_grad():  # right padding is exact: each sequence alone gives the same logits
+        alone = torch.cat([a(i[None], x[None])[0] for i, x in zip(ids, aux)])
+    torch.testing.assert_close(mine_per_token(a, ids, aux), alone, **TOLERANCES[torch.float32])
+
+
+def test_target_embedding_replaces_the_drafts_own(tmp_path):
+    draft_dir = random_draft(tmp_path / "d")
+    embed = torch.randn(256, 64)
+    model = Eagle3Draft.from_pretrained(draft_dir, target_embed=embed)
+    assert model.embedding_source == "target" and torch.equal(model.embed_tokens.weight, embed)
+    assert Eagle3Draft.from_pretrained(draft_dir).embedding_source == "draft"
+
+
+def test_eagle3_shift_is_speculators_shift_batch():
+    ids, aux = torch.arange(6), torch.arange(12.0).view(6, 2)
+    tgt, mask = torch.arange(10, 16), torch.tensor([0, 0, 1, 1, 1, 0])
+    i, a, t, m = eagle3_shift(ids, aux, tgt, mask)
+    assert torch.equal(i, ids[1:]) and torch.equal(a, aux[:-1]) and torch.equal(t, tgt[1:])
+    assert torch.equal(m, mask[1:].bool())
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda c, w: c.pop("hidden_size"), "field 'hidden_size' is missing"),
+    (lambda c, w: c.update(architectures=["Eagle3Speculator"]), "field 'architectures'"),
+    (lambda c, w: c.update(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4}), "field 'rope_parameters'"),
+    (lambda c, w: w.pop("d2t"), "no 'd2t' tensor"),
+    (lambda c, w: w.pop("fc.weight"), "['fc.weight'] are missing"),
+    (lambda c, w: w.update({"fc.weight": torch.zeros(64, 10)}), "weight 'fc.weight' has shape (64, 10)"),
+    (lambda c, w: c.pop("draft_vocab_size"), "pass the target's lm_head weight"),
+    (lambda c, w: c.update(target_hidden_size=None), "field 'target_hidden_size' is null"),
+])
+def test_bad_draft_dirs_name_file_and_field(tmp_path, breakage, message):
+    d = random_draft(tmp_path / "d")
+    cfg, weights = json.loads((d / "config.json").read_text()), load_file(str(d / "model.safetensors"))
+    breakage(cfg, weights)
+    (d / "config.json").write_text(json.dumps(cfg))
+    save_file(weights, str(d / "model.safetensors"))
+    with pytest.raises(DraftFormatError) as err:
+        Eagle3Draft.from_pretrained(d)
+    assert message in str(err.value) and str(d) in str(err.value)
+
+
+def test_weights_sglang_ignores_are_reported(tmp_path):
+    d = random_draft(tmp_path / "d")
+    weights = load_file(str(d / "model.safetensors"))
+    weights["verifier_lm_head.weight"] = torch.zeros(3)
+    save_file(weights, str(d / "model.safetensors"))
+    with pytest.warns(UserWarning, match="verifier_lm_head.weight"):
+        model = Eagle3Draft.from_pretrained(d)
+    assert model.ignored_weights == ["verifier_lm_head.weight"]

@@ -1,0 +1,176 @@
+"""Foreign-format readers (formats/: the registry and one class per format).
+
+Configs are shaped like the real files (see ../shared/notes/training-conventions.md); the speculators
+ones are also produced by the speculators package's own config class. What stock SGLang would feed
+(readings.py) is tested in tests/unit/test_readings.py.
+"""
+
+import pytest
+from speculators.config import SpeculatorsConfig, VerifierConfig
+from speculators.models.eagle3 import Eagle3SpeculatorConfig
+from speculators.proposals.greedy import GreedyTokenProposalConfig
+from transformers import LlamaConfig
+
+from sglang_eagle3_capture.config_keys import CONVERTED_MARKER_KEY
+from sglang_eagle3_capture.errors import FormatError
+from sglang_eagle3_capture.formats import (
+    EagleDefaultFormat,
+    SGLangEagleConfigFormat,
+    SpeculatorsFormat,
+    read_draft_config,
+    read_draft_dir,
+    read_speculators_data_config,
+)
+
+KIMI_K25 = {
+    "architectures": ["KimiK25ForConditionalGeneration"],
+    "text_config": {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "hidden_size": 7168},
+}
+DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "hidden_size": 7168}
+
+
+def speculators_config(**overrides):
+    """A speculators 0.9.0 Eagle-3 config.json as written by save_pretrained (trained Kimi-K2.5 draft)."""
+    cfg = {
+        "architectures": ["Eagle3DraftModel"], "draft_vocab_size": 32000, "dtype": "bfloat16",
+        "eagle_aux_hidden_state_layer_ids": [0, 3, 31], "embed_requires_grad": False, "fc_norm": False,
+        "norm_before_fc": True, "norm_before_residual": True, "norm_output": True,
+        "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                               "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+                               "verifier": {"architectures": ["KimiK25ForConditionalGeneration"],
+                                            "name_or_path": "moonshotai/Kimi-K2.5"}},
+        "speculators_model_type": "eagle3", "speculators_version": "0.9.0", "target_hidden_size": None,
+        "transformer_layer_config": {"model_type": "llama", "hidden_size": 7168, "num_hidden_layers": 1,
+                                     "vocab_size": 163840},
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+def read_speculators(cfg, target, file="config.json"):
+    """speculators' own format reader (the registry would pick it for these configs)."""
+    return SpeculatorsFormat.layer_ids(cfg, target, file)
+
+
+def test_motivating_case_speculators_kimi_k25_embed_layer3_layer31():
+    r = read_speculators(speculators_config(), KIMI_K25, "kimi-draft/config.json")
+    assert r.layer_ids == (-1, 2, 30)
+    assert r.provenance == {"source": "speculators-config", "file": "kimi-draft/config.json",
+                            "field": "eagle_aux_hidden_state_layer_ids", "original_ids": [0, 3, 31],
+                            "convention": "vllm-hf-index", "inferred": False}
+    assert r.messages == ()
+    m = r.to_manifest(KIMI_K25)
+    assert (m.layer_ids, m.target_num_hidden_layers, m.target_hidden_size) == ((-1, 2, 30), 61, 7168)
+    assert m.fc_in_features == 3 * 7168
+
+
+def test_speculators_config_written_by_the_speculators_package(tmp_path):
+    tl = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                     num_attention_heads=4, num_key_value_heads=2)
+    cfg = Eagle3SpeculatorConfig(
+        transformer_layer_config=tl, draft_vocab_size=128, eagle_aux_hidden_state_layer_ids=[0, 3, 31],
+        speculators_config=SpeculatorsConfig(
+            algorithm="eagle3", proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=3)],
+            default_proposal_method="greedy",
+            verifier=VerifierConfig(name_or_path=None, architectures=["KimiK25ForConditionalGeneration"])))
+    cfg.save_pretrained(tmp_path)
+    r = read_draft_dir(tmp_path, KIMI_K25)
+    assert r.layer_ids == (-1, 2, 30) and r.provenance["source"] == "speculators-config"
+
+
+def test_speculators_absent_ids_use_speculators_default_marked_inferred():
+    cfg = speculators_config()
+    del cfg["eagle_aux_hidden_state_layer_ids"]
+    r = read_speculators(cfg, KIMI_K25)
+    # speculators' default HF indices [2, N//2, N-3] = [2, 30, 58] -> outputs of layers 1, 29, 57
+    assert r.layer_ids == (1, 29, 57)
+    assert r.provenance["inferred"] is True and r.provenance["source"] == "speculators-default"
+    assert r.provenance["original_ids"] is None
+    assert len(r.messages) == 1 and "inferred" in r.messages[0] and "[2, 30, 58]" in r.messages[0]
+
+
+def test_speculators_issue_1065_final_layer_dropped_with_message():
+    target = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 93, "hidden_size": 4096}
+    r = read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[2, 46, 91, 93]), target)
+    assert r.layer_ids == (1, 45, 90)
+    assert r.provenance["original_ids"] == [2, 46, 91, 93]
+    assert any("dropped" in m and "1065" in m for m in r.messages)
+
+
+def test_speculators_final_layer_not_last_is_refused():
+    target = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 93, "hidden_size": 4096}
+    with pytest.raises(FormatError, match=r"c.json: field 'eagle_aux_hidden_state_layer_ids'.*not last"):
+        read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[2, 93, 46]), target, "c.json")
+
+
+def test_speculators_listed_out_of_order_is_read_in_capture_order():
+    r = read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[31, 0, 3]), KIMI_K25)
+    assert r.layer_ids == (-1, 2, 30)
+    assert any("ascending" in m for m in r.messages)
+
+
+def test_speculators_out_of_range_names_file_and_field():
+    with pytest.raises(FormatError) as e:
+        read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[0, 3, 70]), KIMI_K25, "d/config.json")
+    assert "d/config.json: field 'eagle_aux_hidden_state_layer_ids'" in str(e.value) and "fix:" in str(e.value)
+
+
+def test_specforge_deepseek_v3_config():
+    # SpecForge configs/deepseek-v3-671b-eagle3.json
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"],
+           "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True},
+           "hidden_size": 7168, "num_hidden_layers": 1, "vocab_size": 129280, "draft_vocab_size": 32000}
+    r = SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "config.json")
+    assert r.layer_ids == (1, 29, 57)
+    assert r.provenance["convention"] == "sglang-output-of-layer" and r.messages == ()
+    assert read_draft_config(cfg, DSV3).layer_ids == (1, 29, 57)
+
+
+def test_sglang_config_whose_first_id_is_not_1_says_how_0_5_23_reads_it():
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}}
+    r = SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "config.json")
+    assert r.layer_ids == (2, 30, 58)
+    # 0.5.11 always shifts (reads them as written); 0.5.23 takes them as loop indices = layer ids [1, 29, 57]
+    assert len(r.messages) == 1 and "stock SGLang 0.5.23 feeds" in r.messages[0] and "[1, 29, 57]" in r.messages[0]
+
+
+def test_legacy_data_config_last_id_is_the_verifier_target():
+    data = {"hidden_states": {"layer_ids": [2, 30, 58, 60],
+                              "description": "Layers selected for EAGLE3 fusion and target logits"}}
+    r = read_speculators_data_config(data, KIMI_K25)
+    assert r.layer_ids == (2, 30, 58)  # captured after the layer: already layer ids
+    assert r.provenance["convention"] == "speculators-legacy-after-layer"
+    assert len(r.messages) == 1 and "verifier target" in r.messages[0]
+    llama = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096}
+    assert read_speculators_data_config({"hidden_states": {"layer_ids": [2, 16, 29, 31]}}, llama).layer_ids == (2, 16, 29)
+
+
+def test_legacy_data_config_target_not_final_layer_is_reported():
+    r = read_speculators_data_config({"hidden_states": {"layer_ids": [2, 30, 58, 59]}}, KIMI_K25)
+    assert r.layer_ids == (2, 30, 58)
+    assert any("not the final layer 60" in m for m in r.messages)
+
+
+def test_original_eagle_draft_uses_low_mid_high_default():
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096, "draft_vocab_size": 32000,
+           "num_hidden_layers": 1, "vocab_size": 128256}
+    llama = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096}
+    r = read_draft_config(cfg, llama)
+    assert r.layer_ids == (1, 15, 28)  # HF [2, 16, 29], captured before layers 2, 16, 29
+    assert r.provenance["inferred"] is True and r.provenance["source"] == "eagle-default"
+    assert r.layer_ids == EagleDefaultFormat.layer_ids(cfg, llama, "config.json").layer_ids
+
+
+@pytest.mark.parametrize("cfg, pattern", [
+    ({CONVERTED_MARKER_KEY: "eagle3_manifest.json", "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}},
+     "written by `sglang-eagle3-capture convert`"),
+    ({"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}, "no known convention"),
+    ({"architectures": ["LlamaForCausalLM"]}, "not a recognised EAGLE-3 draft"),
+    ({"speculators_model_type": "dflash"}, "only speculators 'eagle3'"),
+    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2], "use_aux_hidden_state": False}}, "use_aux_hidden_state"),
+    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": "1,29,57"}}, "expected a non-empty list of integers"),
+])
+def test_dispatch_refusals_name_file_and_field(cfg, pattern):
+    with pytest.raises(FormatError) as e:
+        read_draft_config(cfg, DSV3, file="draft/config.json")
+    assert str(e.value).startswith("draft/config.json: ") and "field '" in str(e.value) and pattern in str(e.value)

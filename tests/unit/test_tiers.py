@@ -1,0 +1,104 @@
+"""The test tiers themselves (tests/conftest.py): unit/ never imports sglang nor uses the in-process runner, the
+engine tier is exactly what ``-m engine`` selects, and no test module imports another (helpers live in support/)."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import REPO, TESTS_DIR, subprocess_env
+
+TIERS = ("unit", "inprocess", "engine")
+# support modules that exist to run SGLang, in this process or in a subprocess
+SGLANG_SUPPORT = ("support.sglang_inprocess", "support.engine_harness", "support.engine_worker",
+                  "support.draft_dirs.load_draft")
+
+
+def _test_modules(tier: str) -> list[Path]:
+    return sorted((TESTS_DIR / tier).glob("test_*.py"))
+
+
+def _python_files() -> list[Path]:
+    return sorted(p for p in TESTS_DIR.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _imported(path: Path) -> list[str]:
+    """Every module (and ``module.name`` for ``from module import name``) an import statement in ``path`` names,
+    at the top level or inside a function."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            out += [base] + [f"{base}.{a.name}" for a in node.names]
+    return out
+
+
+def _is_sglang(name: str) -> bool:
+    return name == "sglang" or name.startswith("sglang.")
+
+
+def test_every_test_module_is_in_a_tier():
+    loose = [p.name for p in TESTS_DIR.glob("test_*.py")] + [p.name for p in (TESTS_DIR / "support").glob("test_*.py")]
+    assert loose == [], "test modules go in tests/unit, tests/inprocess or tests/engine"
+    folders = {p.name for p in TESTS_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == {*TIERS, "support"}
+    assert all(_test_modules(t) for t in TIERS)
+    names = [p.name for t in TIERS for p in _test_modules(t)]
+    assert len(names) == len(set(names)), "test module names must be unique across the tiers"
+
+
+@pytest.mark.parametrize("path", _test_modules("unit"), ids=lambda p: p.name)
+def test_unit_module_never_imports_sglang(path):
+    bad = [n for n in _imported(path) if _is_sglang(n) or n in SGLANG_SUPPORT]
+    assert bad == [], f"{path.name} imports {bad}: it belongs in tests/inprocess/ or tests/engine/"
+
+
+@pytest.mark.parametrize("path", _test_modules("unit"), ids=lambda p: p.name)
+def test_unit_module_never_uses_the_runner(path):
+    tree = ast.parse(path.read_text(), str(path))
+    users = [f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and "runner" in [a.arg for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)]]
+    asked = [c.func.attr for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+             and c.func.attr in ("getfixturevalue", "usefixtures")
+             and any(isinstance(a, ast.Constant) and a.value == "runner" for a in c.args)]
+    assert users == [] and asked == [], f"{path.name}: {users or asked} use the in-process SGLang runner"
+
+
+def test_no_test_module_imports_another():
+    test_names = {p.stem for p in TESTS_DIR.rglob("test_*.py")} | {"conftest"}
+    found = {}
+    for path in _python_files():
+        bad = [n for n in _imported(path) if set(n.lstrip(".").split(".")) & test_names]
+        if bad:
+            found[str(path.relative_to(TESTS_DIR))] = bad
+    assert found == {}, "shared helpers go in tests/support/"
+
+
+def test_importing_every_unit_module_leaves_sglang_unimported():
+    """A fresh interpreter (``fixtures`` and ``support`` importable, as pytest's ``pythonpath`` makes them) runs
+    tests/conftest.py, then imports every unit test module."""
+    code = "\n".join([
+        "import importlib.util, sys",
+        "for path in sys.argv[1:]:",
+        "    spec = importlib.util.spec_from_file_location('unit_' + path.rsplit('/', 1)[-1][:-3], path)",
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))",
+        "print(sorted(m for m in sys.modules if m == 'sglang' or m.startswith('sglang.')))",
+    ])
+    paths = [str(p) for p in _test_modules("unit")]
+    proc = subprocess.run([sys.executable, "-c", code, str(TESTS_DIR / "conftest.py"), *paths], env=subprocess_env(),
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_engine_marker_selects_exactly_the_engine_tier():
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "engine",
+                           "tests"], env=subprocess_env(), cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    files = {i.split("::")[0] for i in ids}
+    assert files == {f"tests/engine/{p.name}" for p in _test_modules("engine")}
