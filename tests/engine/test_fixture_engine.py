@@ -14,6 +14,7 @@ from fixtures.criteria import check_criteria
 from fixtures.samples import load_target
 from support import REPO, subprocess_env
 from support.fixture import FIXTURE, remeasure
+from support.sglang_inprocess import get_runner
 from support.tolerances import TOLERANCES
 
 
@@ -51,9 +52,8 @@ def test_rebuild_from_scratch_meets_the_criteria(tmp_path):
 
 
 def _sglang_side(target_dir: str, prompts: str, out: str) -> None:
-    """Subprocess body: SGLang's in-process ModelRunner on the fixture target, one prefill."""
-    from support.sglang_inprocess import get_runner  # the CPU runtime came with the environment (subprocess_env)
-
+    """Subprocess body: SGLang's in-process ModelRunner on the fixture target, one prefill (the CPU runtime came
+    with the environment, support.subprocess_env)."""
     result = get_runner(target_dir).prefill(json.loads(prompts))
     torch.save({"hidden": result.hidden, "next_token_ids": result.next_token_ids}, out)
 

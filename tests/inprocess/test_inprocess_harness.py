@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import sgl_kernel  # the CPU runtime's stub (tests/conftest.py put cpu_runtime/ first)
+import sglang_cpu_patches
 import torch
 
 from support.hf_reference import hf_hidden_states
@@ -70,8 +72,6 @@ def test_stock_minus_one_layer_id_fails(runner, capture):
 
 
 def test_cpu_runtime_in_effect(runner):
-    import sgl_kernel
-    import sglang_cpu_patches
     from sglang.srt.models.deepseek_common.attention_backend_handler import AttentionBackendRegistry
     from sglang.srt.models.deepseek_common.attention_forward_methods.forward_methods import AttnForwardMethod
     from sglang.srt.utils import is_cpu

@@ -6,6 +6,7 @@ in-process target runner published SGLang's runtime state), exactly as the draft
 """
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -150,8 +151,6 @@ def test_flag_and_tensor_must_agree(tmp_path, tiny_target_dir, runner):
 
 
 def test_chunk_counts_match_sglangs_own_readers(tmp_path, tiny_target_dir):
-    from types import SimpleNamespace
-
     from transformers import LlamaConfig
 
     from sglang.srt.models.kimi_k25_eagle3 import _get_eagle_aux_layer_count

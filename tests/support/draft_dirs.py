@@ -1,4 +1,5 @@
-"""Draft directories for the draft-head loader tests, and loading them with SGLang's own loader in-process.
+"""Draft directories the tests build (draft-head loader, inspect, the draft replica), and loading them with SGLang's
+own loader in-process.
 
 - ``make_draft``: the harness's tiny Llama EAGLE-3 draft (support/tiny_models.py) plus a manifest; the
   ``eagle_config`` ids are what ``convert`` writes (``readings.stock_safe_eagle_config_ids``).
