@@ -1,39 +1,54 @@
-# make setup : build $(VENV) with the pinned SGLang and the test extras (about 6 min, 10.5 GB, first time only)
-# make test  : run the test suite (builds the environment first when it is missing)
-# make demo  : run the main job on the bundled tiny models
+# make test      : the whole test suite on CPU against the newest supported SGLang (builds the environment first)
+# make demo      : the main job on the bundled tiny models; results go to demo-results/ (untracked)
+# make setup     : only build the environment (about 4-8 min and 10 GB the first time)
+# make test-release SGLANG=0.5.21 : the per-release proof (pytest -m release) against another supported release
+# make bench     : refresh the committed benchmark results in benchmarks/results/ (deliberate; slow)
+# make lint      : ruff
 PYTHON ?= python3
-VENV ?= .venv
+# The release table names the newest supported SGLang; the default environment is built for it.
+NEWEST := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); from sglang_eagle3_capture import releases; print(releases.newest().version)')
+SGLANG ?= $(NEWEST)
+ENV_ROOT ?= $(HOME)/.cache/sglang-eagle3-capture
+ENV_KEY := $(shell cat pyproject.toml tools/install_sglang.py tools/constraints.txt | sha256sum | cut -c1-12)
+VENV ?= $(if $(filter $(NEWEST),$(SGLANG)),.venv,$(ENV_ROOT)/sglang-$(SGLANG)-$(ENV_KEY))
 PY := $(VENV)/bin/python
-DEPS_KEY := $(shell cat pyproject.toml | sha256sum | cut -c1-16)
-DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
-# The editable install records this checkout's path, so it is keyed on it too.
-SRC_STAMP := $(VENV)/.src-$(shell echo "$(CURDIR)" | sha256sum | cut -c1-16)-$(DEPS_KEY)
+# The editable install records this checkout's path, so the stamp is keyed on it too.
+STAMP := $(VENV)/.installed-$(SGLANG)-$(ENV_KEY)-$(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
+DEMO_OUT ?= demo-results
 
-.PHONY: setup test demo clean-venv
+.PHONY: setup test test-release demo bench lint clean-venv
 
-setup: $(SRC_STAMP)
+setup: $(STAMP)
 
-$(DEPS_STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --upgrade "pip>=23"
-	$(PY) -m pip install -e '.[test]'
-	rm -f $(VENV)/.deps-* $(VENV)/.src-*
-	touch $@
-
-$(SRC_STAMP): $(DEPS_STAMP)
-	$(PY) -m pip install --no-deps --no-build-isolation -e .
-	rm -f $(VENV)/.src-*
+$(STAMP): pyproject.toml tools/install_sglang.py tools/constraints.txt
+	$(PYTHON) tools/install_sglang.py $(VENV) $(SGLANG) --extra test
+	rm -f $(VENV)/.installed-*
 	touch $@
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The main job on the bundled fixture: what stock SGLang would feed the draft (inspect exits 1 for a
-# mis-wired draft, which is the point of the demo), then three real servers and the results table.
+test-release: setup
+	$(PY) -m pytest -m release $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+# The demo: inspect shows what stock SGLang would feed the bundled draft (a mis-wired verdict, exit 1, is the
+# point), then real servers measure accept rate with and without the plugin.
 demo: setup
-	-$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft --target fixtures/tiny/target
-	$(PY) benchmarks/bench_e2e.py --fixture fixtures/tiny $(DEMO_ARGS)
+	@echo "== 1/2  sglang-eagle3-capture inspect: what stock SGLang would feed the bundled draft"
+	@$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft --target fixtures/tiny/target; rc=$$?; \
+	  if [ $$rc -eq 1 ]; then echo "(exit 1 = mis-wired, as expected: stock SGLang feeds this draft the wrong layers)"; \
+	  else echo "unexpected exit status $$rc (expected 1, mis-wired)"; exit 1; fi
+	@echo "== 2/2  three real servers: no speculation, EAGLE-3 stock wiring, EAGLE-3 with the plugin"
+	$(PY) benchmarks/bench_e2e.py --fixture fixtures/tiny --out-dir $(DEMO_OUT) $(DEMO_ARGS)
+	@echo "results: $(DEMO_OUT)/ (untracked; 'make bench' refreshes the committed ones)"
+
+bench: setup
+	$(PY) benchmarks/bench_e2e.py --fixture fixtures/tiny
+	$(PY) benchmarks/bench_capture_overhead.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -37,7 +37,12 @@ class FormatError(InputError):
 
 
 class AmbiguousLayerIds(FormatError):
-    """A config whose ids mean different layers depending on the release or trainer it was trained with."""
+    """A config whose ids mean different layers depending on the release or trainer it was trained with
+    (exit status 3); ``readings`` lists every meaning with who trains that way."""
+
+    def __init__(self, message: str, readings: tuple | list = ()) -> None:
+        super().__init__(message)
+        self.readings = tuple(readings)
 
 
 class WeightsError(InputError):

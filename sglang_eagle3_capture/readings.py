@@ -24,9 +24,10 @@ from . import families, releases
 from .config_keys import IDS_KEY
 from .families import Family
 from .layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices, layer_ids_of_loop
-from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, Release
+from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 
-__all__ = ["StockCapture", "default_low_mid_high_indices", "releases_label", "stock_by_release", "stock_rule",
+__all__ = ["StockCapture", "default_low_mid_high_indices", "engine_capture", "releases_label", "stock_by_release",
+           "stock_rule",
            "stock_safe_eagle_config_ids", "stock_sglang_capture"]
 
 
@@ -34,18 +35,20 @@ __all__ = ["StockCapture", "default_low_mid_high_indices", "releases_label", "st
 class StockCapture:
     """How one stock SGLang release wires a draft config on one target family."""
 
-    sglang_version: str
+    sglang_version: str  # or another engine's reader name (``engine`` then "")
     family: str
     config_ids: tuple[int, ...] | None  # what SGLang read from eagle_config; None = absent -> default
     rule: str  # "default", "always-shift", "shifted (first id is 1)", "as loop indices", "no aux capture", ...
     loop_indices: tuple[int, ...]  # layers_to_capture as SGLang sets it
     fed_layer_ids: tuple[int, ...]  # what the fc receives, in the order it receives it
     problem: str | None  # None when SGLang would run; else what goes wrong
+    engine: str = "SGLang"
 
     def describe(self) -> str:
         """One line for humans (used by the CLI)."""
         ids = "absent" if self.config_ids is None else list(self.config_ids)
-        out = (f"stock SGLang {self.sglang_version}: eagle_config ids {ids} -> {self.rule} -> loop indices "
+        who, key = ("stock SGLang", "eagle_config ids") if self.engine == "SGLang" else ("", "config ids")
+        out = (f"{who} {self.sglang_version}".strip() + f": {key} {ids} -> {self.rule} -> loop indices "
                f"{list(self.loop_indices)} -> fc fed layer ids {list(self.fed_layer_ids)}")
         return out + (f" [{self.problem}]" if self.problem else "")
 
@@ -132,6 +135,42 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
                    f"of {len(loop)} aux hidden states' where its AuxHiddenStatePacker checks the count, else an fc "
                    "shape error)")
     return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem)
+
+
+def _path(cfg: Any, dotted: str) -> Any:
+    node = cfg
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
+                   reader: EngineReader) -> StockCapture:
+    """What another engine (``reader``, e.g. vLLM 0.33's default runner) feeds the fc for ``draft_config``: the
+    first non-empty key it reads, as HF indices (sorted, each once; index N is the last layer's output), else
+    the low/mid/high default.
+
+    Example (an SGLang-format config: vLLM's default runner does not read the nested key and uses its default)::
+
+        >>> from sglang_eagle3_capture.releases import other_engines
+        >>> engine_capture({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}, 61,
+        ...                family="deepseek_v2", reader=other_engines()[0]).fed_layer_ids
+        (1, 29, 57)
+    """
+    fam, n = _family(family), num_hidden_layers
+    key, ids = next(((k, v) for k in reader.keys if (v := _path(draft_config, k))), (None, None))
+    if ids is None:
+        config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
+    else:
+        config_ids, rule = tuple(ids), f"{key} as HF indices"
+        loop = sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool)})
+    fed = tuple(i - 1 for i in loop if 0 <= i <= n)  # HF index N is the last layer's output there
+    problem = None
+    if fam.name in reader.embedding_crashes and 0 in loop:
+        problem = "its capture loop computes hidden_states + residual before layer 0: TypeError at the first forward"
+    elif len(fed) != len(loop) or (ids is not None and len(loop) != len(ids)):
+        problem = f"ids outside [0, {n}] or repeated: fewer hidden states reach the fc than it takes"
+    return StockCapture(reader.name, fam.name, config_ids, rule, tuple(loop), fed, problem, engine="")
 
 
 def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str

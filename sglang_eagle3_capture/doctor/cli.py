@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..draft.checkpoint import INDEX_FILENAME, SINGLE_FILENAME, tensor_index
 from ..draft.convert import convert
-from ..errors import Eagle3CaptureError, InputError, UsageError
+from ..errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError
 from ..families import family_of
 from ..formats import load_json
 from ..layer_ids import hidden_state_indices
@@ -126,7 +126,7 @@ def _cmd_manifest_show(args: argparse.Namespace) -> int:
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     ids = parse_layer_ids(args.layer_ids) if args.layer_ids is not None else None
-    report = convert(args.src, args.dst, target=args.target, layer_ids=ids)
+    report = convert(args.src, args.dst, target=args.target, layer_ids=ids, trained_with=args.trained_with)
     for line in report.lines():
         print(line)
     return 0
@@ -142,10 +142,11 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    r = inspect_draft(args.draft_dir, args.target, sglang_version=args.sglang)
+    r = inspect_draft(args.draft_dir, args.target, sglang_version=args.sglang, trained_with=args.trained_with)
+    status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
-        return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
+        return status
     print(f"draft:       {r.draft_dir}")
     if r.manifest is not None:
         print(f"manifest:    layer ids {r.manifest['layer_ids']} for {r.manifest['target']['architecture']} "
@@ -167,8 +168,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print()
     print(f"plugin:      {'installed' if r.plugin_installed else 'NOT installed'} (sglang.srt.plugins entry point "
           "eagle3_capture)")
+    for reading in r.ambiguous_readings:
+        print(f"reading:     {reading.describe()}")
     print(f"verdict:     {r.verdict.upper()}: {r.summary}")
-    return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
+    return status
 
 
 def _grouped(rows: list) -> list[tuple[list[str], object]]:
@@ -200,10 +203,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     r = verify(args.draft_dir, args.data, target=args.target, top_k=args.top_k, batch_size=args.batch_size,
                margin=args.margin, max_combinations=args.max_combinations, progress=not args.no_progress)
+    status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
-        return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
-    print(f"draft:       {r.draft_dir} (manifest layer ids {list(r.manifest_ids)})")
+        return status
+    declared = (f"manifest layer ids {list(r.manifest_ids)}" if r.declared_by == "manifest" else
+                f"no manifest; config.json read as {list(r.manifest_ids)}" if not r.readings else
+                f"no manifest; config.json ids mean one of {len(r.readings)} readings")
+    print(f"draft:       {r.draft_dir} ({declared})")
     print(f"data:        {r.files} files ({r.layout}), {r.positions} scored positions")
     print("stored:      " + ", ".join(f"{n} = layer {layer_label(i)}" for n, i in zip(r.chunk_names, r.chunk_ids)))
     emb = r.embedding_check
@@ -215,7 +222,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     print()
     rows = [["rank", "top-1", f"top-{r.top_k}", "wiring", "fc input"]]
     for i, c in enumerate(r.ranked(), 1):
-        mark = "*" if c is r.candidates.manifest else "r" if c.is_reference else " "
+        mark = "*" if c is r.candidates.manifest and not r.readings else "r" if c.is_reference else " "
         rows.append([f"{i}{mark}", f"{c.top1:.3f}", f"{c.topk:.3f}", c.name, ", ".join(describe_sources(c, r.chunk_names))])
     print("\n".join(_table(rows)))
     print("  (* = the manifest's wiring; r = reference with zeroed input, not compared for the verdict)")
@@ -224,8 +231,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     t = r.throughput
     print(f"\nthroughput:  {t['files_per_s']} files/s, {t['draft_positions_per_s']} draft positions/s over "
           f"{t['wirings']} wirings ({t['wall_s']} s wall, {t['torch_threads']} torch threads)")
-    print(f"verdict:     {'OK' if r.ok else 'FAIL'}: {r.summary}")
-    return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
+    print(f"verdict:     {'OK' if r.ok else 'AMBIGUOUS' if r.ambiguous else 'FAIL'}: {r.summary}")
+    return status
 
 
 # --- compare ---------------------------------------------------------------------------------------
@@ -277,6 +284,8 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--target", metavar="TARGET", help="target model directory or its config.json "
                    "(default: the speculators verifier path, when local)")
     c.add_argument("--layer-ids", help="override the ids read from SRC, e.g. --layer-ids=-1,2,30")
+    c.add_argument("--trained-with", metavar="HOW", help="how an SGLang-format draft was trained, when its ids mean "
+                   "different layers for different trainers: sglang==VERSION or layer-output")
     c.set_defaults(handler=_cmd_convert)
 
 
@@ -289,6 +298,8 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
                    "the manifest; required when the draft has no manifest)")
     i.add_argument("--sglang", metavar="VERSION", help="the SGLang release the verdict concerns (default: the "
                    "installed one when supported, else the newest supported)")
+    i.add_argument("--trained-with", metavar="HOW", help="how the draft was trained, when its config's ids mean "
+                   "different layers for different trainers: sglang==VERSION or layer-output")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     i.set_defaults(handler=_cmd_inspect)
 
@@ -297,7 +308,8 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("--data", nargs="+", required=True, metavar="FILE", help="training samples (speculators data_*.pt, "
                    "hs_*.safetensors, SpecForge *.ckpt[.gz]) or directories of them")
     v.add_argument("--target", metavar="TARGET", help="target model directory: its embedding (and lm_head when the "
-                   "draft takes it from the target) replaces the draft's, as in SGLang")
+                   "draft takes it from the target) replaces the draft's, as in SGLang; without a manifest, verify "
+                   "checks what the draft's config.json means (every reading, when it is ambiguous)")
     v.add_argument("--top-k", type=int, default=5, metavar="K", help="also report top-K accuracy (default 5)")
     v.add_argument("--batch-size", type=int, default=32, help="samples per batched forward (default 32)")
     v.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="top-1 lead the manifest's wiring needs over "
@@ -351,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     try:
         return int(args.handler(args))
+    except AmbiguousLayerIds as e:
+        print(f"{PROG}: ambiguous: {e}", file=sys.stderr)
+        return EXIT_AMBIGUOUS
     except InputError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

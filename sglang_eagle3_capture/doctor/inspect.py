@@ -9,7 +9,9 @@ config names no ids. Every row is shown as layer ids and HF ``output_hidden_stat
 The verdict concerns the release the draft would be served with: the installed SGLang when it is
 supported, else the newest supported (``--sglang`` names another): ``consistent`` when it feeds exactly
 the declared ids in the declared order, ``mis-wired`` when it feeds other tensors, ``crash`` when it would
-fail (e.g. ``captured 2 of 3 aux hidden states``).
+fail (e.g. ``captured 2 of 3 aux hidden states``), ``ambiguous`` when there is no manifest and the config's
+ids mean different layers depending on how the draft was trained
+(:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from typing import Any
 
 from .. import releases
 from ..draft.checkpoint import tensor_index
-from ..errors import ManifestError, UsageError, WeightsError
+from ..errors import AmbiguousLayerIds, ManifestError, UsageError, WeightsError
 from ..families import Family, family_of
 from ..formats import load_json, read_draft_config
+from ..formats.sglang_eagle_config import DECIDE
 from ..layer_ids import hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
-from ..readings import StockCapture, stock_sglang_capture
+from ..readings import StockCapture, engine_capture, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
 
 PLUGIN_ENTRY_POINT = ("sglang.srt.plugins", "eagle3_capture")
@@ -66,6 +69,7 @@ class InspectReport:
     checks: list[str] = field(default_factory=list)
     plugin_installed: bool = False
     serving_release: str = ""  # the release the verdict concerns
+    ambiguous_readings: list = field(default_factory=list)  # formats.sglang_eagle_config.Reading, when ambiguous
     verdict: str = "consistent"
     summary: str = ""
 
@@ -74,12 +78,19 @@ class InspectReport:
         """True when the serving release's stock wiring feeds exactly the declared wiring."""
         return self.verdict == "consistent"
 
+    @property
+    def ambiguous(self) -> bool:
+        """True when the declared wiring cannot be read from the checkpoint (see the module doc)."""
+        return self.verdict == "ambiguous"
+
     def to_dict(self) -> dict:
         """JSON-ready form."""
         return {"draft_dir": self.draft_dir, "manifest": self.manifest, "provenance": self.provenance,
                 "declared": self.declared.to_dict(), "messages": self.messages,
                 "stock_sglang": [r.to_dict() for r in self.readings], "checks": self.checks,
                 "plugin_installed": self.plugin_installed, "serving_release": self.serving_release,
+                "ambiguous_readings": [{"layer_ids": list(r.layer_ids), "trained_by": list(r.who)}
+                                       for r in self.ambiguous_readings],
                 "verdict": self.verdict, "summary": self.summary,
                 "ok": self.ok}
 
@@ -97,7 +108,8 @@ def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...]
 
 
 def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
-    ids = "no eagle_config ids" if c.config_ids is None else f"eagle_config ids {list(c.config_ids)}"
+    key = "eagle_config ids" if c.engine == "SGLang" else "config ids"
+    ids = f"no {key}" if c.config_ids is None else f"{key} {list(c.config_ids)}"
     rule = f"{ids} -> {c.rule} -> loop indices {list(c.loop_indices)}"
     return WiringRow(name, c.fed_layer_ids, rule, _status(c.fed_layer_ids, c.problem, declared), c.problem)
 
@@ -112,17 +124,21 @@ def _serving_release(version: str | None) -> releases.Release:
 
 
 def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...]) -> list[WiringRow]:
-    """One row per release in the table (oldest first), then the no-ids default of the newest release."""
+    """One row per SGLang release in the table (oldest first), one per other engine's reader (vLLM), then the
+    no-ids default of the newest release."""
     rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r),
                  declared) for r in releases.all_releases()]
+    rows += [_row(reader.name, engine_capture(draft_cfg, n_layers, family=family, reader=reader), declared)
+             for reader in releases.other_engines()]
     default = stock_sglang_capture({}, n_layers, family=family)
     return rows + [_row("stock default (no ids)", default, declared)]
 
 
-def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *,
-                  sglang_version: str | None = None) -> InspectReport:
+def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sglang_version: str | None = None,
+                  trained_with: str | None = None) -> InspectReport:
     """Build the :class:`InspectReport` for ``draft_dir`` (``target``: model dir or config.json, optional;
-    ``sglang_version``: the release the verdict concerns, default the installed-or-newest supported one)."""
+    ``sglang_version``: the release the verdict concerns, default the installed-or-newest supported one;
+    ``trained_with``: how the draft was trained, when its config's ids are ambiguous)."""
     serving = _serving_release(sglang_version)
     draft = Path(draft_dir)
     cfg_path = draft / "config.json"
@@ -143,8 +159,11 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *,
         if target_cfg is None:
             raise UsageError(f"{draft / MANIFEST_FILENAME}: field '<file>': no manifest, so the target's layer count "
                              "is unknown; fix: pass --target TARGET (the target model directory or its config.json)")
-        resolved = read_draft_config(draft_cfg, target_cfg, file=str(cfg_path))
         arch, n_layers, _ = target_dims(target_cfg, str(target_file))
+        try:
+            resolved = read_draft_config(draft_cfg, target_cfg, file=str(cfg_path), trained_with=trained_with)
+        except AmbiguousLayerIds as e:
+            return _ambiguous(draft, draft_cfg, arch, n_layers, serving, e)
         declared = WiringRow("no manifest: config.json read as", resolved.layer_ids,
                              resolved.provenance.get("convention", "?"), "declared")
         prov, messages, mdict = dict(resolved.provenance), list(resolved.messages), None
@@ -161,6 +180,21 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *,
     report = InspectReport(str(draft), declared, mdict, prov, messages, readings, checks, plugin_installed(),
                            serving_release=serving.version)
     _decide(report)
+    return report
+
+
+def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: releases.Release,
+               error: AmbiguousLayerIds) -> InspectReport:
+    """The report for a config whose ids cannot be read without knowing how the draft was trained."""
+    family = family_of(arch)
+    declared = WiringRow("no manifest: config.json ids", (), "ambiguous (see the readings)", "declared")
+    rows = [WiringRow(w.name, w.layer_ids, w.rule, "n/a" if not w.problem else "crash", w.problem)
+            for w in stock_rows(draft_cfg, n_layers, family, ())] if family is not None else []
+    report = InspectReport(str(draft), declared, None, {}, [], rows, [], plugin_installed(),
+                           serving_release=serving.version, ambiguous_readings=list(error.readings))
+    report.verdict = "ambiguous"
+    report.summary = ("the config's ids mean " + "; or ".join(r.describe() for r in error.readings)
+                      + f". Fix: {DECIDE}")
     return report
 
 

@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Sequence
 
 from ..draft.checkpoint import tensor_index
-from ..errors import DraftFormatError, ManifestError, SampleError, WeightsError
+from ..errors import AmbiguousLayerIds, DraftFormatError, ManifestError, SampleError, UsageError, WeightsError
 from ..families import family_of
-from ..formats import load_json
-from ..manifest import read_manifest
-from ..readings import releases_label, stock_by_release, stock_sglang_capture
+from ..formats import load_json, read_draft_config
+from ..manifest import MANIFEST_FILENAME, find_manifest
+from ..target_config import load_target_config, target_dims
+from .. import releases
+from ..readings import engine_capture, releases_label, stock_by_release, stock_sglang_capture
 from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, describe_sources
 from .samples import expand_data_paths, load_sample
 
@@ -48,7 +50,10 @@ class VerifyReport:
     layout: str = ""
     throughput: dict = field(default_factory=dict)
     margin: float = DEFAULT_MARGIN
+    declared_by: str = "manifest"  # what stated the wiring checked: "manifest", "config.json", or "ambiguous config"
+    readings: tuple = ()  # the config's possible meanings when it is ambiguous (formats.sglang_eagle_config.Reading)
     ok: bool = False
+    ambiguous: bool = False
     summary: str = ""
 
     def ranked(self) -> list[Candidate]:
@@ -69,7 +74,9 @@ class VerifyReport:
                          "reference": c.is_reference}
                         for c in self.ranked()],
             "unbuildable": cs.unbuildable, "notes": cs.notes, "margin": self.margin,
-            "throughput": self.throughput, "ok": self.ok, "summary": self.summary,
+            "throughput": self.throughput, "declared_by": self.declared_by,
+            "readings": [{"layer_ids": list(r.layer_ids), "trained_by": list(r.who)} for r in self.readings],
+            "ok": self.ok, "ambiguous": self.ambiguous, "summary": self.summary,
         }
 
 
@@ -192,31 +199,35 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     """Run the draft on ``data`` under every buildable wiring; see the module doc."""
     import torch
 
-    manifest = read_manifest(draft_dir)
+    draft_cfg = load_json(Path(draft_dir) / "config.json", "the draft's config.json")
+    declared = _declared(Path(draft_dir), draft_cfg, target)
     paths = expand_data_paths(data)
     model = load_draft(draft_dir, target)
-    draft_cfg = load_json(Path(draft_dir) / "config.json", "the draft's config.json")
-    n_layers = manifest.target_num_hidden_layers
-    family = family_of(manifest.target_architecture)
+    n_layers = declared.num_hidden_layers
+    family = family_of(declared.architecture)
     if family is None:
-        raise ManifestError(f"{manifest.path}: field 'target.architecture': {manifest.target_architecture} has no "
-                          "target-family entry, so stock SGLang's wirings are unknown; fix: see docs/families.md")
+        raise ManifestError(f"{declared.source}: field 'target.architecture': {declared.architecture} has no "
+                            "target-family entry, so stock SGLang's wirings are unknown; fix: see docs/families.md")
     stock = [(releases_label(v), c.fed_layer_ids) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
+    others = [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r)) for r in releases.other_engines()]
+    stock += [(name, c.fed_layer_ids) for name, c in others if c.problem is None]  # a crash feeds nothing
     stock.append(("stock default (no ids)", stock_sglang_capture({}, n_layers, family=family).fed_layer_ids))
-    report = VerifyReport(str(draft_dir), manifest.layer_ids, top_k=top_k, margin=margin,
-                          embedding_source=f"{model.embedding_source} embed_tokens.weight")
+    stock += [(f"reading {i + 1}: {'; '.join(r.who)}", r.layer_ids) for i, r in enumerate(declared.readings)]
+    report = VerifyReport(str(draft_dir), declared.layer_ids, top_k=top_k, margin=margin,
+                          embedding_source=f"{model.embedding_source} embed_tokens.weight", declared_by=declared.by,
+                          readings=declared.readings)
     embed = model.embed_tokens.weight.detach()
     first, hits_per_chunk, fwd_s, start = None, None, 0.0, time.perf_counter()
     for batch in _batches(paths, batch_size, progress):
         if first is None:
             first = batch[0]
             hits_per_chunk = [0] * len(first.chunks)
-            if first.hidden_size != manifest.target_hidden_size:
-                raise SampleError(f"{first.path}: stored tensors are {first.hidden_size} wide but manifest "
-                                  f"{manifest.path} field 'target.hidden_size' is {manifest.target_hidden_size}")
+            if first.hidden_size != declared.hidden_size:
+                raise SampleError(f"{first.path}: stored tensors are {first.hidden_size} wide but {declared.source} "
+                                  f"says the target's hidden size is {declared.hidden_size}")
             emb0 = _embedding_hits([first], embed)[0]
             ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
-            cs = build_candidates(manifest_ids=manifest.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
+            cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
                                   fc_chunks=first.fc_chunks, target_chunk=first.target_chunk,
                                   max_combinations=max_combinations)
             cs.notes[:0] = notes
@@ -243,7 +254,68 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     return report
 
 
+@dataclass(frozen=True)
+class _Declared:
+    """The wiring ``verify`` checks: the manifest's, or what the draft's config.json reads as (with ``--target``);
+    for an ambiguous config, every reading is checked and the first stands in as the declared one."""
+
+    layer_ids: tuple[int, ...]
+    by: str
+    source: str
+    architecture: str
+    num_hidden_layers: int
+    hidden_size: int
+    readings: tuple = ()
+
+
+def _declared(draft: Path, draft_cfg: dict, target: str | Path | None) -> _Declared:
+    manifest = find_manifest(draft)
+    if manifest is not None:
+        return _Declared(manifest.layer_ids, "manifest", str(manifest.path), manifest.target_architecture,
+                         manifest.target_num_hidden_layers, manifest.target_hidden_size)
+    if target is None:
+        raise UsageError(f"{draft / MANIFEST_FILENAME}: field '<file>': no manifest; fix: pass --target TARGET, and "
+                         "verify ranks what the draft's config.json can mean, or write the manifest first")
+    target_cfg, target_file = load_target_config(target)
+    arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
+    cfg_file = str(draft / "config.json")
+    try:
+        resolved = read_draft_config(draft_cfg, target_cfg, file=cfg_file)
+    except AmbiguousLayerIds as e:
+        return _Declared(e.readings[0].layer_ids, "ambiguous config", cfg_file, arch, n_layers, hidden,
+                         tuple(e.readings))
+    return _Declared(resolved.layer_ids, "config.json", cfg_file, arch, n_layers, hidden)
+
+
+def _decide_readings(report: VerifyReport) -> None:
+    """An ambiguous config: the reading whose wiring ranks first by the margin over every other reading is the one
+    the draft was trained on; otherwise it stays ambiguous."""
+    by_ids = {c.layer_ids: c for c in report.candidates.candidates if c.layer_ids is not None}
+    scored = [(r, by_ids.get(tuple(r.layer_ids))) for r in report.readings]
+    built = sorted(((r, c) for r, c in scored if c is not None), key=lambda rc: -rc[1].top1)
+    if len(built) < 2:
+        report.ambiguous = True
+        report.summary = "the readings of the config's ids cannot be built from the stored tensors; fix: verify with " \
+                         "samples stored with every layer"
+        return
+    (best, c1), (_, c2) = built[0], built[1]
+    lead = c1.top1 - c2.top1
+    if c1.positions and lead >= report.margin:
+        report.ok = True
+        ids = ",".join(str(i) for i in best.layer_ids)
+        report.summary = (f"the draft was trained on layer ids {list(best.layer_ids)} ({'; '.join(best.who)}): top-1 "
+                          f"{c1.top1:.3f}, {lead:.3f} ahead of the next reading ({c2.top1:.3f}). Fix: write it down with "
+                          f"`sglang-eagle3-capture manifest write {report.draft_dir} --layer-ids={ids} --target TARGET`")
+    else:
+        report.ambiguous = True
+        report.summary = (f"the readings are not told apart by {report.margin}: top-1 {c1.top1:.3f} vs {c2.top1:.3f}; "
+                          "verify with more samples, or samples stored with every layer")
+
+
 def _decide(report: VerifyReport) -> None:
+    if report.readings:
+        _decide_readings(report)
+        return
     m = report.candidates.manifest
     if m is None:
         report.ok = False

@@ -135,12 +135,14 @@ def _dumps(obj: Any) -> str:
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
-            layer_ids: Sequence[int] | None = None) -> ConvertReport:
+            layer_ids: Sequence[int] | None = None, trained_with: str | None = None) -> ConvertReport:
     """Convert the draft in ``src`` into an SGLang draft directory ``dst`` (must not exist or be empty).
 
     ``target``: the target model directory, its ``config.json``, or the config as a dict (default: the
     speculators verifier path, when it is a local directory). ``layer_ids``: override the ids read from
-    the source config (recorded as provenance ``manual``).
+    the source config (recorded as provenance ``manual``). ``trained_with`` (``sglang==X`` or ``layer-output``)
+    says how an SGLang-format draft was trained when its ids mean different layers for different trainers;
+    without either, such a draft is refused (:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds`).
     """
     src, dst = Path(src), Path(dst)
     cfg_file = src / "config.json"
@@ -170,7 +172,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     resolved, read_error = None, format_error
     if format_error is None:
         try:
-            resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file))
+            resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file), trained_with)
         except FormatError as e:
             if layer_ids is None:
                 raise

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ..errors import FormatError
+from ..errors import AmbiguousLayerIds, FormatError
 from ..userfiles import read_json_object
 from .base import (CONVENTION_EAGLE_DEFAULT, CONVENTION_LAYER_ID, CONVENTION_SGLANG, CONVENTION_SPECULATORS_LEGACY,
                    CONVENTION_VLLM, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds)
@@ -32,7 +32,7 @@ from .sglang_eagle_config import SGLangEagleConfigFormat
 from .speculators import SpeculatorsFormat, read_speculators_data_config
 
 __all__ = ["CONVENTION_EAGLE_DEFAULT", "CONVENTION_LAYER_ID", "CONVENTION_SGLANG", "CONVENTION_SPECULATORS_LEGACY",
-           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "FormatError", "ResolvedLayerIds",
+           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "AmbiguousLayerIds", "FormatError", "ResolvedLayerIds",
            "detect_format", "load_json", "read_draft_config", "read_draft_dir", "read_speculators_data_config"]
 
 # Asked in this order; the first whose detect() says yes reads the file.
@@ -58,9 +58,11 @@ def detect_format(draft_config: Any, *, file: str = "config.json"):
                       "a speculators, SpecForge, SGLang or EAGLE draft, or pass --layer-ids explicitly")
 
 
-def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json") -> ResolvedLayerIds:
-    """The layer ids of a draft ``config.json`` dict, read by its format."""
-    return detect_format(draft_config, file=file).layer_ids(draft_config, target_hf_config, file)
+def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json",
+                      trained_with: str | None = None) -> ResolvedLayerIds:
+    """The layer ids of a draft ``config.json`` dict, read by its format; ``trained_with`` (``sglang==X`` or
+    ``layer-output``) settles what an SGLang-format id list meant (:class:`AmbiguousLayerIds` otherwise)."""
+    return detect_format(draft_config, file=file).layer_ids(draft_config, target_hf_config, file, trained_with)
 
 
 def load_json(path: str | Path, what: str) -> dict:
@@ -68,7 +70,8 @@ def load_json(path: str | Path, what: str) -> dict:
     return read_json_object(Path(path), fix=f"point at {what}", error=FormatError)
 
 
-def read_draft_dir(draft_dir: str | Path, target_hf_config: Any) -> ResolvedLayerIds:
+def read_draft_dir(draft_dir: str | Path, target_hf_config: Any, trained_with: str | None = None) -> ResolvedLayerIds:
     """:func:`read_draft_config` on ``draft_dir/config.json``."""
     path = Path(draft_dir) / "config.json"
-    return read_draft_config(load_json(path, "the draft's config.json"), target_hf_config, file=str(path))
+    return read_draft_config(load_json(path, "the draft's config.json"), target_hf_config, file=str(path),
+                             trained_with=trained_with)

@@ -4,8 +4,9 @@ A format is one object in :data:`sglang_eagle3_capture.formats.FORMATS` with:
 
 - ``name`` and ``detect(cfg)``: whether a draft ``config.json`` is in this format (the registry asks the
   formats in order; the first that says yes reads the file);
-- ``layer_ids(cfg, target_hf_config, file)``: the draft's layer ids (fc order) as a
-  :class:`ResolvedLayerIds`, converted from the format's own id convention at this edge;
+- ``layer_ids(cfg, target_hf_config, file, trained_with=None)``: the draft's layer ids (fc order) as a
+  :class:`ResolvedLayerIds`, converted from the format's own id convention at this edge (``trained_with``
+  only matters where the format's ids mean different layers for different trainers);
 - ``to_sglang_config(cfg, file)``: the config SGLang's ``LlamaForCausalLMEagle3`` reads, and messages;
 - ``drops(tensor_name)``: whether a checkpoint tensor is training-only (dropped by ``convert``).
 """

@@ -1,32 +1,86 @@
 """SGLang / SpecForge / Model Optimizer drafts: ids in ``eagle_config.eagle_aux_hidden_state_layer_ids``.
 
-The writers meant "output of layer ``i``" (a forward hook on ``layers[i]``, or an SGLang release that always
-added 1); an SGLang release that adds 1 only when the first id is 1 trained the same list on other
-layers. :func:`sglang_readings` lists what every release in the table makes of the ids.
+What such a list meant depends on how the draft was trained, and the checkpoint does not say:
+
+- a trainer that hooks the target's layers (SpecForge's HF backend, NVIDIA Model Optimizer) meant "output
+  of layer ``i``", i.e. the layer ids themselves;
+- a trainer that ran SGLang meant what that SGLang release fed for the target's family
+  (:func:`~sglang_eagle3_capture.readings.stock_by_release`): e.g. DeepSeek ``[2, 30, 58]`` is layer ids
+  ``[2, 30, 58]`` through 0.5.11 (always +1) but ``[1, 29, 57]`` from 0.5.13.post1 (+1 only when the first id
+  is 1). Readings under which that release could not have run (a crash, too few captures) are left out.
+
+When every possible meaning agrees the ids are read; when they differ the reader raises
+:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds` listing them, unless the caller states how the draft
+was trained (``trained_with``: ``sglang==X`` or ``layer-output``). Ids marked with this package's convention
+(``eagle_aux_hidden_state_layer_ids_convention``) are layer ids in fc order, as written.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..config_keys import IDS_KEY
-from ..errors import ConvertError, FormatError
+from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from ..errors import AmbiguousLayerIds, ConvertError, FormatError, UsageError
 from ..families import family_of
 from ..readings import releases_label, stock_by_release
 from ..target_config import target_dims
-from .base import CONVENTION_SGLANG, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds, ascending, flag, int_list, validated
+from .base import (CONVENTION_LAYER_ID, CONVENTION_SGLANG, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds, ascending, flag,
+                   int_list, validated)
 
 FIELD = f"eagle_config.{IDS_KEY}"
+LAYER_OUTPUT = "layer-output"  # --trained-with value: a trainer that hooks layer outputs
+LAYER_OUTPUT_TRAINERS = "a trainer that hooks layer outputs (SpecForge's HF backend, NVIDIA Model Optimizer)"
+DECIDE = ("run `sglang-eagle3-capture verify DRAFT --data SAMPLES` on a few training samples stored with every "
+          "layer (it ranks each reading), then `sglang-eagle3-capture manifest write DRAFT --layer-ids=... --target "
+          "TARGET`; or pass --trained-with (sglang==VERSION or layer-output) when you know how it was trained")
 
 
-def sglang_readings(draft_config: Mapping, target_hf_config: Any) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
-    """``[(SGLang releases, the layer ids they feed)]`` for ``draft_config`` on its target (empty when no family
-    entry covers the target)."""
+@dataclass(frozen=True)
+class Reading:
+    """One possible meaning of an id list: the layer ids, and the trainers/releases behind it."""
+
+    layer_ids: tuple[int, ...]
+    who: tuple[str, ...]
+    versions: tuple[str, ...] = ()  # the SGLang releases among ``who``
+
+    def describe(self) -> str:
+        """``layer ids [..]: who, who``."""
+        return f"layer ids {list(self.layer_ids)}: {'; '.join(self.who)}"
+
+
+def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
+    """Every meaning the config's ids can have on its target, each with who trains that way (see module doc)."""
+    ec = draft_config.get("eagle_config") or {}
+    ids = tuple(sorted(ec.get(IDS_KEY) or ()))
+    out = [Reading(ids, (LAYER_OUTPUT_TRAINERS,))]
     arch, n_layers, _ = target_dims(target_hf_config, "target config")
     family = family_of(arch)
     if family is None:
-        return []
-    return [(versions, c.fed_layer_ids) for versions, c in stock_by_release(draft_config, n_layers, family=family)]
+        return out
+    for versions, c in stock_by_release(draft_config, n_layers, family=family):
+        if c.problem or len(c.fed_layer_ids) != len(ids):
+            continue  # no draft was trained through a release that cannot run it
+        label = f"SGLang {releases_label(versions).removeprefix('stock SGLang ')} ({c.rule})"
+        same = next((r for r in out if r.layer_ids == c.fed_layer_ids), None)
+        if same is None:
+            out.append(Reading(c.fed_layer_ids, (label,), versions))
+        else:
+            out[out.index(same)] = Reading(same.layer_ids, (*same.who, label), (*same.versions, *versions))
+    return out
+
+
+def _pick(found: list[Reading], trained_with: str, where: str) -> Reading:
+    if trained_with == LAYER_OUTPUT:
+        return found[0]
+    version = trained_with.removeprefix("sglang==")
+    pick = next((r for r in found if version in r.versions), None)
+    if pick is None:
+        known = ", ".join(v for r in found for v in r.versions)
+        raise UsageError(f"--trained-with {trained_with}: {where} cannot have been trained through that release "
+                         f"(releases that run this list: {known or 'none'}); fix: pass sglang==VERSION with one of "
+                         f"them, or {LAYER_OUTPUT}")
+    return pick
 
 
 class SGLangEagleConfigFormat:
@@ -41,8 +95,9 @@ class SGLangEagleConfigFormat:
         return "eagle_config" in cfg and (not isinstance(ec, Mapping) or IDS_KEY in ec)
 
     @staticmethod
-    def layer_ids(cfg: Mapping, target_hf_config: Any, file: str) -> ResolvedLayerIds:
-        """The ids read as output-of-layer ids, ascending; a message names releases that read them otherwise."""
+    def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None) -> ResolvedLayerIds:
+        """The layer ids the list means (see the module doc); :class:`AmbiguousLayerIds` when the meanings differ
+        and ``trained_with`` does not pick one."""
         ec = cfg.get("eagle_config")
         if not isinstance(ec, Mapping):
             raise FormatError(f"{file}: field 'eagle_config': expected an object, got {ec!r}; fix: this is not an "
@@ -53,16 +108,33 @@ class SGLangEagleConfigFormat:
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{FIELD}'"
         original = int_list(ec.get(IDS_KEY), where, "list the layers the fc consumes")
+        if CONVENTION_KEY in ec:
+            if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
+                raise FormatError(f"{file}: field 'eagle_config.{CONVENTION_KEY}' is {ec[CONVENTION_KEY]!r}; fix: set "
+                                  f"it to {LAYER_ID_CONVENTION!r} or remove it")
+            prov = {"source": "marked-eagle-config", "file": file, "field": FIELD, "original_ids": original,
+                    "convention": CONVENTION_LAYER_ID}
+            return ResolvedLayerIds(validated(original, n_layers, where, original), prov,
+                                    (f"{where}: marked as layer ids by eagle_config.{CONVENTION_KEY} (fc order)",))
         messages: list[str] = []
-        ids = ascending(original, where, messages)
-        for versions, fed in sglang_readings(cfg, target_hf_config):
-            if fed != tuple(ids):
-                messages.append(f"{where}: read as output-of-layer ids {ids}; {releases_label(versions)} feeds "
-                                f"this list as layer ids {list(fed)}. If the draft was trained through such a release "
-                                "with this list, pass --layer-ids explicitly")
-        layer_ids = validated(ids, n_layers, where, original)
+        ascending(original, where, messages)
+        found = readings(cfg, target_hf_config)
+        distinct = {r.layer_ids for r in found}
+        if trained_with is not None:
+            chosen = _pick(found, trained_with, where)
+            messages.append(f"{where}: read as trained with {trained_with}: {chosen.describe()}")
+        elif len(distinct) > 1:
+            raise AmbiguousLayerIds(
+                f"{where}: {original} means different layers depending on how the draft was trained, and nothing in "
+                f"the checkpoint says which: " + "; or ".join(r.describe() for r in found) + f". Fix: {DECIDE}",
+                readings=found)
+        else:
+            chosen = found[0]
+        layer_ids = validated(list(chosen.layer_ids), n_layers, where, original)
         prov = {"source": "sglang-eagle-config", "file": file, "field": FIELD, "original_ids": original,
                 "convention": CONVENTION_SGLANG}
+        if trained_with is not None:
+            prov["note"] = f"trained with {trained_with} (stated by the user)"
         return ResolvedLayerIds(layer_ids, prov, tuple(messages))
 
     @staticmethod

@@ -39,7 +39,7 @@ class SpeculatorsFormat:
         return "speculators_model_type" in cfg
 
     @staticmethod
-    def layer_ids(cfg: Mapping, target_hf_config: Any, file: str) -> ResolvedLayerIds:
+    def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None) -> ResolvedLayerIds:
         """Top-level HF indices (absent: the default, marked inferred); a trailing ``N`` (the verifier target
         that speculators' data generation appends, speculators issue #1065) is dropped."""
         mtype = cfg.get("speculators_model_type")

@@ -15,17 +15,32 @@ import importlib
 from importlib import metadata
 
 from ..errors import UnsupportedSGLangVersion
-from .schema import Release, Seam
+from .schema import EngineReader, Release, Seam
 
-__all__ = ["Release", "Seam", "UnsupportedSGLangVersion", "all_releases", "check_sglang_version", "get",
+__all__ = ["EngineReader", "Release", "Seam", "other_engines", "UnsupportedSGLangVersion", "all_releases", "check_sglang_version", "get",
            "installed_or_newest", "installed_sglang_version", "newest", "supported", "supported_versions"]
 
 # One line per release file, oldest first.
 _MODULES = (
     "sglang_0_5_11",
+    "sglang_0_5_13_post1",
+    "sglang_0_5_15_post1",
+    "sglang_0_5_17",
+    "sglang_0_5_18",
+    "sglang_0_5_19",
+    "sglang_0_5_20",
+    "sglang_0_5_21",
+    "sglang_0_5_22",
     "sglang_0_5_23",
 )
 _RELEASES: tuple[Release, ...] = tuple(importlib.import_module(f".{m}", __name__).RELEASE for m in _MODULES)
+# Other engines whose reading of a draft config the doctor shows next to SGLang's.
+_OTHER_ENGINES = ("vllm_0_33",)
+
+
+def other_engines() -> tuple[EngineReader, ...]:
+    """Readers of other serving engines (vLLM), in table order."""
+    return tuple(r for m in _OTHER_ENGINES for r in importlib.import_module(f".{m}", __name__).READERS)
 
 
 def all_releases() -> tuple[Release, ...]:

@@ -47,6 +47,21 @@ class Seam:
 
 
 @dataclass(frozen=True)
+class EngineReader:
+    """How another serving engine picks the target layers for an EAGLE-3 draft ``config.json`` (the doctor's rows).
+
+    ``keys``: dotted config paths, the first non-empty one wins (none: the low/mid/high default). Every id is
+    an HF ``output_hidden_states`` index (0 = embedding, N = last layer's output before the final norm), sorted,
+    duplicates dropped. ``embedding_crashes``: families whose capture loop fails at index 0 there.
+    """
+
+    name: str
+    keys: tuple[str, ...]
+    embedding_crashes: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class DraftFlag:
     """How SGLang's draft class reads one math flag from the draft ``config.json``.
 
@@ -81,7 +96,7 @@ class Release:
     embedding_crashes: tuple[str, ...] = ()  # families whose stock loop crashes at loop index 0 in this release
     draft_flags: Mapping[str, DraftFlag] = field(default_factory=dict)
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)  # checkpoint prefix -> module prefix
-    requires: str = ""  # extra pip requirement notes for installing it (docs/releases.md)
+    install_excludes: tuple[str, ...] = ()  # pins to drop when installing it here (tools/install_sglang.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stock_rules", _frozen(self.stock_rules))

@@ -1,18 +1,15 @@
-"""SGLang 0.5.11 (wheel built 2026-05-07): refused, kept for the doctor's stock readings.
+"""SGLang 0.5.11 (wheel built 2026-05-07): refused; kept for the doctor's stock readings.
 
-``models/deepseek_v2.py`` l.2362-2374: ``set_eagle3_layers_to_capture`` always adds 1
-(``[val + 1 for val in layer_ids]``); the capture loop computes ``hidden_states + residual`` inline
-(l.2106), which fails at loop index 0 (no residual yet), so the embedding cannot be captured.
+Every family always adds 1 (DeepSeek ``[val + 1 for val in layer_ids]``, deepseek_v2.py l.2369-2374, the last
+release that did so for DeepSeek), and GLM-4.7-Flash is still a DeepSeek subclass. The loops compute
+``hidden_states + residual`` inline (deepseek_v2.py l.2106), so layer id -1 crashes on DeepSeek, Llama,
+GLM-4.5, GLM-4.7-Flash and GPT-OSS.
 """
 
-from .schema import ALWAYS_SHIFT, PROVEN_REFUSED, Release
+from dataclasses import replace
 
-RELEASE = Release(
-    version="0.5.11",
-    built="2026-05-07",
-    supported=False,
-    proven=PROVEN_REFUSED,
-    refused_because="its DeepSeek capture loop adds hidden_states + residual inline and crashes at the embedding",
-    stock_rules={"deepseek_v2": ALWAYS_SHIFT},
-    embedding_crashes=("deepseek_v2",),
-)
+from . import sglang_0_5_13_post1
+from .schema import ALWAYS_SHIFT
+
+RELEASE = replace(sglang_0_5_13_post1.RELEASE, version="0.5.11", built="2026-05-07",
+                  stock_rules={"deepseek_v2": ALWAYS_SHIFT, "glm4_moe_lite": ALWAYS_SHIFT, "gpt_oss": ALWAYS_SHIFT})

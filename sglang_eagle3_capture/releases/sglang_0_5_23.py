@@ -1,22 +1,26 @@
-"""SGLang 0.5.23 (wheel built 2026-10-30): the release every other release file is written against.
+"""SGLang 0.5.23 (wheel built 2026-10-30): the newest supported release; older release files derive from it.
 
-Read in the installed sources (``sglang/srt/``):
+Read in the installed sources (``sglang/srt/``) and run on CPU (docs/releases.md):
 
-- ``model_executor/model_runner_components/spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state``
-  (l.132-196) reads the capture ids from the draft's ``eagle_config`` only, inside
-  ``ModelRunner.init_spec_aux_hidden_state`` (model_runner.py l.596, called at l.426 before the model
-  is loaded); ``SpecAuxHiddenStateConfig.draft_model_config`` holds the draft's ModelConfig (l.165-166).
+- ``model_executor/model_runner.py::ModelRunner.init_spec_aux_hidden_state`` (l.596, called at l.426, before
+  ``initialize()`` -> ``load_model()``) sets ``self.spec_aux_config`` from
+  ``model_runner_components/spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state`` (l.132-196), which reads
+  the capture ids from the draft's ``eagle_config`` only; ``SpecAuxHiddenStateConfig.draft_model_config`` holds
+  the draft's ModelConfig (l.165-166). The same method, with the same body, exists from 0.5.17 on: the plugin's
+  one resolution seam. ``ModelRunner`` exists only once ``model_runner.py`` has finished executing, hence the
+  trigger module.
 - ``models/llama_eagle3.py``: ``norm_before_fc`` from ``eagle_config`` then the top level (l.173-175),
   ``fc_norm`` or the legacy ``use_aux_norm`` (l.185-187), ``norm_output`` top level (l.207);
-  ``norm_before_residual`` is not read. ``load_weights`` renames legacy names (l.338-348).
+  ``norm_before_residual`` is not read. ``load_weights`` renames legacy names by substring (l.338-348).
 - Draft classes: ``LlamaForCausalLMEagle3`` (its ``set_embed`` is inherited from llama.py) and
   ``kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM``; ``speculative/eagle_worker_v2.py::EagleDraftWorker
   .init_attention_backends`` runs right after the target configured its capture.
+- ``runtime_context.get_spec()`` holds the resolved draft path (``server_args`` keeps the raw input since 0.5.19).
 """
 
 from .schema import PROVEN_CPU_ENGINE, DraftFlag, Release, Seam
 
-SPEC_AUX = "sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state"
+MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
 LLAMA_EAGLE3 = "sglang.srt.models.llama_eagle3"
 MLA_EAGLE3 = "sglang.srt.models.kimi_k25_eagle3"
 WORKER = "sglang.srt.speculative.eagle_worker_v2"
@@ -27,10 +31,9 @@ RELEASE = Release(
     built="2026-10-30",
     supported=True,
     proven=PROVEN_CPU_ENGINE,
-    trigger_module=SPEC_AUX,
+    trigger_module=MODEL_RUNNER,
     seams=(
-        Seam("resolve", SPEC_AUX, None, "_resolve_eagle_aux_hidden_state",
-             ("config", "server_args", "model_config", "spec_algorithm", "is_draft_worker")),
+        Seam("resolve", MODEL_RUNNER, "ModelRunner", "init_spec_aux_hidden_state", ("self",)),
         Seam("draft.llama.__init__", LLAMA_EAGLE3, "LlamaForCausalLMEagle3", "__init__", INIT),
         Seam("draft.llama.load_weights", LLAMA_EAGLE3, "LlamaForCausalLMEagle3", "load_weights", ("self", "weights")),
         Seam("draft.llama.set_embed", LLAMA_EAGLE3, "LlamaForCausalLMEagle3", "set_embed", ("self", "embed")),

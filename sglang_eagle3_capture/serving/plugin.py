@@ -8,9 +8,10 @@ table's ``trigger_module``, a module only processes that build a ``ModelRunner``
 is resolved or loaded) that applies the target capture patch and the draft-head loader patch.
 Processes that never run a model pay nothing.
 
-``load_plugins`` logs and swallows exceptions raised here. So a patch that cannot be applied installs
-a startup guard (:func:`.target.apply_guard`) that refuses EAGLE-3 on every target family with an entry,
-and the patched resolution re-checks :func:`.target.is_patched`.
+``load_plugins`` logs and swallows exceptions raised here. So an unsupported SGLang, or a patch that cannot
+be applied, arms the startup guard (:mod:`.guard`, which depends on none of the patched seams): a draft that
+declares layer ids then fails at startup instead of running stock wiring. The patched resolution also
+re-checks :func:`.target.is_patched`.
 
 Why not SGLang's own ``HookRegistry`` (``sglang.srt.plugins.hook_registry``) or
 ``SGLANG_EXTERNAL_MODEL_PACKAGE``: ``HookRegistry.apply_hooks()`` runs inside ``load_plugins`` in every
@@ -29,8 +30,8 @@ import logging
 import os
 
 from .. import releases
-from ..errors import UnsupportedSGLangVersion
-from . import draft, target
+from ..errors import UnsupportedSGLangVersion, WiringError
+from . import draft, guard, target
 from .after_import import when_imported
 from .runtime import current_tp_rank
 
@@ -46,9 +47,9 @@ def _apply() -> None:
     except Exception as e:  # noqa: BLE001 - runs inside SGLang's own import of its ModelRunner: never break it
         # PatchError (a changed seam) or an import failure of a model module: refuse EAGLE-3 on the families at
         # startup instead, and leave every other deployment running.
-        guarded = target.apply_guard(f"the capture patch does not fit this SGLang ({e})")
+        guard.arm(f"the capture patch does not fit this SGLang ({e})", WiringError)
         logger.exception("eagle3-capture: target capture not patched: %s (startup guard %s; pid %d)", e,
-                         "installed" if guarded else "NOT installed", os.getpid())
+                         "installed" if guard.is_armed() else "NOT installed", os.getpid())
     try:
         if draft.apply_draft_head_patch():
             patched.append("the EAGLE-3 draft-head loader (sglang_eagle3_capture.serving.draft)")
@@ -71,12 +72,7 @@ def register() -> None:
     try:
         release = releases.check_sglang_version()
     except UnsupportedSGLangVersion as e:
-        reason = str(e)  # Python unbinds ``e`` when this block ends; the guard may run much later
-
-        def guard() -> None:
-            target.apply_guard(reason)
-
-        when_imported(releases.newest().trigger_module, guard)
+        guard.arm(str(e), UnsupportedSGLangVersion)
         logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), e)
         raise
     when_imported(release.trigger_module, _apply)

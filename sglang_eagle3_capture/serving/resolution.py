@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from ..errors import LayerIdError, WiringError
@@ -175,19 +175,21 @@ def _refuse(setting: str, problem: str, fix: str) -> WiringError:
 
 
 def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, spec_algorithm: Any,
-                           is_draft_worker: bool, draft_path: str | None) -> DeclaredLayerIds | None:
+                           is_draft_worker: bool, draft_path: str | None,
+                           draft_hf_config: Callable[[], Any]) -> DeclaredLayerIds | None:
     """Which layer ids the target must capture (None: stock wiring), refusing what cannot be wired, and record it.
 
     Called by the patched resolution seam after SGLang's own resolution filled ``config`` (a
-    ``SpecAuxHiddenStateConfig``); the arguments are that function's, plus the draft path.
+    ``SpecAuxHiddenStateConfig``) for the ``ModelRunner`` whose ``server_args``, ``model_config``,
+    ``spec_algorithm`` and ``is_draft_worker`` are passed; ``draft_hf_config()`` returns the draft's HF
+    config (None: SGLang resolved no draft), asked only for a speculative target with a draft path.
     """
     if is_draft_worker or not draft_path or not (spec_algorithm.is_eagle() or spec_algorithm.is_standalone()):
         return None
-    draft_mc = config.draft_model_config
-    if draft_mc is None:
+    draft_hf = draft_hf_config()
+    if draft_hf is None:
         return None
     draft_dir = Path(draft_path) if Path(draft_path).is_dir() else None
-    draft_hf = draft_mc.hf_config
     algo = getattr(spec_algorithm, "name", str(spec_algorithm))
     if not spec_algorithm.is_eagle3():
         if is_eagle3_draft(draft_hf, draft_dir):

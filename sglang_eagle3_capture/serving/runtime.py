@@ -1,8 +1,9 @@
-"""Reading SGLang's runtime state from inside its processes: the TP rank, the draft path, the draft window.
+"""Reading SGLang's runtime state from inside its processes: the TP rank, the draft path and config, the window.
 
-Where each lives is a release fact (:attr:`~sglang_eagle3_capture.releases.schema.Release.draft_path_from`):
-SGLang's ``runtime_context.get_spec()`` / ``get_parallel()`` publish them once the scheduler process is set
-up; older releases keep the draft path on ``server_args``.
+Where each lives is a release fact (:mod:`sglang_eagle3_capture.releases`): from 0.5.19 SGLang's
+``runtime_context.get_spec()`` holds the resolved draft path (``server_args`` keeps the raw input), before
+that ``server_args`` is the one; ``SpecAuxHiddenStateConfig.draft_model_config`` exists from 0.5.22, before
+that the draft's ModelConfig is built here the way 0.5.22 builds it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ from .. import releases
 
 
 def current_tp_rank() -> int | None:
-    """This process's TP rank from SGLang's runtime context, or None before SGLang publishes it."""
+    """This process's TP rank from SGLang's runtime context, or None before SGLang publishes it.
+
+    0.5.17-0.5.20 raise AssertionError until the TP group exists, later releases ValueError or RuntimeError:
+    any of them means "not known yet".
+    """
     try:
         from sglang.srt.runtime_context import get_parallel
 
         return get_parallel().tp_rank
-    except (ImportError, AttributeError, ValueError, RuntimeError):
+    except Exception:  # noqa: BLE001 - see the docstring; a log line must never fail for want of a rank
         return None
 
 
@@ -28,11 +33,29 @@ def _spec() -> Any:
     return get_spec()
 
 
+def _from_server_args() -> bool:
+    return releases.installed_or_newest().draft_path_from == "server_args"
+
+
 def draft_model_path(server_args: Any = None) -> str | None:
-    """``--speculative-draft-model-path`` as this release publishes it."""
-    if releases.check_sglang_version().draft_path_from == "server_args":
+    """``--speculative-draft-model-path`` as this release resolved it."""
+    if _from_server_args():
         return getattr(server_args, "speculative_draft_model_path", None)
     return _spec().speculative_draft_model_path
+
+
+def draft_hf_config(spec_aux_config: Any, server_args: Any, draft_path: str) -> Any:
+    """The draft's HF config as SGLang reads it: ``spec_aux_config.draft_model_config`` where the release has
+    it (None there means SGLang resolved no draft), else a draft ModelConfig built as 0.5.22 builds it."""
+    if releases.installed_or_newest().has_draft_model_config:
+        mc = spec_aux_config.draft_model_config
+        return None if mc is None else mc.hf_config
+    from sglang.srt.configs.model_config import ModelConfig
+
+    source = server_args if _from_server_args() else _spec()
+    mc = ModelConfig.from_server_args(server_args, model_path=draft_path, is_draft_model=True,
+                                      model_revision=getattr(source, "speculative_draft_model_revision", None))
+    return mc.hf_config
 
 
 def draft_window_size() -> int | None:

@@ -3,7 +3,8 @@
 For the installed release (:mod:`sglang_eagle3_capture.releases`) and every target family
 (:mod:`sglang_eagle3_capture.families`), through the one patch engine (:mod:`.seams`):
 
-- the release's resolution seam: after SGLang's own resolution, ask
+- the release's resolution seam (``ModelRunner.init_spec_aux_hidden_state``, before the model loads): after
+  SGLang's own resolution, ask
   :func:`.resolution.resolve_target_capture` for the ids and refuse bad deployments;
 - each family's ``set_eagle3_layers_to_capture``: install a :class:`~.resolution.DeclaredLayerIds`'s
   :class:`~.capture.CapturePlan` instead of SGLang's reading of the ids (subclasses and wrappers that
@@ -31,7 +32,7 @@ from ..releases.schema import Release, Seam
 from . import resolution, seams
 from .capture import CapturePlan, FcFeed, check_stage, plan_capture
 from .dump import dump_from_env
-from .runtime import current_tp_rank, draft_model_path
+from .runtime import current_tp_rank, draft_hf_config, draft_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -130,21 +131,23 @@ def _wrap_forward(original: Callable) -> Callable:
 
 def _wrap_resolve(original: Callable) -> Callable:
     @functools.wraps(original)
-    def _resolve_eagle_aux_hidden_state(*, config, server_args, model_config, spec_algorithm, is_draft_worker):
-        original(config=config, server_args=server_args, model_config=model_config, spec_algorithm=spec_algorithm,
-                 is_draft_worker=is_draft_worker)
+    def init_spec_aux_hidden_state(self):
+        original(self)  # SGLang's own resolution: self.spec_aux_config
+        config, server_args = self.spec_aux_config, self.server_args
+        path = draft_model_path(server_args)
         declared = resolution.resolve_target_capture(
-            config=config, server_args=server_args, model_config=model_config, spec_algorithm=spec_algorithm,
-            is_draft_worker=is_draft_worker, draft_path=draft_model_path(server_args))
+            config=config, server_args=server_args, model_config=self.model_config,
+            spec_algorithm=self.spec_algorithm, is_draft_worker=self.is_draft_worker, draft_path=path,
+            draft_hf_config=lambda: draft_hf_config(config, server_args, path))
         if declared is None:
             return
         if not is_patched():
             raise WiringError(f"{declared.where}: the draft declares layer ids {list(declared.layer_ids)} but the "
                               f"sglang-eagle3-capture capture patch is incomplete in this process ({status()}); fix: "
                               "reinstall sglang-eagle3-capture and check the log for 'eagle3_capture' errors")
-        config.eagle_aux_hidden_state_layer_ids = declared
+        config.eagle_aux_hidden_state_layer_ids = declared  # configure_aux_hidden_state_capture hands it on
 
-    return _resolve_eagle_aux_hidden_state
+    return init_spec_aux_hidden_state
 
 
 _WRAPPERS: dict[str, Callable[[Any], Any]] = {
@@ -194,47 +197,14 @@ def apply() -> bool:
     return seams.apply(patch_for(releases.check_sglang_version()))
 
 
-def apply_guard(reason: str) -> bool:
-    """When the capture patch cannot be applied: make target resolution refuse EAGLE-3 on every family with an entry.
-
-    Replaces only the resolution seam (when it exists with the expected signature), so such a deployment
-    fails at startup, naming ``reason`` and the fix, instead of running stock wiring. Returns False when
-    the seam is missing.
-    """
-    seam = releases.installed_or_newest().seam("resolve")
-
-    def wrap(_seam: Seam, original: Callable) -> Callable:
-        @functools.wraps(original)
-        def guard(*, config, server_args, model_config, spec_algorithm, is_draft_worker):
-            original(config=config, server_args=server_args, model_config=model_config,
-                     spec_algorithm=spec_algorithm, is_draft_worker=is_draft_worker)
-            if is_draft_worker or not spec_algorithm.is_eagle3() or config.draft_model_config is None:
-                return
-            arch = (getattr(model_config.hf_config, "architectures", None) or ["?"])[0]
-            if families.family_of(arch) is not None:
-                raise WiringError(
-                    f"sglang-eagle3-capture refuses EAGLE-3 on {arch}: {reason}; its capture patch is not applied, so "
-                    "the draft would get stock wiring. Fix: the above, or exclude the plugin (SGLANG_PLUGINS without "
-                    "eagle3_capture) to run stock wiring knowingly")
-
-        return guard
-
-    try:
-        return seams.apply(seams.Patch("target-guard", (seam,), wrap))
-    except Exception as e:  # noqa: BLE001 - PatchError or an import failure: say so, the caller logs it
-        logger.error("eagle3-capture: cannot install the startup guard either: %s", e)
-        return False
-
-
 def revert() -> None:
-    """Put back exactly the attributes :func:`apply` (or :func:`apply_guard`) replaced, and remove the
+    """Put back exactly the attributes :func:`apply` replaced, and remove the
     final-norm hooks of the feeds it installed on live models (their ``_eagle3_capture_feed`` instance
     attributes stay; SGLang's own forward never reads them)."""
     for feed in list(_FEEDS):
         feed.detach()
     _FEEDS.clear()
     seams.revert(_patch())
-    seams.revert(seams.Patch("target-guard", (), _wrap))
 
 
 @contextmanager

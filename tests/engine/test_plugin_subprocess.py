@@ -7,6 +7,8 @@ import sys
 
 import sglang_cpu_patches
 
+from sglang_eagle3_capture import releases
+
 LAZY = r"""
 import json, logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="LOG %(message)s")
@@ -38,22 +40,23 @@ def test_register_patches_only_processes_that_build_a_model_runner():
     assert result["after"] == {"hooks": 0, "patched": True, "draft_head": True} and result["still"] is True
     patched_lines = [line for line in proc.stdout.splitlines() if "eagle3-capture: patched" in line
                      and "tp_rank" in line]
-    assert len(patched_lines) == 1 and "sglang 0.5.23" in patched_lines[0]
+    assert len(patched_lines) == 1 and f"sglang {releases.installed_sglang_version()}" in patched_lines[0]
 
 
 DEFERRED_GUARD = r"""
 import json
 from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.serving import plugin, target
+from sglang_eagle3_capture.serving import guard, plugin, target
 releases.installed_sglang_version = lambda: "0.6.0"
 try:
     plugin.register()
 except releases.UnsupportedSGLangVersion:
     pass  # SGLang's load_plugins logs and swallows it
-from sglang.srt.model_executor.model_runner_components import spec_aux_hidden_state as m
-import sglang.srt.model_executor.model_runner  # what a scheduler imports: the trigger runs the guard now
-guard = m._resolve_eagle_aux_hidden_state  # apply_guard's wrapper (functools.wraps sets __wrapped__)
-print("RESULT " + json.dumps({"guarded": hasattr(guard, "__wrapped__"), "patched": target.is_patched()}))
+armed_before = guard.is_armed()
+import sglang.srt.model_executor.model_runner as mr  # what a scheduler imports: the guard lands now
+print("RESULT " + json.dumps({"before": armed_before, "guarded": guard.is_armed(),
+                              "on_initialize": getattr(mr.ModelRunner.initialize, "__eagle3_capture_guard__", False),
+                              "patched": target.is_patched()}))
 """
 
 
@@ -64,4 +67,4 @@ def test_unsupported_sglang_guard_is_installed_when_the_model_runner_is_imported
     proc = subprocess.run([sys.executable, "-c", DEFERRED_GUARD], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
-    assert result == {"guarded": True, "patched": False}
+    assert result == {"before": False, "guarded": True, "on_initialize": True, "patched": False}

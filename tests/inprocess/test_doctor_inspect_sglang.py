@@ -76,7 +76,13 @@ def test_no_manifest_reads_the_config_and_needs_the_target(tmp_path, target, cap
     assert rc == 2 and "eagle3_manifest.json" in err and "--target" in err
     rc, out, _ = run(capsys, "inspect", d, "--target", target, "--json")
     r = json.loads(out)
-    # SGLang/SpecForge convention reads [0, 2, 5] as outputs of layers 0, 2, 5; 0.5.23 uses them as loop indices
-    assert r["manifest"] is None and r["declared"]["layer_ids"] == [0, 2, 5]
+    # [0, 2, 5] means outputs of layers 0, 2, 5 to a layer-output hook, but 0.5.15.post1+ use them as loop indices:
+    # nothing in the checkpoint says which, so the verdict is ambiguous (exit 3) and names both readings
+    assert rc == 3 and r["verdict"] == "ambiguous" and r["manifest"] is None
+    readings = {tuple(x["layer_ids"]) for x in r["ambiguous_readings"]}
+    assert readings == {(0, 2, 5), tuple(sglang_0_5_23_feeds([0, 2, 5]))}
+    rc, out, _ = run(capsys, "inspect", d, "--target", target, "--json", "--trained-with", "layer-output")
+    r = json.loads(out)
+    assert r["declared"]["layer_ids"] == [0, 2, 5]
     assert {w["name"]: w for w in r["stock_sglang"]}["stock SGLang 0.5.23"]["layer_ids"] == sglang_0_5_23_feeds([0, 2, 5])
     assert rc == 1 and any("no eagle3_manifest.json" in m for m in r["messages"])

@@ -10,16 +10,18 @@ import pytest
 
 from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.errors import UnsupportedSGLangVersion, WiringError
-from sglang_eagle3_capture.serving import draft, plugin, target
+from sglang_eagle3_capture.serving import draft, guard, plugin, target
 
 
 @pytest.fixture(autouse=True)
 def _clean():
     target.revert()
     draft.revert_draft_head_patch()
+    guard.disarm()
     yield
     target.revert()
     draft.revert_draft_head_patch()
+    guard.disarm()
 
 
 def test_plugin_group_name_is_the_one_sglang_reads():
@@ -41,7 +43,7 @@ def test_sglang_discovers_the_entry_point_and_honours_sglang_plugins(monkeypatch
 
 
 def test_register_is_idempotent_and_logs_once(caplog):
-    import sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state  # noqa: F401 (already imported)
+    import sglang.srt.model_executor.model_runner  # noqa: F401 (the trigger module; already imported)
 
     with caplog.at_level(logging.INFO, logger="sglang_eagle3_capture"):
         plugin.register()
@@ -51,36 +53,60 @@ def test_register_is_idempotent_and_logs_once(caplog):
              if r.name == "sglang_eagle3_capture.serving.plugin" and "eagle3-capture: patched" in r.getMessage()]
     assert len(lines) == 1
     assert "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture" in lines[0] and "draft-head loader" in lines[0]
-    assert "(sglang 0.5.23, pid " in lines[0]
+    assert f"(sglang {releases.installed_sglang_version()}, pid " in lines[0]
     assert "tp_rank" in lines[0]
 
 
-def _resolve_eagle3(runner, draft_dir):
-    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
-        resolve_spec_aux_hidden_state_config,
-    )
-    from sglang.srt.runtime_context import get_spec
+def _start(runner, draft_dir):
+    """What a target ModelRunner's ``initialize`` (where the startup guard sits) does for ``draft_dir``: a stand-in
+    runner carries the attributes the guard reads; the guard refuses before SGLang's own body would run."""
+    from types import SimpleNamespace
+
+    from sglang.srt.model_executor.model_runner import ModelRunner
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    with get_spec().override(speculative_draft_model_path=str(draft_dir)):
-        return resolve_spec_aux_hidden_state_config(
-            server_args=runner.model_runner.server_args, model_config=runner.model_runner.model_config,
-            spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False)
+    sa = SimpleNamespace(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(draft_dir))
+    stand_in = SimpleNamespace(server_args=sa, spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False)
+    ModelRunner.initialize(stand_in)
 
 
-def test_unsupported_sglang_is_refused_at_startup(runner, tiny_draft_dir, monkeypatch):
+@pytest.fixture
+def declared_draft(tmp_path, tiny_target_dir):
+    """A tiny draft whose eagle3_manifest.json declares the layer ids [-1, 1, 3]."""
+    from sglang_eagle3_capture.manifest import Manifest, write_manifest
+    from support.tiny_models import build_tiny_draft
+
+    d = build_tiny_draft(tmp_path / "declared", target_dir=tiny_target_dir, eagle_aux_layer_ids=[0, 2, 4])
+    write_manifest(d, Manifest((-1, 1, 3), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
+    return d
+
+
+def test_unsupported_sglang_is_refused_at_startup(runner, declared_draft, monkeypatch):
     monkeypatch.setattr(releases, "installed_sglang_version", lambda: "0.6.0")
     with pytest.raises(UnsupportedSGLangVersion):
         plugin.register()  # SGLang's load_plugins would log and swallow this ...
-    assert not target.is_patched()
-    with pytest.raises(WiringError) as e:  # ... so the target's startup refuses instead
-        _resolve_eagle3(runner, tiny_draft_dir)
+    assert not target.is_patched() and guard.is_armed()
+    with pytest.raises(UnsupportedSGLangVersion) as e:  # ... so the target's startup refuses instead
+        _start(runner, declared_draft)
     msg = str(e.value)
-    assert "refuses EAGLE-3 on DeepseekV3ForCausalLM" in msg and "sglang 0.6.0 is not supported" in msg
-    assert "pip install sglang==0.5.23" in msg and "SGLANG_PLUGINS" in msg
+    assert f"refuses to start EAGLE-3 with the draft {declared_draft}" in msg and "eagle3_manifest.json" in msg
+    assert "sglang 0.6.0 is not supported" in msg and "pip install sglang==" in msg and "SGLANG_PLUGINS" in msg
 
 
-def test_a_patch_that_does_not_fit_is_refused_at_startup(runner, tiny_draft_dir, monkeypatch, caplog):
+def test_the_guard_lets_a_draft_without_declared_ids_run_stock_wiring_and_says_so(tiny_draft_dir, caplog):
+    from types import SimpleNamespace
+
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    guard.arm("sglang 9.9 is not supported", UnsupportedSGLangVersion)
+    sa = SimpleNamespace(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(tiny_draft_dir))
+    with caplog.at_level(logging.ERROR, logger="sglang_eagle3_capture"):
+        guard.check(SimpleNamespace(server_args=sa, spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False))
+    (msg,) = [r.getMessage() for r in caplog.records if "capture patch is not active" in r.getMessage()]
+    assert "sglang 9.9 is not supported" in msg and "stock SGLang wiring" in msg
+
+
+def test_a_patch_that_does_not_fit_is_refused_at_startup(runner, declared_draft, monkeypatch, caplog):
     from sglang.srt.models.deepseek_v2 import DeepseekV2ForCausalLM
 
     def set_eagle3_layers_to_capture(self, layer_ids, extra):  # a different SGLang's shape
@@ -93,4 +119,4 @@ def test_a_patch_that_does_not_fit_is_refused_at_startup(runner, tiny_draft_dir,
     assert any("target capture not patched" in r.getMessage() and "startup guard installed" in r.getMessage()
                for r in caplog.records)
     with pytest.raises(WiringError, match="the capture patch does not fit this SGLang .*set_eagle3_layers_to_capture"):
-        _resolve_eagle3(runner, tiny_draft_dir)
+        _start(runner, declared_draft)

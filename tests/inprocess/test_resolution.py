@@ -1,12 +1,11 @@
-"""Where the target's ids come from, and every startup refusal (serving/resolution.py), through SGLang 0.5.23's
-own resolution.
+"""Where the target's ids come from, and every startup refusal (serving/resolution.py), through SGLang's own
+resolution.
 
-Each test calls the real ``resolve_spec_aux_hidden_state_config`` (what ``ModelRunner.__init__`` runs,
-before the model is loaded) with the patch applied, the tiny DeepSeek-V3 target's ``ModelConfig`` and a
-draft directory, and checks what SGLang's config ends up holding or the refusal's message.
+Each test calls the real ``ModelRunner.init_spec_aux_hidden_state`` (what ``ModelRunner.__init__`` runs before
+the model is loaded; the plugin's resolution seam) with the patch applied, the tiny DeepSeek-V3 target's
+``ModelConfig`` and a draft directory, and checks what SGLang's config ends up holding or the refusal's message.
 """
 
-import copy
 import logging
 from types import SimpleNamespace
 
@@ -17,6 +16,7 @@ from sglang_eagle3_capture.errors import ManifestError, WiringError
 from sglang_eagle3_capture.manifest import Manifest, write_manifest
 from sglang_eagle3_capture.serving import target as target_patch
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds, resolve_target_capture
+from support.resolution import resolve_through_sglang
 from support.tiny_models import build_tiny_draft
 
 
@@ -39,20 +39,8 @@ def _draft(tmp_path, target, *, ids=None, marked=None, manifest=None, name="draf
     return path
 
 
-def _resolve(runner, draft, *, algorithm="EAGLE3", model_config=None, **server_args):
-    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
-        resolve_spec_aux_hidden_state_config,
-    )
-    from sglang.srt.runtime_context import get_spec
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    sa = copy.copy(runner.model_runner.server_args)
-    for key, value in server_args.items():
-        setattr(sa, key, value)
-    with get_spec().override(speculative_draft_model_path=str(draft)):
-        return resolve_spec_aux_hidden_state_config(
-            server_args=sa, model_config=model_config or runner.model_runner.model_config,
-            spec_algorithm=SpeculativeAlgorithm.from_string(algorithm), is_draft_worker=False)
+def _resolve(runner, draft, **kwargs):
+    return resolve_through_sglang(runner, draft, **kwargs)
 
 
 def test_manifest_ids_are_handed_to_the_capture_patch(runner, tiny_target_dir, tmp_path):
@@ -205,12 +193,12 @@ def test_a_hub_draft_path_cannot_be_searched_for_a_manifest_and_says_so(runner, 
 
     ec = {"use_aux_hidden_state": True, IDS_KEY: [-1, 1, 3], CONVENTION_KEY: LAYER_ID_CONVENTION}
     draft_hf = SimpleNamespace(architectures=["LlamaForCausalLMEagle3"], eagle_config=ec)
-    config = SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=draft_hf), eagle_use_aux_hidden_state=True)
+    config = SimpleNamespace(eagle_use_aux_hidden_state=True)
     with caplog.at_level(logging.WARNING, logger="sglang_eagle3_capture"):
         declared = resolve_target_capture(config=config, server_args=runner.model_runner.server_args,
                                           model_config=runner.model_runner.model_config,
                                           spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False,
-                                          draft_path="some-org/some-eagle3-draft")
+                                          draft_path="some-org/some-eagle3-draft", draft_hf_config=lambda: draft_hf)
     assert declared.layer_ids == (-1, 1, 3)  # marked eagle_config ids still count
     (msg,) = [r.getMessage() for r in caplog.records if "not a local directory" in r.getMessage()]
     assert "some-org/some-eagle3-draft" in msg and "Fix: download the draft and pass its local directory" in msg

@@ -1,5 +1,5 @@
-"""serving/target.py (through serving/seams.py, the one patch engine): apply / revert / is_patched on SGLang
-0.5.23's real modules and classes; every seam of the installed release and of every family probed."""
+"""serving/target.py (through serving/seams.py, the one patch engine): apply / revert / is_patched on the installed
+SGLang's real modules and classes; every seam of the installed release and of every family probed."""
 
 import inspect
 import sys
@@ -14,11 +14,11 @@ from sglang_eagle3_capture.serving import target
 
 def _snapshot():
     """Module namespaces and class __dicts the patch touches (and the subclasses that inherit from them)."""
-    from sglang.srt.model_executor.model_runner_components import spec_aux_hidden_state
+    from sglang.srt.model_executor import model_runner
     from sglang.srt.models import deepseek_v2, kimi_k25
 
-    owners = {"module deepseek_v2": deepseek_v2, "module spec_aux_hidden_state": spec_aux_hidden_state,
-              "module kimi_k25": kimi_k25}
+    owners = {"module deepseek_v2": deepseek_v2, "ModelRunner": model_runner.ModelRunner,
+              "module model_runner": model_runner, "module kimi_k25": kimi_k25}
     for name in ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV2Model"):
         owners[name] = getattr(deepseek_v2, name)
     owners["KimiK25ForConditionalGeneration"] = kimi_k25.KimiK25ForConditionalGeneration
@@ -45,10 +45,9 @@ def test_revert_restores_every_namespace_exactly():
     during = _snapshot()
     assert _same(before["DeepseekV2ForCausalLM"], during["DeepseekV2ForCausalLM"]) == ["set_eagle3_layers_to_capture"]
     assert _same(before["DeepseekV2Model"], during["DeepseekV2Model"]) == ["_eagle3_capture_feed", "forward"]
-    assert _same(before["module spec_aux_hidden_state"], during["module spec_aux_hidden_state"]) == [
-        "_resolve_eagle_aux_hidden_state"]
+    assert _same(before["ModelRunner"], during["ModelRunner"]) == ["init_spec_aux_hidden_state"]
     for untouched in ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
-                      "module deepseek_v2", "module kimi_k25"):
+                      "module deepseek_v2", "module kimi_k25", "module model_runner"):
         assert _same(before[untouched], during[untouched]) == [], untouched
     target.revert()
     after = _snapshot()
@@ -143,15 +142,15 @@ def test_every_seam_of_the_release_and_every_family_probes_and_reverts_exactly()
 
 
 def test_a_changed_seam_is_refused_before_anything_is_patched(monkeypatch):
-    from sglang.srt.model_executor.model_runner_components import spec_aux_hidden_state
+    from sglang.srt.model_executor.model_runner import ModelRunner
     from sglang.srt.models.deepseek_v2 import DeepseekV2Model
 
     def forward(self, input_ids, positions, forward_batch):  # a different SGLang's shape
         raise AssertionError
 
     monkeypatch.setattr(DeepseekV2Model, "forward", forward)
-    resolve = spec_aux_hidden_state._resolve_eagle_aux_hidden_state
+    resolve = vars(ModelRunner)["init_spec_aux_hidden_state"]
     with pytest.raises(PatchError, match=r"DeepseekV2Model.forward has parameters .* written for"):
         target.apply()
-    assert spec_aux_hidden_state._resolve_eagle_aux_hidden_state is resolve  # all-or-nothing
+    assert vars(ModelRunner)["init_spec_aux_hidden_state"] is resolve  # all-or-nothing
     assert not target.is_patched() and "_eagle3_capture_feed" not in vars(DeepseekV2Model)

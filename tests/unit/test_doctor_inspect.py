@@ -40,11 +40,17 @@ def test_fc_width_that_disagrees_with_the_manifest(tmp_path, target, capsys):
     assert rc == 2 and "fc.weight" in err and "fc input width is 192" in err
 
 
-def test_one_row_per_release_in_the_table_then_the_default(tmp_path, target, capsys):
+def test_one_row_per_release_in_the_table_then_other_engines_then_the_default(tmp_path, target, capsys):
     d = draft_with(tmp_path, target, eagle_ids=[0, 2, 5])
     rc, out, _ = run(capsys, "inspect", d, "--json")
     r = json.loads(out)
     assert rc == 0 and r["verdict"] == "consistent"  # 0.5.23 takes [0, 2, 5] as loop indices: layer ids [-1, 1, 4]
     assert [w["name"] for w in r["stock_sglang"]] == \
-        [f"stock SGLang {rel.version}" for rel in releases.all_releases()] + ["stock default (no ids)"]
+        [f"stock SGLang {rel.version}" for rel in releases.all_releases()] + \
+        [reader.name for reader in releases.other_engines()] + ["stock default (no ids)"]
+    vllm = {w["name"]: w for w in r["stock_sglang"]}
+    # vLLM's default runner does not read the nested ids (its default: HF [2, 3, 4] of 6 layers); V1 reads them
+    # as HF indices and crashes at index 0 on DeepSeek
+    assert vllm["vLLM 0.33 Model Runner V2 (default)"]["layer_ids"] == [1, 2, 3]
+    assert vllm["vLLM 0.33 V1 runner (VLLM_USE_V2_MODEL_RUNNER=0)"]["status"] == "crash"
     assert r["serving_release"] == releases.installed_or_newest().version

@@ -12,7 +12,7 @@ from speculators.proposals.greedy import GreedyTokenProposalConfig
 from transformers import LlamaConfig
 
 from sglang_eagle3_capture.config_keys import CONVERTED_MARKER_KEY
-from sglang_eagle3_capture.errors import FormatError
+from sglang_eagle3_capture.errors import AmbiguousLayerIds, FormatError, UsageError
 from sglang_eagle3_capture.formats import (
     EagleDefaultFormat,
     SGLangEagleConfigFormat,
@@ -126,12 +126,41 @@ def test_specforge_deepseek_v3_config():
     assert read_draft_config(cfg, DSV3).layer_ids == (1, 29, 57)
 
 
-def test_sglang_config_whose_first_id_is_not_1_says_how_0_5_23_reads_it():
+def test_an_sglang_list_whose_meaning_depends_on_the_training_release_is_ambiguous():
+    # [2, 30, 58] on a 61-layer DeepSeek target: layer ids [2, 30, 58] to a layer-output hook or SGLang <= 0.5.11
+    # (always +1), [1, 29, 57] to SGLang >= 0.5.13.post1 (+1 only when the first id is 1): both were trained.
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}}
-    r = SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "config.json")
-    assert r.layer_ids == (2, 30, 58)
-    # 0.5.11 always shifts (reads them as written); 0.5.23 takes them as loop indices = layer ids [1, 29, 57]
-    assert len(r.messages) == 1 and "stock SGLang 0.5.23 feeds" in r.messages[0] and "[1, 29, 57]" in r.messages[0]
+    with pytest.raises(AmbiguousLayerIds) as e:
+        SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "config.json")
+    by_ids = {r.layer_ids: r for r in e.value.readings}
+    assert set(by_ids) == {(2, 30, 58), (1, 29, 57)}
+    assert "0.5.11" in by_ids[(2, 30, 58)].versions and "Model Optimizer" in " ".join(by_ids[(2, 30, 58)].who)
+    assert {"0.5.13.post1", "0.5.23"} <= set(by_ids[(1, 29, 57)].versions)
+    assert "config.json: field 'eagle_config.eagle_aux_hidden_state_layer_ids'" in str(e.value)
+    assert "verify" in str(e.value) and "--trained-with" in str(e.value)
+    assert SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "c", "sglang==0.5.23").layer_ids == (1, 29, 57)
+    assert SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "c", "layer-output").layer_ids == (2, 30, 58)
+    assert read_draft_config(cfg, DSV3, trained_with="sglang==0.5.11").layer_ids == (2, 30, 58)
+
+
+def test_an_sglang_list_every_reading_agrees_on_is_read():
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}}
+    r = SGLangEagleConfigFormat.layer_ids(cfg, KIMI_K25, "config.json")
+    assert r.layer_ids == (1, 29, 57) and r.messages == ()
+
+
+def test_a_training_release_that_cannot_run_the_list_is_refused():
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}}
+    # loop index 0 crashes SGLang 0.5.13.post1's DeepSeek loop, so no draft was trained that way
+    with pytest.raises(UsageError, match="cannot have been trained through that release"):
+        SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "c", "sglang==0.5.13.post1")
+
+
+def test_ids_marked_as_layer_ids_are_read_as_written():
+    ec = {"eagle_aux_hidden_state_layer_ids": [30, -1, 2], "eagle_aux_hidden_state_layer_ids_convention":
+          "sglang-eagle3-capture/layer-id"}
+    r = read_draft_config({"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": ec}, DSV3)
+    assert r.layer_ids == (30, -1, 2) and r.provenance["convention"] == "layer-id"
 
 
 def test_legacy_data_config_last_id_is_the_verifier_target():

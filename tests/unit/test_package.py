@@ -38,16 +38,29 @@ def test_installed_sglang_is_supported():
     assert release.version == metadata.version("sglang") and release.supported
 
 
-@pytest.mark.parametrize("version", ["0.5.11", "0.5.17", "0.6.0", "0.5.23rc1"])
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.15.post1", "0.6.0", "0.5.23rc1", "0.5.16"])
 def test_unsupported_versions_are_refused_with_the_fix(version):
     with pytest.raises(UnsupportedSGLangVersion) as e:
         check_sglang_version(version)
     assert version in str(e.value) and "pip install sglang==" in str(e.value)
 
 
-def test_pinned_sglang_matches_supported_range():
-    text = (REPO / "pyproject.toml").read_text()
-    assert f'"sglang=={supported_versions()[-1]}"' in text
+def test_the_install_range_is_exactly_the_supported_releases():
+    import tomllib
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    (spec,) = [d for d in deps if d.startswith("sglang")]
+    supported = supported_versions()
+    oldest, newest = supported[0], supported[-1]
+    major, minor, patch = (int(x) for x in newest.split("."))
+    assert spec == f"sglang>={oldest},<{major}.{minor}.{patch + 1}", spec
+    # every release inside the range has a file in the table, supported
+    assert [v for v in supported] == [f"0.5.{p}" for p in range(int(oldest.split('.')[-1]), patch + 1)]
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"])
+def test_supported_releases_are_accepted(version):
+    assert check_sglang_version(version).version == version
 
 
 def test_package_does_not_ship_the_cpu_shim():

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Install one SGLang release, and this package with its test extra, into a virtual environment.
+
+Why not a plain ``pip install sglang==X``: SGLang 0.5.18 ... 0.5.22 declare ``cuda-tile==1.6.0rc5``, which the
+package registry serves only as a stub sdist that downloads the real wheel from pypi.nvidia.com while pip
+prepares its metadata; where that host is unreachable the whole install fails. No SGLang module imports
+``cuda.tile``, and flashinfer pulls a real ``cuda-tile>=1.4.0`` wheel anyway. pip has no "override", so:
+
+1. ``pip install --no-deps sglang==VERSION`` (the SGLang wheel alone);
+2. read its ``Requires-Dist`` in the environment's own interpreter (``importlib.metadata.requires``), drop
+   optional-extra lines and the release table's ``install_excludes`` for that release
+   (``sglang_eagle3_capture/releases``), keep environment markers (pip evaluates them);
+3. ``pip install`` those requirements, this project's own dependencies (``pyproject.toml``, SGLang left out: it
+   is installed) and those of its ``--extra`` groups, in one run under ``tools/constraints.txt``, so every pin
+   SGLang declares holds (a requirement on ``sglang`` itself would make pip resolve SGLang's pins again,
+   the excluded one included);
+4. ``pip install --no-deps -e .`` (this checkout, editable).
+
+``pip check`` then reports the dropped pin (``sglang X has requirement cuda-tile==1.6.0rc5, but you have
+cuda-tile 1.7.0``), which is expected. With uv the same is ``uv pip install --override`` (docs/releases.md).
+Standard library only; pip's own configuration (index, find-links, constraints) applies unchanged.
+
+Usage::
+
+    python3 tools/install_sglang.py VENV VERSION [--extra GROUP ...] [--dry-run]
+    python3 tools/install_sglang.py ~/.cache/sglang-eagle3-capture/env-0.5.21 0.5.21 --extra test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSTRAINTS = ROOT / "tools" / "constraints.txt"
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_EXTRA_MARKER = re.compile(r"\bextra\s*==")
+
+
+def canonical(name: str) -> str:
+    """PEP 503 normalised project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_name(req: str) -> str:
+    """The project name a requirement line names."""
+    m = _NAME.match(req)
+    if m is None:
+        raise ValueError(f"cannot parse the project name of requirement {req!r}")
+    return canonical(m.group(1))
+
+
+def release_excludes(version: str) -> tuple[str, ...]:
+    """The pins the release table says to leave out for ``version`` (none for a release it does not list)."""
+    sys.path.insert(0, str(ROOT))
+    from sglang_eagle3_capture import releases  # the tables import only the standard library
+
+    try:
+        return releases.get(version).install_excludes
+    except KeyError:
+        return ()
+
+
+def project_requirements(extras: list[str]) -> list[str]:
+    """This project's dependencies and those of ``extras``, from pyproject.toml, without SGLang."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    reqs = list(project.get("dependencies", []))
+    for extra in extras:
+        reqs += project.get("optional-dependencies", {})[extra]
+    return [r for r in reqs if requirement_name(r) != "sglang"]
+
+
+def split_requirements(requires: list[str], exclude: set[str]) -> tuple[list[str], list[str]]:
+    """(kept, dropped): dropped are optional-extra requirements and excluded project names."""
+    kept, dropped = [], []
+    for req in requires:
+        marker = req.split(";", 1)[1] if ";" in req else ""
+        (dropped if _EXTRA_MARKER.search(marker) or requirement_name(req) in exclude else kept).append(req)
+    return kept, dropped
+
+
+def _run(cmd: list[str], dry_run: bool, capture: bool = False) -> str:
+    print("+ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    if dry_run and not capture:
+        return ""
+    start = time.monotonic()
+    out = subprocess.run(cmd, check=True, text=True, stdout=subprocess.PIPE if capture else None)
+    print(f"  ({time.monotonic() - start:.0f} s)", flush=True)
+    return out.stdout if capture else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("venv", type=Path)
+    ap.add_argument("version", help="SGLang release, e.g. 0.5.21")
+    ap.add_argument("--extra", action="append", default=[], metavar="GROUP",
+                    help="also install this project's optional-dependency group (repeatable), e.g. test")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands and install nothing")
+    args = ap.parse_args(argv)
+
+    dry_run = args.dry_run
+    exclude = {canonical(n) for n in release_excludes(args.version)}
+    py = args.venv / "bin" / "python"
+    start = time.monotonic()
+    if not py.exists():
+        _run([sys.executable, "-m", "venv", str(args.venv)], dry_run)
+    pip = [str(py), "-m", "pip", "install", "--no-cache-dir", "-c", str(CONSTRAINTS)]
+    _run([*pip, "--no-deps", f"sglang=={args.version}"], dry_run)
+    if dry_run and not py.exists():
+        print("(dry run: the environment does not exist, so SGLang's requirements cannot be read)")
+        return 0
+    probe = ("import importlib.metadata as m, json; "
+             "print(json.dumps([m.version('sglang'), m.requires('sglang') or []]))")
+    installed, requires = json.loads(_run([str(py), "-c", probe], dry_run, capture=True))
+    if not dry_run and installed != args.version:
+        raise SystemExit(f"expected sglang {args.version} in {args.venv}, found {installed}")
+    kept, dropped = split_requirements(requires, exclude)
+    for req in dropped:
+        if requirement_name(req) in exclude:
+            print(f"  left out (release table install_excludes): {req}")
+    _run([*pip, *kept, *project_requirements(args.extra)], dry_run)
+    _run([*pip, "--no-deps", "--no-build-isolation", "-e", str(ROOT)], dry_run)
+    if not dry_run:
+        check = subprocess.run([str(py), "-m", "pip", "check"], text=True, capture_output=True)
+        print("pip check:\n" + (check.stdout.strip() or "(nothing)"))
+    print(f"sglang {args.version} environment ready in {args.venv} ({time.monotonic() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
