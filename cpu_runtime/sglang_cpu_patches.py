@@ -80,22 +80,45 @@ def patch_mla_dispatch(handler_module):
 
 
 def patch_draft_extend_backend(draft_utils_module):
-    """B2: give DraftBackendFactory's draft-extend backend map a torch_native entry."""
+    """B2: give DraftBackendFactory's draft-extend backend map a torch_native entry.
+
+    Release-neutral: only the map built inside ``create_draft_extend_backend`` gets the entry (the
+    multi-step decode map keeps SGLang's error), and the entry returns what that release's
+    ``_create_backend`` expects: ``(stamp, backend)`` where ``_create_backend`` has a
+    ``stamps_children`` parameter (0.5.18+), the bare backend before (0.5.17).
+    """
 
     def _patch(m):
+        import inspect
+
         factory = m.DraftBackendFactory
-        original = factory._create_backend
+        original_create = factory._create_backend
+        original_extend = factory.create_draft_extend_backend
+        returns_pair = "stamps_children" in inspect.signature(original_create).parameters
 
-        def _create_backend(self, backend_name, backend_map, error_template, stamps_children=False):
-            # stamps_children=False is the draft-extend call; True is the multi-step decode container.
-            if not stamps_children and "torch_native" not in backend_map:
-                from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+        def _torch_native(self):
+            from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
 
-                backend_map = dict(backend_map)
-                backend_map["torch_native"] = lambda: ("torch_native", TorchNativeAttnBackend(self.draft_model_runner))
-            return original(self, backend_name, backend_map, error_template, stamps_children)
+            backend = TorchNativeAttnBackend(self.draft_model_runner)
+            if returns_pair:
+                return "torch_native", backend
+            backend.prefill_attention_backend_str = backend.decode_attention_backend_str = "torch_native"
+            return backend
+
+        def create_draft_extend_backend(self, *args, **kwargs):
+            self._cpu_shim_in_draft_extend = True
+            try:
+                return original_extend(self, *args, **kwargs)
+            finally:
+                self._cpu_shim_in_draft_extend = False
+
+        def _create_backend(self, backend_name, backend_map, error_template, *args, **kwargs):
+            if getattr(self, "_cpu_shim_in_draft_extend", False) and "torch_native" not in backend_map:
+                backend_map = {**backend_map, "torch_native": lambda: _torch_native(self)}
+            return original_create(self, backend_name, backend_map, error_template, *args, **kwargs)
 
         factory._create_backend = _create_backend
+        factory.create_draft_extend_backend = create_draft_extend_backend
 
     _once(draft_utils_module, _patch)
 

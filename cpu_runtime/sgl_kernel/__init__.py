@@ -16,6 +16,21 @@ import ctypes
 __version__ = "0.4.10"  # the sglang-kernel version SGLang 0.5.23 pins
 
 
+def _spec_tree(name):
+    """SGLang's own Triton tree kernel ``name``: kernels/ops/speculative/spec_tree.py from 0.5.23,
+    srt/speculative/eagle_utils.py up to 0.5.22."""
+    import importlib
+
+    for module in ("sglang.kernels.ops.speculative.spec_tree", "sglang.srt.speculative.eagle_utils"):
+        try:
+            fn = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if fn is not None:
+            return fn
+    raise NotImplementedError(f"stub sgl_kernel: SGLang's Triton {name} not found")
+
+
 def __getattr__(name):
     # Import-only stub: `from sgl_kernel import X` succeeds for any X, calling X fails loudly.
     if name.startswith("__"):
@@ -94,23 +109,21 @@ def fill_accept_out_cache_loc_cpu(accept_index, out_cache_loc, accept_out_cache_
 
 
 def build_tree_kernel_efficient_cpu(*args):
-    """Stands in for the CPU op in sglang.kernels.ops.speculative.spec_tree.build_tree_kernel_efficient_func.
+    """Stands in for the CPU op in sglang.kernels.ops.speculative.spec_tree.build_tree_kernel_efficient_func
+    (0.5.23; srt/speculative/eagle_utils.build_tree_kernel_efficient before).
 
     Delegates to SGLang's own Triton version (the one its XPU branch uses); needs TRITON_INTERPRET=1 on CPU.
     """
-    from sglang.kernels.ops.speculative.spec_tree import sgl_build_tree_kernel_triton
-
-    return sgl_build_tree_kernel_triton(*args)
+    return _spec_tree("sgl_build_tree_kernel_triton")(*args)
 
 
 def verify_tree_greedy_cpu(predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict):
-    """Stands in for the CPU op in sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func.
+    """Stands in for the CPU op in sglang.kernels.ops.speculative.spec_tree.verify_tree_greedy_func
+    (0.5.23; srt/speculative/eagle_utils.verify_tree_greedy_func before).
 
     SGLang calls it with the CUDA schema's ``retrive_*`` keyword names. Delegates to SGLang's own Triton
     version (its XPU branch); needs TRITON_INTERPRET=1 on CPU.
     """
-    from sglang.kernels.ops.speculative.spec_tree import verify_tree_greedy_triton
-
-    return verify_tree_greedy_triton(predicts, accept_index, accept_token_num, candidates, retrive_index,
+    return _spec_tree("verify_tree_greedy_triton")(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                      retrive_next_token, retrive_next_sibling, target_predict)

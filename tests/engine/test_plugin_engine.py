@@ -1,9 +1,10 @@
 """The plugin through ``sglang.Engine`` (subprocesses), installed as an entry point, never imported here.
 
-One draft for every launch: its ``eagle3_manifest.json`` and its marked ``eagle_config`` both say layer ids
-``[5, -1, 1]`` on the 6-layer target (non-ascending, the last layer's output first, then the embedding).
-With the plugin the scheduler feeds the fc exactly that; without it, stock SGLang 0.5.23 reads
-``[5, -1, 1]`` as loop indices and fails at the first forward.
+The main draft's ``eagle3_manifest.json`` and its marked ``eagle_config`` both say layer ids ``[5, -1, 1]`` on
+the 6-layer target (non-ascending, the last layer's output first, then the embedding). With the plugin the
+scheduler feeds the fc exactly that; without it, stock SGLang reads ``[5, -1, 1]`` as loop indices and fails
+at the first forward. A second draft declares ``[-1, 1, 4]`` through its manifest only. The ``release`` tests
+are the per-release proof .ci/run also runs against older supported SGLang releases.
 """
 
 import json
@@ -12,6 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from sglang_eagle3_capture.layer_ids import hidden_state_index
 from sglang_eagle3_capture.manifest import Manifest, write_manifest
@@ -51,7 +53,8 @@ def _check_rank(batches, hf_target):
         assert meta["process_title"].startswith("sglang::scheduler") and meta["pid"] != meta["ppid"]
         assert meta["layer_ids"] == IDS and meta["loop_indices"] == [0, 2] and meta["last_layer_at_final_norm"]
         assert meta["chunk_order"] == [2, 0, 1]
-        assert meta["source"].endswith("eagle3_manifest.json: field 'layer_ids'") and meta["sglang_version"] == "0.5.23"
+        assert meta["source"].endswith("eagle3_manifest.json: field 'layer_ids'")
+        assert meta["sglang_version"] == releases.installed_sglang_version()
         chunks = tensors["aux_hidden_states"].split(hidden, dim=-1)
         with torch.no_grad():
             assert torch.equal(chunks[IDS.index(-1)], emb(tensors["input_ids"]))  # every batch: -1 is the embedding
@@ -62,6 +65,7 @@ def _check_rank(batches, hf_target):
         torch.testing.assert_close(chunk, hf[hidden_state_index(layer_id)], **TOLERANCES[torch.float32])
 
 
+@pytest.mark.release
 def test_plugin_feeds_manifest_ids_from_the_scheduler(tiny_target_dir, draft, hf_target, tmp_path):
     dump = tmp_path / "dump"
     result = run_engine(tiny_target_dir, [PROMPT], draft_path=draft, sampling_params=greedy(NEW_TOKENS),
@@ -98,3 +102,27 @@ def test_tp2_on_cpu_every_rank_feeds_the_manifest_ids(tiny_target_dir, draft, hf
         _check_rank(ranks[rank], hf_target)
     # Replicated residual stream: both ranks feed their drafts the same tensor.
     assert torch.equal(ranks[0][0][0]["aux_hidden_states"], ranks[1][0][0]["aux_hidden_states"])
+
+
+@pytest.mark.release
+def test_a_manifest_with_the_embedding_feeds_exactly_hf_hidden_states(tiny_target_dir, hf_target, tmp_path):
+    """Manifest [-1, 1, 4], config.json without ids: the fc gets HF hidden_states[0, 2, 5], the embedding bit-exact."""
+    ids = [-1, 1, 4]
+    d = build_tiny_draft(tmp_path / "d", target_dir=tiny_target_dir, num_aux=len(ids))
+    write_manifest(d, Manifest(tuple(ids), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
+    dump = tmp_path / "dump"
+    result = run_engine(tiny_target_dir, [PROMPT], draft_path=d, sampling_params=greedy(NEW_TOKENS),
+                        plugins="eagle3_capture", env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump)})
+    assert result["outputs"][0]["output_ids"] == hf_greedy(hf_target, [PROMPT], NEW_TOKENS)[0]
+    (batches,) = _dumps(dump).values()
+    prefill, meta = batches[0]
+    assert meta["layer_ids"] == ids and meta["forward_mode"] == "EXTEND" and prefill["input_ids"].tolist() == PROMPT
+    hidden = hf_target.config.hidden_size
+    hf = hf_layer_outputs(hf_target, PROMPT)
+    chunks = prefill["aux_hidden_states"].split(hidden, dim=-1)
+    assert torch.equal(chunks[0], hf[0])  # HF hidden_states[0]: the embedding, routed, not computed
+    for chunk, index in zip(chunks[1:], (2, 5)):
+        torch.testing.assert_close(chunk, hf[index], **TOLERANCES[torch.float32])
+    diffs = [float((c - hf[i]).abs().max()) for c, i in zip(chunks, (0, 2, 5))]
+    print(f"sglang {releases.installed_sglang_version()}: manifest {ids} -> HF hidden_states[0, 2, 5], max |diff| "
+          f"per chunk {diffs}")

@@ -81,6 +81,7 @@ def declared_draft(tmp_path, tiny_target_dir):
     return d
 
 
+@pytest.mark.release
 def test_unsupported_sglang_is_refused_at_startup(runner, declared_draft, monkeypatch):
     monkeypatch.setattr(releases, "installed_sglang_version", lambda: "0.6.0")
     with pytest.raises(UnsupportedSGLangVersion):

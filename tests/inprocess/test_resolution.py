@@ -43,6 +43,7 @@ def _resolve(runner, draft, **kwargs):
     return resolve_through_sglang(runner, draft, **kwargs)
 
 
+@pytest.mark.release
 def test_manifest_ids_are_handed_to_the_capture_patch(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4], manifest=[-1, 1, 3])
     cfg = _resolve(runner, draft)
@@ -106,6 +107,7 @@ def test_unknown_convention_value_is_refused(runner, tiny_target_dir, tmp_path):
         _resolve(runner, draft)
 
 
+@pytest.mark.release
 @pytest.mark.parametrize("ids, fragment", [([-1, 1, 9], "outside [-1, 5]"), ([-2, 1, 3], "outside [-1, 5]"),
                                            ([-1, 6], "outside [-1, 5]"), ([1, 1, 3], "duplicate layer ids [1]")])
 def test_ids_outside_the_capturable_range_are_refused(runner, tiny_target_dir, tmp_path, ids, fragment):

@@ -105,6 +105,7 @@ def test_registry_invariants():
         seams.probe(seam, owner)  # the pinned SGLang has the shape each replacement was written for
 
 
+@pytest.mark.release
 def test_every_seam_of_the_release_and_every_family_probes_and_reverts_exactly():
     """The release table and the family table, against the installed SGLang: every seam (target and draft side)
     has the owner and parameter names it records, no attribute is patched twice, and applying both patches then

@@ -1,4 +1,4 @@
-"""SGLang 0.5.23's own ``ModelRunner`` in the test process (no Engine, no subprocesses).
+"""SGLang's own ``ModelRunner`` (0.5.17 ... 0.5.23) in the test process (no Engine, no subprocesses).
 
 Modelled on ``sglang/benchmark/one_batch.py`` (``main`` -> ``correctness_test`` -> ``load_model`` ->
 ``extend``); the prefill itself *is* ``one_batch.extend``. Needs the CPU runtime (tests/conftest.py sets it up).
@@ -74,37 +74,45 @@ class InProcessRunner:
 
     def __init__(self, model_dir, **server_args):
         from sglang.benchmark import one_batch
-        from sglang.srt.configs.model_config import ModelConfig
-        from sglang.srt.distributed import bootstrap
-        from sglang.srt.model_executor.model_runner import ModelRunner
-        from sglang.srt.runtime_context import SpawnRanks, get_device, publish, spawn_world_rank
+        from sglang.srt import runtime_context
         from sglang.srt.server_args import PortArgs, ServerArgs
 
         self._one_batch = one_batch
-        # one_batch.main: resolve the arguments, set process env/config.
+        # one_batch.main: resolve the arguments (0.5.19+; before, ServerArgs resolves in __post_init__),
+        # set process env/config.
         sa = ServerArgs(model_path=str(model_dir), **server_args)
-        sa.resolve_once()
+        if hasattr(sa, "resolve_once"):
+            sa.resolve_once()
         one_batch._set_envs_and_config(sa)
         port_args = PortArgs.init_new(sa)
-        # one_batch.correctness_test: publish the process-wide config bags, then global configs.
-        publish(sa, role="scheduler", ranks=SpawnRanks(world_rank=spawn_world_rank(sa, tp_rank=0, pp_rank=0), gpu_id=0))
-        one_batch._init_process_global_configs()
-        # one_batch.load_model, minus the tokenizer (the tiny checkpoints have none).
-        model_config = ModelConfig.from_server_args(sa)
-        bootstrap.init_parallel_runtime(server_args=sa, device=get_device().device, dist_port=port_args.nccl_port)
-        bootstrap.init_layer_runtime(model_config=model_config)
-        runner = ModelRunner(
-            model_config=model_config,
-            mem_fraction_static=sa.mem_fraction_static,
-            gpu_id=0,
-            nccl_port=port_args.nccl_port,
-            server_args=sa,
-        )
-        runner.alloc_memory_pool()
-        runner.init_attention_backends()
-        runner.init_cuda_graphs()  # no graphs on CPU, but it sets the attributes forward() reads
+        # one_batch.correctness_test: publish the process-wide config bags (0.5.21+ also takes the spawn
+        # ranks; 0.5.17/0.5.18's ModelRunner publishes by itself, but only after init_spec_aux_hidden_state).
+        publish = runtime_context.publish
+        if "ranks" in inspect.signature(publish).parameters:
+            ranks = runtime_context.SpawnRanks(
+                world_rank=runtime_context.spawn_world_rank(sa, tp_rank=0, pp_rank=0), gpu_id=0)
+            publish(sa, role="scheduler", ranks=ranks)
+        else:
+            publish(sa, role="scheduler")
+        # Process-global MoE/GEMM configs (one_batch._init_process_global_configs from 0.5.22; before,
+        # the same initialize_* calls as one_batch.latency_test, which take server_args up to 0.5.18).
+        if hasattr(one_batch, "_init_process_global_configs"):
+            one_batch._init_process_global_configs()
+        else:
+            for init in (one_batch.initialize_moe_config, one_batch.initialize_fp8_gemm_config,
+                         one_batch.initialize_fp4_gemm_config):
+                init(sa) if inspect.signature(init).parameters else init()
+        # one_batch.load_model itself (parallel runtime, ModelRunner, memory pool, attention backends,
+        # cuda-graph attributes), minus the tokenizer: the tiny checkpoints have none.
+        get_tokenizer = one_batch.get_tokenizer
+        one_batch.get_tokenizer = lambda *args, **kwargs: None
+        try:
+            bench_runner, _ = one_batch.load_model(sa, port_args, 0, 0)
+        finally:
+            one_batch.get_tokenizer = get_tokenizer
+        runner = bench_runner.torch_runner
         self.model_runner = runner
-        self.bench_runner = one_batch._TorchBenchRunner(runner)
+        self.bench_runner = bench_runner
         self.model = runner.model
         # A target's capture configuration right after loading; a draft model (no capture loop) has none.
         loop = getattr(self.model.model, "layers_to_capture", None)
