@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         if requirement_name(req) in exclude:
             print(f"  left out (release table install_excludes): {req}")
     _run([*pip, *kept, *project_requirements(args.extra)], dry_run)
-    _run([*pip, "--no-deps", "--no-build-isolation", "-e", str(ROOT)], dry_run)
+    _run([*pip, "--no-deps", "-e", str(ROOT)], dry_run)  # isolated build: the venv's bundled setuptools is too old
     if not dry_run:
         check = subprocess.run([str(py), "-m", "pip", "check"], text=True, capture_output=True)
         print("pip check:\n" + (check.stdout.strip() or "(nothing)"))
