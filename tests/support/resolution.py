@@ -3,8 +3,17 @@ seam) in this process, for a draft directory, without building a second ModelRun
 
 from __future__ import annotations
 
-import copy
 from types import SimpleNamespace
+
+
+class _Overridden:
+    """``base`` (SGLang's ServerArgs, read-only after resolution from 0.5.17 on) with some attributes replaced."""
+
+    def __init__(self, base, **overrides):
+        self.__dict__.update(overrides, _base=base)
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_base"], name)
 
 
 def resolve_through_sglang(runner, draft, *, algorithm: str = "EAGLE3", model_config=None, **server_args):
@@ -18,10 +27,8 @@ def resolve_through_sglang(runner, draft, *, algorithm: str = "EAGLE3", model_co
     from sglang.srt.runtime_context import get_spec
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    sa = copy.copy(runner.model_runner.server_args)
-    sa.speculative_draft_model_path = str(draft)  # where 0.5.17/0.5.18 read it
-    for key, value in server_args.items():
-        setattr(sa, key, value)
+    # speculative_draft_model_path: where 0.5.17/0.5.18 read it (0.5.19+ read get_spec())
+    sa = _Overridden(runner.model_runner.server_args, speculative_draft_model_path=str(draft), **server_args)
     stand_in = SimpleNamespace(server_args=sa, model_config=model_config or runner.model_runner.model_config,
                                spec_algorithm=SpeculativeAlgorithm.from_string(algorithm), is_draft_worker=False)
     with get_spec().override(speculative_draft_model_path=str(draft)):
