@@ -8,6 +8,11 @@ table's ``trigger_module``, a module only processes that build a ``ModelRunner``
 is resolved or loaded) that applies the target capture patch and the draft-head loader patch.
 Processes that never run a model pay nothing.
 
+A release newer than the table is served unverified with the newest release's seams when every seam (names and
+parameter names, :func:`probe_release`) probes clean and the first-batch self-check (:mod:`.selfcheck`) is on:
+a WARNING says so, and every target process then proves its wiring on its first extend batch. A failed probe, or
+the self-check turned off, refuses it like an unsupported release.
+
 ``load_plugins`` logs and swallows exceptions raised here. So an unsupported SGLang, or a patch that cannot
 be applied, arms the startup guard (:mod:`.guard`, which depends on none of the patched seams): a draft that
 declares layer ids then fails at startup instead of running stock wiring. The patched resolution also
@@ -29,9 +34,10 @@ from __future__ import annotations
 import logging
 import os
 
-from .. import releases
+from .. import families, releases
 from ..errors import UnsupportedSGLangVersion, WiringError
-from . import draft, guard, target
+from ..releases.schema import Release
+from . import draft, guard, seams, selfcheck, target
 from .after_import import when_imported
 from .runtime import current_tp_rank
 
@@ -60,6 +66,49 @@ def _apply() -> None:
                     releases.installed_sglang_version(), os.getpid(), current_tp_rank())
 
 
+def probe_release(release: Release) -> list[str]:
+    """Import and probe every seam the plugin would patch under ``release`` (its own: resolution, draft side and
+    self-check gate; every family's); one ``Owner.attr: problem`` line per seam that does not fit."""
+    problems, every = [], (*release.seams, *selfcheck.gate_patch(release).seams,
+                           *(s for f in families.all_families() for s in f.seams()))
+    for seam in dict.fromkeys(every):  # each once (the gate's seams are the release's own)
+        try:
+            seams.probe(seam, seams.owner_of(seam, import_=True))
+        except Exception as e:  # noqa: BLE001 - a missing module, class, attribute or a changed signature alike
+            problems.append(f"{seam.name}: {type(e).__name__}: {e}")
+    return problems
+
+
+def _refuse_newer(found: str, why: str) -> UnsupportedSGLangVersion:
+    newest = releases.newest().version
+    error = UnsupportedSGLangVersion(
+        f"sglang {found} is newer than the releases sglang-eagle3-capture was verified against "
+        f"({', '.join(releases.supported_versions())}) and {why}; fix: install a supported release, e.g. "
+        f"pip install sglang=={newest}")
+    guard.arm(str(error), UnsupportedSGLangVersion)
+    logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), error)
+    return error
+
+
+def _apply_newer() -> None:
+    """At the trigger: probe every seam of the newest release; serve the installed (newer) SGLang unverified only
+    if all fit."""
+    found, newest = releases.installed_sglang_version(), releases.newest()
+    if releases.unverified() == found:  # accepted already (register() ran twice)
+        _apply()
+        return
+    problems = probe_release(newest)
+    if problems:
+        _refuse_newer(found, f"{len(problems)} of the seams the plugin patches do not fit it: {'; '.join(problems)}")
+        return
+    releases.accept_unverified(found)
+    logger.warning("eagle3-capture: sglang %s is newer than the release table (newest verified: %s); every seam probed "
+                   "clean (names and parameter names), so it is patched as %s UNVERIFIED and the first-batch "
+                   "self-check proves the wiring on the first extend batch of every target process (pid %d)", found,
+                   newest.version, newest.version, os.getpid())
+    _apply()
+
+
 def register() -> None:
     """Entry point: check the SGLang version and arm the patches in this process (idempotent).
 
@@ -67,8 +116,16 @@ def register() -> None:
     when SGLang imports the release's trigger module (at once if already imported), with one INFO line per
     process: what was patched, the SGLang version, pid and TP rank (``None`` until SGLang publishes it).
     Outside the supported releases it raises
-    :class:`~sglang_eagle3_capture.errors.UnsupportedSGLangVersion` after arming the startup guard.
+    :class:`~sglang_eagle3_capture.errors.UnsupportedSGLangVersion` after arming the startup guard, except for a
+    release newer than the table, which is probed at the trigger and served unverified when it fits (module doc).
     """
+    found = releases.installed_sglang_version()
+    if releases.is_newer_than_table(found) and releases.unverified() != found:
+        if not selfcheck.enabled():
+            raise _refuse_newer(found, f"{selfcheck.ENV}=0 turns off the first-batch self-check that stands in for "
+                                       "the missing verification")
+        when_imported(releases.newest().trigger_module, _apply_newer)
+        return
     try:
         release = releases.check_sglang_version()
     except UnsupportedSGLangVersion as e:

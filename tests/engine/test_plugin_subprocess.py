@@ -47,7 +47,7 @@ DEFERRED_GUARD = r"""
 import json
 from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.serving import guard, plugin, target
-releases.installed_sglang_version = lambda: "0.6.0"
+releases.installed_sglang_version = lambda: "0.5.16"  # older than the table: refused
 try:
     plugin.register()
 except releases.UnsupportedSGLangVersion:

@@ -83,7 +83,7 @@ def declared_draft(tmp_path, tiny_target_dir):
 
 @pytest.mark.release
 def test_unsupported_sglang_is_refused_at_startup(runner, declared_draft, monkeypatch):
-    monkeypatch.setattr(releases, "installed_sglang_version", lambda: "0.6.0")
+    monkeypatch.setattr(releases, "installed_sglang_version", lambda: "0.5.16")
     with pytest.raises(UnsupportedSGLangVersion):
         plugin.register()  # SGLang's load_plugins would log and swallow this ...
     assert not target.is_patched() and guard.is_armed()
@@ -91,7 +91,7 @@ def test_unsupported_sglang_is_refused_at_startup(runner, declared_draft, monkey
         _start(runner, declared_draft)
     msg = str(e.value)
     assert f"refuses to start EAGLE-3 with the draft {declared_draft}" in msg and "eagle3_manifest.json" in msg
-    assert "sglang 0.6.0 is not supported" in msg and "pip install sglang==" in msg and "SGLANG_PLUGINS" in msg
+    assert "sglang 0.5.16 is not supported" in msg and "pip install sglang==" in msg and "SGLANG_PLUGINS" in msg
 
 
 def test_the_guard_lets_a_draft_without_declared_ids_run_stock_wiring_and_says_so(tiny_draft_dir, caplog):
