@@ -15,6 +15,7 @@ package can run there (docs/releases.md).
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import logging
 from pathlib import Path
@@ -74,8 +75,6 @@ def check(runner: Any) -> None:
 
 
 def _install() -> None:
-    import importlib
-
     owner = getattr(importlib.import_module(MODULE), OWNER, None)
     original = getattr(owner, ATTR, None)
     if not callable(original):
