@@ -10,7 +10,10 @@ family (:mod:`.families`):
   ids read by the family's rule for that release (``always-shift``: the id is "output of layer id";
   ``shift-if-first-is-1``; ``keep-if-max-is-N``);
 - the capture loop: loop index ``i`` in ``0..N-1`` captures the residual stream entering layer ``i``
-  (HF index ``i``), in ascending order whatever the list order (:func:`.layer_ids.layer_ids_of_loop`).
+  (HF index ``i``), in ascending order whatever the list order (:func:`.layer_ids.layer_ids_of_loop`); loop
+  index ``N`` is captured at the final norm where the release says so (GPT-OSS from 0.5.17), else it fails
+  as the family's ``stock_past_loop`` says (DeepSeek's packer counts, Qwen-MoE's flag setter raises
+  IndexError, the other list families drop it silently and the fc fails on its width).
 
 The "shift" is SGLang's output-of-layer reading, which is exactly :func:`.layer_ids.hidden_state_index`.
 """
@@ -23,7 +26,8 @@ from typing import Any, Mapping, Sequence
 from . import families, releases
 from .config_keys import IDS_KEY
 from .families import Family
-from .layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices, layer_ids_of_loop
+from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
+from .layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices, last_layer_id, layer_ids_of_loop
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 
 __all__ = ["StockCapture", "default_low_mid_high_indices", "engine_capture", "releases_label", "stock_by_release",
@@ -94,9 +98,13 @@ def _loop(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
     if rule == ALWAYS_SHIFT:
         return "always-shift", hidden_state_indices(ids)
     if rule == SHIFT_IF_FIRST_IS_1:
-        return ("shifted (first id is 1)", hidden_state_indices(ids)) if ids and ids[0] == 1 else ("as loop indices", list(ids))
+        if ids and ids[0] == 1:
+            return "shifted (first id is 1)", hidden_state_indices(ids)
+        return "as loop indices", list(ids)
     if rule == KEEP_IF_MAX_IS_N:
-        return ("as loop indices (max is N)", list(ids)) if ids and max(ids) == n else ("shifted", hidden_state_indices(ids))
+        if ids and max(ids) == n:
+            return "as loop indices (max is N)", list(ids)
+        return "shifted", hidden_state_indices(ids)
     raise ValueError(f"unknown stock rule {rule!r}")
 
 
@@ -124,17 +132,29 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
         config_ids = tuple(ids)
         rule, loop = _loop(stock_rule(fam, rel), list(ids), n)
     fed = layer_ids_of_loop(loop, n)
-    problem = None
+    if n in loop and fam.name in rel.final_norm_captures:  # the family captures loop index N at its final norm
+        fed = (*fed, last_layer_id(n))
+    return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, _problem(fam, rel, loop, fed, n))
+
+
+def _problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n: int) -> str | None:
+    """What goes wrong when stock ``rel`` captures ``loop`` on ``fam`` (None: it runs and feeds ``fed``)."""
     if fam.name in rel.embedding_crashes and EMBEDDING_LAYER_ID in fed:
-        problem = (f"{rel.version} computes hidden_states + residual with residual None at loop index 0: TypeError at "
-                   "the first forward")
-    elif len(fed) != len(loop):
-        missed = sorted(set(loop) - set(hidden_state_indices(fed)))
-        problem = (f"loop indices {missed} are never reached (the loop runs 0..{n - 1}) or repeat: SGLang captures "
-                   f"{len(fed)} of {len(loop)} states and fails at startup or at the draft's fc ('captured {len(fed)} "
-                   f"of {len(loop)} aux hidden states' where its AuxHiddenStatePacker checks the count, else an fc "
-                   "shape error)")
-    return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem)
+        return (f"{rel.version} computes hidden_states + residual with residual None at loop index 0: TypeError at "
+                "the first forward")
+    past = sorted(i for i in set(loop) if i >= n)
+    if fam.stock_past_loop == N_INDEX_ERROR and past:
+        return (f"loop indices {past} are never reached (the loop runs 0..{n - 1}): SGLang sets a capture flag on "
+                f"self.layers[{past[0]}] while configuring and fails with IndexError at startup")
+    if len(fed) == len(loop):
+        return None
+    missed = sorted(set(loop) - set(hidden_state_indices(fed)))
+    what = (f"loop indices {missed} are never reached (the loop runs 0..{n - 1}) or repeat: SGLang captures "
+            f"{len(fed)} of {len(loop)} states")
+    if fam.stock_past_loop == N_COUNT_ERROR:
+        return f"{what} and fails at the first forward ('captured {len(fed)} of {len(loop)} aux hidden states')"
+    return (f"{what}, silently (its list is never counted), and the draft's fc fails at the first draft extend on "
+            f"its input width ({len(fed)} hidden states where it takes {len(loop)})")
 
 
 def _path(cfg: Any, dotted: str) -> Any:
@@ -197,9 +217,10 @@ def stock_safe_eagle_config_ids(layer_ids: Sequence[int], *, family: Family | st
     """The ``eagle_config.eagle_aux_hidden_state_layer_ids`` that make stock SGLang ``release`` feed ``layer_ids``
     on ``family`` (as far as it can: captures arrive in ascending order, and the loop never reaches layer N-1).
 
-    For ``shift-if-first-is-1`` (DeepSeek): capture-loop indices, used as given when the first is not 1;
-    when the first would be 1 (layer id 0 first) it is moved to the end, since SGLang captures by
-    membership in ascending loop order. For ``always-shift``: the layer ids themselves.
+    For ``shift-if-first-is-1`` (DeepSeek, GLM-4.7-Flash): capture-loop indices, used as given when the first is
+    not 1; when the first would be 1 (layer id 0 first) it is moved to the end, since SGLang captures by
+    membership in ascending loop order. For ``always-shift`` and ``keep-if-max-is-N`` (GPT-OSS; layer ids are at
+    most N-1, so never read as loop indices): the layer ids themselves.
     :mod:`.draft.convert` writes these; the plugin's loader compares a converted config's ids with them.
 
     Example::

@@ -14,6 +14,14 @@ __all__ = ["LIST", "PACKED", "Family", "all_families", "architectures", "family_
 
 _MODULES = (
     "deepseek_v2",
+    "llama",
+    "qwen2",
+    "qwen3",
+    "qwen_moe",
+    "gpt_oss",
+    "glm4_moe",
+    "minimax_m2",
+    "glm4_moe_lite",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 

@@ -7,42 +7,76 @@ from dataclasses import dataclass
 from ..releases.schema import Seam
 
 PACKED = "packed"  # AuxHiddenStatePacker: one [T, K*H] tensor, chunks in ascending loop order
-LIST = "list"  # a list of K [T, H] tensors in ascending loop order
+LIST = "list"  # AuxHiddenStateList (a plain list before 0.5.21): K [T, H] tensors in ascending loop order
+CONTAINERS = (PACKED, LIST)
+
+# What stock SGLang does with loop index N (the last layer's output, past the loop) when a draft asks for it.
+N_COUNT_ERROR = "count-error"  # the packer raises "captured k of K aux hidden states" (or asserts, 0.5.17-0.5.19)
+N_INDEX_ERROR = "index-error"  # setattr on self.layers[N] at configuration: IndexError
+N_DROPPED = "dropped"  # the list is one short, silently; the draft's fc then fails on its input width
+STOCK_PAST_LOOP = (N_COUNT_ERROR, N_INDEX_ERROR, N_DROPPED)
+
+# Where the causal LM's pipeline group is read (stock set_eagle3_layers_to_capture returns early off the last rank).
+PP_FROM_MODEL = "model"  # self.pp_group
+PP_FROM_RUNTIME = "runtime"  # runtime_context.get_parallel().pp_group
+
+# Every decoder stack's forward in the supported releases (FINDINGS: one signature for all).
+FORWARD_PARAMS = ("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors")
 
 
 @dataclass(frozen=True)
 class Family:
     """SGLang model classes that share one capture loop, and how that loop captures.
 
-    ``architectures``: HF ``architectures[0]`` values served by these classes (a draft trained on one
-    serves any other with the same layer count and hidden size). ``causal_lm`` defines
-    ``set_eagle3_layers_to_capture``; ``model`` is the decoder stack whose ``forward`` runs the capture
-    loop (``model_attr`` reaches it from the causal LM, ``forward_params`` are its parameter names).
-    ``container``: what the loop hands on (:data:`PACKED` or :data:`LIST`). ``embedding_in_loop``: loop
-    index 0 is the embedding output (layer id -1) without crashing. ``final_norm``: the decoder stack's
-    final norm attribute; a forward hook on it sees the last layer's output (layer id N-1).
-    ``stock_rule``: how stock SGLang reads explicit ids (:mod:`~sglang_eagle3_capture.releases.schema`
-    rules; a release file may override it). ``text_config``: architectures whose decoder dimensions live
-    in ``config.json: text_config``.
+    - ``architectures``: HF ``architectures[0]`` values served by these classes; the compatibility unit of a
+      manifest (a draft trained on one serves any other with the same layer count and hidden size).
+    - ``causal_lms``: ``(module, class)`` of every class that defines ``set_eagle3_layers_to_capture`` (its
+      subclasses inherit it); ``models``: ``(module, class)`` of every decoder stack that defines its own
+      ``forward`` (one that inherits it needs no entry), reached from the causal LM as ``model_attr``;
+      ``forward_params``: that forward's parameter names.
+    - ``container``: what the loop hands on (:data:`PACKED` or :data:`LIST`); ``layer_flag``: a per-layer
+      attribute the loop reads instead of ``layers_to_capture`` (Qwen2/3-MoE ``_is_layer_to_capture``, never
+      cleared by SGLang); ``pp_group``: where the causal LM's pipeline group is read (:data:`PP_FROM_MODEL`
+      or :data:`PP_FROM_RUNTIME`).
+    - ``final_norm``: the decoder stack's final norm attribute; a forward hook on it sees the last layer's
+      output (layer id N-1, loop index N, which no loop of these families reaches itself).
+    - ``stock_rule``: how stock SGLang reads explicit ids (:mod:`~sglang_eagle3_capture.releases.schema`
+      rules; a release file may override it); ``stock_past_loop``: what stock SGLang does with loop index N
+      (``N_*``; a release's ``final_norm_captures`` says where the family captures it itself).
+    - ``text_config``: architectures whose decoder dimensions live in ``config.json: text_config``.
     """
 
     name: str
     architectures: tuple[str, ...]
-    module: str
-    causal_lm: str
-    model: str
-    forward_params: tuple[str, ...]
+    causal_lms: tuple[tuple[str, str], ...]
+    models: tuple[tuple[str, str], ...]
     stock_rule: str
+    container: str = LIST
+    stock_past_loop: str = N_DROPPED
+    layer_flag: str | None = None
+    pp_group: str = PP_FROM_MODEL
+    forward_params: tuple[str, ...] = FORWARD_PARAMS
     model_attr: str = "model"
-    container: str = PACKED
-    embedding_in_loop: bool = True
     final_norm: str = "norm"
     text_config: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.container not in CONTAINERS or self.stock_past_loop not in STOCK_PAST_LOOP:
+            raise ValueError(f"family {self.name}: container {self.container!r} / stock_past_loop "
+                             f"{self.stock_past_loop!r} not in {CONTAINERS} / {STOCK_PAST_LOOP}")
+        if self.pp_group not in (PP_FROM_MODEL, PP_FROM_RUNTIME) or not self.causal_lms or not self.models:
+            raise ValueError(f"family {self.name}: needs causal_lms, models and a known pp_group")
+
+    @property
+    def model_classes(self) -> tuple[str, ...]:
+        """Names of the decoder stacks whose forward the patch wraps."""
+        return tuple(cls for _, cls in self.models)
+
     def seams(self) -> tuple[Seam, ...]:
-        """The attributes the capture patch replaces (or adds) for this family."""
-        return (
-            Seam("target.set_eagle3", self.module, self.causal_lm, "set_eagle3_layers_to_capture", ("self", "layer_ids")),
-            Seam("target.forward", self.module, self.model, "forward", self.forward_params),
-            Seam("target.feed_slot", self.module, self.model, "_eagle3_capture_feed", None),
-        )
+        """The attributes this family's capture patch replaces (or adds), applied all or nothing."""
+        out = [Seam("target.set_eagle3", m, cls, "set_eagle3_layers_to_capture", ("self", "layer_ids"))
+               for m, cls in self.causal_lms]
+        for m, cls in self.models:
+            out.append(Seam("target.forward", m, cls, "forward", self.forward_params))
+            out.append(Seam("target.feed_slot", m, cls, "_eagle3_capture_feed", None))
+        return tuple(out)

@@ -42,6 +42,7 @@ RELEASE = Release(
         Seam("draft.mla.set_embed", MLA_EAGLE3, "Eagle3DeepseekV2ForCausalLM", "set_embed", ("self", "embed")),
         Seam("draft.worker.init_attention_backends", WORKER, "EagleDraftWorker", "init_attention_backends", ("self",)),
     ),
+    final_norm_captures=("gpt_oss",),  # gpt_oss.py l.726-737 (since 0.5.17: the capture loop rewrite)
     draft_path_from="runtime_context",
     has_draft_model_config=True,
     draft_flags={

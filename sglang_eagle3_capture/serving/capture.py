@@ -1,25 +1,24 @@
 """WHAT the target captures: layer ids -> SGLang capture-loop indices, and the chunks in fc order.
 
-No SGLang import. Described for the DeepSeek family (the family table, :mod:`sglang_eagle3_capture.families`,
-says how each family's loop captures): SGLang's ``DeepseekV2Model.forward`` (sglang/srt/models/deepseek_v2.py) runs
-``for i in range(start_layer, end_layer)`` and, when ``i in self.layers_to_capture``, lets decoder
-layer ``i`` copy the residual stream *entering* it into an ``AuxHiddenStatePacker``
-(layers/aux_hidden_states.py; the copy happens in ``layer_boundary/stage.py::_prepare_attention``
-through ``capture_gathered``). Loop index ``i`` is therefore HF ``output_hidden_states[i]``: 0 is the
-embedding output (``residual/add_norm.py::init_residual`` returns the embedding itself), ``k + 1`` the
-output of decoder layer ``k``. The packer writes the captures side by side in *ascending loop order*,
-whatever order ``layers_to_capture`` lists them in.
+No SGLang import. Every family in the table (:mod:`sglang_eagle3_capture.families`) runs the same kind of loop:
+its decoder stack's forward runs ``for i in range(start_layer, end_layer)`` and, when loop index ``i`` is
+selected (``i in self.layers_to_capture``, or Qwen-MoE's per-layer flag), copies the residual stream *entering*
+decoder layer ``i`` (``layers/layer_boundary/stage.py::_prepare_attention``). Loop index ``i`` is therefore HF
+``output_hidden_states[i]``: 0 is the embedding output, ``k + 1`` the output of decoder layer ``k``. The
+captures come out in *ascending loop order*, whatever order the list has: packed side by side into one
+``[T, K*H]`` tensor (DeepSeek's ``AuxHiddenStatePacker``, container ``packed``) or as a list of ``[T, H]``
+tensors (``AuxHiddenStateList``, a plain list in older releases: container ``list``, which SGLang never counts).
 
-The loop never reaches index ``N`` (the output of the last decoder layer, layer id ``N-1``): that value
-only exists as the residual sum inside the final norm, ``residual_batch.final_norm(hidden_states,
-forward_batch, self.norm)`` after the loop. SGLang's own GPT-OSS and Kimi-K3 capture it there through
-``final_norm``'s ``capture=`` callback; for DeepSeek the plugin reads it from ``self.norm``'s output pair
-``(normed, hidden + residual)`` with a forward hook (:meth:`FcFeed.attach`) and appends it after the
-packed chunks, which keeps the combined order ascending.
+No loop reaches index ``N`` (the output of the last decoder layer, layer id ``N-1``) for the plugin: that value
+exists as the residual sum inside the final norm, ``residual_batch.final_norm(hidden_states, forward_batch,
+self.norm)`` after the loop (GPT-OSS captures it there itself from 0.5.17 when N is in its list, which the plugin
+never puts there). The plugin reads it from ``self.norm``'s output pair ``(normed, hidden + residual)`` with a
+forward hook (:meth:`FcFeed.attach`) and appends it after the loop's chunks, which keeps the combined order
+ascending.
 
 A :class:`CapturePlan` states, for a list of layer ids in fc order, which loop indices SGLang must
-capture and how to permute the K packed chunks into fc order. The permutation is fixed when the plan
-is made, so the forward runs the same ops for every batch (CUDA-graph and torch.compile safe).
+capture and how to permute the K chunks into fc order. The permutation is fixed when the plan is made, so
+the forward runs the same ops for every batch (CUDA-graph and torch.compile safe).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import LayerIdError
+from ..families.schema import LIST, PACKED
 from ..layer_ids import check_layer_ids, layer_id_of_index, layer_ids_of_loop, split_capture
 
 
@@ -95,44 +95,55 @@ def check_stage(plan: CapturePlan, start_layer: int, end_layer: int, *, pp_size:
 
 
 def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None) -> Any:
-    """The fc input: the packed ``[T, K'*H]`` aux tensor (ascending loop order; ``None`` when the loop
-    captures nothing) plus ``last``, the last layer's output ``[T, H]`` when the plan captures it, in fc order.
+    """The fc input ``[T, K*H]``: the loop's captures ``aux`` in ascending loop order (the packed ``[T, K'*H]``
+    tensor, or a list of ``[T, H]`` chunks; ``None`` when the loop captures nothing) plus ``last``, the last
+    layer's output ``[T, H]`` when the plan captures it, in fc order.
 
-    Returns ``aux`` itself when the plan is the identity, else a new tensor (one copy, so it never aliases
-    the residual storage ``last`` borrows). Shape-only logic, so the same kernels run for every batch.
+    Returns a packed ``aux`` itself when the plan is the identity, else a new tensor (one copy, so it never
+    aliases the residual storage ``last`` borrows). Shape-only logic, so the same kernels run for every batch.
     """
-    if plan.is_identity:
+    listed = isinstance(aux, (list, tuple))
+    if plan.is_identity and not listed:
         return aux
     import torch
 
     chunks = []
     if plan.loop_indices:
-        h = aux.shape[-1] // len(plan.loop_indices)
-        chunks = [aux.narrow(-1, c * h, h) for c in range(len(plan.loop_indices))]
+        if listed:
+            chunks = list(aux)
+        else:
+            h = aux.shape[-1] // len(plan.loop_indices)
+            chunks = [aux.narrow(-1, c * h, h) for c in range(len(plan.loop_indices))]
     if plan.captures_last_layer:
-        chunks.append(last if aux is None else last.to(aux.dtype))
+        chunks.append(last.to(chunks[0].dtype) if chunks else last)
     if len(chunks) == 1:
         return chunks[0].clone()
     return torch.cat([chunks[c] for c in plan.chunk_order], dim=-1)
 
 
 class FcFeed:
-    """What the capture patch installs on one ``DeepseekV2Model`` (``_eagle3_capture_feed``).
+    """What the capture patch installs on one decoder stack (``_eagle3_capture_feed``).
 
-    Called with what the model's forward returns; assembles the fc input (permutes the packed chunks into
-    fc order and appends the last layer's output, when ``plan`` asks for either) and hands it to the
-    optional dump. ``plan`` is None under stock wiring (the dump alone). ``layers`` is the very list object
-    put in ``layers_to_capture``: if anything replaces that list afterwards, the plan no longer describes
-    the packer's chunks and the forward raises rather than feed the draft mislabelled states.
+    Called with what the decoder stack's forward returns; assembles the fc input (checks a list's chunk count,
+    permutes the chunks into fc order, appends the last layer's output, packs a list into one tensor) and hands
+    it to the optional dump. ``plan`` is None under stock wiring (the dump alone). ``layers`` is the very list
+    object put in ``layers_to_capture``: if anything replaces that list afterwards, the plan no longer describes
+    the loop's chunks and the forward raises rather than feed the draft mislabelled states. ``container`` is
+    the family's (:data:`~sglang_eagle3_capture.families.PACKED` or ``LIST``); ``model_name`` names the decoder
+    stack in errors.
     """
 
-    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "_last", "_hook", "__weakref__")
+    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "container", "model_name", "_last", "_hook",
+                 "__weakref__")
 
-    def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0) -> None:
+    def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0, *,
+                 container: str = PACKED, model_name: str = "DeepseekV2Model") -> None:
         self.plan = plan
         self.layers = layers
         self.num_hidden_layers = num_hidden_layers
         self.dump = dump
+        self.container = container
+        self.model_name = model_name
         self._last = None  # the final norm's hidden + residual, between the hook and __call__
         self._hook = None
 
@@ -158,41 +169,64 @@ class FcFeed:
 
     def _take_last_layer_output(self, module: Any, args: tuple, output: Any) -> None:
         # RMSNorm(x, residual) returns (normed, x + residual): the last layer's output. Called with no
-        # residual (never in DeepSeek's final norm, kept for completeness), x itself is that output.
+        # residual (never in these families' final norms, kept for completeness), x itself is that output.
         self._last = output[1] if isinstance(output, tuple) else args[0]
 
     def _last_layer_output(self, hidden: Any) -> Any:
         last, self._last = self._last, None
-        if hidden.shape[0] == 0:  # an idle batch (DP attention) skips the final norm
+        if hidden.shape[0] == 0:  # an idle or empty batch skips the final norm
             return hidden.new_empty(hidden.shape)
         if last is None or last.shape != hidden.shape:
             raise RuntimeError(
                 f"eagle3-capture: {self.plan.where}: the last decoder layer's output was not taken at "
-                f"DeepseekV2Model's final norm for this batch (got {None if last is None else tuple(last.shape)}, "
-                f"hidden states {tuple(hidden.shape)}); the model's forward no longer ends in self.norm as in the supported "
-                "SGLang releases. Fix: serve with a supported SGLang release, or a draft that does not use the last layer"
+                f"{self.model_name}'s final norm for this batch (got {None if last is None else tuple(last.shape)}, "
+                f"hidden states {tuple(hidden.shape)}); the model's forward no longer ends in self.norm as in the "
+                "supported SGLang releases. Fix: serve with a supported SGLang release, or a draft that does not use "
+                "the last layer"
             )
         return last
+
+    def _checked(self, aux: Any) -> Any:
+        """``aux`` as the loop handed it on, after checking its container and (for a list) its chunk count."""
+        listed = isinstance(aux, (list, tuple))
+        if aux is not None and listed != (self.container == LIST):
+            raise RuntimeError(f"eagle3-capture: {self.model_name}.forward handed on a {type(aux).__name__} where "
+                               f"the family table says {self.container}: this SGLang changed its capture loop; fix: "
+                               "serve with a supported SGLang release")
+        want = None if self.plan is None else len(self.plan.loop_indices)
+        got = len(aux) if listed else (0 if aux is None else want)  # the packer counts its own captures
+        if want is not None and got != want:
+            raise RuntimeError(
+                f"eagle3-capture: {self.plan.where}: {self.model_name}.forward captured {got} of {want} aux hidden "
+                f"states for loop indices {list(self.plan.loop_indices)} (two-batch overlap, or a changed capture "
+                "loop, skips captures); fix: serve without --enable-two-batch-overlap on a supported SGLang release")
+        return aux
 
     def __call__(self, model: Any, out: Any, input_ids: Any, positions: Any, forward_batch: Any) -> Any:
         """Return ``(hidden_states, fc input)`` for the model output ``out`` (and dump the fc input)."""
         if model.layers_to_capture is not self.layers:
             raise RuntimeError(
-                f"eagle3-capture: DeepseekV2Model.layers_to_capture was replaced after set_eagle3_layers_to_capture "
+                f"eagle3-capture: {self.model_name}.layers_to_capture was replaced after set_eagle3_layers_to_capture "
                 f"configured it (now {model.layers_to_capture}, configured {self.layers}); call "
                 "set_eagle3_layers_to_capture again instead of writing layers_to_capture"
             )
         hidden, aux = out if isinstance(out, tuple) else (out, None)
-        if self.plan is not None and not self.plan.is_identity:
+        aux = self._checked(aux)
+        if self.plan is not None:
             last = self._last_layer_output(hidden) if self.plan.captures_last_layer else None
-            if last is not None and aux is not None and last.shape[0] != aux.shape[0]:
+            rows = aux[0].shape[0] if isinstance(aux, (list, tuple)) and aux else getattr(aux, "shape", (None,))[0]
+            if last is not None and rows is not None and last.shape[0] != rows:
                 raise RuntimeError(
                     f"eagle3-capture: {self.plan.where}: the last decoder layer's output has {last.shape[0]} rows "
-                    f"but the loop's captures have {aux.shape[0]}: this deployment's token layout at the final norm "
+                    f"but the loop's captures have {rows}: this deployment's token layout at the final norm "
                     "differs from the capture loop's (not seen at TP 1 or TP 2 on CPU); fix: report it with "
                     "the server arguments, and serve a draft that does not use the last layer meanwhile"
                 )
             aux = to_fc_order(aux, self.plan, last)
+        elif isinstance(aux, (list, tuple)):  # stock wiring with a dump: pack as LogitsProcessor would
+            import torch
+
+            aux = torch.cat(list(aux), dim=-1) if aux else None
         if aux is None:
             return out
         if self.dump is not None:

@@ -39,7 +39,7 @@ from ..draft.checks import DraftPlan, plan_draft
 from ..errors import DraftHeadError
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
 from ..releases.schema import Seam
-from ..target_config import cfg_get
+from ..target_config import architecture, architecture_family, cfg_get
 from . import resolution, seams
 from . import target as target_patch
 from .audit import LoadAudit, audit_report, check_vocab_maps
@@ -196,14 +196,15 @@ def check_target_wiring(draft_model: Any, target_runner: Any) -> None:
     if declared is None:
         return  # nothing declared: the target side warned and wired it as stock SGLang does
     want, fed = tuple(declared.layer_ids), target_patch.fed_layer_ids(target_runner.model)
-    if not target_patch.is_patched():
+    family = architecture_family(architecture(target_cfg, "target config (--model-path)"))
+    if not target_patch.is_patched(family):
         minus1 = " (-1, the embedding output, is requested)" if -1 in want else ""
         raise DraftHeadError(
-            f"{declared.where}: {list(want)}{minus1}, but the plugin's target capture patch is not active in this "
-            f"process ({target_patch.status()}), so stock SGLang wired the target: it feeds the fc layer ids "
-            f"{list(fed) if fed else 'none'}; fix: look for 'eagle3_capture' errors earlier in this log (SGLang logs "
-            "and skips a failing plugin), check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS (if set) "
-            "includes eagle3_capture")
+            f"{declared.where}: {list(want)}{minus1}, but the plugin's target capture patch is not active for the "
+            f"{family} family in this process ({target_patch.status(family)}), so stock SGLang wired the target: it "
+            f"feeds the fc layer ids {list(fed) if fed else 'none'}; fix: look for 'eagle3_capture' errors earlier in "
+            "this log (SGLang logs and skips a failing plugin), check `pip show sglang-eagle3-capture` and that "
+            "SGLANG_PLUGINS (if set) includes eagle3_capture")
     if fed != want:
         raise DraftHeadError(f"{declared.where}: {list(want)}, but the target {type(target_runner.model).__name__} "
                              f"feeds the fc layer ids {fed and list(fed)}; fix: restart the server; if it persists, "

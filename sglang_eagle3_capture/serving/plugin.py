@@ -51,8 +51,8 @@ def _apply() -> None:
         if target.apply():
             patched.append(target.describe())
     except Exception as e:  # noqa: BLE001 - runs inside SGLang's own import of its ModelRunner: never break it
-        # PatchError (a changed seam) or an import failure of a model module: refuse EAGLE-3 on the families at
-        # startup instead, and leave every other deployment running.
+        # The resolution seam does not fit (a family that does not fit is left out by target.apply itself, and
+        # refused by name at startup): refuse declared drafts at startup instead, leave every other deployment running.
         guard.arm(f"the capture patch does not fit this SGLang ({e})", WiringError)
         logger.exception("eagle3-capture: target capture not patched: %s (startup guard %s; pid %d)", e,
                          "installed" if guard.is_armed() else "NOT installed", os.getpid())

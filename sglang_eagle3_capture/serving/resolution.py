@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .. import releases
 from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from ..errors import LayerIdError, WiringError
 from ..families import Family, all_families, family_of
-from ..layer_ids import hidden_state_indices
+from ..layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, Manifest, check_target, find_manifest
 from ..readings import stock_sglang_capture
+from ..releases.schema import Release
 from ..target_config import cfg_get, target_dims
 from .capture import CapturePlan, check_stage, plan_capture
 
@@ -46,12 +48,13 @@ class DeclaredLayerIds:
     (``bool``, indexing, iteration) raises instead of letting SGLang's heuristic reinterpret the ids.
     """
 
-    __slots__ = ("layer_ids", "where", "plan")
+    __slots__ = ("layer_ids", "where", "plan", "family")
 
-    def __init__(self, layer_ids, where: str, plan: CapturePlan | None = None) -> None:
+    def __init__(self, layer_ids, where: str, plan: CapturePlan | None = None, family: str | None = None) -> None:
         self.layer_ids = tuple(layer_ids)
         self.where = where
         self.plan = plan  # built by resolve_target_capture; None: the patched set_eagle3 builds it
+        self.family = family  # the target's family (resolve_target_capture); None: whichever patch receives it
 
     def _refuse(self, *args: Any) -> Any:
         raise WiringError(
@@ -101,9 +104,9 @@ def declared_layer_ids(draft_dir: Path | None, draft_hf_config: Any, target_hf_c
     cfg_where = f"{cfg_file}: field 'eagle_config.{IDS_KEY}'"
     if ec is not None and CONVENTION_KEY in ec:
         if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
-            raise WiringError(f"{cfg_file}: field 'eagle_config.{CONVENTION_KEY}' is {ec[CONVENTION_KEY]!r}; fix: set it "
-                              f"to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output of layer k) "
-                              "or remove it")
+            raise WiringError(f"{cfg_file}: field 'eagle_config.{CONVENTION_KEY}' is {ec[CONVENTION_KEY]!r}; fix: set "
+                              f"it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output of layer "
+                              "k) or remove it")
         cfg_ids = ec.get(IDS_KEY)
         if not isinstance(cfg_ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in cfg_ids):
             raise WiringError(f"{cfg_where}: expected a list of integer layer ids next to '{CONVENTION_KEY}', got "
@@ -121,7 +124,8 @@ def declared_layer_ids(draft_dir: Path | None, draft_hf_config: Any, target_hf_c
                           "from eagle_config")
     if cfg_ids is None and ec is not None and IDS_KEY in ec:
         arch, n, _ = target_dims(target_hf_config, "target config")
-        stock = stock_sglang_capture({"eagle_config": dict(ec)}, n, family=_family(arch))
+        stock = stock_sglang_capture({"eagle_config": dict(ec)}, n, family=_family(arch),
+                                     release=releases.installed_or_newest())
         want = sorted(hidden_state_indices(manifest.layer_ids))
         if stock.problem or sorted(stock.loop_indices) != want:
             raise WiringError(
@@ -132,13 +136,18 @@ def declared_layer_ids(draft_dir: Path | None, draft_hf_config: Any, target_hf_c
     return DeclaredLayerIds(manifest.layer_ids, mwhere)
 
 
+def supported_families() -> str:
+    """``family (Arch, Arch), ...`` for every family with an entry, for refusals."""
+    return "; ".join(f"{f.name} ({', '.join(f.architectures)})" for f in all_families())
+
+
 def _family(arch: str) -> Family:
     family = family_of(arch)
     if family is None:
-        names = ", ".join(a for f in all_families() for a in f.architectures)
         raise WiringError(f"target architecture {arch} (--model-path) has no family entry in sglang-eagle3-capture; "
-                          f"manifest-exact capture covers {names}. Fix: serve the draft on one of those targets, or "
-                          "remove its manifest/marked ids to run stock SGLang wiring knowingly")
+                          f"manifest-exact capture covers the families {supported_families()}. Fix: serve the draft "
+                          "on one of those targets, or remove its manifest/marked ids to run stock SGLang wiring "
+                          "knowingly")
     return family
 
 
@@ -175,14 +184,15 @@ def _refuse(setting: str, problem: str, fix: str) -> WiringError:
 
 
 def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, spec_algorithm: Any,
-                           is_draft_worker: bool, draft_path: str | None,
-                           draft_hf_config: Callable[[], Any]) -> DeclaredLayerIds | None:
+                           is_draft_worker: bool, draft_path: str | None, draft_hf_config: Callable[[], Any],
+                           release: Release | None = None) -> DeclaredLayerIds | None:
     """Which layer ids the target must capture (None: stock wiring), refusing what cannot be wired, and record it.
 
     Called by the patched resolution seam after SGLang's own resolution filled ``config`` (a
     ``SpecAuxHiddenStateConfig``) for the ``ModelRunner`` whose ``server_args``, ``model_config``,
     ``spec_algorithm`` and ``is_draft_worker`` are passed; ``draft_hf_config()`` returns the draft's HF
-    config (None: SGLang resolved no draft), asked only for a speculative target with a draft path.
+    config (None: SGLang resolved no draft), asked only for a speculative target with a draft path; ``release``:
+    whose capture loops serve it (default: the installed supported release).
     """
     if is_draft_worker or not draft_path or not (spec_algorithm.is_eagle() or spec_algorithm.is_standalone()):
         return None
@@ -207,8 +217,7 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
     if family is None:
         if declared_anyway:
             raise _refuse(f"the target architecture {arch} (--model-path) for the draft {draft_path}",
-                          "manifest-exact capture is implemented for "
-                          f"{', '.join(a for f in all_families() for a in f.architectures)} only",
+                          f"manifest-exact capture is implemented for the families {supported_families()} only",
                           "serve the draft on one of those targets, or remove its manifest/marked ids to run stock "
                           "SGLang wiring knowingly")
         return None
@@ -221,8 +230,9 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
         return None
     if getattr(server_args, "enable_two_batch_overlap", False):
         raise _refuse(f"--enable-two-batch-overlap with EAGLE-3 on {arch}",
-                      f"{family.model}.forward runs the layers from first_k_dense_replace on through "
-                      "model_forward_stages, which skips the aux-hidden-state capture", "drop --enable-two-batch-overlap")
+                      f"{'/'.join(family.model_classes)}.forward runs its layers (DeepSeek and GLM: those from "
+                      "first_k_dense_replace on) through model_forward_stages under two-batch overlap, which skips the "
+                      "aux-hidden-state capture", "drop --enable-two-batch-overlap")
     if draft_dir is None:
         logger.warning("eagle3-capture: cannot look for %s: the draft path %s is not a local directory; only marked "
                        "eagle_config ids are honoured. Fix: download the draft and pass its local directory",
@@ -230,7 +240,8 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
     declared = declared_layer_ids(draft_dir, draft_hf, target_hf, manifest=manifest)
     _record(Resolution(draft_path, draft_dir, manifest, declared, arch, n_layers))
     if declared is None:
-        stock = stock_sglang_capture({"eagle_config": dict(ec)} if ec is not None else {}, n_layers, family=family)
+        stock = stock_sglang_capture({"eagle_config": dict(ec)} if ec is not None else {}, n_layers, family=family,
+                                     release=release or releases.installed_or_newest())
         logger.warning("eagle3-capture: draft %s has no %s and no eagle_config.%s; running stock wiring: %s. A draft "
                        "trained on other hidden states loses its acceptance silently. Fix: `%s`", draft_path,
                        MANIFEST_FILENAME, CONVENTION_KEY, stock.describe(), WRITE_HINT)
@@ -240,6 +251,14 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
     except LayerIdError as e:
         raise WiringError(f"{e}; fix: correct the ids to the layers the draft was trained on (`{WRITE_HINT}`), or "
                           "serve the target it was trained against") from e
+    release = release or releases.installed_or_newest()
+    if EMBEDDING_LAYER_ID in declared.layer_ids and family.name in release.embedding_crashes:
+        raise _refuse(f"layer id -1 (the embedding output, {declared.where}) on {arch}",
+                      f"the {family.name} family's capture loop in SGLang {release.version} computes hidden_states + "
+                      "residual with no residual at loop index 0 (TypeError at the first forward), so it cannot "
+                      "capture the embedding",
+                      "upgrade SGLang to a release whose loop reaches it (the newest supported is "
+                      f"{releases.newest().version}), or serve a draft trained without layer id -1")
     pp_size = int(getattr(server_args, "pp_size", 1) or 1)
     if pp_size > 1:
         from sglang.srt.distributed.utils import get_pp_indices
@@ -249,4 +268,4 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
             check_stage(plan, start, end, pp_size=pp_size)
         except LayerIdError as e:
             raise WiringError(str(e)) from e
-    return DeclaredLayerIds(declared.layer_ids, declared.where, plan)
+    return DeclaredLayerIds(declared.layer_ids, declared.where, plan, family.name)

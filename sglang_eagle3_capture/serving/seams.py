@@ -46,7 +46,11 @@ def owner_of(seam: Seam, *, import_: bool) -> Any:
 
 
 def probe(seam: Seam, owner: Any) -> Any:
-    """The value the replacement will wrap, checked against the shape the seam records; raises PatchError."""
+    """The value the replacement will wrap, checked against the shape the seam records; raises PatchError.
+
+    An inherited original that is already one of this package's replacements (e.g. ``Qwen3Model.forward`` in a
+    release where it inherits ``Qwen2Model.forward``, patched by another family) is unwrapped to SGLang's own
+    function (``__wrapped__``), so no call runs two replacements."""
     if owner is None:
         raise PatchError(f"{seam.module}.{seam.owner} does not exist in this SGLang")
     if seam.params is None:
@@ -54,6 +58,8 @@ def probe(seam: Seam, owner: Any) -> Any:
             raise PatchError(f"{seam.name} already exists in this SGLang; the patch would shadow it")
         return None
     original = getattr(owner, seam.attr, _ABSENT)
+    while getattr(original, MARK, False):  # inherited from a class another patch already wrapped: wrap SGLang's own
+        original = original.__wrapped__
     if not inspect.isfunction(original):
         raise PatchError(f"{seam.name} is not a function in this SGLang")
     params = tuple(inspect.signature(original).parameters)

@@ -1,18 +1,21 @@
 """The target side of the capture patch: which seams, what replaces them, and how a model is configured.
 
 For the installed release (:mod:`sglang_eagle3_capture.releases`) and every target family
-(:mod:`sglang_eagle3_capture.families`), through the one patch engine (:mod:`.seams`):
+(:mod:`sglang_eagle3_capture.families`), through the one patch engine (:mod:`.seams`), one patch each, all or
+nothing within it:
 
 - the release's resolution seam (``ModelRunner.init_spec_aux_hidden_state``, before the model loads): after
-  SGLang's own resolution, ask
-  :func:`.resolution.resolve_target_capture` for the ids and refuse bad deployments;
-- each family's ``set_eagle3_layers_to_capture``: install a :class:`~.resolution.DeclaredLayerIds`'s
-  :class:`~.capture.CapturePlan` instead of SGLang's reading of the ids (subclasses and wrappers that
-  delegate to it, e.g. DeepSeek-V3 and Kimi-K2.5, inherit it);
-- each family's decoder-stack ``forward``: hand its output to the model's :class:`~.capture.FcFeed`,
-  which puts the captures (and the last layer's output, taken by a forward hook on the final norm
-  instance) in fc order;
-- a new class attribute ``_eagle3_capture_feed`` on the decoder stack, ``None`` (no feed: nothing extra runs).
+  SGLang's own resolution, ask :func:`.resolution.resolve_target_capture` for the ids and refuse bad deployments
+  (among them a declared draft on a family whose own patch is not active here);
+- per family, each causal LM's ``set_eagle3_layers_to_capture``: install a :class:`~.resolution.DeclaredLayerIds`'s
+  :class:`~.capture.CapturePlan` instead of SGLang's reading of the ids (subclasses and wrappers that delegate to
+  it, e.g. DeepSeek-V3, Kimi-K2.5, Mistral, inherit it);
+- per family, each decoder stack's own ``forward``: hand its output to the stack's :class:`~.capture.FcFeed`, which
+  puts the captures (and the last layer's output, taken by a forward hook on the final norm instance) in fc order;
+- a new class attribute ``_eagle3_capture_feed`` on each decoder stack, ``None`` (no feed: nothing extra runs).
+
+A family whose module cannot be imported or whose seams changed is left unpatched and recorded
+(:func:`unavailable`); the other families are patched all the same.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from typing import Any, Callable, Iterator
 
 from .. import families, releases
 from ..errors import WiringError
-from ..families import Family
+from ..families import PACKED, Family
+from ..families.schema import PP_FROM_RUNTIME
 from ..layer_ids import layer_ids_of_loop
-from ..releases.schema import Release, Seam
+from ..releases.schema import Release
 from . import resolution, seams
 from .capture import CapturePlan, FcFeed, check_stage, plan_capture
 from .dump import dump_from_env
@@ -38,45 +42,77 @@ logger = logging.getLogger(__name__)
 
 # Feeds installed on live models; revert() detaches their final-norm hooks (instance state, not a class's).
 _FEEDS: "weakref.WeakSet[FcFeed]" = weakref.WeakSet()
+# Family name -> why its patch is not applied in this process (apply() records it; resolution refuses by it).
+_UNAVAILABLE: dict[str, str] = {}
 
 
-def _model_meta(plan: CapturePlan | None, model: Any, where: str) -> dict:
-    loop = list(model.model.layers_to_capture)
+def _pp_group(model: Any, family: Family) -> Any:
+    """The pipeline group ``model``'s stock ``set_eagle3_layers_to_capture`` consults."""
+    if family.pp_group == PP_FROM_RUNTIME:
+        from sglang.srt.runtime_context import get_parallel
+
+        return get_parallel().pp_group
+    return model.pp_group
+
+
+def _model_meta(plan: CapturePlan | None, model: Any, where: str, family: Family) -> dict:
+    stack = getattr(model, family.model_attr)
+    loop = list(stack.layers_to_capture)
     if plan is None:
         ids = list(layer_ids_of_loop(loop, model.config.num_hidden_layers))
         order, last = list(range(len(ids))), False
     else:
         ids, order, last = list(plan.layer_ids), list(plan.chunk_order), plan.captures_last_layer
     return {"layer_ids": ids, "loop_indices": loop, "last_layer_at_final_norm": last, "chunk_order": order,
-            "source": where, "model_class": type(model).__name__, "tp_rank": current_tp_rank(),
-            "pp_rank": getattr(model.pp_group, "rank_in_group", None)}
+            "source": where, "model_class": type(model).__name__, "family": family.name,
+            "tp_rank": current_tp_rank(), "pp_rank": getattr(_pp_group(model, family), "rank_in_group", None)}
 
 
-def _install_feed(model: Any, feed: FcFeed | None) -> None:
+def _install_feed(stack: Any, feed: FcFeed | None) -> None:
     """Make ``feed`` the decoder stack's ``_eagle3_capture_feed``, detaching the one it replaces."""
-    old = vars(model.model).get("_eagle3_capture_feed")
+    old = vars(stack).get("_eagle3_capture_feed")
     if old is not None:
         old.detach()
     if feed is not None:
-        feed.attach(model.model)
+        feed.attach(stack)
         _FEEDS.add(feed)
-    model.model._eagle3_capture_feed = feed
+    stack._eagle3_capture_feed = feed
 
 
-def configure(model: Any, declared: resolution.DeclaredLayerIds) -> None:
-    """Make ``model`` (a family's causal LM) feed the draft exactly ``declared``'s layer ids, in their order."""
-    if not model.pp_group.is_last_rank:  # as stock: only the last stage captures
+def _set_layer_flags(stack: Any, loop_indices: list, family: Family) -> None:
+    """Qwen-MoE's loop reads a per-layer flag that SGLang never clears: set it on exactly ``loop_indices``."""
+    if family.layer_flag is not None:
+        wanted = set(loop_indices)
+        for i, layer in enumerate(stack.layers):
+            setattr(layer, family.layer_flag, i in wanted)
+
+
+def _feed(plan: CapturePlan | None, layers: list, dump: Any, n_layers: int, family: Family, stack: Any) -> FcFeed:
+    return FcFeed(plan, layers, dump, n_layers, container=family.container, model_name=type(stack).__name__)
+
+
+def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family) -> None:
+    """Make ``model`` (a causal LM of ``family``) feed the draft exactly ``declared``'s layer ids, in their order."""
+    pp_group = _pp_group(model, family)
+    if not pp_group.is_last_rank:  # as stock: only the last stage captures
         return
+    stack = getattr(model, family.model_attr)
+    if declared.family not in (None, family.name) or not getattr(type(stack).forward, seams.MARK, False):
+        raise WiringError(f"{declared.where}: {type(model).__name__} (decoder stack {type(stack).__name__}) is not "
+                          f"served by the capture patch of the {declared.family or family.name} family: its forward is "
+                          "not one the family table lists; fix: report it (the family table needs this class), and "
+                          "serve a draft without a manifest meanwhile")
     n_layers = model.config.num_hidden_layers
     plan = declared.plan or plan_capture(declared.layer_ids, n_layers, where=declared.where)
-    if model.pp_group.world_size > 1:
-        check_stage(plan, model.model.start_layer, model.model.end_layer, pp_size=model.pp_group.world_size)
-    layers = list(plan.loop_indices)
+    if pp_group.world_size > 1:
+        check_stage(plan, stack.start_layer, stack.end_layer, pp_size=pp_group.world_size)
+    layers = list(plan.loop_indices)  # never loop index N: the last layer's output comes from the final-norm hook
     model.capture_aux_hidden_states = True
-    model.model.layers_to_capture = layers
-    dump = dump_from_env(_model_meta(plan, model, declared.where))
-    feed = None if plan.is_identity and dump is None else FcFeed(plan, layers, dump, n_layers)
-    _install_feed(model, feed)
+    stack.layers_to_capture = layers
+    _set_layer_flags(stack, layers, family)
+    dump = dump_from_env(_model_meta(plan, model, declared.where, family))
+    skip = plan.is_identity and family.container == PACKED and dump is None  # a list is counted and packed
+    _install_feed(stack, None if skip else _feed(plan, layers, dump, n_layers, family, stack))
     logger.info("eagle3-capture: %s feeds the draft layer ids %s (from %s) = loop indices %s%s, chunk order %s "
                 "(tp_rank %s)", type(model).__name__, list(plan.layer_ids), declared.where, layers,
                 " + the final norm's input" if plan.captures_last_layer else "", list(plan.chunk_order),
@@ -96,18 +132,20 @@ def fed_layer_ids(target_model: Any) -> tuple[int, ...] | None:
     return None
 
 
-def _wrap_set_eagle3(original: Callable) -> Callable:
+def _wrap_set_eagle3(original: Callable, family: Family) -> Callable:
     @functools.wraps(original)
     def set_eagle3_layers_to_capture(self, layer_ids=None):
         if isinstance(layer_ids, resolution.DeclaredLayerIds):
-            return configure(self, layer_ids)
+            return configure(self, layer_ids, family)
+        stack = getattr(self, family.model_attr)
+        _set_layer_flags(stack, [], family)  # stock wiring from a clean slate, not on top of an earlier configuration
         original(self, layer_ids)  # stock wiring (resolution warned when it matters)
         feed = None
-        if self.pp_group.is_last_rank:
-            dump = dump_from_env(_model_meta(None, self, "stock SGLang set_eagle3_layers_to_capture"))
-            feed = None if dump is None else FcFeed(None, self.model.layers_to_capture, dump,
-                                                    self.config.num_hidden_layers)
-        _install_feed(self, feed)
+        if _pp_group(self, family).is_last_rank:
+            dump = dump_from_env(_model_meta(None, self, "stock SGLang set_eagle3_layers_to_capture", family))
+            n_layers = self.config.num_hidden_layers
+            feed = None if dump is None else _feed(None, stack.layers_to_capture, dump, n_layers, family, stack)
+        _install_feed(stack, feed)
 
     return set_eagle3_layers_to_capture
 
@@ -121,8 +159,8 @@ def _wrap_forward(original: Callable) -> Callable:
     def forward(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
         feed = self._eagle3_capture_feed
-        if feed is None:
-            return out
+        if feed is None or type(self).forward is not forward:  # reached through super().forward(): the
+            return out  # class's own (wrapped) forward applies the feed, exactly once
         picked = [kwargs.get(params[i]) if i >= len(args) else args[i] for i in where]
         return feed(self, out, *picked)
 
@@ -141,60 +179,92 @@ def _wrap_resolve(original: Callable) -> Callable:
             draft_hf_config=lambda: draft_hf_config(config, server_args, path))
         if declared is None:
             return
-        if not is_patched():
+        if not is_patched(declared.family):
+            why = _UNAVAILABLE.get(declared.family) or status(declared.family)
             raise WiringError(f"{declared.where}: the draft declares layer ids {list(declared.layer_ids)} but the "
-                              f"sglang-eagle3-capture capture patch is incomplete in this process ({status()}); fix: "
-                              "reinstall sglang-eagle3-capture and check the log for 'eagle3_capture' errors")
+                              f"sglang-eagle3-capture capture patch is incomplete for the {declared.family} family in "
+                              f"this process ({why}); fix: reinstall sglang-eagle3-capture, check the log for "
+                              "'eagle3-capture' errors, or serve with a supported SGLang release")
         config.eagle_aux_hidden_state_layer_ids = declared  # configure_aux_hidden_state_capture hands it on
 
     return init_spec_aux_hidden_state
 
 
-_WRAPPERS: dict[str, Callable[[Any], Any]] = {
-    "resolve": _wrap_resolve,
+_FAMILY_WRAPPERS: dict[str, Callable[[Any, Family], Any]] = {
     "target.set_eagle3": _wrap_set_eagle3,
-    "target.forward": _wrap_forward,
-    "target.feed_slot": lambda original: None,
+    "target.forward": lambda original, family: _wrap_forward(original),
+    "target.feed_slot": lambda original, family: None,
 }
 
 
-def _wrap(seam: Seam, original: Any) -> Any:
-    return _WRAPPERS[seam.role](original)
+def resolution_patch(release: Release) -> seams.Patch:
+    """The release's resolution seam, patched on its own: without it nothing can be refused by family."""
+    return seams.Patch("target.resolve", (release.seam("resolve"),), lambda seam, original: _wrap_resolve(original))
 
 
-def patch_for(release: Release, family_list: tuple[Family, ...] = ()) -> seams.Patch:
-    """The target capture patch of ``release`` over ``family_list`` (default: every family)."""
-    family_list = family_list or families.all_families()
-    return seams.Patch("target", (release.seam("resolve"), *(s for f in family_list for s in f.seams())), _wrap)
+def family_patch(family: Family) -> seams.Patch:
+    """One family's capture patch: its causal LMs' ``set_eagle3_layers_to_capture`` and its decoder stacks'
+    ``forward`` (and feed slot), all or nothing."""
+    return seams.Patch(f"target.{family.name}", family.seams(),
+                       lambda seam, original: _FAMILY_WRAPPERS[seam.role](original, family))
 
 
-def _patch() -> seams.Patch:
-    return patch_for(releases.installed_or_newest())
+def patches_for(release: Release, family_list: tuple[Family, ...] = ()) -> tuple[seams.Patch, ...]:
+    """The resolution patch of ``release``, then one patch per family of ``family_list`` (default: every family)."""
+    return (resolution_patch(release), *(family_patch(f) for f in family_list or families.all_families()))
 
 
-def is_patched() -> bool:
-    """True when every target seam holds this package's replacement (imports nothing)."""
-    return seams.is_applied(_patch())
+def _patches(family: str | None = None) -> tuple[seams.Patch, ...]:
+    resolve, *rest = patches_for(releases.installed_or_newest())
+    return (resolve, *(p for p in rest if family is None or p.name == f"target.{family}"))
 
 
-def status() -> str:
-    """``name=patched|original`` for each target seam, for logs and errors."""
-    return seams.status(_patch())
+def is_patched(family: str | None = None) -> bool:
+    """True when the resolution seam and every family's seams (``family``: that family's) hold this package's
+    replacements (imports nothing)."""
+    patches = _patches(family)
+    return len(patches) > 1 and all(seams.is_applied(p) for p in patches)
+
+
+def unavailable(family: str) -> str | None:
+    """Why ``family``'s patch could not be applied in this process, or None."""
+    return _UNAVAILABLE.get(family)
+
+
+def status(family: str | None = None) -> str:
+    """``name=patched|original`` for each target seam (``family``: the resolution seam and that family's)."""
+    return ", ".join(seams.status(p) for p in _patches(family))
 
 
 def describe() -> str:
     """The patched attributes, in one line."""
-    return seams.describe(_patch())
+    return "; ".join(seams.describe(p) for p in _patches() if seams.is_applied(p))
 
 
 def apply() -> bool:
     """Install the target capture patch (importing SGLang's modules); False when it was already installed.
 
+    Raises when the resolution seam does not fit (nothing could be refused by family then: the plugin arms its
+    startup guard). A family whose module does not import or whose seams changed is left unpatched, logged and
+    recorded (:func:`unavailable`); the other families are patched all the same.
+
     Example::
 
         >>> apply(); is_patched(); revert()  # doctest: +SKIP
     """
-    return seams.apply(patch_for(releases.check_sglang_version()))
+    resolve, *rest = patches_for(releases.check_sglang_version())
+    applied = seams.apply(resolve)
+    for family, patch in zip(families.all_families(), rest):
+        try:
+            applied = seams.apply(patch) or applied
+        except Exception as e:  # noqa: BLE001 - one family's import error or changed seam must not disable the others
+            _UNAVAILABLE[family.name] = f"{type(e).__name__}: {e}"
+            logger.error("eagle3-capture: the %s family is NOT patched (%s); a draft that declares layer ids on %s is "
+                         "refused at startup, the other families are patched", family.name, _UNAVAILABLE[family.name],
+                         ", ".join(family.architectures))
+        else:
+            _UNAVAILABLE.pop(family.name, None)
+    return applied
 
 
 def revert() -> None:
@@ -204,7 +274,9 @@ def revert() -> None:
     for feed in list(_FEEDS):
         feed.detach()
     _FEEDS.clear()
-    seams.revert(_patch())
+    _UNAVAILABLE.clear()
+    for patch in reversed(_patches()):
+        seams.revert(patch)
 
 
 @contextmanager

@@ -107,8 +107,11 @@ def test_the_guard_lets_a_draft_without_declared_ids_run_stock_wiring_and_says_s
     assert "sglang 9.9 is not supported" in msg and "stock SGLang wiring" in msg
 
 
-def test_a_patch_that_does_not_fit_is_refused_at_startup(runner, declared_draft, monkeypatch, caplog):
+def test_a_family_patch_that_does_not_fit_is_refused_at_startup_and_spares_the_others(runner, declared_draft,
+                                                                                      monkeypatch, caplog):
     from sglang.srt.models.deepseek_v2 import DeepseekV2ForCausalLM
+
+    from support.resolution import resolve_through_sglang
 
     def set_eagle3_layers_to_capture(self, layer_ids, extra):  # a different SGLang's shape
         raise AssertionError
@@ -116,8 +119,11 @@ def test_a_patch_that_does_not_fit_is_refused_at_startup(runner, declared_draft,
     monkeypatch.setattr(DeepseekV2ForCausalLM, "set_eagle3_layers_to_capture", set_eagle3_layers_to_capture)
     with caplog.at_level(logging.ERROR, logger="sglang_eagle3_capture"):
         plugin.register()  # logs; load_plugins would go on either way
-    assert not target.is_patched()
-    assert any("target capture not patched" in r.getMessage() and "startup guard installed" in r.getMessage()
-               for r in caplog.records)
-    with pytest.raises(WiringError, match="the capture patch does not fit this SGLang .*set_eagle3_layers_to_capture"):
-        _start(runner, declared_draft)
+    assert not target.is_patched() and not target.is_patched("deepseek_v2") and not guard.is_armed()
+    assert target.is_patched("llama") and target.is_patched("qwen_moe")  # the other families are patched
+    assert any("the deepseek_v2 family is NOT patched" in r.getMessage() for r in caplog.records)
+    with pytest.raises(WiringError) as e:  # the target's resolution refuses the declared draft, naming why
+        resolve_through_sglang(runner, declared_draft)
+    msg = str(e.value)
+    assert "capture patch is incomplete for the deepseek_v2 family" in msg
+    assert "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture has parameters ('self', 'layer_ids', 'extra')" in msg

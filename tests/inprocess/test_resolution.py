@@ -154,13 +154,14 @@ def test_eagle_with_an_eagle3_draft_is_refused(runner, tiny_target_dir, tmp_path
     assert "accept length falls to about 1.0" in msg and "Fix: --speculative-algorithm EAGLE3" in msg
 
 
-def test_declared_ids_for_a_target_outside_the_family_are_refused(runner, tiny_target_dir, tmp_path):
+def test_declared_ids_for_a_target_outside_every_family_are_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
-    llama = SimpleNamespace(hf_config=SimpleNamespace(architectures=["LlamaForCausalLM"]))
+    falcon = SimpleNamespace(hf_config=SimpleNamespace(architectures=["FalconForCausalLM"]))
     with pytest.raises(WiringError) as e:
-        _resolve(runner, draft, model_config=llama)
+        _resolve(runner, draft, model_config=falcon)
     msg = str(e.value)
-    assert "target architecture LlamaForCausalLM (--model-path)" in msg and "KimiK25ForConditionalGeneration" in msg
+    assert "target architecture FalconForCausalLM (--model-path)" in msg and "KimiK25ForConditionalGeneration" in msg
+    assert "llama (LlamaForCausalLM" in msg  # the supported families, by name
 
 
 def test_disabled_aux_capture_with_declared_ids_is_refused(runner, tiny_target_dir, tmp_path):

@@ -1,5 +1,6 @@
 """serving/target.py (through serving/seams.py, the one patch engine): apply / revert / is_patched on the installed
-SGLang's real modules and classes; every seam of the installed release and of every family probed."""
+SGLang's real modules and classes; every seam of the installed release and of every family probed; one patch per
+family, so a family whose seams changed leaves the others patched."""
 
 import inspect
 import sys
@@ -7,22 +8,32 @@ import sys
 import pytest
 
 from sglang_eagle3_capture import families, releases
-from sglang_eagle3_capture.errors import PatchError
-from sglang_eagle3_capture.serving import draft, seams
-from sglang_eagle3_capture.serving import target
+from sglang_eagle3_capture.serving import draft, seams, target
+
+# Modules of classes that inherit a family's seams without being seam owners (subclasses the patch must reach).
+SUBCLASS_MODULES = ("sglang.srt.models.kimi_k25", "sglang.srt.models.mistral", "sglang.srt.models.ministral3",
+                    "sglang.srt.models.mistral_large_3", "sglang.srt.models.mellum", "sglang.srt.models.qwen3_moe")
 
 
-def _snapshot():
+def _owners() -> dict:
+    """Every module the family table and the release name, every class defined in them, and ModelRunner's module."""
+    import importlib
+
+    names = {s.module for f in families.all_families() for s in f.seams()} | set(SUBCLASS_MODULES)
+    names.add(releases.check_sglang_version().seam("resolve").module)
+    owners = {}
+    for name in sorted(names):
+        module = importlib.import_module(name)
+        owners[f"module {name}"] = module
+        for cls_name, cls in vars(module).items():
+            if inspect.isclass(cls) and cls.__module__ == name and cls.__name__ == cls_name:  # not EntryClass
+                owners[f"{name}.{cls_name}"] = cls
+    return owners
+
+
+def _snapshot(owners=None):
     """Module namespaces and class __dicts the patch touches (and the subclasses that inherit from them)."""
-    from sglang.srt.model_executor import model_runner
-    from sglang.srt.models import deepseek_v2, kimi_k25
-
-    owners = {"module deepseek_v2": deepseek_v2, "ModelRunner": model_runner.ModelRunner,
-              "module model_runner": model_runner, "module kimi_k25": kimi_k25}
-    for name in ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV2Model"):
-        owners[name] = getattr(deepseek_v2, name)
-    owners["KimiK25ForConditionalGeneration"] = kimi_k25.KimiK25ForConditionalGeneration
-    return {name: dict(vars(obj)) for name, obj in owners.items()}
+    return {name: dict(vars(obj)) for name, obj in (owners or _owners()).items()}
 
 
 def _same(a: dict, b: dict) -> list:
@@ -40,38 +51,63 @@ def _clean():
 
 
 def test_revert_restores_every_namespace_exactly():
-    before = _snapshot()
+    owners = _owners()
+    before = _snapshot(owners)
     assert target.apply() is True and target.is_patched()
-    during = _snapshot()
-    assert _same(before["DeepseekV2ForCausalLM"], during["DeepseekV2ForCausalLM"]) == ["set_eagle3_layers_to_capture"]
-    assert _same(before["DeepseekV2Model"], during["DeepseekV2Model"]) == ["_eagle3_capture_feed", "forward"]
-    assert _same(before["ModelRunner"], during["ModelRunner"]) == ["init_spec_aux_hidden_state"]
-    for untouched in ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
-                      "module deepseek_v2", "module kimi_k25", "module model_runner"):
-        assert _same(before[untouched], during[untouched]) == [], untouched
+    during = _snapshot(owners)
+    expected = {}
+    for seam in target.patches_for(releases.check_sglang_version())[0].seams + tuple(
+            s for f in families.all_families() for s in f.seams()):
+        expected.setdefault(f"{seam.module}.{seam.owner}", set()).add(seam.attr)
+    changed = {name: set(_same(before[name], during[name])) for name in before if _same(before[name], during[name])}
+    assert changed == expected  # exactly the seams, on exactly their owners; no module namespace, no subclass
     target.revert()
-    after = _snapshot()
+    after = _snapshot(owners)
     assert {name: _same(before[name], after[name]) for name in before} == {name: [] for name in before}
     assert not target.is_patched()
 
 
-def test_subclasses_and_kimi_see_the_patched_methods():
-    from sglang.srt.models import deepseek_v2, kimi_k25
+def test_subclasses_and_delegating_wrappers_see_the_patched_methods():
+    from sglang.srt.models import (
+        deepseek_v2,
+        glm4_moe,
+        kimi_k25,
+        llama,
+        mellum,
+        ministral3,
+        mistral,
+        mistral_large_3,
+        qwen3_moe,
+        teleflm,
+    )
 
     with target.patched():
         for cls in (deepseek_v2.DeepseekV3ForCausalLM, deepseek_v2.DeepseekV32ForCausalLM,
-                    kimi_k25.DeepseekV3ForCausalLM):
-            assert getattr(cls.set_eagle3_layers_to_capture, "__eagle3_capture__", False) is True
+                    kimi_k25.DeepseekV3ForCausalLM, glm4_moe.GlmMoeDsaForCausalLM,
+                    mistral_large_3.MistralLarge3ForCausalLM, llama.Phi3ForCausalLM, llama.InternLM3ForCausalLM,
+                    llama.IQuestCoderForCausalLM, mistral.MistralForCausalLM, mistral.MistralForCausalLMMistralFormat,
+                    ministral3.Ministral3ForCausalLM, teleflm.TeleFLMForCausalLM, mellum.MellumForCausalLM):
+            assert getattr(cls.set_eagle3_layers_to_capture, seams.MARK, False) is True, cls.__name__
+        for stack in (ministral3.Ministral3Model, teleflm.TeleFLMModel, qwen3_moe.Qwen3MoeModel, mellum.MellumModel):
+            assert getattr(stack.forward, seams.MARK, False) is True, stack.__name__
         # Kimi-K2.5 does not inherit it: its own method delegates to self.language_model (tested in-process).
         assert "set_eagle3_layers_to_capture" in vars(kimi_k25.KimiK25ForConditionalGeneration)
+        # Every architecture a family lists is served by one of its causal LMs (or delegates to one, Kimi-K2.5).
+        from sglang.srt.models.registry import ModelRegistry
+
+        for family in families.all_families():
+            mine = tuple(getattr(sys.modules[m], c) for m, c in family.causal_lms)
+            for arch in family.architectures:
+                cls = ModelRegistry.models[arch]
+                assert issubclass(cls, mine) or arch in family.text_config, (family.name, arch)
 
 
 def test_apply_is_idempotent_and_reapplies_after_revert():
     assert target.apply() is True
-    deepseek = sys.modules[families.family_of("DeepseekV2ForCausalLM").module]
-    first = deepseek.DeepseekV2Model.forward
+    module, owner = families.family_of("DeepseekV2ForCausalLM").models[0]
+    first = getattr(sys.modules[module], owner).forward
     assert target.apply() is False
-    assert deepseek.DeepseekV2Model.forward is first  # not wrapped twice
+    assert getattr(sys.modules[module], owner).forward is first  # not wrapped twice
     assert first.__wrapped__.__name__ == "forward" and not hasattr(first.__wrapped__, "__eagle3_capture__")
     target.revert()
     assert target.apply() is True and target.is_patched()
@@ -85,15 +121,15 @@ def test_patched_context_leaves_an_outer_patch_in_place():
 
 
 def _target_seams():
-    """The target patch's seams for the installed release: its resolution seam, then every family's."""
-    return target.patch_for(releases.check_sglang_version()).seams
+    """The target patches' seams for the installed release: its resolution seam, then every family's."""
+    return tuple(s for p in target.patches_for(releases.check_sglang_version()) for s in p.seams)
 
 
 def test_status_names_each_target():
     target.apply()
     assert target.status() == ", ".join(f"{s.name}=patched" for s in _target_seams())
     target.revert()
-    assert "DeepseekV2Model.forward=original" in target.status()
+    assert "DeepseekV2Model.forward=original" in target.status() and "LlamaModel.forward=original" in target.status()
 
 
 def test_registry_invariants():
@@ -111,7 +147,7 @@ def test_every_seam_of_the_release_and_every_family_probes_and_reverts_exactly()
     has the owner and parameter names it records, no attribute is patched twice, and applying both patches then
     reverting them leaves every owner's ``__dict__`` exactly as it was (identity of every entry)."""
     release = releases.check_sglang_version()
-    target_seams, draft_seams = target.patch_for(release).seams, release.seams_with("draft.")
+    target_seams, draft_seams = _target_seams(), release.seams_with("draft.")
     assert set(release.seams) <= set(target_seams) | set(draft_seams)  # nothing in the release table left out
     for family in families.all_families():
         assert set(family.seams()) <= set(target_seams), family.name
@@ -142,16 +178,43 @@ def test_every_seam_of_the_release_and_every_family_probes_and_reverts_exactly()
     assert not target.is_patched() and not draft.is_draft_head_patched()
 
 
-def test_a_changed_seam_is_refused_before_anything_is_patched(monkeypatch):
+def test_a_changed_seam_leaves_its_family_unpatched_and_the_others_patched(monkeypatch):
     from sglang.srt.model_executor.model_runner import ModelRunner
-    from sglang.srt.models.deepseek_v2 import DeepseekV2Model
+    from sglang.srt.models.deepseek_v2 import DeepseekV2ForCausalLM, DeepseekV2Model
+    from sglang.srt.models.llama import LlamaModel
 
     def forward(self, input_ids, positions, forward_batch):  # a different SGLang's shape
         raise AssertionError
 
     monkeypatch.setattr(DeepseekV2Model, "forward", forward)
-    resolve = vars(ModelRunner)["init_spec_aux_hidden_state"]
-    with pytest.raises(PatchError, match=r"DeepseekV2Model.forward has parameters .* written for"):
-        target.apply()
-    assert vars(ModelRunner)["init_spec_aux_hidden_state"] is resolve  # all-or-nothing
-    assert not target.is_patched() and "_eagle3_capture_feed" not in vars(DeepseekV2Model)
+    set_eagle3 = vars(DeepseekV2ForCausalLM)["set_eagle3_layers_to_capture"]
+    assert target.apply() is True
+    assert vars(DeepseekV2ForCausalLM)["set_eagle3_layers_to_capture"] is set_eagle3  # all-or-nothing in the family
+    assert "_eagle3_capture_feed" not in vars(DeepseekV2Model) and vars(DeepseekV2Model)["forward"] is forward
+    assert not target.is_patched() and not target.is_patched("deepseek_v2")
+    assert "DeepseekV2Model.forward has parameters ('self', 'input_ids', 'positions', 'forward_batch')" in (
+        target.unavailable("deepseek_v2"))
+    others = [f.name for f in families.all_families() if f.name != "deepseek_v2"]
+    assert all(target.is_patched(name) for name in others) and target.unavailable("llama") is None
+    assert getattr(vars(ModelRunner)["init_spec_aux_hidden_state"], seams.MARK, False)  # resolution patched
+    assert getattr(LlamaModel.forward, seams.MARK, False)
+    target.revert()
+    assert target.unavailable("deepseek_v2") is None and not target.is_patched("llama")
+
+
+def test_an_inherited_forward_already_wrapped_is_wrapped_once(monkeypatch):
+    """Before 0.5.21 ``Qwen3Model`` had no forward of its own and ran ``Qwen2Model.forward``: the qwen3 family's patch
+    then finds the qwen2 family's wrapper through the MRO and must wrap SGLang's own function instead."""
+    from sglang.srt.models.qwen2 import Qwen2Model
+    from sglang.srt.models.qwen3 import Qwen3Model
+
+    monkeypatch.delattr(Qwen3Model, "forward")  # as in 0.5.17
+    stock = Qwen2Model.forward
+    target.apply()
+    try:
+        mine = vars(Qwen3Model)["forward"]
+        assert getattr(mine, seams.MARK, False) and mine.__wrapped__ is stock  # not the qwen2 wrapper
+        assert vars(Qwen2Model)["forward"].__wrapped__ is stock
+    finally:
+        target.revert()
+    assert "forward" not in vars(Qwen3Model) and Qwen2Model.forward is stock
