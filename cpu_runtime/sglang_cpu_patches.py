@@ -25,7 +25,24 @@ B4  sglang.srt.distributed.parallel_state
     We default ``use_pynccl=False`` (gloo only), so ``--tp-size 2`` runs on CPU (with
     ``SGLANG_CPU_OMP_THREADS_BIND``); at TP 1 no communicator is built either way.
 
-``apply()`` imports the three modules and patches them now. ``install_import_hook()`` (called by
+B5  sglang.srt.layers.attention.torch_native_backend (GPT-OSS)
+    ``TorchNativeAttnBackend.forward_extend``/``forward_decode`` get ``sinks=`` (per-head attention-sink logits)
+    from ``GptOssAttention`` (models/gpt_oss.py:497-501) and fail with ``TypeError: unexpected keyword argument
+    'sinks'``. With sinks we compute the attention per request in fp32: scores, the causal mask plus SGLang's
+    sliding-window mask ``k >= q - window``, GQA by repeat, softmax over ``[scores, sink]`` with the sink column
+    dropped, then ``@ V``; a hybrid SWA KV pool (GPT-OSS gets one) is read through
+    ``translate_loc_from_full_to_swa`` for sliding layers. Calls without sinks go to the original methods; B3
+    wraps B5's ``forward_extend``. GPT-OSS also needs two server arguments on CPU (no code):
+    ``attention_backend="intel_amx"`` (passes ``arg_groups/model_hook.py``'s backend assert, then falls back to
+    torch_native on a CPU without AMX; on an AMX CPU it would pick the real AMX backend) and
+    ``moe_runner_backend="triton"`` ("auto" picks triton_kernel, whose transposed expert layout breaks loading).
+B6  sglang.srt.models.minimax_m2
+    ``MiniMaxM2QKRMSNorm._forward_naive`` calls the Triton kernels ``rms_sumsq_serial``/``rms_apply_serial``
+    (minimax_m2.py:203-285), which assert CUDA inputs. We replace the two module functions with torch ops of
+    the same maths: per-row sums of squares of q and k in a padded fp32 vector, then
+    ``x * rsqrt(sum_sq / D / tp_world + eps) * w`` in fp32, cast back.
+
+``apply()`` imports the patched modules and patches them now. ``install_import_hook()`` (called by
 ``sitecustomize.py`` in this folder at interpreter start-up) patches each module right after it is first
 imported instead, through the same after-import helper the plugin uses
 (``sglang_eagle3_capture.serving.after_import``), so processes that never import them pay nothing. Both
@@ -149,6 +166,98 @@ def patch_target_verify(torch_native_module):
     _once(torch_native_module, _patch)
 
 
+def patch_attention_sinks(torch_native_module):
+    """B5 (GPT-OSS): TorchNativeAttnBackend.forward_extend/forward_decode accept ``sinks=`` (see the module doc)."""
+    m = torch_native_module
+    if getattr(m, "_sglang_cpu_runtime_sinks_patched", False):
+        return
+    import torch
+
+    cls = m.TorchNativeAttnBackend
+    orig_extend, orig_decode = cls.forward_extend, cls.forward_decode
+
+    def _sink_attention(self, q, k, v, layer, forward_batch, save_kv_cache, sinks, prefix_lens, q_lens):
+        from sglang.srt.mem_cache.memory_pool import KVWriteLoc  # only GPT-OSS, only on the releases that pass sinks
+
+        pool = self.token_to_kv_pool
+        # Hybrid SWA pool (GPT-OSS gets one): a sliding layer's cache is indexed by translated locations.
+        swa_layer = self.use_sliding_window_kv_pool and pool.layers_mapping[layer.layer_id][1]
+        if save_kv_cache and k is not None and v is not None:
+            pool.set_kv_buffer(layer, KVWriteLoc(forward_batch.out_cache_loc, self.swa_out_cache_loc), k, v)
+        hq, hk, d, dv = layer.tp_q_head_num, layer.tp_k_head_num, layer.qk_head_dim, layer.v_head_dim
+        q_ = q.reshape(-1, hq, d)
+        out = q.new_empty((q_.shape[0], hq * dv))
+        k_cache, v_cache = pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id)
+        window = layer.sliding_window_size
+        sink = sinks.float().view(hq, 1, 1)
+        start = 0
+        for i in range(forward_batch.seq_lens.shape[0]):
+            n_kv, n_q, pre = int(forward_batch.seq_lens[i]), int(q_lens[i]), int(prefix_lens[i])
+            toks = self.req_to_token_pool.req_to_token[forward_batch.req_pool_indices[i], :n_kv]
+            if swa_layer:
+                toks = pool.translate_loc_from_full_to_swa(toks)
+            kk = k_cache[toks].float().repeat_interleave(hq // hk, dim=1)  # [S, hq, d]
+            vv = v_cache[toks].float().repeat_interleave(hq // hk, dim=1)
+            scores = torch.einsum("lhd,shd->hls", q_[start:start + n_q].float(), kk) * layer.scaling
+            q_pos = torch.arange(pre, pre + n_q).unsqueeze(1)
+            k_pos = torch.arange(n_kv).unsqueeze(0)
+            mask = k_pos <= q_pos
+            if window is not None and window > -1:
+                mask &= k_pos >= q_pos - window
+            scores = scores.masked_fill(~mask, float("-inf"))
+            probs = torch.softmax(torch.cat([scores, sink.expand(hq, n_q, 1)], dim=-1), dim=-1)[..., :-1]
+            out[start:start + n_q] = torch.einsum("hls,shd->lhd", probs, vv).reshape(n_q, hq * dv).to(out.dtype)
+            start += n_q
+        return out
+
+    def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, sinks=None, **kwargs):
+        if sinks is None:
+            return orig_extend(self, q, k, v, layer, forward_batch, save_kv_cache, **kwargs)
+        return _sink_attention(self, q, k, v, layer, forward_batch, save_kv_cache, sinks,
+                               forward_batch.extend_prefix_lens, forward_batch.extend_seq_lens)
+
+    def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, sinks=None, **kwargs):
+        if sinks is None:
+            return orig_decode(self, q, k, v, layer, forward_batch, save_kv_cache, **kwargs)
+        return _sink_attention(self, q, k, v, layer, forward_batch, save_kv_cache, sinks,
+                               forward_batch.seq_lens - 1, torch.ones_like(forward_batch.seq_lens))
+
+    cls.forward_extend, cls.forward_decode = forward_extend, forward_decode
+    m._sglang_cpu_runtime_sinks_patched = True
+
+
+def patch_torch_native(torch_native_module):
+    """B5 then B3 on the same module (B3 wraps B5's forward_extend, so TARGET_VERIFY with sinks works too)."""
+    patch_attention_sinks(torch_native_module)
+    patch_target_verify(torch_native_module)
+
+
+def patch_minimax_qk_norm(minimax_m2_module):
+    """B6 (MiniMax-M2): torch versions of the CUDA-only q/k RMSNorm kernels (see the module doc)."""
+
+    def _patch(m):
+        import torch
+
+        def rms_sumsq_serial(x1, x2):
+            b = x1.shape[0]
+            out = torch.zeros((2 * b + 3) // 4 * 4, device=x1.device, dtype=torch.float32)
+            out[:b] = x1.float().pow(2).sum(-1)
+            out[b:2 * b] = x2.float().pow(2).sum(-1)
+            return out
+
+        def rms_apply_serial(x1, x2, w1, w2, sum_sq, tp_world=1, eps=1e-5):
+            b, d1 = x1.shape
+            d2 = x2.shape[1]
+            inv1 = torch.rsqrt(sum_sq[:b] / d1 / tp_world + eps).unsqueeze(1)
+            inv2 = torch.rsqrt(sum_sq[b:2 * b] / d2 / tp_world + eps).unsqueeze(1)
+            return (x1.float() * inv1 * w1.float()).to(x1.dtype), (x2.float() * inv2 * w2.float()).to(x2.dtype)
+
+        m.rms_sumsq_serial = rms_sumsq_serial
+        m.rms_apply_serial = rms_apply_serial
+
+    _once(minimax_m2_module, _patch)
+
+
 def patch_no_pynccl_on_cpu(parallel_state_module):
     """B4: process groups default to gloo only (no PyNcclCommunicator on CPU)."""
 
@@ -169,13 +278,14 @@ def patch_no_pynccl_on_cpu(parallel_state_module):
 PATCHES = {
     "sglang.srt.models.deepseek_common.attention_backend_handler": patch_mla_dispatch,
     "sglang.srt.speculative.draft_utils": patch_draft_extend_backend,
-    "sglang.srt.layers.attention.torch_native_backend": patch_target_verify,
+    "sglang.srt.layers.attention.torch_native_backend": patch_torch_native,  # B5, then B3
     "sglang.srt.distributed.parallel_state": patch_no_pynccl_on_cpu,
+    "sglang.srt.models.minimax_m2": patch_minimax_qk_norm,  # B6
 }
 
 
 def apply():
-    """Import the patched SGLang modules and apply B1-B4 now (idempotent). Needs CPU_ENV set beforehand."""
+    """Import the patched SGLang modules and apply B1-B6 now (idempotent). Needs CPU_ENV set beforehand."""
     import importlib
 
     for name, patch in PATCHES.items():
