@@ -1,15 +1,26 @@
-"""HF transformers' DeepseekV3ForCausalLM as the reference for SGLang's outputs (no sglang import)."""
+"""HF transformers' own model classes (DeepSeek-V3 and every other target family) as the reference for SGLang's
+outputs (no sglang import)."""
 
 from __future__ import annotations
 
 import torch
 
 
-def load_hf(model_dir):
-    """The checkpoint in ``model_dir`` as transformers' own model, fp32, eval mode."""
+def load_hf(model_dir, *, as_sglang_stores_it: bool = False):
+    """The checkpoint in ``model_dir`` as transformers' own model, fp32, eval mode.
+
+    ``as_sglang_stores_it``: round the parameters SGLang keeps in a lower precision whatever ``--dtype`` says, so
+    that the comparison measures the capture, not that rounding. Only GPT-OSS's attention sinks: SGLang keeps them
+    in bf16 unless the attention backend is trtllm_mha (models/gpt_oss.py:425-431), about 1e-4 on the tiny target.
+    """
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    if as_sglang_stores_it and model.config.model_type == "gpt_oss":
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.self_attn.sinks.copy_(layer.self_attn.sinks.to(torch.bfloat16).float())
+    return model
 
 
 @torch.no_grad()

@@ -6,6 +6,9 @@
   0.5.23's CPU path reads that transformers does not write: yarn ``rope_scaling`` (CPU rope supports only
   deepseek_yarn, ``layers/rotary_embedding/factory.py::get_rope_cpu``) and ``moe_layer_freq``
   (``models/deepseek_v2.py``), as real DeepSeek-V3 configs do.
+- ``build_family_target``: the same for every other target family (:data:`FAMILY_TARGETS`: Llama, TeleFLM, Qwen2,
+  Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash), 6 layers, hidden 64, with transformers'
+  own classes and the keys SGLang's CPU path reads.
 - ``build_tiny_draft``: an EAGLE-3 draft in the layout SGLang's ``LlamaForCausalLMEagle3``
   (``models/llama_eagle3.py``) loads: config.json + model.safetensors with ``fc``, ``midlayer.*``,
   ``norm``, ``lm_head``, ``d2t``, ``t2d``. The embedding comes from the target at load time.
@@ -16,6 +19,7 @@ Nothing here imports sglang.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -51,6 +55,106 @@ TINY_TARGET_CONFIG = dict(
 _SGLANG_CONFIG_KEYS = {"moe_layer_freq": 1, "topk_method": "noaux_tc", "scoring_func": "sigmoid"}
 
 DRAFT_VOCAB_SIZE = 128
+
+# The other target families (docs/families.md): transformers' own config and model class per family, the keys
+# SGLang's CPU path reads that transformers does not write, and the server args their SGLang class needs on CPU.
+_FAMILY_COMMON = dict(vocab_size=256, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=512, tie_word_embeddings=False, initializer_range=0.1)
+_MOE = dict(moe_intermediate_size=32, num_experts_per_tok=2)
+
+
+@dataclass(frozen=True)
+class TinyFamilyTarget:
+    """How to build one family's tiny target: ``config_class``/``model_class`` in transformers, their kwargs,
+    keys added to config.json after ``save_pretrained``, and ServerArgs overrides for SGLang on CPU.
+    ``architecture`` (when set) replaces ``architectures[0]``: an SGLang class that loads the same checkpoint."""
+
+    config_class: str
+    model_class: str
+    config: dict
+    extra_keys: dict = field(default_factory=dict)
+    server_args: dict = field(default_factory=dict)
+    architecture: str | None = None
+
+
+def _layer_types(n: int) -> list[str]:
+    return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+
+
+FAMILY_TARGETS = {
+    "llama": TinyFamilyTarget("LlamaConfig", "LlamaForCausalLM", dict(intermediate_size=128)),
+    # TeleFLMModel.forward calls super().forward(): the Llama checkpoint served by SGLang's TeleFLM class (use_mup
+    # off, the same math); transformers loads it as Llama (model_type "llama").
+    "teleflm": TinyFamilyTarget("LlamaConfig", "LlamaForCausalLM", dict(intermediate_size=128),
+                                architecture="TeleFLMForCausalLM"),
+    "qwen2": TinyFamilyTarget("Qwen2Config", "Qwen2ForCausalLM", dict(intermediate_size=128)),
+    "qwen3": TinyFamilyTarget("Qwen3Config", "Qwen3ForCausalLM", dict(intermediate_size=128, head_dim=16)),
+    "qwen3_moe": TinyFamilyTarget("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                                  dict(intermediate_size=128, num_experts=8, decoder_sparse_step=1, mlp_only_layers=[],
+                                       norm_topk_prob=True, head_dim=16, **_MOE)),
+    "qwen2_moe": TinyFamilyTarget("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                                  dict(intermediate_size=128, shared_expert_intermediate_size=64, num_experts=8,
+                                       decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=False, **_MOE)),
+    # SGLang's GPT-OSS asserts an attention backend from its list: intel_amx passes and falls back to torch_native
+    # (plus the CPU runtime's B5) on a CPU without AMX; moe "auto" would pick triton_kernel (wrong layout on CPU).
+    "gpt_oss": TinyFamilyTarget("GptOssConfig", "GptOssForCausalLM",
+                                dict(intermediate_size=64, num_local_experts=4, num_experts_per_tok=2, head_dim=16,
+                                     sliding_window=8),
+                                server_args={"attention_backend": "intel_amx", "moe_runner_backend": "triton"}),
+    "glm4_moe": TinyFamilyTarget("Glm4MoeConfig", "Glm4MoeForCausalLM",
+                                 dict(intermediate_size=128, n_routed_experts=8, n_shared_experts=1, n_group=1,
+                                      topk_group=1, first_k_dense_replace=1, head_dim=16, partial_rotary_factor=0.5,
+                                      use_qk_norm=True, **_MOE)),
+    # minimax_m2.py reads scoring_func (required), rotary_dim (else head_dim), use_routing_bias and qk_norm_type,
+    # which real MiniMax-M2 configs carry and transformers 5.19 does not write (the CPU runtime's B6 for q/k norm).
+    "minimax_m2": TinyFamilyTarget("MiniMaxM2Config", "MiniMaxM2ForCausalLM",
+                                   dict(intermediate_size=32, num_local_experts=8, num_experts_per_tok=2, head_dim=16,
+                                        rotary_dim=8, use_qk_norm=True),
+                                   extra_keys={"scoring_func": "sigmoid", "rotary_dim": 8, "use_routing_bias": True,
+                                               "qk_norm_type": "per_layer"}),
+    # MLA like DeepSeek: the same CPU keys (yarn rope_scaling, first_k_dense_replace, moe_layer_freq, ...).
+    # rms_norm_eps 1e-6: SGLang's q_a/kv_a latent norms use config.rms_norm_eps (deepseek_v2.py:2077/2163), HF's
+    # Glm4MoeLite hard-codes 1e-6 there; with the config's default 1e-5 the two models differ by ~2e-5 (not capture).
+    "glm4_moe_lite": TinyFamilyTarget("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM",
+                                      dict(intermediate_size=128, n_routed_experts=8, n_shared_experts=1, n_group=1,
+                                           topk_group=1, kv_lora_rank=32, q_lora_rank=48, qk_rope_head_dim=16,
+                                           qk_nope_head_dim=16, v_head_dim=16, num_key_value_heads=4, rms_norm_eps=1e-6,
+                                           **_MOE),
+                                      extra_keys={"first_k_dense_replace": 1, "moe_layer_freq": 1,
+                                                  "num_nextn_predict_layers": 0, **_SGLANG_CONFIG_KEYS}),
+}
+
+
+def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
+    kwargs = {**_FAMILY_COMMON, **FAMILY_TARGETS[name].config, "num_hidden_layers": num_hidden_layers}
+    if name == "gpt_oss":
+        kwargs["layer_types"] = _layer_types(num_hidden_layers)
+    if name == "glm4_moe_lite":
+        kwargs["mlp_layer_types"] = ["dense"] + ["sparse"] * (num_hidden_layers - 1)
+        kwargs["rope_parameters"] = dict(YARN)
+    return kwargs
+
+
+def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed: int = 0) -> Path:
+    """Write the tiny random checkpoint of :data:`FAMILY_TARGETS` ``[name]`` (fp32, seeded, transformers' own class)
+    to ``out_dir`` and return it; load it back for reference outputs with ``hf_reference.load_hf``."""
+    import transformers
+
+    spec = FAMILY_TARGETS[name]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = getattr(transformers, spec.config_class)(**_family_config_kwargs(name, num_hidden_layers))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = getattr(transformers, spec.model_class)(config).to(torch.float32).eval()
+    model.save_pretrained(out, safe_serialization=True)
+    extra = dict(spec.extra_keys)
+    if "rope_parameters" in config.to_dict() and name == "glm4_moe_lite":
+        extra["rope_scaling"] = config.rope_parameters
+    if spec.architecture is not None:
+        extra["architectures"] = [spec.architecture]
+    _update_json(out / "config.json", extra)
+    return out
 
 
 def _update_json(path: Path, extra: dict) -> None:

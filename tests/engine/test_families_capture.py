@@ -1,0 +1,144 @@
+"""Every target family's own SGLang class, with the capture patch applied, against HF transformers (docs/families.md).
+
+SGLang allows one in-process ModelRunner per process (support/sglang_inprocess.py), so each family runs in a
+subprocess (this file's ``__main__``): a tiny 6-layer target built with transformers' own class
+(support/tiny_models.py ``build_family_target``) is loaded by SGLang's class through its ModelRunner, the patched
+``set_eagle3_layers_to_capture`` receives declared layer ids as the plugin's resolution hands them on, and one
+prefill of three prompts runs per case; what the model handed its LogitsProcessor is saved. This process compares
+it with HF: the ``-1`` chunk ``torch.equal`` to ``hidden_states[0]``, every other chunk within the fp32 tolerance
+of its HF index and outside it of both neighbours, layer id 5 (N-1) against HF's last layer output *before* the
+final norm, and the chunks in the declared order.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sglang_eagle3_capture import families
+from sglang_eagle3_capture.layer_ids import hidden_state_index
+from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
+from support import REPO, subprocess_env
+from support.hf_reference import hf_hidden_states, hf_layer_outputs, load_hf
+from support.tiny_models import FAMILY_TARGETS, build_family_target
+from support.tolerances import TOLERANCES
+
+N_LAYERS = 6
+PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [100, 3, 200, 45, 17]]
+# name -> declared layer ids, configured in this order in one process (a reconfiguration must replace the last).
+CASES = {
+    "manifest": [-1, 1, 4],  # the issue's draft: HF hidden_states[0, 2, 5]
+    "permuted": [3, -1, 1],  # loop [0, 2, 4]: a permutation of the stock capture below
+    "last-layer": [5, -1, 2],  # 5 = N-1: taken at the final norm, first in fc order
+    "reconfigured-from": [-1, 1],
+    "reconfigured": [2, 4],  # after [-1, 1]: nothing of the previous configuration may remain (Qwen-MoE flags)
+    "last-alone": [5],
+}
+STOCK_LOOP = [0, 2, 4]  # layer ids [-1, 1, 3] as loop indices: stock SGLang's own capture, for the reordering check
+TOL = TOLERANCES[torch.float32]
+
+
+def _close(a, b) -> bool:
+    return a.shape == b.shape and torch.allclose(a, b, **TOL)
+
+
+def _run_family(name: str, model_dir: Path, out: Path) -> dict:
+    proc = subprocess.run([sys.executable, __file__, name, str(model_dir), str(out)], env=subprocess_env(), cwd=REPO,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return torch.load(out)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_TARGETS))
+def test_family_capture_matches_hf(name, tmp_path):
+    model_dir = build_family_target(name, tmp_path / name, num_hidden_layers=N_LAYERS)
+    got = _run_family(name, model_dir, tmp_path / "out.pt")
+    arch = json.loads((model_dir / "config.json").read_text())["architectures"][0]
+    family = families.family_of(arch)
+    assert family is not None and got["model_class"] == arch
+    assert got["stack_forward_marked"], got["stack_class"]  # its forward is one of the family patch's wrappers
+    hf = load_hf(model_dir, as_sglang_stores_it=True)
+    hidden = hf.config.hidden_size
+    per_prompt = [(hf_layer_outputs(hf, p), hf_hidden_states(hf, p)[N_LAYERS]) for p in PROMPTS]
+    diffs = {}
+    for case, ids in CASES.items():
+        c = got["cases"][case]
+        assert c["loop"] == sorted(hidden_state_index(i) for i in ids if i != N_LAYERS - 1), case  # never loop index N
+        assert c["fed"] == tuple(ids), case  # what the draft-side check reads
+        assert c["norm_hooks"] == (1 if N_LAYERS - 1 in ids else 0), case  # the previous case's hook is gone
+        if family.layer_flag is not None:
+            assert c["flagged"] == c["loop"], case  # exactly the planned layers, none left from earlier cases
+        assert c["aux"].shape == (sum(map(len, PROMPTS)), len(ids) * hidden), case
+        case_diffs = [0.0] * len(ids)
+        for (hf_out, hf_normed), rows in zip(per_prompt, _slices(PROMPTS)):
+            chunks = c["aux"][rows].split(hidden, dim=-1)
+            for j, (chunk, layer_id) in enumerate(zip(chunks, ids)):
+                index = hidden_state_index(layer_id)
+                if layer_id == -1:
+                    assert torch.equal(chunk, hf_out[0]), case  # the embedding: routed, never computed
+                else:
+                    torch.testing.assert_close(chunk, hf_out[index], **TOL, msg=lambda m: f"{case} {layer_id}: {m}")
+                    assert not _close(chunk, hf_out[index - 1]), (case, layer_id)  # an off-by-one cannot pass
+                    if index < N_LAYERS:
+                        assert not _close(chunk, hf_out[index + 1]), (case, layer_id)
+                    else:
+                        assert not _close(chunk, hf_normed), (case, layer_id)  # pre-norm, not what the LM head gets
+                case_diffs[j] = max(case_diffs[j], float((chunk - hf_out[index]).abs().max()))
+            torch.testing.assert_close(c["hidden"][rows], hf_normed, **TOL)  # the LM head's input is untouched
+        diffs[case] = case_diffs
+    # The capture is a pure reordering of stock SGLang's own capture (same tensors, torch.equal).
+    stock = got["stock"]
+    assert stock["loop"] == STOCK_LOOP and stock["aux"].shape[-1] == 3 * hidden
+    s0, s2, s4 = stock["aux"].split(hidden, dim=-1)
+    assert torch.equal(got["cases"]["permuted"]["aux"], torch.cat([s4, s0, s2], dim=-1))
+    assert torch.equal(got["cases"]["manifest"]["aux"][:, :hidden], s0)
+    with torch.no_grad():
+        expected_next = [int(hf(torch.tensor([p])).logits[0, -1].argmax()) for p in PROMPTS]
+    assert got["next_token_ids"] == expected_next  # the patched model still predicts what HF predicts
+    print(f"{name} ({family.name}, {arch}): max |diff| per chunk vs HF {json.dumps(diffs)}")
+
+
+def _slices(prompts):
+    out, start = [], 0
+    for p in prompts:
+        out.append(slice(start, start + len(p)))
+        start += len(p)
+    return out
+
+
+def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
+    """Subprocess body: SGLang's class for ``name`` on ``model_dir``, patched, one prefill per case, saved."""
+    from sglang_eagle3_capture.serving import target
+    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+    from support.sglang_inprocess import get_runner
+
+    target.apply()
+    assert target.is_patched(), target.status()
+    runner = get_runner(model_dir, **FAMILY_TARGETS[name].server_args)
+    model, stack = runner.model, runner.model.model
+    family = families.family_of(type(model).__name__)
+    norm = stack.norm
+    result = {"model_class": type(model).__name__, "stack_class": type(stack).__name__,
+              "stack_forward_marked": bool(getattr(type(stack).forward, "__eagle3_capture__", False)), "cases": {}}
+    for case, ids in CASES.items():
+        model.set_eagle3_layers_to_capture(DeclaredLayerIds(ids, f"test manifest ({case})", family=family.name))
+        out = runner.prefill(PROMPTS)
+        flagged = [i for i, layer in enumerate(stack.layers) if getattr(layer, family.layer_flag or "-", False)]
+        result["cases"][case] = {"aux": out.aux, "hidden": out.hidden, "loop": list(stack.layers_to_capture),
+                                 "fed": target.fed_layer_ids(model), "norm_hooks": len(norm._forward_hooks),
+                                 "flagged": flagged}
+        result["next_token_ids"] = out.next_token_ids
+    # Stock SGLang's own reading, through the patched method's stock path, of ids that mean loop [0, 2, 4].
+    model.set_eagle3_layers_to_capture(stock_safe_eagle_config_ids([-1, 1, 3], family=family))
+    out = runner.prefill(PROMPTS)
+    result["stock"] = {"aux": out.aux, "loop": list(stack.layers_to_capture)}
+    torch.save(result, out_path)
+
+
+if __name__ == "__main__":
+    _sglang_side(*sys.argv[1:])

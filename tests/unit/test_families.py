@@ -1,0 +1,379 @@
+"""The family table (sglang_eagle3_capture/families/) without SGLang: its invariants, the per-family stock readings
+per release, the startup refusals, the compatibility unit of a manifest, and the patch engine's two rules for
+class hierarchies (no double wrapping through the MRO; a forward reached through ``super().forward()`` feeds once).
+
+That the table's seams fit SGLang's real classes is in tests/inprocess/test_target_patch.py; that each family's
+capture equals HF is in tests/engine/test_families_capture.py and tests/engine/test_families_engine.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from sglang_eagle3_capture import families, releases
+from sglang_eagle3_capture.errors import ManifestError, WiringError
+from sglang_eagle3_capture.families import LIST, PACKED, Family
+from sglang_eagle3_capture.manifest import Manifest, check_target, write_manifest
+from sglang_eagle3_capture.readings import stock_rule, stock_sglang_capture
+from sglang_eagle3_capture.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1
+from sglang_eagle3_capture.serving import seams, target
+from sglang_eagle3_capture.serving.capture import FcFeed, plan_capture
+from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds, resolve_target_capture
+from support.cli import run
+from support.tiny_models import build_tiny_draft
+
+ISSUE_FAMILIES = {  # the architectures the issue names, and the family each belongs to
+    "LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen_moe", "GptOssForCausalLM": "gpt_oss", "Glm4MoeForCausalLM": "glm4_moe",
+    "MiniMaxM2ForCausalLM": "minimax_m2", "DeepseekV3ForCausalLM": "deepseek_v2",
+    "GlmMoeDsaForCausalLM": "deepseek_v2", "MistralLarge3ForCausalLM": "deepseek_v2",
+    "Glm4MoeLiteForCausalLM": "glm4_moe_lite", "MistralForCausalLM": "llama", "Phi3ForCausalLM": "llama",
+}
+
+
+def eagle(ids):
+    return {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}
+
+
+# --- the table --------------------------------------------------------------------------------------------------
+
+def test_every_architecture_of_the_issue_has_its_family_and_unknown_ones_none():
+    assert {a: families.family_of(a).name for a in ISSUE_FAMILIES} == ISSUE_FAMILIES
+    assert families.family_of("FalconForCausalLM") is None and families.family_of(None) is None
+
+
+def test_table_invariants():
+    fams = families.all_families()
+    assert len({f.name for f in fams}) == len(fams)
+    archs = [a for f in fams for a in f.architectures]
+    assert len(set(archs)) == len(archs)  # an architecture belongs to one family
+    keys = [(s.module, s.owner, s.attr) for f in fams for s in f.seams()]
+    assert len(set(keys)) == len(keys)  # no attribute is patched by two families
+    for f in fams:
+        assert {s.role for s in f.seams()} == {"target.set_eagle3", "target.forward", "target.feed_slot"}, f.name
+        assert f.container in (PACKED, LIST) and set(f.text_config) <= set(f.architectures), f.name
+    names = {f.name for f in fams}
+    for r in releases.all_releases():  # the release table names only families that exist
+        assert set(r.stock_rules) | set(r.embedding_crashes) | set(r.final_norm_captures) <= names, r.version
+    assert [f.name for f in fams if f.container == PACKED] == ["deepseek_v2"]
+    assert [f.name for f in fams if f.layer_flag] == ["qwen_moe"]
+
+
+@pytest.mark.parametrize("family, rules", [
+    ("llama", {v: ALWAYS_SHIFT for v in ("0.5.11", "0.5.17", "0.5.21", "0.5.23")}),
+    ("qwen3", {v: ALWAYS_SHIFT for v in ("0.5.11", "0.5.17", "0.5.23")}),
+    ("gpt_oss", {"0.5.11": ALWAYS_SHIFT, "0.5.13.post1": ALWAYS_SHIFT, "0.5.15.post1": ALWAYS_SHIFT,
+                 "0.5.17": KEEP_IF_MAX_IS_N, "0.5.21": KEEP_IF_MAX_IS_N, "0.5.23": KEEP_IF_MAX_IS_N}),
+    ("deepseek_v2", {"0.5.11": ALWAYS_SHIFT, "0.5.13.post1": SHIFT_IF_FIRST_IS_1, "0.5.23": SHIFT_IF_FIRST_IS_1}),
+    ("glm4_moe_lite", {"0.5.11": ALWAYS_SHIFT, "0.5.13.post1": SHIFT_IF_FIRST_IS_1, "0.5.23": SHIFT_IF_FIRST_IS_1}),
+])
+def test_stock_rule_per_release(family, rules):
+    """SGLang's readings per release (FINDINGS, section 4; the release files cite the lines)."""
+    assert {v: stock_rule(family, v) for v in rules} == rules
+
+
+@pytest.mark.parametrize("family, first_ok", [("llama", "0.5.22"), ("glm4_moe", "0.5.21"),
+                                              ("glm4_moe_lite", "0.5.21"), ("gpt_oss", "0.5.17"),
+                                              ("deepseek_v2", "0.5.15.post1"), ("qwen3", "0.5.11"),
+                                              ("qwen_moe", "0.5.11"), ("minimax_m2", "0.5.11"), ("qwen2", "0.5.11")])
+def test_embedding_reachable_from(family, first_ok):
+    """Loop index 0 crashes (``hidden_states + residual`` with no residual) in every release before ``first_ok``."""
+    versions = [r.version for r in releases.all_releases()]
+    crashes = [v for v in versions if family in releases.get(v).embedding_crashes]
+    assert crashes == versions[:versions.index(first_ok)]
+
+
+# --- stock readings per family ----------------------------------------------------------------------------------
+
+def test_llama_eagle_config_ids_are_layer_ids_in_every_release_without_minus_one():
+    for r in releases.all_releases():
+        c = stock_sglang_capture(eagle([0, 15, 28]), 32, family="llama", release=r)
+        assert (c.loop_indices, c.fed_layer_ids, c.problem) == ((1, 16, 29), (0, 15, 28), None), r.version
+
+
+def test_minus_one_on_llama_crashes_before_0_5_22_only():
+    assert "TypeError" in stock_sglang_capture(eagle([-1, 15, 28]), 32, family="llama", release="0.5.21").problem
+    c = stock_sglang_capture(eagle([-1, 15, 28]), 32, family="llama", release="0.5.22")
+    assert c.fed_layer_ids == (-1, 15, 28) and c.problem is None
+
+
+def test_gpt_oss_list_whose_max_is_n_is_read_as_loop_indices_from_0_5_17():
+    c = stock_sglang_capture(eagle([0, 12, 24]), 24, family="gpt_oss", release="0.5.23")
+    assert c.loop_indices == (0, 12, 24) and c.fed_layer_ids == (-1, 11, 23) and c.problem is None  # 23 at final norm
+    c = stock_sglang_capture(eagle([0, 12, 23]), 24, family="gpt_oss", release="0.5.23")
+    assert c.loop_indices == (1, 13, 24) and c.fed_layer_ids == (0, 12, 23) and c.problem is None
+    old = stock_sglang_capture(eagle([0, 12, 24]), 24, family="gpt_oss", release="0.5.15.post1")
+    assert old.loop_indices == (1, 13, 25) and old.fed_layer_ids == (0, 12) and "never reached" in old.problem
+    old = stock_sglang_capture(eagle([0, 12, 23]), 24, family="gpt_oss", release="0.5.15.post1")
+    assert old.fed_layer_ids == (0, 12) and "fc fails" in old.problem  # no final-norm capture before 0.5.17
+
+
+def test_the_last_layer_fails_differently_per_family():
+    ids = eagle([0, 12, 23])  # 23 = N-1: loop index 24 = N, past every loop
+    qwen_moe = stock_sglang_capture(ids, 24, family="qwen_moe")
+    assert qwen_moe.fed_layer_ids == (0, 12) and "IndexError" in qwen_moe.problem
+    assert "self.layers[24]" in qwen_moe.problem
+    for family in ("llama", "qwen2", "qwen3", "glm4_moe", "minimax_m2"):
+        c = stock_sglang_capture(ids, 24, family=family)
+        assert c.fed_layer_ids == (0, 12) and "silently" in c.problem and "input width" in c.problem, family
+    deepseek = stock_sglang_capture(eagle([1, 12, 23]), 24, family="deepseek_v2")
+    assert "captured 2 of 3 aux hidden states" in deepseek.problem
+
+
+def test_deepseek_and_glm_flash_follow_the_first_id_heuristic():
+    for family in ("deepseek_v2", "glm4_moe_lite"):
+        assert stock_sglang_capture(eagle([1, 29, 57]), 61, family=family).fed_layer_ids == (1, 29, 57)
+        assert stock_sglang_capture(eagle([0, 3, 31]), 61, family=family).fed_layer_ids == (-1, 2, 30)
+    lite = stock_sglang_capture(eagle([-1, 2, 30]), 61, family="glm4_moe_lite")  # -1 misses the loop: a list,
+    assert lite.fed_layer_ids == (1, 29) and "silently" in lite.problem  # so nothing counts it
+
+
+def _llama_8b(tmp_path, ids):
+    target = tmp_path / "llama-3.1-8b"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                                    "num_hidden_layers": 32, "hidden_size": 4096}))
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096,
+                                                   "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}))
+    return draft, target
+
+
+def test_inspect_llama_8b_with_eagle_config_0_15_28_is_consistent_on_0_5_23(tmp_path, capsys):
+    """Every reading of [0, 15, 28] on a Llama target agrees (always +1, no -1): layer ids [0, 15, 28]."""
+    draft, target_dir = _llama_8b(tmp_path, [0, 15, 28])
+    rc, out, err = run(capsys, "inspect", draft, "--target", target_dir, "--sglang", "0.5.23", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["verdict"] == "consistent" and r["declared"]["layer_ids"] == [0, 15, 28]
+    rows = {w["name"]: w for w in r["stock_sglang"]}
+    assert rows["stock SGLang 0.5.23"]["layer_ids"] == [0, 15, 28] and rows["stock SGLang 0.5.23"]["status"] == \
+        "consistent"
+    assert rows["stock SGLang 0.5.23"]["hf_indices"] == [1, 16, 29]
+
+
+def test_inspect_llama_8b_with_minus_one_crashes_on_0_5_21(tmp_path, capsys):
+    draft, target_dir = _llama_8b(tmp_path, [-1, 15, 28])
+    rc, out, _ = run(capsys, "inspect", draft, "--target", target_dir, "--sglang", "0.5.21", "--json")
+    r = json.loads(out)
+    assert r["verdict"] == "crash" and "TypeError" in r["summary"] and rc != 0
+
+
+# --- compatibility unit -------------------------------------------------------------------------------------------
+
+def test_a_manifest_is_checked_by_family():
+    m = Manifest((-1, 15, 28), "LlamaForCausalLM", 32, 4096, {"source": "manual"})
+    for arch in ("MistralForCausalLM", "Phi3ForCausalLM", "LlamaForCausalLM"):
+        check_target(m, {"architectures": [arch], "num_hidden_layers": 32, "hidden_size": 4096}, where=arch)
+    with pytest.raises(ManifestError, match="Qwen2ForCausalLM is not in the family of LlamaForCausalLM"):
+        check_target(m, {"architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096},
+                     where="qwen2")
+    with pytest.raises(ManifestError, match="'num_hidden_layers' is 40"):
+        check_target(m, {"architectures": ["MistralForCausalLM"], "num_hidden_layers": 40, "hidden_size": 4096},
+                     where="mistral")
+
+
+# --- startup refusals ---------------------------------------------------------------------------------------------
+
+class _Eagle3:
+    name = "EAGLE3"
+
+    def is_eagle(self):
+        return True
+
+    def is_eagle3(self):
+        return True
+
+    def is_standalone(self):
+        return False
+
+
+def _resolve(tmp_path, arch, ids, release):
+    tdir = tmp_path / "t"
+    tdir.mkdir(exist_ok=True)
+    cfg = {"architectures": [arch], "num_hidden_layers": 6, "hidden_size": 64, "num_attention_heads": 4,
+           "max_position_embeddings": 512, "vocab_size": 256}
+    (tdir / "config.json").write_text(json.dumps(cfg))
+    draft = build_tiny_draft(tmp_path / "d", target_dir=tdir, num_aux=len(ids))
+    write_manifest(draft, Manifest(tuple(ids), arch, 6, 64, {"source": "manual"}))
+    return resolve_target_capture(
+        config=SimpleNamespace(eagle_use_aux_hidden_state=True), server_args=SimpleNamespace(pp_size=1),
+        model_config=SimpleNamespace(hf_config=cfg), spec_algorithm=_Eagle3(), is_draft_worker=False,
+        draft_path=str(draft), draft_hf_config=lambda: json.loads((draft / "config.json").read_text()),
+        release=releases.get(release))
+
+
+@pytest.mark.parametrize("release", [r.version for r in releases.supported()])
+@pytest.mark.parametrize("family", [f for f in families.all_families()], ids=lambda f: f.name)
+def test_minus_one_is_refused_exactly_where_the_family_loop_crashes(tmp_path, family, release):
+    arch = family.architectures[0]
+    if arch in family.text_config:
+        pytest.skip("its decoder dimensions live in text_config; the DeepSeek-V3 architecture covers the family")
+    if family.name in releases.get(release).embedding_crashes:
+        with pytest.raises(WiringError) as e:
+            _resolve(tmp_path, arch, [-1, 1, 4], release)
+        msg = str(e.value)
+        assert f"the {family.name} family's capture loop in SGLang {release}" in msg and "layer id -1" in msg
+        assert "upgrade SGLang" in msg and "without layer id -1" in msg
+        assert _resolve(tmp_path, arch, [0, 1, 4], release).layer_ids == (0, 1, 4)  # without -1 it serves
+    else:
+        declared = _resolve(tmp_path, arch, [-1, 1, 4], release)
+        assert (declared.layer_ids, declared.family) == ((-1, 1, 4), family.name)
+        assert declared.plan.loop_indices == (0, 2, 5)
+
+
+def test_an_architecture_without_a_family_is_refused_naming_the_families(tmp_path):
+    with pytest.raises(WiringError) as e:
+        _resolve(tmp_path, "FalconForCausalLM", [-1, 1, 4], releases.newest().version)
+    msg = str(e.value)
+    assert "target architecture FalconForCausalLM" in msg
+    for f in families.all_families():
+        assert f"{f.name} (" in msg and f.architectures[0] in msg
+
+
+# --- the patch engine on class hierarchies -----------------------------------------------------------------------
+
+def _fake_module(name):
+    """A module with a causal LM, a decoder stack, a subclass with its own forward calling super().forward(), and
+    a subclass that inherits forward, as llama.py / teleflm.py / ministral3.py have them."""
+    m = types.ModuleType(name)
+    m.calls = []
+
+    class Stack:
+        def forward(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None):
+            m.calls.append(type(self).__name__)
+            return ("hidden", [input_ids])
+
+    class OwnForward(Stack):
+        def forward(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None):
+            return super().forward(input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors)
+
+    class Inherits(Stack):
+        pass
+
+    class CausalLM:
+        def set_eagle3_layers_to_capture(self, layer_ids=None):
+            pass
+
+    for cls in (Stack, OwnForward, Inherits, CausalLM):
+        cls.__module__ = name
+        setattr(m, cls.__name__, cls)
+    sys.modules[name] = m
+    return m
+
+
+@pytest.fixture
+def fake():
+    m = _fake_module("fake_family_models")
+    yield m
+    del sys.modules["fake_family_models"]
+
+
+def _family(name, models):
+    return Family(name=name, architectures=(f"{name}Arch",), causal_lms=(("fake_family_models", "CausalLM"),),
+                  models=tuple(("fake_family_models", c) for c in models), stock_rule=ALWAYS_SHIFT)
+
+
+def test_a_forward_reached_through_super_applies_the_feed_exactly_once(fake):
+    patch = target.family_patch(_family("fake", ("Stack", "OwnForward")))
+    fed = []
+    assert seams.apply(patch)
+    try:
+        for cls in (fake.Stack, fake.OwnForward, fake.Inherits):
+            stack = cls()
+            stack._eagle3_capture_feed = lambda model, out, *picked: fed.append((type(model).__name__, picked)) or out
+            assert stack.forward("ids", "pos", "fb") == ("hidden", ["ids"])
+        assert fed == [("Stack", ("ids", "pos", "fb")), ("OwnForward", ("ids", "pos", "fb")),
+                       ("Inherits", ("ids", "pos", "fb"))]
+        assert fake.calls == ["Stack", "OwnForward", "Inherits"]  # SGLang's loop ran once per forward
+        assert fake.OwnForward().forward("ids", "pos", "fb") and len(fed) == 3  # no feed installed: nothing runs
+    finally:
+        seams.revert(patch)
+    assert "forward" not in vars(fake.Inherits) and not hasattr(fake.Stack.forward, seams.MARK)
+
+
+def test_probe_unwraps_an_inherited_replacement_instead_of_wrapping_it_again(fake):
+    stock = fake.Stack.forward
+    first = target.family_patch(_family("first", ("Stack",)))
+    second = Family(name="second", architectures=("SecondArch",), causal_lms=(("fake_family_models", "CausalLM"),),
+                    models=(("fake_family_models", "Inherits"),), stock_rule=ALWAYS_SHIFT)
+    # the same causal LM in two families would patch it twice: keep only the decoder stack seams for the second
+    second_patch = seams.Patch("target.second", tuple(s for s in second.seams() if s.role != "target.set_eagle3"),
+                               target.family_patch(second).wrap)
+    assert seams.apply(first) and seams.apply(second_patch)
+    try:
+        mine = vars(fake.Inherits)["forward"]
+        assert mine.__wrapped__ is stock and vars(fake.Stack)["forward"].__wrapped__ is stock
+        fed = []
+        stack = fake.Inherits()
+        stack._eagle3_capture_feed = lambda model, out, *picked: fed.append(1) or out
+        stack.forward("ids", "pos", "fb")
+        assert fed == [1]
+    finally:
+        seams.revert(second_patch)
+        seams.revert(first)
+    assert fake.Stack.forward is stock and "forward" not in vars(fake.Inherits)
+
+
+def test_configure_refuses_a_decoder_stack_whose_own_forward_the_table_does_not_list(fake):
+    family = _family("fake", ("Stack",))
+    patch = target.family_patch(family)
+    assert seams.apply(patch)
+    try:
+        class Unlisted(fake.Stack):  # a subclass with its own forward nobody wrapped
+            def forward(self, *args, **kwargs):
+                return super().forward(*args, **kwargs)
+
+        model = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True, world_size=1), model=Unlisted(),
+                                config=SimpleNamespace(num_hidden_layers=6))
+        with pytest.raises(WiringError, match="Unlisted.*not served by the capture patch of the fake family"):
+            fake.CausalLM.set_eagle3_layers_to_capture(model, DeclaredLayerIds([-1, 2], "m.json"))
+        model.model = fake.Stack()
+        with pytest.raises(WiringError, match="the other family"):
+            fake.CausalLM.set_eagle3_layers_to_capture(model, DeclaredLayerIds([-1, 2], "m.json", family="other"))
+    finally:
+        seams.revert(patch)
+
+
+# --- the list container ---------------------------------------------------------------------------------------
+
+class _PairNorm(torch.nn.Module):
+    def forward(self, x, residual):
+        return (x + residual) * 2, x + residual
+
+
+def test_a_list_is_counted_reordered_and_packed():
+    plan = plan_capture([4, -1, 5, 1], 6, where="m.json")  # loop 0, 2, 5; layer 5 = N-1 from the final norm
+    stack = SimpleNamespace(layers_to_capture=list(plan.loop_indices), norm=_PairNorm())
+    feed = FcFeed(plan, stack.layers_to_capture, None, 6, container=LIST, model_name="LlamaModel")
+    feed.attach(stack)
+    chunks = [torch.randn(3, 4) for _ in range(3)]  # loop 0, 2, 5 in ascending order, as AuxHiddenStateList has them
+    x, residual = torch.randn(3, 4), torch.randn(3, 4)
+    hidden, _ = stack.norm(x, residual)
+    out = feed(stack, (hidden, list(chunks)), None, None, None)
+    assert out[0] is hidden and torch.equal(out[1], torch.cat([chunks[2], chunks[0], x + residual, chunks[1]], -1))
+    stack.norm(x, residual)
+    with pytest.raises(RuntimeError, match="LlamaModel.forward captured 2 of 3 aux hidden states"):
+        feed(stack, (hidden, chunks[:2]), None, None, None)  # SGLang's list path never counts: the feed does
+    with pytest.raises(RuntimeError, match="captured 0 of 3"):
+        feed(stack, hidden, None, None, None)
+    with pytest.raises(RuntimeError, match="handed on a Tensor where the family table says list"):
+        feed(stack, (hidden, torch.cat(chunks, -1)), None, None, None)
+
+
+def test_an_identity_list_is_packed_and_counted_too():
+    plan = plan_capture([-1, 1], 6, where="m.json")
+    stack = SimpleNamespace(layers_to_capture=list(plan.loop_indices))
+    feed = FcFeed(plan, stack.layers_to_capture, None, 6, container=LIST, model_name="Qwen3Model")
+    chunks = [torch.randn(2, 4), torch.randn(2, 4)]
+    out = feed(stack, (torch.zeros(2, 4), chunks), None, None, None)
+    assert torch.equal(out[1], torch.cat(chunks, -1))
+    with pytest.raises(RuntimeError, match="captured 1 of 2"):
+        feed(stack, (torch.zeros(2, 4), chunks[:1]), None, None, None)
