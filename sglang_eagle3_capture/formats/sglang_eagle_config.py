@@ -67,6 +67,8 @@ def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
             out.append(Reading(c.fed_layer_ids, (label,), versions))
         else:
             out[out.index(same)] = Reading(same.layer_ids, (*same.who, label), (*same.versions, *versions))
+    if len(out) > 1 and ids and max(ids) > n_layers - 1:  # no layer N to hook (GPT-OSS reads a max of N as loop
+        out = out[1:]  # indices): only the releases that ran it remain; alone, the reading fails validation as before
     return out
 
 

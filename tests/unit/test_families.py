@@ -159,6 +159,21 @@ def test_inspect_llama_8b_with_eagle_config_0_15_28_is_consistent_on_0_5_23(tmp_
     assert rows["stock SGLang 0.5.23"]["hf_indices"] == [1, 16, 29]
 
 
+def test_inspect_reads_a_gpt_oss_list_whose_max_is_n_as_loop_indices(tmp_path, capsys):
+    """[1, 11, 24] on a 24-layer GPT-OSS: no layer 24 to hook, so only SGLang's reading (0.5.17 on) remains."""
+    target_dir, draft = tmp_path / "gpt-oss", tmp_path / "draft"
+    target_dir.mkdir()
+    draft.mkdir()
+    (target_dir / "config.json").write_text(json.dumps({"architectures": ["GptOssForCausalLM"],
+                                                        "num_hidden_layers": 24, "hidden_size": 2880}))
+    (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 2880,
+                                                   "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 11, 24]}}))
+    rc, out, err = run(capsys, "inspect", draft, "--target", target_dir, "--sglang", "0.5.23", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["verdict"] == "consistent" and r["declared"]["layer_ids"] == [0, 10, 23]
+
+
 def test_inspect_llama_8b_with_minus_one_crashes_on_0_5_21(tmp_path, capsys):
     draft, target_dir = _llama_8b(tmp_path, [-1, 15, 28])
     rc, out, _ = run(capsys, "inspect", draft, "--target", target_dir, "--sglang", "0.5.21", "--json")
