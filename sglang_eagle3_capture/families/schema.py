@@ -44,6 +44,9 @@ class Family:
       rules; a release file may override it); ``stock_past_loop``: what stock SGLang does with loop index N
       (``N_*``; a release's ``final_norm_captures`` says where the family captures it itself).
     - ``text_config``: architectures whose decoder dimensions live in ``config.json: text_config``.
+    - ``layers``, ``embed_tokens``, ``input_norm``, ``attn``: the decoder stack's layer list and embedding, and a
+      decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23):
+      where the first-batch self-check (:mod:`sglang_eagle3_capture.serving.selfcheck`) takes its references.
     """
 
     name: str
@@ -59,6 +62,10 @@ class Family:
     model_attr: str = "model"
     final_norm: str = "norm"
     text_config: tuple[str, ...] = ()
+    layers: str = "layers"
+    embed_tokens: str = "embed_tokens"
+    input_norm: str = "input_layernorm"
+    attn: str = "self_attn"
 
     def __post_init__(self) -> None:
         if self.container not in CONTAINERS or self.stock_past_loop not in STOCK_PAST_LOOP:

@@ -19,6 +19,13 @@ SHIFT_IF_FIRST_IS_1 = "shift-if-first-is-1"  # +1 only when ids[0] == 1, else th
 KEEP_IF_MAX_IS_N = "keep-if-max-is-N"  # GPT-OSS: kept as loop indices when max(ids) == N, else +1
 STOCK_RULES = (ALWAYS_SHIFT, SHIFT_IF_FIRST_IS_1, KEEP_IF_MAX_IS_N)
 
+# Where the first-batch self-check (serving/selfcheck.py) can read the residual stream decoder layer k hands layer
+# k+1, in the order it tries them (the first that fires at layer k+1 is the reference).
+NORM_OPERANDS = "norm-operands"  # pre-hook on layers[k+1]'s input norm module: fp32 sum of (x, residual) rounded once
+FUSED_NORM = "fused-norm"  # that norm's forward_with_allreduce_fusion (TP > 1, no module hook): its residual out
+RESIDUAL_STREAM = "residual-stream"  # forward_batch.residual_stream.residual when layers[k+1]'s attention starts
+SELFCHECK_ROUTES = (NORM_OPERANDS, FUSED_NORM, RESIDUAL_STREAM)
+
 # What is proven for a release (the README support matrix is checked against these).
 PROVEN_CPU_ENGINE = "CPU engine + HF equality"
 PROVEN_SEAM_PROBE = "seam probe only"
@@ -98,6 +105,7 @@ class Release:
     draft_flags: Mapping[str, DraftFlag] = field(default_factory=dict)
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)  # checkpoint prefix -> module prefix
     install_excludes: tuple[str, ...] = ()  # pins to drop when installing it here (tools/install_sglang.py)
+    selfcheck_routes: tuple[str, ...] = ()  # SELFCHECK_ROUTES this release's capture loops offer, in that order
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stock_rules", _frozen(self.stock_rules))
@@ -106,6 +114,9 @@ class Release:
         bad = [r for r in self.stock_rules.values() if r not in STOCK_RULES]
         if bad:
             raise ValueError(f"release {self.version}: unknown stock rules {bad}; known: {STOCK_RULES}")
+        if not set(self.selfcheck_routes) <= set(SELFCHECK_ROUTES):
+            raise ValueError(f"release {self.version}: self-check routes {self.selfcheck_routes} not in "
+                             f"{SELFCHECK_ROUTES}")
 
     def seam(self, role: str) -> Seam:
         """The seam with ``role`` (KeyError naming the release when it has none)."""
@@ -113,6 +124,12 @@ class Release:
             if s.role == role:
                 return s
         raise KeyError(f"SGLang {self.version} has no seam for {role!r}")
+
+    def with_seams(self, *replacing: Seam) -> tuple[Seam, ...]:
+        """This release's seams with each of ``replacing`` put in place of the seam of the same role (for a
+        derived release file: ``replace(OTHER.RELEASE, seams=OTHER.RELEASE.with_seams(Seam(...)))``)."""
+        new = {s.role: s for s in replacing}
+        return tuple(new.get(s.role, s) for s in self.seams)
 
     def seams_with(self, prefix: str) -> tuple[Seam, ...]:
         """The seams whose role starts with ``prefix`` (e.g. ``"draft."``)."""

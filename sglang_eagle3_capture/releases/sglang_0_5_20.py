@@ -1,11 +1,16 @@
 """SGLang 0.5.20 (wheel built 2026-09-18): as 0.5.21 for the plugin's seams (read from the wheel); the
 GLM-4.5 and GLM-4.7-Flash loops also add ``hidden_states + residual`` at layer 0 (glm4_moe.py l.1102,
-glm4_moe_lite.py l.837)."""
+glm4_moe_lite.py l.837). Its loops still pass the residual between layers themselves (``layers/communicator.py``;
+``forward_batch.residual_stream`` exists from 0.5.21), so the self-check reads a layer's input-norm operands or
+its all-reduce-fusion output, and ``PrefillCudaGraphRunner.can_replay_locally`` ends at ``lora_ineligible``."""
 
 from dataclasses import replace
 
 from . import sglang_0_5_21
-from .schema import PROVEN_SEAM_PROBE
+from .schema import FUSED_NORM, NORM_OPERANDS, PROVEN_SEAM_PROBE
+from .sglang_0_5_23 import eager_prefill
 
 RELEASE = replace(sglang_0_5_21.RELEASE, version="0.5.20", built="2026-09-18", proven=PROVEN_SEAM_PROBE,
-                  embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite"))
+                  embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite"),
+                  seams=sglang_0_5_21.RELEASE.with_seams(eager_prefill()),
+                  selfcheck_routes=(NORM_OPERANDS, FUSED_NORM))

@@ -16,15 +16,34 @@ Read in the installed sources (``sglang/srt/``) and run on CPU (docs/releases.md
   ``kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM``; ``speculative/eagle_worker_v2.py::EagleDraftWorker
   .init_attention_backends`` runs right after the target configured its capture.
 - ``runtime_context.get_spec()`` holds the resolved draft path (``server_args`` keeps the raw input since 0.5.19).
+- The first-batch self-check's transient gate: ``ModelRunner.forward`` (l.1813: real batches only; dummy runs,
+  graph warm-ups and captures call the model directly) and ``PrefillCudaGraphRunner.can_replay_locally``
+  (model_executor/runner/prefill_cuda_graph_runner.py l.1325: whether a captured prefill graph replays the batch,
+  also the DP-attention vote). Its references: a layer's input norm is a module call with ``(x, residual)``
+  (``layer_boundary/residual/add_norm.py``), a method ``forward_with_allreduce_fusion`` under the all-reduce fusion
+  (``layer_boundary/fusions/allreduce.py`` l.100-111), and ``forward_batch.residual_stream.residual`` holds the
+  completed residual when the next layer's attention starts (``layer_boundary/stage.py::_prepare_attention``).
 """
 
-from .schema import PROVEN_CPU_ENGINE, DraftFlag, Release, Seam
+from .schema import FUSED_NORM, NORM_OPERANDS, PROVEN_CPU_ENGINE, RESIDUAL_STREAM, DraftFlag, Release, Seam
 
 MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
 LLAMA_EAGLE3 = "sglang.srt.models.llama_eagle3"
 MLA_EAGLE3 = "sglang.srt.models.kimi_k25_eagle3"
 WORKER = "sglang.srt.speculative.eagle_worker_v2"
 INIT = ("self", "config", "quant_config", "prefix")
+PREFILL_GRAPH = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
+MR_FORWARD = ("self", "forward_batch", "skip_attn_backend_init", "pp_proxy_tensors", "reinit_attn_backend",
+              "split_forward_count")
+REPLAY = ("self", "batch_size", "num_tokens", "input_embeds", "replace_embeds", "prefix_lens", "is_target_verify",
+          "capture_hidden_mode", "return_logprob", "lora_ineligible")  # + per release, see eager_prefill()
+
+
+def eager_prefill(*more: str) -> Seam:
+    """The self-check's seam on ``PrefillCudaGraphRunner.can_replay_locally``, whose trailing parameters vary."""
+    return Seam("selfcheck.eager_prefill", PREFILL_GRAPH, "PrefillCudaGraphRunner", "can_replay_locally",
+                REPLAY + more)
+
 
 RELEASE = Release(
     version="0.5.23",
@@ -41,7 +60,10 @@ RELEASE = Release(
         Seam("draft.mla.load_weights", MLA_EAGLE3, "Eagle3DeepseekV2ForCausalLM", "load_weights", ("self", "weights")),
         Seam("draft.mla.set_embed", MLA_EAGLE3, "Eagle3DeepseekV2ForCausalLM", "set_embed", ("self", "embed")),
         Seam("draft.worker.init_attention_backends", WORKER, "EagleDraftWorker", "init_attention_backends", ("self",)),
+        Seam("selfcheck.gate", MODEL_RUNNER, "ModelRunner", "forward", MR_FORWARD),
+        eager_prefill("is_mixed", "batch_max_context_len", "contains_mm_inputs"),
     ),
+    selfcheck_routes=(NORM_OPERANDS, FUSED_NORM, RESIDUAL_STREAM),
     final_norm_captures=("gpt_oss",),  # gpt_oss.py l.726-737 (since 0.5.17: the capture loop rewrite)
     draft_path_from="runtime_context",
     has_draft_model_config=True,

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import SelfCheckError
-from ..releases.schema import Release, Seam
+from ..releases.schema import FUSED_NORM, NORM_OPERANDS, RESIDUAL_STREAM, SELFCHECK_ROUTES, Release
 from . import seams
 
 logger = logging.getLogger(__name__)
@@ -65,8 +65,6 @@ MAX_ROWS = 512  # token rows referenced and compared per chunk (the warmup reque
 ULP_BOUND = 1  # allowed on the operand-sum routes (0 expected; see the module doc)
 _OFF = ("0", "false", "off", "no")
 CHECKED_MODES = ("EXTEND", "MIXED")  # ForwardMode names; not TARGET_VERIFY, SPLIT_PREFILL, DRAFT_EXTEND*, IDLE
-# TODO(selfcheck): move to releases/schema.py once the concurrent edits there land
-NORM_OPERANDS, FUSED_NORM, RESIDUAL_STREAM = "norm-operands", "fused-norm", "residual-stream"
 _FUSED_METHODS = ("forward_with_allreduce_fusion", "forward_with_allreduce_fusion_quant_per_group")
 
 
@@ -87,16 +85,14 @@ class Anatomy:
     final_norm: str = "norm"
     forward_params: tuple[str, ...] = ("self", "input_ids", "positions", "forward_batch", "input_embeds",
                                        "pp_proxy_tensors")
-    routes: tuple[str, ...] = (NORM_OPERANDS, FUSED_NORM, RESIDUAL_STREAM)
+    routes: tuple[str, ...] = SELFCHECK_ROUTES
 
     @classmethod
     def of(cls, family: Any, release: Release) -> "Anatomy":
         """The anatomy of ``family``'s decoder stacks under ``release``."""
-        d = cls()  # TODO(selfcheck): read the table fields once they land
-        return cls(layers=getattr(family, "layers", d.layers), embed=getattr(family, "embed_tokens", d.embed),
-                   input_norm=getattr(family, "input_norm", d.input_norm), attn=getattr(family, "attn", d.attn),
+        return cls(layers=family.layers, embed=family.embed_tokens, input_norm=family.input_norm, attn=family.attn,
                    final_norm=family.final_norm, forward_params=tuple(family.forward_params),
-                   routes=tuple(getattr(release, "selfcheck_routes", d.routes)))
+                   routes=tuple(release.selfcheck_routes))
 
 
 @dataclass
@@ -124,44 +120,41 @@ def pending() -> tuple["SelfCheck", ...]:
 
 def gate_patch(release: Release) -> seams.Patch:
     """The transient patch: ``ModelRunner.forward`` runs pending checks, prefill graphs are not replayed."""
-    return seams.Patch("selfcheck", (_seam(release, "selfcheck.gate"), _seam(release, "selfcheck.eager_prefill")),
+    return seams.Patch("selfcheck", (release.seam("selfcheck.gate"), release.seam("selfcheck.eager_prefill")),
                        lambda seam, original: _WRAPPERS[seam.role](original))
 
 
-_MR = ("self", "forward_batch", "skip_attn_backend_init", "pp_proxy_tensors", "reinit_attn_backend",
-       "split_forward_count")
-_REPLAY = ("self", "batch_size", "num_tokens", "input_embeds", "replace_embeds", "prefix_lens", "is_target_verify",
-           "capture_hidden_mode", "return_logprob", "lora_ineligible", "is_mixed", "batch_max_context_len",
-           "contains_mm_inputs")
-_FALLBACK = {  # TODO(selfcheck): in the release table once the concurrent edits there land
-    "selfcheck.gate": Seam("selfcheck.gate", "sglang.srt.model_executor.model_runner", "ModelRunner", "forward", _MR),
-    "selfcheck.eager_prefill": Seam("selfcheck.eager_prefill",
-                                    "sglang.srt.model_executor.runner.prefill_cuda_graph_runner",
-                                    "PrefillCudaGraphRunner", "can_replay_locally", _REPLAY),
-}
+def arm(stack: Any, plan: Any, family: Any, *, num_hidden_layers: int, where: str,
+        release: Release | None = None) -> "SelfCheck | None":
+    """Arm a check of ``stack`` (a decoder stack of ``family`` just configured with ``plan``) for its first real extend
+    batch and apply the gate; None when ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0`` or on a PD decode server (it runs no
+    extend batch: the prefill server's check covers the wiring). ``release``: whose facts (default: the installed
+    release, or the newest for one served unverified). Replaces a pending check of the same stack."""
+    from .. import releases
 
-
-def _seam(release: Release, role: str) -> Seam:
-    try:
-        return release.seam(role)
-    except KeyError:
-        return _FALLBACK[role]
-
-
-def arm(stack: Any, plan: Any, anatomy: Anatomy, release: Release, *, num_hidden_layers: int,
-        where: str) -> "SelfCheck | None":
-    """Arm a check of ``stack`` (a decoder stack just configured with ``plan``) for its first real extend batch and
-    apply the gate; None when ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0``. Replaces a pending check of the same stack."""
     if not enabled():
         logger.warning("eagle3-capture: %s=0: the first-batch self-check is off; the fc wiring is not verified "
                        "in this process (pid %d)", ENV, os.getpid())
         return None
-    check = watch(SelfCheck(stack, plan, anatomy, release, num_hidden_layers=num_hidden_layers, where=where))
+    if _pd_decode():
+        return None
+    release = release or releases.installed_or_newest()
+    check = watch(SelfCheck(stack, plan, Anatomy.of(family, release), release, num_hidden_layers=num_hidden_layers,
+                            where=where))
     if "patch" not in _GATE:
         patch = gate_patch(release)
         seams.apply(patch)
         _GATE["patch"] = patch
     return check
+
+
+def _pd_decode() -> bool:
+    try:
+        from sglang.srt.runtime_context import get_server_args
+
+        return str(getattr(get_server_args(), "disaggregation_mode", "")) == "decode"
+    except Exception:  # noqa: BLE001 - no published server args (in-process use): not a PD decode server
+        return False
 
 
 def watch(check: "SelfCheck") -> "SelfCheck":

@@ -33,7 +33,7 @@ from ..families import PACKED, Family
 from ..families.schema import PP_FROM_RUNTIME
 from ..layer_ids import layer_ids_of_loop
 from ..releases.schema import Release
-from . import resolution, seams
+from . import resolution, seams, selfcheck
 from .capture import CapturePlan, FcFeed, check_stage, plan_capture
 from .dump import dump_from_env
 from .runtime import current_tp_rank, draft_hf_config, draft_model_path
@@ -113,6 +113,7 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
     dump = dump_from_env(_model_meta(plan, model, declared.where, family))
     skip = plan.is_identity and family.container == PACKED and dump is None  # a list is counted and packed
     _install_feed(stack, None if skip else _feed(plan, layers, dump, n_layers, family, stack))
+    selfcheck.arm(stack, plan, family, num_hidden_layers=n_layers, where=declared.where)  # its first extend batch
     logger.info("eagle3-capture: %s feeds the draft layer ids %s (from %s) = loop indices %s%s, chunk order %s "
                 "(tp_rank %s)", type(model).__name__, list(plan.layer_ids), declared.where, layers,
                 " + the final norm's input" if plan.captures_last_layer else "", list(plan.chunk_order),
@@ -139,6 +140,7 @@ def _wrap_set_eagle3(original: Callable, family: Family) -> Callable:
             return configure(self, layer_ids, family)
         stack = getattr(self, family.model_attr)
         _set_layer_flags(stack, [], family)  # stock wiring from a clean slate, not on top of an earlier configuration
+        selfcheck.disarm(stack)  # nothing declared to check
         original(self, layer_ids)  # stock wiring (resolution warned when it matters)
         feed = None
         if _pp_group(self, family).is_last_rank:
@@ -275,6 +277,7 @@ def revert() -> None:
         feed.detach()
     _FEEDS.clear()
     _UNAVAILABLE.clear()
+    selfcheck.disarm()
     for patch in reversed(_patches()):
         seams.revert(patch)
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from sglang_eagle3_capture import families, releases
+from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.errors import SelfCheckError
 from sglang_eagle3_capture.serving import seams, selfcheck
 from sglang_eagle3_capture.serving import target as target_patch
@@ -43,25 +43,15 @@ def _hooks(module) -> int:
 
 @pytest.fixture
 def configure(runner):
-    """``configure(ids)`` configures the capture as the patched resolution does and returns the pending check."""
-    family = families.family_of("DeepseekV3ForCausalLM")
-    release = releases.installed_or_newest()
+    """``configure(ids)`` configures the capture as the patched resolution does and returns the check it armed."""
     with target_patch.patched():
         def go(ids):
             runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds(ids, WHERE))
-            stack = runner.model.model
-            check = next((c for c in selfcheck.pending() if c.stack_ref() is stack), None)
-            if check is None:  # TODO(selfcheck): configure() arms it once integrated
-                feed = stack._eagle3_capture_feed
-                from sglang_eagle3_capture.serving.capture import plan_capture
-
-                plan = feed.plan if feed is not None else plan_capture(ids, 6, where=WHERE)
-                check = selfcheck.arm(stack, plan, selfcheck.Anatomy.of(family, release), release,
-                                      num_hidden_layers=6, where=WHERE)
+            (check,) = [c for c in selfcheck.pending() if c.stack_ref() is runner.model.model]
             return check
 
         yield go
-    selfcheck.disarm()
+    assert selfcheck.pending() == () and not selfcheck.gate_applied()  # revert() disarms
     runner.reset_capture()
 
 
@@ -219,13 +209,18 @@ def test_the_forward_after_the_check_runs_the_ops_of_a_forward_without_it(runner
     assert torch.equal(plain.hidden, checked.hidden)
 
 
-def test_off_by_environment(runner, configure, monkeypatch):
+def test_off_by_environment(runner, monkeypatch, caplog):
     monkeypatch.setenv(selfcheck.ENV, "0")
-    stack = runner.model.model
-    with target_patch.patched():
+    with target_patch.patched(), caplog.at_level("WARNING", logger=selfcheck.__name__):
         runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds(IDS, WHERE))
-        assert selfcheck.arm(stack, stack._eagle3_capture_feed.plan, selfcheck.Anatomy(), releases.newest(),
-                             num_hidden_layers=6, where=WHERE) is None
+        assert selfcheck.pending() == () and not selfcheck.gate_applied()
+    runner.reset_capture()
+    assert any(f"{selfcheck.ENV}=0: the first-batch self-check is off" in r.getMessage() for r in caplog.records)
+
+
+def test_stock_wiring_disarms(runner, configure):
+    configure(IDS)
+    runner.model.set_eagle3_layers_to_capture([0, 2, 4])  # stock SGLang wiring: nothing declared, nothing checked
     assert selfcheck.pending() == () and not selfcheck.gate_applied()
 
 
@@ -248,10 +243,15 @@ def test_prefill_graph_replay_is_refused_only_while_pending(runner, configure):
     assert PrefillCudaGraphRunner.__dict__["can_replay_locally"] is own
 
 
-def test_route_fallbacks_are_bit_equal(runner, configure):
-    """With the norm-operand route off, the fused-norm route never fires on CPU and the residual stream does:
-    every chunk still passes, bit for bit."""
+def test_without_the_operand_route_the_release_fallbacks_are_bit_equal_or_fail_closed(runner, configure):
+    """With the norm-operand route off: from 0.5.21 the residual stream gives every chunk bit for bit; before, the
+    only other route (the fused all-reduce norm) never fires on CPU, so the check refuses rather than pass unseen."""
     check = configure(IDS)
-    check.anatomy = dataclasses.replace(check.anatomy, routes=("residual-stream",))
-    runner.prefill(PROMPTS)
-    assert selfcheck.pending() == ()
+    routes = tuple(r for r in check.anatomy.routes if r != selfcheck.NORM_OPERANDS)
+    check.anatomy = dataclasses.replace(check.anatomy, routes=routes)
+    if selfcheck.RESIDUAL_STREAM in routes:
+        runner.prefill(PROMPTS)
+        assert selfcheck.pending() == ()
+    else:
+        with pytest.raises(SelfCheckError, match=r"fc chunk 2 \(layer id 1\): no reference .* none of the routes"):
+            runner.prefill(PROMPTS)
