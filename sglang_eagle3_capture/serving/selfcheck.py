@@ -258,8 +258,8 @@ class SelfCheck:
     def report(self, session: "Session") -> None:
         """The INFO line of a pass."""
         parts = [f"chunk {j} layer {lid}: max|diff| {d:.3g} ({route})" for j, lid, d, route in session.lines]
-        logger.info("eagle3-capture self-check passed (%s; %d tokens, %.1f ms): %s; hooks removed", self.context(),
-                    session.tokens, session.elapsed_ms, "; ".join(parts))
+        logger.info("eagle3-capture self-check passed (%s; %d tokens, checked forward %.1f ms): %s; hooks removed",
+                    self.context(), session.tokens, session.elapsed_ms, "; ".join(parts))
 
 
 def _tensor(x: Any) -> bool:

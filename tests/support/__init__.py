@@ -8,6 +8,8 @@
 - ``draft_dirs``: draft directories for the draft-head loader tests, loaded with SGLang's own loader;
 - ``speculators_drafts``: drafts written by speculators' own classes and SpecForge-format drafts;
 - ``cli``: running the command line in-process; ``fixture``: the committed tiny fixture (fixtures/tiny).
+- ``servers``: ``launch_server`` on CPU (its startup warmup request), with ``selfcheck_site/``, the self-check
+  engine tests' start-up hook (sabotage after configuration, a presented SGLang version).
 
 :func:`subprocess_env` is the environment for a child Python that needs the CPU runtime and, as pytest
 has them (``pythonpath`` in pyproject.toml), ``import fixtures`` and ``import support``.

@@ -74,11 +74,11 @@ def eagle3_kwargs(draft_path) -> dict:
 
 
 def run_engine(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None,
-               plugins=NO_PLUGINS, env=None, timeout=600) -> dict:
+               plugins=NO_PLUGINS, env=None, timeout=600, keep_log=None) -> dict:
     """Start sglang.Engine in a subprocess, generate for ``prompts``, return the parsed result (see module doc)."""
     run = engine_run(model_path, prompts, draft_path=draft_path, sampling_params=sampling_params,
                      engine_kwargs=engine_kwargs)
-    return run_engines([run], plugins=plugins, env=env, timeout=timeout)[0]
+    return run_engines([run], plugins=plugins, env=env, timeout=timeout, keep_log=keep_log)[0]
 
 
 def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None) -> dict:
@@ -91,9 +91,10 @@ def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, en
             "sampling_params": sampling_params or greedy()}
 
 
-def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900) -> list[dict]:
+def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, keep_log=None) -> list[dict]:
     """Run several ``engine_run(...)`` descriptions one after another in ONE subprocess (one
-    ``import sglang`` for all); returns one result per run, as ``run_engine`` does."""
+    ``import sglang`` for all); returns one result per run, as ``run_engine`` does. ``keep_log``: where to keep
+    the subprocess's whole output (the engine's own log lines), whatever happened."""
     import sglang_cpu_patches
 
     child_env = sglang_cpu_patches.cpu_env()
@@ -113,6 +114,8 @@ def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900) 
                 rc = None
             finally:
                 _kill_group(proc)  # the engine's scheduler/detokenizer children, whatever happened
+        if keep_log is not None:
+            Path(keep_log).write_bytes(log_path.read_bytes())
         if rc == 0 and result_path.exists():
             return json.loads(result_path.read_text())
         what = f"timed out after {timeout} s" if rc is None else f"exited with {rc} after {time.monotonic() - start:.0f} s"

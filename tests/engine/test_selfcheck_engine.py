@@ -1,0 +1,106 @@
+"""The first-batch self-check through real servers on CPU: ``sglang.Engine`` at TP 1 and TP 2 (one INFO line per
+rank), the stock path (no manifest) unaffected, ``launch_server`` refusing a sabotaged capture on its startup warmup
+request before it reports ready, and a newer-than-table SGLang presented to the installed one starting unverified
+and self-checked.
+
+The sabotage and the version presentation are test-only start-up hooks (tests/support/selfcheck_site/), applied in
+SGLang's own processes after the plugin configured the model; the package has no switch for either.
+"""
+
+import re
+
+import pytest
+
+from sglang_eagle3_capture import releases
+from sglang_eagle3_capture.manifest import Manifest, write_manifest
+from support.engine_harness import engine_run, greedy, run_engine, run_engines
+from support.hf_reference import hf_greedy
+from support.servers import READY, Server, selfcheck_env
+from support.tiny_models import build_tiny_draft
+
+IDS = [5, -1, 1]  # on the 6-layer target: the last layer (final norm), the embedding, layer 1; a permuting feed
+PROMPT = [5, 6, 7, 8, 9, 10]
+PASSED = "eagle3-capture self-check passed"
+FAILED = "SelfCheckError: eagle3-capture self-check FAILED on the first extend batch"
+INFO = {"log_level": "info"}
+
+
+@pytest.fixture(scope="module")
+def draft(tiny_target_dir, tmp_path_factory):
+    path = build_tiny_draft(tmp_path_factory.mktemp("selfcheck") / "d", target_dir=tiny_target_dir,
+                            num_aux=len(IDS))
+    write_manifest(path, Manifest(tuple(IDS), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
+    return path
+
+
+def _passed(text: str) -> list[str]:
+    return [line[line.index(PASSED):] for line in text.splitlines() if PASSED in line]
+
+
+@pytest.mark.release
+def test_tp1_passes_once_and_the_stock_path_still_starts(tiny_target_dir, draft, tiny_draft_dir, hf_target, tmp_path):
+    """Two engines in one subprocess: the manifest draft (checked), then a draft without a manifest (stock wiring,
+    no check)."""
+    log = tmp_path / "engine.log"
+    runs = [engine_run(tiny_target_dir, [PROMPT], draft_path=d, sampling_params=greedy(4), engine_kwargs=INFO)
+            for d in (draft, tiny_draft_dir)]
+    manifest, stock = run_engines(runs, plugins="eagle3_capture", env=selfcheck_env(), keep_log=log)
+    expected = hf_greedy(hf_target, [PROMPT], 4)[0]
+    assert manifest["outputs"][0]["output_ids"] == expected and stock["outputs"][0]["output_ids"] == expected
+    assert stock["outputs"][0]["meta_info"]["spec_verify_ct"] > 0  # the stock path served EAGLE-3
+    text = log.read_text(errors="replace")
+    (line,) = _passed(text)  # the manifest engine's target only
+    assert "(tp_rank 0, pid " in line and f"sglang {releases.installed_sglang_version()}; 6 tokens" in line
+    for j, lid in enumerate(IDS):
+        assert f"chunk {j} layer {lid}: max|diff| 0 (" in line
+    assert "hooks removed" in line and "running stock wiring" in text
+
+
+@pytest.mark.release
+def test_tp2_every_rank_passes(tiny_target_dir, draft, hf_target, tmp_path):
+    log = tmp_path / "engine.log"
+    result = run_engine(tiny_target_dir, [PROMPT], draft_path=draft, sampling_params=greedy(4),
+                        engine_kwargs={**INFO, "tp_size": 2}, plugins="eagle3_capture",
+                        env=selfcheck_env(SGLANG_CPU_OMP_THREADS_BIND="0|1"), keep_log=log)
+    assert result["outputs"][0]["output_ids"] == hf_greedy(hf_target, [PROMPT], 4)[0]
+    lines = _passed(log.read_text(errors="replace"))
+    ranks = sorted(re.search(r"tp_rank (\d+), pid (\d+)", line).groups() for line in lines)
+    assert [r for r, _ in ranks] == ["0", "1"] and ranks[0][1] != ranks[1][1]  # one line per rank, two processes
+    assert all(line.count("max|diff| 0 (") == len(IDS) for line in lines)
+
+
+@pytest.mark.release
+@pytest.mark.parametrize("kind", ["permute", "shift"])
+def test_a_sabotaged_capture_is_refused_before_the_server_reports_ready(tiny_target_dir, draft, tmp_path, kind):
+    with Server(tiny_target_dir, tmp_path / "server.log", draft=draft, env=selfcheck_env(sabotage=kind)) as server:
+        ready = server.wait(timeout=600)
+        rc = server.exit_code(timeout=180)
+        text = server.text()
+    assert f"TEST SABOTAGE {kind}" in text  # applied after the plugin configured the model
+    assert not ready and READY not in text, text[-3000:]
+    assert rc not in (None, 0)
+    start = text.index(FAILED)
+    message = text[start:start + 2000]
+    assert "(tp_rank 0, pid " in message and f"sglang {releases.installed_sglang_version()}; 3 tokens" in message
+    assert f"layer ids {IDS} from {draft / 'eagle3_manifest.json'}: field 'layer_ids'" in message
+    assert "max |diff|" in message and "Fix: " in message and "SGLANG_EAGLE3_CAPTURE_SELFCHECK=0" in message
+    if kind == "permute":  # the first two fc chunks swapped: the last layer's output and the embedding
+        assert "fc chunk 0 (layer id 5) is not the output of decoder layer 5" in message
+        assert "it is layer id -1's hidden state instead" in message
+    else:  # loop indices [0, 2] -> [1, 3]: the embedding and layer 1 are each one layer late
+        assert "fc chunk 1 (layer id -1) is not the embedding output" in message
+        assert "fc chunk 2 (layer id 1) is not the output of decoder layer 1" in message
+
+
+def test_a_newer_release_starts_unverified_and_self_checked(tiny_target_dir, draft, hf_target, tmp_path):
+    newer = "0.5.99"
+    with Server(tiny_target_dir, tmp_path / "server.log", draft=draft,
+                env=selfcheck_env(present_version=newer)) as server:
+        assert server.wait(timeout=600), server.text()[-3000:]
+        out = server.generate(PROMPT, max_new_tokens=4)
+        text = server.text()
+    assert out["output_ids"] == hf_greedy(hf_target, [PROMPT], 4)[0]
+    assert f"sglang {newer} is newer than the release table" in text and "UNVERIFIED" in text
+    (line,) = _passed(text)
+    assert f"sglang {newer} (newer than the release table: patched as {releases.newest().version}, unverified" in line
+    assert text.index(PASSED) < text.index(READY)  # checked on the warmup request, before it reported ready
