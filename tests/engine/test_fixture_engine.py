@@ -1,34 +1,34 @@
-"""The committed tiny fixture (fixtures/tiny) served by SGLang, and the slow rebuild of it from scratch
-(fixtures/build_fixture.py) meeting the criteria again."""
+"""The committed fixtures (fixtures/tiny: DeepSeek-V3, fixtures/tiny-llama: Llama) served by SGLang, and the slow
+rebuild of each from scratch (fixtures/build_fixture.py --fixture NAME) meeting its criteria again."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 
 from fixtures.criteria import check_criteria
 from fixtures.samples import load_target
+from fixtures.specs import SPECS
 from support import REPO, subprocess_env
-from support.fixture import FIXTURE, remeasure
+from support.fixture import FIXTURE_NAMES, remeasure
 from support.sglang_inprocess import get_runner
 from support.tolerances import TOLERANCES
 
 
-@pytest.fixture(scope="module")
-def target():
-    return load_target(FIXTURE / "target")
-
-
-def test_sglang_serves_the_committed_target_like_hf(target, tmp_path):
-    """SGLang's own DeepseekV3ForCausalLM (CPU path, subprocess) loads the target; final hidden states and
-    greedy next tokens on held-out prompts match HF's."""
-    prompts = json.loads((FIXTURE / "prompts.json").read_text())[:8]
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_sglang_serves_the_committed_target_like_hf(name, tmp_path):
+    """SGLang's own model class for the target (CPU path, subprocess) loads it; final hidden states and greedy next
+    tokens on held-out prompts match HF's."""
+    fixture = SPECS[name].directory
+    target = load_target(fixture / "target")
+    prompts = json.loads((fixture / "prompts.json").read_text())[:8]
     out = tmp_path / "sglang.pt"
-    proc = subprocess.run([sys.executable, __file__, str(FIXTURE / "target"), json.dumps(prompts), str(out)],
+    proc = subprocess.run([sys.executable, __file__, str(fixture / "target"), json.dumps(prompts), str(out)],
                           env=subprocess_env(), cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     got = torch.load(out)
@@ -41,14 +41,17 @@ def test_sglang_serves_the_committed_target_like_hf(target, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_rebuild_from_scratch_meets_the_criteria(tmp_path):
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_rebuild_from_scratch_meets_the_criteria(name, tmp_path):
     out = tmp_path / "fixture"
-    proc = subprocess.run([sys.executable, str(REPO / "fixtures" / "build_fixture.py"), "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=1700)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, str(REPO / "fixtures" / "build_fixture.py"), "--fixture", name,
+                           "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=1700)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    print(f"{name}: rebuilt in {time.monotonic() - start:.0f} s")
     info = json.loads((out / "fixture.json").read_text())
     criteria = remeasure(out, info, load_target(out / "target"))
-    assert check_criteria(criteria) == [], criteria
+    assert check_criteria(criteria, SPECS[name].thresholds) == [], criteria
 
 
 def _sglang_side(target_dir: str, prompts: str, out: str) -> None:

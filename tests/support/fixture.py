@@ -1,5 +1,6 @@
-"""The committed tiny end-to-end fixture (fixtures/tiny, built by fixtures/build_fixture.py): where it is, its draft
-as SGLang serves it, and its criteria measured again from its weights."""
+"""The committed end-to-end fixtures (fixtures/tiny: DeepSeek-V3; fixtures/tiny-llama: Llama; both built by
+fixtures/build_fixture.py from fixtures/specs.py): where they are, a draft as SGLang serves it, and the criteria
+measured again from the weights."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 from fixtures.criteria import measure_criteria
 from fixtures.language import Language
 from fixtures.samples import make_batch
+from fixtures.specs import SPECS
 from sglang_eagle3_capture.draft.model import Eagle3Draft
-from support import REPO
 
-FIXTURE = REPO / "fixtures" / "tiny"
+FIXTURE = SPECS["tiny"].directory  # the DeepSeek-V3 fixture, the one the other tests use
+FIXTURE_NAMES = tuple(SPECS)  # every bundled fixture, for tests parametrized over them
 
 
 def fixture_dir() -> Path:
@@ -31,5 +33,7 @@ def load_fixture_draft(fixture_dir: Path, target) -> Eagle3Draft:
 
 
 def remeasure(fixture_dir: Path, info: dict, target) -> dict:
+    """The criteria on the held-out split named in ``info`` (fixture.json), from the weights in ``fixture_dir``."""
     heldout = make_batch(target, Language(**info["language"]), info["heldout"]["n"], info["heldout"]["seed"])
-    return measure_criteria(load_fixture_draft(fixture_dir, target), heldout, info["training_layer_ids"], info["num_hidden_layers"])
+    return measure_criteria(load_fixture_draft(fixture_dir, target), heldout, info["training_layer_ids"],
+                            info["num_hidden_layers"])
