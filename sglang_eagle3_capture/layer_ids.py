@@ -78,8 +78,9 @@ def layer_ids_of_loop(loop_indices: Iterable[int], num_hidden_layers: int) -> tu
         >>> layer_ids_of_loop([30, 3, 0, 61], 61)
         (-1, 2, 29)
     """
-    wanted = set(loop_indices)
-    return tuple(layer_id_of_index(i) for i in range(num_hidden_layers) if i in wanted)
+    # linear in the ids, whatever num_hidden_layers says (it comes from user files)
+    reached = sorted(i for i in set(loop_indices) if isinstance(i, int) and 0 <= i < num_hidden_layers)
+    return tuple(layer_id_of_index(i) for i in reached)
 
 
 def split_capture(layer_ids: Sequence[int], num_hidden_layers: int) -> tuple[tuple[int, ...], bool, tuple[int, ...]]:
@@ -97,7 +98,10 @@ def split_capture(layer_ids: Sequence[int], num_hidden_layers: int) -> tuple[tup
         ((0,), True, (1, 0))
     """
     indices = sorted(hidden_state_index(i) for i in layer_ids)
-    order = tuple(indices.index(hidden_state_index(i)) for i in layer_ids)
+    position: dict[int, int] = {}
+    for k, index in enumerate(indices):
+        position.setdefault(index, k)  # first occurrence, as list.index, in linear time
+    order = tuple(position[hidden_state_index(i)] for i in layer_ids)
     last = indices[-1] == hidden_state_index(last_layer_id(num_hidden_layers))
     return tuple(indices[:-1] if last else indices), last, order
 

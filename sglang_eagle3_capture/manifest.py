@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,13 +26,18 @@ from typing import Any, Mapping
 from .errors import LayerIdError, ManifestError
 from .layer_ids import check_layer_ids
 from .target_config import architecture_family, decoder_field_prefix, target_dims
-from .userfiles import read_json_object
+from .userfiles import brief, path_kind, read_json_object, shown, write_file_atomic
 
 MANIFEST_FILENAME = "eagle3_manifest.json"
 MANIFEST_VERSION = 1
 MANIFEST_FORMAT = "sglang-eagle3-capture.manifest"
 
 WRITE_HINT = "sglang-eagle3-capture manifest write DRAFT_DIR --layer-ids=-1,2,30 --target TARGET"
+
+# Bounds no real target reaches: a manifest beyond them is a corrupt or hostile file (and every check stays cheap).
+MAX_LAYERS = 100_000
+MAX_HIDDEN_SIZE = 1 << 20
+MAX_TEXT = 10_000  # characters in one provenance string
 
 _TOP_KEYS = ("format", "version", "layer_ids", "target", "provenance")
 _TARGET_KEYS = ("architecture", "num_hidden_layers", "hidden_size")
@@ -47,7 +53,17 @@ _PROVENANCE_KEYS: dict[str, tuple[tuple[type, ...], bool]] = {
 }
 
 def _err(where: str, fld: str, problem: str, fix: str) -> ManifestError:
-    return ManifestError(f"{where}: field '{fld}': {problem}; fix: {fix}")
+    return ManifestError(f"{shown(where)}: field '{fld}': {problem}; fix: {fix}")
+
+
+def _check_text(value: str, where: str, fld: str) -> None:
+    """A manifest string is printed to terminals: no control characters, no lone surrogates, bounded length."""
+    if len(value) > MAX_TEXT:
+        raise _err(where, fld, f"{len(value)} characters (at most {MAX_TEXT})", "shorten it")
+    for c in value:
+        if unicodedata.category(c) in ("Cc", "Cs"):
+            what = "a lone surrogate (not valid Unicode)" if "\ud800" <= c <= "\udfff" else "a control character"
+            raise _err(where, fld, f"holds {what} U+{ord(c):04X}", "write it as plain printable text")
 
 
 def _is_int(v: Any) -> bool:
@@ -67,8 +83,9 @@ class Manifest:
 
     def __post_init__(self) -> None:
         where = str(self.path) if self.path is not None else MANIFEST_FILENAME
-        object.__setattr__(self, "layer_ids", tuple(self.layer_ids) if isinstance(self.layer_ids, (list, tuple)) else self.layer_ids)
-        object.__setattr__(self, "provenance", dict(self.provenance) if isinstance(self.provenance, Mapping) else self.provenance)
+        ids, prov = self.layer_ids, self.provenance
+        object.__setattr__(self, "layer_ids", tuple(ids) if isinstance(ids, (list, tuple)) else ids)
+        object.__setattr__(self, "provenance", dict(prov) if isinstance(prov, Mapping) else prov)
         _check_target_fields(
             {"architecture": self.target_architecture, "num_hidden_layers": self.target_num_hidden_layers,
              "hidden_size": self.target_hidden_size},
@@ -101,12 +118,16 @@ class Manifest:
 def _check_target_fields(target: Mapping, where: str) -> None:
     arch = target.get("architecture")
     if not isinstance(arch, str) or not arch:
-        raise _err(where, "target.architecture", f"expected a non-empty string, got {arch!r}",
+        raise _err(where, "target.architecture", f"expected a non-empty string, got {brief(arch)}",
                    "set it to the target's config.json architectures[0], e.g. \"DeepseekV3ForCausalLM\"")
-    for key in ("num_hidden_layers", "hidden_size"):
+    _check_text(arch, where, "target.architecture")
+    for key, most in (("num_hidden_layers", MAX_LAYERS), ("hidden_size", MAX_HIDDEN_SIZE)):
         v = target.get(key)
         if not _is_int(v) or v < 1:
-            raise _err(where, f"target.{key}", f"expected a positive integer, got {v!r}",
+            raise _err(where, f"target.{key}", f"expected a positive integer, got {brief(v)}",
+                       f"copy {key} from the target's config.json")
+        if v > most:
+            raise _err(where, f"target.{key}", f"{v} is more than any model has (at most {most})",
                        f"copy {key} from the target's config.json")
 
 
@@ -116,16 +137,20 @@ def _check_provenance(prov: Any, where: str) -> None:
                    'write e.g. {"source": "manual"}')
     for key, value in prov.items():
         if key not in _PROVENANCE_KEYS:
-            raise _err(where, f"provenance.{key}", "unknown key",
+            raise _err(where, f"provenance.{shown(brief(key, 40) if not isinstance(key, str) else key[:80])}",
+                       "unknown key",
                        f"remove it; known keys: {', '.join(_PROVENANCE_KEYS)} (free text goes in provenance.note)")
         types, _ = _PROVENANCE_KEYS[key]
         if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
             raise _err(where, f"provenance.{key}", f"expected {names}, got {type(value).__name__}",
                        f"write provenance.{key} as {names}")
-        if key == "original_ids" and value is not None and not all(_is_int(i) for i in value):
-            raise _err(where, "provenance.original_ids", f"expected a list of integers, got {value!r}",
-                       "copy the ids exactly as the source file had them")
+        if isinstance(value, str):
+            _check_text(value, where, f"provenance.{key}")
+        if key == "original_ids" and value is not None and (
+                len(value) > MAX_LAYERS or not all(_is_int(i) and abs(i) <= MAX_LAYERS for i in value)):
+            raise _err(where, "provenance.original_ids", f"expected a list of integers (at most {MAX_LAYERS}), "
+                       f"got {brief(value)}", "copy the ids exactly as the source file had them")
     for key, (_, required) in _PROVENANCE_KEYS.items():
         if required and not prov.get(key):
             raise _err(where, f"provenance.{key}", "missing or empty",
@@ -136,32 +161,36 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
     """Parse and validate a manifest JSON document (``path`` only names the file in errors)."""
     where = str(path) if path is not None else MANIFEST_FILENAME
     if not isinstance(data, dict):
-        raise _err(where, "<document>", f"expected a JSON object, got {type(data).__name__}", f"rewrite it with `{WRITE_HINT}`")
+        raise _err(where, "<document>", f"expected a JSON object, got {type(data).__name__}",
+                   f"rewrite it with `{WRITE_HINT}`")
     for key in data:
         if key not in _TOP_KEYS:
-            raise _err(where, key, "unknown key", f"remove it; a version-{MANIFEST_VERSION} manifest has only {', '.join(_TOP_KEYS)}")
+            raise _err(where, shown(key[:80]), "unknown key",
+                       f"remove it; a version-{MANIFEST_VERSION} manifest has only {', '.join(_TOP_KEYS)}")
     for key in _TOP_KEYS:
         if key not in data:
             raise _err(where, key, "missing", f"add it, or rewrite the manifest with `{WRITE_HINT}`")
     if data["format"] != MANIFEST_FORMAT:
-        raise _err(where, "format", f"expected {MANIFEST_FORMAT!r}, got {data['format']!r}",
+        raise _err(where, "format", f"expected {MANIFEST_FORMAT!r}, got {brief(data['format'])}",
                    "this is not an sglang-eagle3-capture manifest; rewrite it with `" + WRITE_HINT + "`")
     version = data["version"]
     if not _is_int(version):
-        raise _err(where, "version", f"expected an integer, got {version!r}", f"set it to {MANIFEST_VERSION}")
+        raise _err(where, "version", f"expected an integer, got {brief(version)}", f"set it to {MANIFEST_VERSION}")
     if version != MANIFEST_VERSION:
-        raise _err(where, "version", f"unknown manifest version {version} (this package reads version {MANIFEST_VERSION})",
+        raise _err(where, "version",
+                   f"unknown manifest version {brief(version)} (this package reads version {MANIFEST_VERSION})",
                    "upgrade sglang-eagle3-capture, or rewrite the manifest with `" + WRITE_HINT + "`")
     ids = data["layer_ids"]
     if not isinstance(ids, list) or not all(_is_int(i) for i in ids):
-        raise _err(where, "layer_ids", f"expected a list of integers, got {ids!r}", "write e.g. [-1, 2, 30]")
+        raise _err(where, "layer_ids", f"expected a list of integers, got {brief(ids)}", "write e.g. [-1, 2, 30]")
     target = data["target"]
     if not isinstance(target, dict):
         raise _err(where, "target", f"expected an object, got {type(target).__name__}",
                    'write {"architecture": ..., "num_hidden_layers": ..., "hidden_size": ...}')
     for key in target:
         if key not in _TARGET_KEYS:
-            raise _err(where, f"target.{key}", "unknown key", f"remove it; target has only {', '.join(_TARGET_KEYS)}")
+            raise _err(where, f"target.{shown(key[:80])}", "unknown key",
+                       f"remove it; target has only {', '.join(_TARGET_KEYS)}")
     for key in _TARGET_KEYS:
         if key not in target:
             raise _err(where, f"target.{key}", "missing", f"copy {key} from the target's config.json")
@@ -178,34 +207,41 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
 def manifest_path(draft_dir_or_file: str | os.PathLike) -> Path:
     """The manifest file for a draft directory (or the file itself when given a file)."""
     p = Path(draft_dir_or_file)
-    return p if p.suffix == ".json" and not p.is_dir() else p / MANIFEST_FILENAME
+    if p.suffix == ".json" and path_kind(p, error=ManifestError) != "directory":
+        return p
+    return p / MANIFEST_FILENAME
 
 
 def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
-    """Read and validate the manifest of a draft directory (or a manifest file); missing is an error."""
+    """Read and validate the manifest of a draft directory (or a manifest file); missing is an error, and so is
+    anything but a regular file standing where the manifest belongs (a directory, fifo, dangling symlink, loop)."""
     path = manifest_path(draft_dir_or_file)
-    if not path.is_file():
+    fix = f"rewrite it with `{WRITE_HINT}`"
+    if path_kind(path, error=ManifestError, fix=fix) == "missing":
         raise ManifestError(
-            f"{path}: field '<file>': no layer manifest found; fix: write one with "
-            f"`sglang-eagle3-capture manifest write {path.parent} --layer-ids=... --target TARGET` "
+            f"{shown(path)}: field '<file>': no layer manifest found; fix: write one with "
+            f"`sglang-eagle3-capture manifest write {shown(path.parent)} --layer-ids=... --target TARGET` "
             "(or convert the draft with `sglang-eagle3-capture convert SRC DST`)"
         )
-    return manifest_from_dict(read_json_object(path, fix=f"rewrite it with `{WRITE_HINT}`"), path=path)
+    return manifest_from_dict(read_json_object(path, fix=f"replace it with a manifest file; {fix}"), path=path)
 
 
 def find_manifest(draft_dir: str | os.PathLike) -> Manifest | None:
-    """The draft's manifest, or ``None`` only when the file does not exist (an invalid file raises)."""
-    return read_manifest(draft_dir) if manifest_path(draft_dir).is_file() else None
+    """The draft's manifest, or ``None`` only when nothing stands at its path (anything else that is not a valid
+    manifest file raises)."""
+    if path_kind(manifest_path(draft_dir), error=ManifestError) == "missing":
+        return None
+    return read_manifest(draft_dir)
 
 
 def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
-    """Write ``manifest`` to ``draft_dir/eagle3_manifest.json`` atomically; returns the path."""
+    """Write ``manifest`` to ``draft_dir/eagle3_manifest.json`` atomically (a unique temporary file in the draft
+    directory, fsynced, then renamed: readers see the old or the new manifest, concurrent writers never collide, the
+    mode follows the umask); returns the path."""
     path = Path(draft_dir) / MANIFEST_FILENAME
     manifest_from_dict(manifest.to_dict(), path=path)  # re-validate what is about to be written
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_file_atomic(path, json.dumps(manifest.to_dict(), indent=2) + "\n", error=ManifestError,
+                             fix="make the draft directory writable, or free space")
 
 
 def check_fc_width(manifest: Manifest, fc_in_features: int, where: str) -> None:
