@@ -9,14 +9,17 @@ checkpoint names and module names (SGLang's legacy name map is a release fact).
 
 from __future__ import annotations
 
-import json
+import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from .. import releases
-from ..errors import WeightsError
+from ..errors import ConvertError, InputError, WeightsError
+from ..userfiles import (brief, list_directory, open_regular, os_problem, parse_json, path_kind, read_json_object,
+                         require_file, shown)
 from .config import resolve_flags
 
 INDEX_FILENAME = "model.safetensors.index.json"
@@ -62,66 +65,159 @@ def parameter_checkpoint_names(param: str) -> str:
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """One tensor in a safetensors file: where it is, its dtype string and shape."""
+    """One tensor in a safetensors file: where it is, its dtype string, shape and byte range in the data section."""
 
     file: Path
     dtype: str
     shape: tuple[int, ...]
+    offsets: tuple[int, int] = (0, 0)
 
 
-def read_safetensors_header(path: str | Path) -> tuple[dict[str, TensorInfo], dict[str, str]]:
-    """``({name: TensorInfo}, metadata)`` of one safetensors file; truncated/corrupt files raise :class:`WeightsError`."""
+# safetensors 0.8's dtypes and their sizes in bits (sub-byte types pack; a tensor's bytes must come out whole).
+DTYPE_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6,
+              "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64,
+              "F64": 64, "I64": 64, "U64": 64}
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
+MAX_DIMS = 16
+_FIX = "re-export or re-download the checkpoint"
+
+
+def _is_uint(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def read_safetensors_header(path: str | Path, *, error: type[InputError] = WeightsError,
+                            fix: str = _FIX) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+    """``({name: TensorInfo}, metadata)`` of one safetensors file, checked the way safetensors checks it before it
+    loads anything: a regular file (never a fifo or a device), a header of at most :data:`MAX_HEADER_BYTES` holding
+    a strict JSON object (no duplicate names), every entry a known dtype, a shape of non-negative integers and
+    offsets of exactly that many bytes, the entries tiling the data section, ``__metadata__`` strings only. Anything
+    else raises ``error`` (:class:`WeightsError` by default) naming the file, the tensor or field and the fix. Time
+    and memory are linear in the header's size; no tensor data is read."""
     p = Path(path)
-    fix = "re-export or re-download the checkpoint"
-    try:
-        size = p.stat().st_size
-        with p.open("rb") as f:
+    with open_regular(p, error=error, fix=fix, missing="missing") as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
-                raise WeightsError(f"{p}: field '<header>': file is {size} bytes, too short for a safetensors header; fix: {fix}")
+                raise error(f"{shown(p)}: field '<header>': file is {size} bytes, too short for a safetensors header; "
+                            f"fix: {fix}")
             (n,) = struct.unpack("<Q", head)
             if n > size - 8:
-                raise WeightsError(f"{p}: field '<header>': header claims {n} bytes but the file has {size - 8} after the "
-                                   f"length field (truncated); fix: {fix}")
-            header = json.loads(f.read(n).decode("utf-8"))
-    except OSError as e:
-        raise WeightsError(f"{p}: field '<file>': cannot read ({e}); fix: {fix}") from e
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise WeightsError(f"{p}: field '<header>': not a safetensors header ({e}); fix: {fix}") from e
+                raise error(f"{shown(p)}: field '<header>': header claims {n} bytes but the file has {size - 8} after "
+                            f"the length field (truncated); fix: {fix}")
+            if n > MAX_HEADER_BYTES:
+                raise error(f"{shown(p)}: field '<header>': header of {n} bytes, more than safetensors' limit of "
+                            f"{MAX_HEADER_BYTES}; fix: {fix}")
+            raw = f.read(n)
+        except OSError as e:
+            problem, how = os_problem(e)
+            raise error(f"{shown(p)}: field '<file>': cannot read ({problem}); fix: {how}") from None
+    if not raw.lstrip().startswith(b"{"):
+        raise error(f"{shown(p)}: field '<header>': not a safetensors header (no JSON object); fix: {fix}")
+    header = parse_json(raw, where=p, error=error, fix=fix)
     if not isinstance(header, dict):
-        raise WeightsError(f"{p}: field '<header>': not a safetensors header; fix: {fix}")
-    metadata = header.pop("__metadata__", None) or {}
+        raise error(f"{shown(p)}: field '<header>': not a safetensors header; fix: {fix}")
+    metadata = header.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise error(f"{shown(p)}: field '__metadata__': expected an object of strings, got {brief(metadata)}; "
+                    f"fix: {fix}")
     tensors: dict[str, TensorInfo] = {}
     data_len = size - 8 - n
     for name, entry in header.items():
-        try:
-            dtype, shape, (start, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise WeightsError(f"{p}: tensor '{name}': malformed header entry ({e}); fix: {fix}") from e
-        if end > data_len or start > end:
-            raise WeightsError(f"{p}: tensor '{name}': data ends at byte {end} but the file holds {data_len} data bytes "
-                               f"(truncated); fix: {fix}")
-        tensors[name] = TensorInfo(p, dtype, shape)
+        where = f"{shown(p)}: tensor '{shown(name[:200])}'"
+        if not isinstance(entry, dict):
+            raise error(f"{where}: expected an object with dtype, shape and data_offsets, got {brief(entry)}; "
+                        f"fix: {fix}")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+            raise error(f"{where}: field 'dtype': unknown dtype {brief(dtype, 40)}; fix: {fix}")
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(_is_uint(d) for d in shape):
+            raise error(f"{where}: field 'shape': expected a list of non-negative integers, got {brief(shape)}; "
+                        f"fix: {fix}")
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_uint(o) for o in offsets) \
+                or offsets[0] > offsets[1]:
+            raise error(f"{where}: field 'data_offsets': expected [start, end] with 0 <= start <= end, got "
+                        f"{brief(offsets)}; fix: {fix}")
+        numel = math.prod(shape)
+        bits = numel * DTYPE_BITS[dtype]
+        if bits % 8 or offsets[1] - offsets[0] != bits // 8:
+            raise error(f"{where}: field 'data_offsets': {brief(offsets)} spans {offsets[1] - offsets[0]} bytes, but "
+                        f"shape {shape} of {dtype} needs {bits / 8:g}; fix: {fix}")
+        if offsets[1] > data_len:
+            raise error(f"{where}: data ends at byte {offsets[1]} but the file holds {data_len} data bytes "
+                        f"(truncated); fix: {fix}")
+        tensors[name] = TensorInfo(p, dtype, tuple(shape), (offsets[0], offsets[1]))
+    end = 0
+    for name, info in sorted(tensors.items(), key=lambda kv: kv[1].offsets):
+        if info.offsets[0] != end:
+            raise error(f"{shown(p)}: tensor '{shown(name[:200])}': field 'data_offsets': starts at byte "
+                        f"{info.offsets[0]}, but the previous tensor ends at {end} (tensors must tile the data "
+                        f"section, as safetensors requires); fix: {fix}")
+        end = info.offsets[1]
+    if end != data_len:
+        raise error(f"{shown(p)}: field '<data>': the tensors cover {end} of its {data_len} data bytes; fix: {fix}")
     return tensors, metadata
 
 
+def _shard_name(index: Path, name: str, fname) -> str:
+    """A shard named in an index's ``weight_map``: a plain file name next to the index, never a path that leaves
+    the checkpoint directory (absolute, ``..``) or enters a subdirectory (two shards could then share a name)."""
+    fld = f"weight_map.{shown(name[:200])}"
+    if not isinstance(fname, str) or not fname:
+        raise WeightsError(f"{shown(index)}: field '{fld}': expected a shard file name, got {brief(fname)}; fix: "
+                           "re-export the checkpoint")
+    if "/" in fname or "\\" in fname or fname in (".", "..") or "\0" in fname:
+        raise WeightsError(f"{shown(index)}: field '{fld}': {brief(fname, 80)} is not a file name in the checkpoint "
+                           "directory (a path outside it or in a subdirectory); fix: keep every shard next to the "
+                           "index and list it by its file name")
+    return fname
+
+
 def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
-    """The safetensors files of draft directory ``d`` and, when sharded, the index's ``weight_map``."""
+    """The safetensors files of draft directory ``d`` and, when sharded, the index's ``weight_map``.
+
+    As SGLang's loader: with an index, exactly the shards it lists (other ``*.safetensors`` are not loaded); without
+    one, ``model.safetensors`` and nothing else (SGLang would load every ``*.safetensors`` in the directory, so a
+    stray one is refused: it would silently override tensors)."""
+    fix = "re-export the checkpoint"
     index = d / INDEX_FILENAME
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            files = sorted(set(weight_map.values()))
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
-            raise WeightsError(f"{index}: field 'weight_map': unreadable ({e}); fix: re-export the checkpoint") from e
+    if path_kind(index, error=WeightsError, fix=fix) != "missing":
+        doc = read_json_object(index, fix=fix, error=WeightsError)
+        weight_map = doc.get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise WeightsError(f"{shown(index)}: field 'weight_map': expected an object mapping tensor names to shard "
+                               f"files, got {brief(weight_map)}; fix: {fix}")
+        files = sorted({_shard_name(index, name, fname) for name, fname in weight_map.items()})
         return [d / f for f in files], weight_map
-    if (d / SINGLE_FILENAME).is_file():
-        return [d / SINGLE_FILENAME], None
-    other = [n for n in _UNSUPPORTED if (d / n).exists()]
+    single = d / SINGLE_FILENAME
+    kind = path_kind(single, error=WeightsError, fix=fix)
+    if kind == "file":
+        stray = [n for n in list_directory(d, error=WeightsError, fix="point at the draft checkpoint directory")
+                 if n.endswith(".safetensors") and n != SINGLE_FILENAME and not n.startswith(".")]
+        if stray:
+            raise WeightsError(f"{shown(d / stray[0])}: field '<file>': a safetensors file besides {SINGLE_FILENAME} "
+                               f"and no {INDEX_FILENAME}: SGLang's loader reads every *.safetensors then, so its "
+                               f"tensors would silently override {SINGLE_FILENAME}'s (all: {brief(stray)}); fix: "
+                               "remove it, or write an index listing the shards")
+        return [single], None
+    if kind != "missing":
+        require_file(single, error=WeightsError, fix=f"replace it with the checkpoint file; {fix}")
+    other = [n for n in _UNSUPPORTED if path_kind(d / n, error=WeightsError) != "missing"]
     if other:
-        raise WeightsError(f"{d / other[0]}: field '<file>': only safetensors checkpoints are read; fix: re-save the draft "
-                           "with safetensors (e.g. save_pretrained(..., safe_serialization=True))")
-    raise WeightsError(f"{d}: field '{SINGLE_FILENAME}': no weights found; fix: point at the draft checkpoint directory")
+        raise WeightsError(f"{shown(d / other[0])}: field '<file>': only safetensors checkpoints are read; fix: "
+                           "re-save the draft with safetensors (e.g. save_pretrained(..., safe_serialization=True))")
+    raise WeightsError(f"{shown(d)}: field '{SINGLE_FILENAME}': no weights found; fix: point at the draft checkpoint "
+                       "directory")
+
+
+def weights_present(draft_dir: str | Path) -> bool:
+    """True when something stands where a draft's weights go (an index or ``model.safetensors``; whatever it is,
+    :func:`tensor_index` then reads it or says what is wrong with it)."""
+    d = Path(draft_dir)
+    return any(path_kind(d / n, error=WeightsError) != "missing" for n in (INDEX_FILENAME, SINGLE_FILENAME))
 
 
 def weight_files(draft_dir: str | Path) -> list[Path]:
@@ -135,18 +231,40 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
     files, weight_map = _files_and_map(d)
     out: dict[str, TensorInfo] = {}
     for f in files:
-        if not f.is_file():
-            raise WeightsError(f"{d / INDEX_FILENAME}: field 'weight_map': lists {f.name}, which does not exist; "
-                               "fix: copy every shard of the checkpoint")
+        if path_kind(f, error=WeightsError) == "missing":
+            raise WeightsError(f"{shown(d / INDEX_FILENAME)}: field 'weight_map': lists {shown(f.name)}, which does "
+                               "not exist; fix: copy every shard of the checkpoint")
         tensors, _ = read_safetensors_header(f)
         for name, info in tensors.items():
             if name in out:
-                raise WeightsError(f"{f}: tensor '{name}': also stored in {out[name].file.name}; fix: re-export the checkpoint")
+                raise WeightsError(f"{shown(f)}: tensor '{shown(name[:200])}': also stored in "
+                                   f"{shown(out[name].file.name)}; fix: re-export the checkpoint")
             out[name] = info
     for name, fname in (weight_map or {}).items():
         if name not in out or out[name].file.name != fname:
-            raise WeightsError(f"{d / INDEX_FILENAME}: tensor '{name}': listed in {fname} but not stored there; fix: re-export")
+            raise WeightsError(f"{shown(d / INDEX_FILENAME)}: tensor '{shown(name[:200])}': listed in {shown(fname)} "
+                               "but not stored there; fix: re-export")
     return out
+
+
+_DIMS = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+_OPTIONAL_DIMS = ("num_key_value_heads", "head_dim", "draft_vocab_size")
+MAX_DIM = 1 << 24  # no draft dimension comes near it; bounds the shapes computed from a config
+
+
+def config_dim(config: Mapping, key: str, where: str, *, required: bool = True,
+               error: type[InputError] = ConvertError) -> int | None:
+    """``config[key]`` as a positive integer (at most :data:`MAX_DIM`), or ``error`` naming ``where`` and the field;
+    ``None`` for an absent (or null) optional field."""
+    v = config.get(key)
+    if v is None and not required:
+        return None
+    if v is None:
+        raise error(f"{shown(where)}: field '{key}': missing; fix: an EAGLE-3 draft config needs it")
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= MAX_DIM:
+        raise error(f"{shown(where)}: field '{key}': expected a positive integer (at most {MAX_DIM}), got {brief(v)}; "
+                    "fix: correct the config")
+    return v
 
 
 def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: int,
@@ -155,11 +273,12 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
 
     ``config`` is the flattened SGLang draft config (``hidden_size``, heads, ``draft_vocab_size``, flags).
     """
-    h, heads = config["hidden_size"], config["num_attention_heads"]
-    kv = config.get("num_key_value_heads") or heads
-    hd = config.get("head_dim") or h // heads
-    inter, vocab = config["intermediate_size"], config["vocab_size"]
-    dvocab = config.get("draft_vocab_size") or vocab
+    h, heads, inter, vocab = (config_dim(config, k, where) for k in _DIMS)
+    kv, hd, dvocab = (config_dim(config, k, where, required=False) for k in _OPTIONAL_DIMS)
+    kv, hd, dvocab = kv or heads, hd or h // heads, dvocab or vocab
+    if not hd:
+        raise ConvertError(f"{shown(where)}: field 'num_attention_heads': {heads} heads do not fit hidden_size {h} and "
+                           "no head_dim is given; fix: correct the config")
     t = target_hidden_size
     exp: dict[str, tuple[tuple[int, ...], bool]] = {
         "fc.weight": ((h, num_aux * t), True),
