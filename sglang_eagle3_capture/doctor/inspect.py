@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import releases
-from ..draft.checkpoint import tensor_index
-from ..errors import AmbiguousLayerIds, ManifestError, UsageError, WeightsError
+from ..draft.checkpoint import tensor_index, weights_present
+from ..errors import AmbiguousLayerIds, ManifestError, UsageError
 from ..families import Family, family_of
-from ..formats import load_json, read_draft_config
+from ..formats import load_draft_config, read_draft_config
 from ..formats.sglang_eagle_config import DECIDE
 from ..layer_ids import hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
@@ -142,7 +142,7 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
     serving = _serving_release(sglang_version)
     draft = Path(draft_dir)
     cfg_path = draft / "config.json"
-    draft_cfg = load_json(cfg_path, "the draft's config.json")
+    draft_cfg = load_draft_config(cfg_path)
     manifest = find_manifest(draft)
     target_cfg = None
     checks: list[str] = []
@@ -199,10 +199,10 @@ def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: 
 
 
 def _fc_width_check(draft: Path, manifest: Any) -> str:
-    try:
-        index = tensor_index(draft)
-    except WeightsError as e:
-        return f"fc width NOT checked: {e}"
+    """A draft without weights gets a note; weights that are there but unreadable are bad input (exit 2)."""
+    if not weights_present(draft):
+        return f"fc width not checked: no weights in {draft}"
+    index = tensor_index(draft)
     if "fc.weight" not in index:
         return f"fc width not checked: no fc.weight in {draft}"
     check_fc_width(manifest, index["fc.weight"].shape[-1], where=f"{index['fc.weight'].file}: fc.weight")

@@ -19,16 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from .. import releases
 from ..draft.checkpoint import tensor_index
 from ..errors import AmbiguousLayerIds, DraftFormatError, ManifestError, SampleError, UsageError, WeightsError
 from ..families import family_of
-from ..formats import load_json, read_draft_config
+from ..formats import load_draft_config, read_draft_config
 from ..manifest import MANIFEST_FILENAME, find_manifest
-from ..target_config import load_target_config, target_dims
-from .. import releases
 from ..readings import engine_capture, releases_label, stock_by_release, stock_sglang_capture
+from ..target_config import load_target_config, target_dims
+from ..userfiles import brief, is_directory, shown
 from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, describe_sources
-from .samples import expand_data_paths, load_sample
+from .samples import HS_SAFETENSORS, LEGACY_DATA_CONFIG, expand_data_paths, load_sample
 
 DEFAULT_MARGIN = 0.05
 
@@ -80,37 +81,50 @@ class VerifyReport:
         }
 
 
-def load_target_tensor(target_dir: str | Path, suffix: str):
-    """Load one tensor whose name ends with ``suffix`` (e.g. ``embed_tokens.weight``) from a target's safetensors.
+def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool = False):
+    """Load one tensor whose name ends with ``suffix`` (e.g. ``embed_tokens.weight``) from a target's safetensors
+    (``with_file``: return ``(tensor, the file it came from)``).
 
     Only that tensor is read (``safe_open``), so this is cheap even for a sharded 671B checkpoint.
     """
     from safetensors import safe_open
 
-    index = tensor_index(target_dir)
+    index = tensor_index(target_dir)  # headers checked (dtype, shape, offsets) before safetensors opens the file
     names = sorted((n for n in index if n == suffix or n.endswith("." + suffix)), key=len)
     if not names:
-        raise WeightsError(f"{target_dir}: tensor '*{suffix}': not found in the target's safetensors; fix: pass the "
-                           "target model directory (with its weights) as --target")
-    with safe_open(str(index[names[0]].file), framework="pt", device="cpu") as f:
-        return f.get_tensor(names[0])
+        raise WeightsError(f"{shown(target_dir)}: tensor '*{suffix}': not found in the target's safetensors; fix: "
+                           "pass the target model directory (with its weights) as --target")
+    info = index[names[0]]
+    try:
+        with safe_open(str(info.file), framework="pt", device="cpu") as f:
+            tensor = f.get_tensor(names[0])
+        return (tensor, info.file) if with_file else tensor
+    except Exception as e:  # noqa: BLE001 - safetensors' own error type: the file changed, or its data is bad
+        raise WeightsError(f"{shown(info.file)}: tensor '{shown(names[0])}': cannot load "
+                           f"({brief(str(e).splitlines()[0] if str(e) else type(e).__name__, 160)}); fix: re-export or "
+                           "re-download the target checkpoint") from None
 
 
 def load_draft(draft_dir: str | Path, target: str | Path | None):
     """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given."""
     from ..draft.model import DraftConfig, Eagle3Draft  # torch
 
-    embed = head = None
+    embed = head = target_where = None
     if target is not None:
-        tdir = Path(target) if Path(target).is_dir() else Path(target).parent
-        embed = load_target_tensor(tdir, "embed_tokens.weight")
-        cfg = DraftConfig.from_dict(load_json(Path(draft_dir) / "config.json", "the draft's config.json"))
+        fix = "pass the target model directory (or its config.json) as --target"
+        tdir = Path(target) if is_directory(target, error=UsageError, fix=fix) else Path(target).parent
+        embed, embed_file = load_target_tensor(tdir, "embed_tokens.weight", with_file=True)
+        cfg_path = Path(draft_dir) / "config.json"
+        cfg = DraftConfig.from_dict(load_draft_config(cfg_path), where=str(cfg_path))
+        target_where = f"{shown(embed_file)}: tensor '*embed_tokens.weight'"
         if cfg.lm_head_from_target:
-            head = load_target_tensor(tdir, "lm_head.weight")
+            head, head_file = load_target_tensor(tdir, "lm_head.weight", with_file=True)
+            target_where += f" / {shown(head_file)}: tensor '*lm_head.weight'"
     try:
-        return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head)
+        return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head,
+                                           target_where=target_where)
     except DraftFormatError as e:
-        if target is None and "embed_tokens.weight" in str(e):
+        if target is None and "embed_tokens.weight" in str(e) and "fix:" not in str(e):
             raise DraftFormatError(f"{e}; fix: pass --target TARGET (SGLang drafts take the target's embedding)") from e
         raise
 
@@ -138,7 +152,28 @@ def _check_layout(s, first, n_chunks: int) -> None:
     if s.layout != first.layout or len(s.chunks) != n_chunks or s.hidden_size != first.hidden_size:
         raise SampleError(f"{s.path}: {s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, but "
                           f"{first.path} is {first.layout} with {n_chunks} of width {first.hidden_size}; "
-                          "verify one dataset at a time")
+                          "fix: verify one dataset at a time")
+
+
+def _check_token_ids(s, vocab: int) -> None:
+    """Every token id indexes the embedding: ``0 <= id < vocab``."""
+    ids = s.input_ids
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+        bad = ids[(ids < 0) | (ids >= vocab)].unique()[:5].tolist()
+        key = "token_ids" if s.layout == HS_SAFETENSORS else "input_ids"
+        raise SampleError(f"{shown(s.path)}: key '{key}': ids {bad} outside the draft's vocabulary [0, {vocab}); fix: "
+                          "verify with samples tokenized for this draft's target")
+
+
+def _check_stored_layer_ids(s, n_layers: int) -> None:
+    """Layer ids a data config gives the stored tensors: distinct, within [-1, N-1] for the declared target."""
+    ids = [i for i in s.chunk_layer_ids if i is not None]
+    bad = [i for i in ids if not -1 <= i < n_layers]
+    if bad or len(set(ids)) != len(ids):
+        problem = (f"ids {brief(bad)} are outside [-1, {n_layers - 1}] for a {n_layers}-layer target" if bad else
+                   f"{brief(ids)} repeats an id")
+        raise SampleError(f"{shown(s.path.parent / LEGACY_DATA_CONFIG)}: field 'hidden_states.layer_ids': {problem}; "
+                          "fix: correct the file (it describes the data's stored layers), or remove it")
 
 
 def _embedding_hits(samples, embed) -> list[list[int]]:
@@ -199,7 +234,7 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     """Run the draft on ``data`` under every buildable wiring; see the module doc."""
     import torch
 
-    draft_cfg = load_json(Path(draft_dir) / "config.json", "the draft's config.json")
+    draft_cfg = load_draft_config(Path(draft_dir) / "config.json")
     declared = _declared(Path(draft_dir), draft_cfg, target)
     paths = expand_data_paths(data)
     model = load_draft(draft_dir, target)
@@ -208,7 +243,8 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     if family is None:
         raise ManifestError(f"{declared.source}: field 'target.architecture': {declared.architecture} has no "
                             "target-family entry, so stock SGLang's wirings are unknown; fix: see docs/families.md")
-    stock = [(releases_label(v), c.fed_layer_ids) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
+    stock = [(releases_label(v), c.fed_layer_ids)
+             for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
     others = [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r)) for r in releases.other_engines()]
     stock += [(name, c.fed_layer_ids) for name, c in others if c.problem is None]  # a crash feeds nothing
     stock.append(("stock default (no ids)", stock_sglang_capture({}, n_layers, family=family).fed_layer_ids))
@@ -218,7 +254,10 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                           readings=declared.readings)
     embed = model.embed_tokens.weight.detach()
     first, hits_per_chunk, fwd_s, start = None, None, 0.0, time.perf_counter()
+    vocab = model.embed_tokens.weight.shape[0]
     for batch in _batches(paths, batch_size, progress):
+        for s in batch:
+            _check_token_ids(s, vocab)
         if first is None:
             first = batch[0]
             hits_per_chunk = [0] * len(first.chunks)
@@ -231,7 +270,9 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                                   fc_chunks=first.fc_chunks, target_chunk=first.target_chunk,
                                   max_combinations=max_combinations)
             cs.notes[:0] = notes
-            report.candidates, report.chunk_names, report.chunk_ids, report.layout = cs, first.chunk_names, ids, first.layout
+            report.candidates, report.chunk_names, report.chunk_ids = cs, first.chunk_names, ids
+            report.layout = first.layout
+            _check_stored_layer_ids(first, n_layers)
         for s in batch:
             _check_layout(s, first, len(first.chunks))
         for hits in _embedding_hits(batch, embed):
@@ -304,8 +345,9 @@ def _decide_readings(report: VerifyReport) -> None:
         report.ok = True
         ids = ",".join(str(i) for i in best.layer_ids)
         report.summary = (f"the draft was trained on layer ids {list(best.layer_ids)} ({'; '.join(best.who)}): top-1 "
-                          f"{c1.top1:.3f}, {lead:.3f} ahead of the next reading ({c2.top1:.3f}). Fix: write it down with "
-                          f"`sglang-eagle3-capture manifest write {report.draft_dir} --layer-ids={ids} --target TARGET`")
+                          f"{c1.top1:.3f}, {lead:.3f} ahead of the next reading ({c2.top1:.3f}). Fix: write it down "
+                          f"with `sglang-eagle3-capture manifest write {report.draft_dir} --layer-ids={ids} "
+                          "--target TARGET`")
     else:
         report.ambiguous = True
         report.summary = (f"the readings are not told apart by {report.margin}: top-1 {c1.top1:.3f} vs {c2.top1:.3f}; "
@@ -313,27 +355,39 @@ def _decide_readings(report: VerifyReport) -> None:
 
 
 def _decide(report: VerifyReport) -> None:
+    """OK when the manifest's wiring leads every other by the margin; FAIL (mis-wired) when another wiring leads it by
+    the margin; AMBIGUOUS (exit 3) when the data cannot decide: no scored position, the manifest's wiring or any
+    other not buildable from the stored tensors, or a lead smaller than the margin either way."""
     if report.readings:
         _decide_readings(report)
         return
     m = report.candidates.manifest
     if m is None:
-        report.ok = False
+        report.ambiguous = True
         report.summary = (f"the manifest's wiring {list(report.manifest_ids)} cannot be built from the stored tensors: "
                           f"{report.candidates.manifest_problem}; fix: verify with data that stores those layers")
         return
     others = [c for c in report.candidates.candidates if c is not m and not c.is_reference]
     best = max(others, key=lambda c: c.top1, default=None)
     if best is None:
-        report.ok, report.summary = False, "no other wiring could be built from the stored tensors to compare with"
+        report.ambiguous = True
+        report.summary = ("no other wiring could be built from the stored tensors to compare with; fix: verify with "
+                          "data that stores more layers")
+        return
+    if m.positions == 0:
+        report.ambiguous = True
+        report.summary = ("no scored positions (empty loss masks or sequences shorter than 3 tokens); fix: verify with "
+                          "samples that have scored positions")
         return
     lead = m.top1 - best.top1
-    report.ok = m.positions > 0 and lead >= report.margin
-    if m.positions == 0:
-        report.summary = "no scored positions (empty loss masks or sequences shorter than 3 tokens)"
-    elif report.ok:
+    report.ok = lead >= report.margin
+    if report.ok:
         report.summary = (f"the manifest's wiring is best: top-1 {m.top1:.3f}, {lead:.3f} ahead of the next wiring "
                           f"({best.name}: {best.top1:.3f}); margin required {report.margin}")
-    else:
+    elif -lead >= report.margin:
         report.summary = (f"the manifest's wiring is NOT best by {report.margin}: manifest top-1 {m.top1:.3f}, "
                           f"best other {best.name}: {best.top1:.3f}")
+    else:
+        report.ambiguous = True
+        report.summary = (f"the manifest's wiring and {best.name} are not told apart by {report.margin}: top-1 "
+                          f"{m.top1:.3f} vs {best.top1:.3f}; fix: verify with more samples")

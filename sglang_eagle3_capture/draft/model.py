@@ -21,7 +21,6 @@ Also used to train the fixture's draft (fixtures/), so the fixture's math is SGL
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -29,11 +28,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import DraftFormatError
-from .checkpoint import module_name
+from ..errors import DraftFormatError, WeightsError
+from ..userfiles import brief, read_json_object, shown
+from .checkpoint import module_name, tensor_index
 from .config import DraftConfig
 
-__all__ = ["DraftConfig", "DraftFormatError", "Eagle3Draft", "eagle3_shift"]
+__all__ = ["DraftConfig", "DraftFormatError", "Eagle3Draft", "check_checkpoint", "eagle3_shift"]
 
 
 class RMSNorm(nn.Module):
@@ -179,24 +179,36 @@ class Eagle3Draft(nn.Module):
 
     @classmethod
     def from_pretrained(cls, draft_dir: str | Path, *, target_embed: torch.Tensor | None = None,
-                        target_lm_head: torch.Tensor | None = None) -> "Eagle3Draft":
-        """Load an SGLang-format draft dir (``config.json`` + ``*.safetensors``) in fp32.
+                        target_lm_head: torch.Tensor | None = None, target_where: str | None = None) -> "Eagle3Draft":
+        """Load an SGLang-format draft dir (``config.json`` + its safetensors) in fp32.
 
         Like SGLang's EAGLE-3 worker, ``target_embed`` (the target's ``embed_tokens.weight``)
         replaces the draft's embedding when hidden sizes match; without it the draft's own
         ``embed_tokens.weight`` is used (``embedding_source`` says which). Weight names SGLang
         ignores are listed in ``ignored_weights``; a missing weight is an error.
+
+        The files are read as SGLang's loader reads them (:func:`.checkpoint.tensor_index`: the index's shards, or
+        ``model.safetensors``; headers checked first), and every shape the config implies is compared with the
+        headers before anything is allocated, so a config cannot make this allocate more than the checkpoint holds.
         """
         from safetensors.torch import load_file
 
         d = Path(draft_dir)
         cfg_path = d / "config.json"
-        if not cfg_path.is_file():
-            raise DraftFormatError(f"{cfg_path}: not found; pass the draft directory holding config.json")
-        model = cls(DraftConfig.from_dict(json.loads(cfg_path.read_text()), where=str(cfg_path)))
-        weights = {k: v for f in sorted(d.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
-        if not weights:
-            raise DraftFormatError(f"{d}: no *.safetensors weights next to config.json")
+        cfg = read_json_object(cfg_path, fix="pass the draft directory holding the draft's config.json",
+                               error=DraftFormatError)
+        config = DraftConfig.from_dict(cfg, where=str(cfg_path))
+        index = tensor_index(d)
+        check_checkpoint(config, index, cfg_path, target_embed=target_embed, target_lm_head=target_lm_head,
+                         target_where=target_where)
+        model = cls(config)
+        weights: dict = {}
+        for f in sorted({info.file for info in index.values()}):
+            try:
+                weights.update(load_file(str(f)))
+            except Exception as e:  # noqa: BLE001 - safetensors' own error type; the header was fine, the data not
+                raise WeightsError(f"{shown(f)}: field '<data>': cannot load ({brief(str(e).splitlines()[0], 160)}); "
+                                   "fix: re-export or re-download the checkpoint") from None
         model.load_sglang_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head)
         return model.eval()
 
@@ -231,7 +243,8 @@ class Eagle3Draft(nn.Module):
             raise DraftFormatError(f"{where}: weights {missing} are missing from the safetensors{fix}")
         self.load_state_dict(loaded, strict=False)
         if self.ignored_weights:
-            warnings.warn(f"{where}: SGLang ignores these weights, so they are ignored here too: {self.ignored_weights}")
+            warnings.warn(f"{where}: SGLang ignores these weights, so they are ignored here too: "
+                          f"{self.ignored_weights}")
 
     def sglang_state_dict(self) -> dict:
         """Tensors under SGLang's checkpoint names (single layer as ``midlayer.*``), with ``d2t``/``t2d``."""
@@ -241,6 +254,77 @@ class Eagle3Draft(nn.Module):
         out["t2d"] = torch.zeros(self.config.vocab_size, dtype=torch.bool)
         out["t2d"][self.to_target_ids(torch.arange(self.config.draft_vocab_size))] = True
         return out
+
+
+def _layer_index(key: str) -> int | None:
+    if not key.startswith("layers."):
+        return None
+    part = key.split(".", 2)[1]
+    return int(part) if part.isdigit() else None
+
+
+def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, target_embed=None,
+                     target_lm_head=None, target_where: str | None = None) -> None:
+    """Every shape ``config`` implies against the checkpoint's headers (``index``: :func:`.checkpoint.tensor_index`)
+    and the target's tensors, without allocating: the model is built on the ``meta`` device, after its layer count
+    and fc width were checked against the headers (so even that is bounded by the checkpoint). Raises
+    :class:`DraftFormatError` naming the file, the tensor or field and the fix."""
+    cfg = shown(cfg_path)
+    keys = {module_name(n): n for n in index}
+    fc = keys.get("fc.weight")
+    if fc is None:
+        raise DraftFormatError(f"{cfg}: weights ['fc.weight'] are missing from the safetensors; fix: point at a "
+                               "complete EAGLE-3 draft")
+    fc_info = index[fc]
+    if len(fc_info.shape) != 2 or fc_info.shape[1] != config.fc_in_features:
+        raise DraftFormatError(f"{shown(fc_info.file)}: weight '{fc}' has shape {fc_info.shape}, but {cfg} implies "
+                               f"({config.hidden_size}, {config.fc_in_features}) (num_aux_hidden_states "
+                               f"{config.num_aux_hidden_states} x target_hidden_size {config.target_hidden_size}); "
+                               "fix: the config and the weights disagree")
+    stored_layers = {i for i in map(_layer_index, keys) if i is not None}
+    if config.num_hidden_layers > len(stored_layers):
+        raise DraftFormatError(f"{cfg}: field 'num_hidden_layers': {config.num_hidden_layers} layers, but the "
+                               f"checkpoint holds weights for {len(stored_layers)}; fix: the config and the weights "
+                               "disagree")
+    if config.lm_head_from_target and target_lm_head is None:
+        raise DraftFormatError(f"{cfg}: field 'draft_vocab_size' is absent, so SGLang takes lm_head from the target; "
+                               "fix: pass --target TARGET (pass the target's lm_head weight)")
+    with torch.device("meta"):
+        own = {k: tuple(v.shape) for k, v in Eagle3Draft(config).state_dict().items()}
+    provided = set()
+    for key, name in keys.items():
+        info = index[name]
+        if key == "d2t":
+            if info.shape != (config.draft_vocab_size,) or info.dtype not in ("I64", "I32"):
+                raise DraftFormatError(f"{shown(info.file)}: tensor '{name}': {info.dtype} {list(info.shape)}, but "
+                                       f"{cfg} implies integers of shape [{config.draft_vocab_size}] "
+                                       "(draft_vocab_size); fix: the config and the weights disagree")
+            provided.add(key)
+        elif key in own and not (key == "lm_head.weight" and config.lm_head_from_target):
+            if info.shape != own[key]:
+                raise DraftFormatError(f"{shown(info.file)}: weight '{name}' has shape {info.shape}, but {cfg} "
+                                       f"implies {own[key]}; fix: the config and the weights disagree")
+            provided.add(key)
+    for key, tensor, what in (("embed_tokens.weight", target_embed, "embedding"),
+                              ("lm_head.weight", target_lm_head, "lm_head")):
+        used = tensor is not None and (key != "embed_tokens.weight" or
+                                       config.target_hidden_size == config.hidden_size)
+        if key == "lm_head.weight" and config.lm_head_from_target:
+            used = True
+        if used:
+            if tuple(tensor.shape) != own[key]:
+                raise DraftFormatError(f"{target_where or 'target'} (the target's {what}): shape "
+                                       f"{list(tensor.shape)}, but the draft ({cfg}) needs {list(own[key])}; fix: pass "
+                                       "the target the draft was trained against")
+            provided.add(key)
+    missing = sorted(set(own) - provided - {"d2t"})
+    if missing:
+        fix = "pass --target TARGET (SGLang drafts take the target's embedding)" if missing == [
+            "embed_tokens.weight"] else "re-export the checkpoint"
+        raise DraftFormatError(f"{cfg}: weights {brief(missing)} are missing from the safetensors; fix: {fix}")
+    if config.draft_vocab_size != config.vocab_size and "d2t" not in provided:
+        raise DraftFormatError(f"{cfg}: no 'd2t' tensor but draft_vocab_size != vocab_size (SGLang needs d2t to map "
+                               "draft ids to target ids); fix: re-export the checkpoint")
 
 
 def eagle3_shift(input_ids: torch.Tensor, aux_hidden: torch.Tensor, target_ids: torch.Tensor,

@@ -22,9 +22,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from .. import releases
 from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
 from ..errors import AmbiguousLayerIds, FormatError
-from ..userfiles import read_json_object
+from ..userfiles import brief, read_json_object, shown
 from .base import (CONVENTION_EAGLE_DEFAULT, CONVENTION_LAYER_ID, CONVENTION_SGLANG, CONVENTION_SPECULATORS_LEGACY,
                    CONVENTION_VLLM, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds)
 from .eagle_default import EagleDefaultFormat
@@ -32,8 +33,9 @@ from .sglang_eagle_config import SGLangEagleConfigFormat
 from .speculators import SpeculatorsFormat, read_speculators_data_config
 
 __all__ = ["CONVENTION_EAGLE_DEFAULT", "CONVENTION_LAYER_ID", "CONVENTION_SGLANG", "CONVENTION_SPECULATORS_LEGACY",
-           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "AmbiguousLayerIds", "FormatError", "ResolvedLayerIds",
-           "detect_format", "load_json", "read_draft_config", "read_draft_dir", "read_speculators_data_config"]
+           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "AmbiguousLayerIds", "FormatError",
+           "ResolvedLayerIds", "check_draft_config", "detect_format", "load_draft_config", "load_json",
+           "read_draft_config", "read_draft_dir", "read_speculators_data_config"]
 
 # Asked in this order; the first whose detect() says yes reads the file.
 FORMATS = (SpeculatorsFormat, SGLangEagleConfigFormat, EagleDefaultFormat)
@@ -54,8 +56,9 @@ def detect_format(draft_config: Any, *, file: str = "config.json"):
         raise FormatError(f"{file}: field '{IDS_KEY}': top-level ids without 'speculators_model_type' have no known "
                           "convention; fix: pass --layer-ids explicitly")
     archs = draft_config.get("architectures") or []
-    raise FormatError(f"{file}: field 'architectures': {archs!r} is not a recognised EAGLE-3 draft config; fix: point at "
-                      "a speculators, SpecForge, SGLang or EAGLE draft, or pass --layer-ids explicitly")
+    raise FormatError(f"{shown(file)}: field 'architectures': {brief(archs)} is not a recognised EAGLE-3 draft "
+                      "config; fix: point at a speculators, SpecForge, SGLang or EAGLE draft, or pass --layer-ids "
+                      "explicitly")
 
 
 def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json",
@@ -70,8 +73,64 @@ def load_json(path: str | Path, what: str) -> dict:
     return read_json_object(Path(path), fix=f"point at {what}", error=FormatError)
 
 
+MAX_IDS = 100_000  # ids in one list: more than any target has layers
+_OBJECT_FIELDS = ("eagle_config", "speculators_config", "transformer_layer_config", "rope_parameters", "rope_scaling")
+
+
+def _id_fields() -> list[str]:
+    """Every dotted path a reader here or a stock engine takes a capture-id list from."""
+    paths = [IDS_KEY, f"eagle_config.{IDS_KEY}"]
+    for reader in releases.other_engines():
+        paths += [k for k in reader.keys if k not in paths]
+    return paths
+
+
+def _at(cfg: Mapping, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def check_draft_config(cfg: Any, file: str | Path = "config.json") -> dict:
+    """The types every reader of a draft ``config.json`` relies on (the document an object; ``architectures`` a list
+    of names; the nested settings objects; every capture-id list a list of integers; ``num_aux_hidden_states`` a
+    positive integer), or a :class:`FormatError` naming the file, the field and the fix. Returns ``cfg``."""
+    def err(fld: str, problem: str, fix: str) -> FormatError:
+        return FormatError(f"{shown(file)}: field '{fld}': {problem}; fix: {fix}")
+
+    if not isinstance(cfg, Mapping):
+        raise err("<document>", "expected a JSON object", "point at the draft's config.json")
+    archs = cfg.get("architectures")
+    if archs is not None and (not isinstance(archs, list) or not all(isinstance(a, str) for a in archs)):
+        raise err("architectures", f"expected a list of class names, got {brief(archs)}",
+                  'write e.g. ["LlamaForCausalLMEagle3"]')
+    for key in _OBJECT_FIELDS:
+        value = cfg.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise err(key, f"expected an object, got {brief(value)}", "correct the config (or re-save the draft)")
+    for dotted in _id_fields():
+        ids = _at(cfg, dotted)
+        if ids is None:
+            continue
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise err(dotted, f"expected a list of integers, got {brief(ids)}", "list the layers, e.g. [2, 30, 58]")
+        if len(ids) > MAX_IDS:
+            raise err(dotted, f"{len(ids)} ids (at most {MAX_IDS})", "list the layers the fc consumes")
+    num = cfg.get("num_aux_hidden_states")
+    if num is not None and (not isinstance(num, int) or isinstance(num, bool) or not 0 < num <= MAX_IDS):
+        raise err("num_aux_hidden_states", f"expected a positive integer, got {brief(num)}",
+                  "set it to the number of hidden states the fc consumes")
+    return cfg
+
+
+def load_draft_config(path: str | Path) -> dict:
+    """A draft ``config.json``: :func:`load_json` and :func:`check_draft_config`."""
+    return check_draft_config(load_json(path, "the draft's config.json"), path)
+
+
 def read_draft_dir(draft_dir: str | Path, target_hf_config: Any, trained_with: str | None = None) -> ResolvedLayerIds:
     """:func:`read_draft_config` on ``draft_dir/config.json``."""
     path = Path(draft_dir) / "config.json"
-    return read_draft_config(load_json(path, "the draft's config.json"), target_hf_config, file=str(path),
+    return read_draft_config(load_draft_config(path), target_hf_config, file=str(path),
                              trained_with=trained_with)

@@ -16,6 +16,7 @@ from ..errors import ConvertError, FormatError
 from ..layer_ids import layer_id_of_index
 from ..readings import default_low_mid_high_indices
 from ..target_config import target_dims
+from ..userfiles import brief, shown
 from .base import (CONVENTION_SPECULATORS_LEGACY, CONVENTION_VLLM, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds, ascending,
                    flag, int_list, validated)
 
@@ -26,6 +27,7 @@ _CARRIED = {"draft_vocab_size", "target_hidden_size", IDS_KEY, "tie_word_embeddi
 _METADATA = {"speculators_model_type", "speculators_version", "speculators_config", "architectures", "auto_map",
              "dtype", "torch_dtype", "transformers_version", "embed_requires_grad", "_name_or_path"}
 _TRAINING_ONLY = ("verifier_lm_head.weight", "verifier_norm.weight")
+MAX_DIM = 1 << 24  # as draft.config.MAX_DIM: no draft dimension comes near it
 
 
 class SpeculatorsFormat:
@@ -96,6 +98,19 @@ class SpeculatorsFormat:
         if not isinstance(tl, Mapping):
             raise ConvertError(f"{file}: field 'transformer_layer_config': expected an object; fix: re-save with "
                                "speculators")
+        for key, required in (("hidden_size", True), ("num_attention_heads", True), ("intermediate_size", True),
+                              ("vocab_size", True), ("num_key_value_heads", False), ("head_dim", False)):
+            v = tl.get(key)
+            if v is None and not required:
+                continue
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= MAX_DIM:
+                raise ConvertError(f"{shown(file)}: field 'transformer_layer_config.{key}': expected a positive integer "
+                                   f"(at most {MAX_DIM}), got {brief(v)}; fix: re-save the draft with speculators")
+        layer_types = tl.get("layer_types")
+        if layer_types is not None and (not isinstance(layer_types, list) or
+                                        not all(isinstance(t, str) for t in layer_types)):
+            raise ConvertError(f"{shown(file)}: field 'transformer_layer_config.layer_types': expected a list of "
+                               f"names, got {brief(layer_types)}; fix: re-save the draft with speculators")
         checks = (("model_type", "llama", "SGLang's LlamaForCausalLMEagle3 is a Llama layer (a qwen3 draft has q/k "
                    "norms it has no place for)"), ("num_hidden_layers", 1, "only one-layer drafts are converted"),
                   ("attention_bias", False, "SGLang's EAGLE-3 qkv has no bias"),
