@@ -17,12 +17,13 @@ Verdict: served chunk ``k`` must best match the tensor the training pipeline fed
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ..draft.checkpoint import read_safetensors_header
 from ..errors import SampleError
+from ..userfiles import brief, list_directory, path_kind, read_json_object, shown
 from .samples import expand_data_paths, load_sample
 
 DEFAULT_MIN_COSINE = 0.999
@@ -70,7 +71,8 @@ class CompareReport:
         """JSON-ready form."""
         return {"dump_files": self.dump_files, "dump_layer_ids": self.dump_layer_ids, "rows_compared": self.rows,
                 "rows_skipped": self.skipped_rows, "min_cosine": self.min_cosine,
-                "training_tensors": [{"name": n, "layer_id": i} for n, i in zip(self.chunk_names, self.chunk_layer_ids)],
+                "training_tensors": [{"name": n, "layer_id": i}
+                                     for n, i in zip(self.chunk_names, self.chunk_layer_ids)],
                 "served_chunks": [{"index": c.index, "served_layer_id": c.served_layer_id,
                                    "expected": self.chunk_names[c.expected], "best_match": self.chunk_names[c.best],
                                    "match": c.matches(self.min_cosine),
@@ -80,29 +82,88 @@ class CompareReport:
                 "notes": self.notes, "ok": self.ok, "summary": self.summary}
 
 
+_DUMP_FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
+MAX_DUMP_IDS = 100_000
+
+
+def _dump_error(f: Path, key: str, problem: str) -> SampleError:
+    return SampleError(f"{shown(f)}: key '{key}' {problem}; fix: {_DUMP_FIX}")
+
+
+def _check_batch(f: Path, tensors: dict) -> None:
+    """A dumped batch as the dump writes it: ``aux_hidden_states`` [T, K*H] finite floats, ``positions`` [T]
+    integers >= 0, ``input_ids`` (optional) [T] integers."""
+    import torch
+
+    for key in ("aux_hidden_states", "positions"):
+        if key not in tensors:
+            raise SampleError(f"{shown(f)}: missing key '{key}'; fix: {_DUMP_FIX}")
+    aux, pos = tensors["aux_hidden_states"], tensors["positions"]
+    if aux.dim() != 2 or not aux.is_floating_point():
+        raise _dump_error(f, "aux_hidden_states",
+                          f"is {aux.dtype} of shape {list(aux.shape)}, expected [T, K*H] floats")
+    if aux.numel() and not bool(torch.isfinite(aux).all()):
+        raise _dump_error(f, "aux_hidden_states", f"holds {int((~torch.isfinite(aux)).sum())} non-finite values "
+                          "(NaN or Inf): the served hidden states are broken, not comparable")
+    t = aux.shape[0]
+    for key in ("positions", "input_ids"):
+        v = tensors.get(key)
+        if v is None:
+            continue
+        if v.dim() != 1 or v.is_floating_point() or v.is_complex() or v.dtype == torch.bool or v.shape[0] != t:
+            raise _dump_error(f, key, f"is {v.dtype} of shape {list(v.shape)}, expected [{t}] integers (one per row of "
+                              "aux_hidden_states)")
+    if pos.numel() and int(pos.min()) < 0:
+        raise _dump_error(f, "positions", f"holds negative positions (min {int(pos.min())})")
+
+
+def _metadata(meta_path: Path) -> dict:
+    """A batch's ``.json`` metadata (``{}`` when there is none), read strictly; ``layer_ids`` null or integers."""
+    if path_kind(meta_path, error=SampleError) == "missing":
+        return {}
+    meta = read_json_object(meta_path, fix=_DUMP_FIX, error=SampleError)
+    ids = meta.get("layer_ids")
+    if ids is not None and (not isinstance(ids, list) or len(ids) > MAX_DUMP_IDS or
+                            not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
+        raise SampleError(f"{shown(meta_path)}: field 'layer_ids': expected a list of integers, got {brief(ids)}; "
+                          f"fix: {_DUMP_FIX}")
+    return meta
+
+
 def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
-    """``(file, tensors, metadata)`` for every dumped batch in ``directory``, sorted by name."""
-    from safetensors import SafetensorError
+    """``(file, tensors, metadata)`` for every dumped batch in ``directory``, sorted by name; every file checked
+    (regular files only, safetensors headers before any data, the tensors' shapes and values, the metadata)."""
     from safetensors.torch import load_file
 
     d = Path(directory)
-    files = sorted(d.glob("*.safetensors")) if d.is_dir() else []
-    if not files:
-        raise SampleError(f"{d}: no dumped batches (*.safetensors); fix: serve with SGLANG_EAGLE3_CAPTURE_DUMP={d} and "
-                          "the sglang-eagle3-capture plugin installed, send a request, then run compare")
+    none = (f"{shown(d)}: no dumped batches (*.safetensors); fix: serve with SGLANG_EAGLE3_CAPTURE_DUMP={shown(d)} and "
+            "the sglang-eagle3-capture plugin installed, send a request, then run compare")
+    kind = path_kind(d, error=SampleError, fix=_DUMP_FIX)
+    if kind == "missing":
+        raise SampleError(none)
+    if kind != "directory":
+        raise SampleError(f"{shown(d)}: field '--dump': {_not_dir(kind)}, not a directory; fix: {_DUMP_FIX}")
+    names = [n for n in list_directory(d, error=SampleError, fix=_DUMP_FIX)
+             if n.endswith(".safetensors") and not n.startswith(".")]
+    if not names:
+        raise SampleError(none)
     out = []
-    for f in files:
+    for name in names:
+        f = d / name
+        read_safetensors_header(f, error=SampleError, fix=_DUMP_FIX)  # regular file, sane header: safe to load
         try:
             tensors = load_file(str(f), device="cpu")
-        except (SafetensorError, OSError) as e:
-            raise SampleError(f"{f}: not a readable safetensors file: {e}") from e
-        for key in ("aux_hidden_states", "positions"):
-            if key not in tensors:
-                raise SampleError(f"{f}: missing key '{key}'; fix: point --dump at a capture dump directory")
-        meta_path = f.with_suffix(".json")
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        out.append((f, tensors, meta))
+        except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since the header check)
+            raise SampleError(f"{shown(f)}: not a readable safetensors file ({brief(str(e).splitlines()[0], 160)}); "
+                              f"fix: {_DUMP_FIX}") from None
+        _check_batch(f, tensors)
+        out.append((f, tensors, _metadata(f.with_suffix(".json"))))
     return out
+
+
+def _not_dir(kind: str) -> str:
+    return {"file": "is a file", "dangling symlink": "is a dangling symlink", "symlink loop": "is a symlink loop"}.get(
+        kind, f"is {kind}")
 
 
 def _runs(positions) -> list[tuple[int, int]]:
@@ -116,12 +177,39 @@ def _runs(positions) -> list[tuple[int, int]]:
     return runs
 
 
+class _SampleIndex:
+    """Samples by their first :data:`MIN_LATE_RUN` tokens at a position, built lazily per position, so matching a
+    run looks at the samples that can match it instead of all of them (the dump's rows times the samples otherwise)."""
+
+    def __init__(self, samples) -> None:
+        self.samples = samples
+        self._by_p0: dict[int, dict[tuple, list]] = {}
+
+    def candidates(self, ids: list[int], p0: int) -> list:
+        if len(ids) < MIN_LATE_RUN:
+            return self.samples
+        table = self._by_p0.get(p0)
+        if table is None:
+            table = {}
+            for s in self.samples:
+                key = tuple(s.input_ids[p0:p0 + MIN_LATE_RUN].tolist())
+                if len(key) == MIN_LATE_RUN:
+                    table.setdefault(key, []).append(s)
+            self._by_p0[p0] = table
+        found = table.get(tuple(ids[:MIN_LATE_RUN]))
+        return found if found else self.samples  # a match shorter than MIN_LATE_RUN: every sample may be the best
+
+
 def _match_run(ids: list[int], p0: int, samples) -> tuple[object | None, int]:
     """The sample whose tokens at ``p0..`` equal ``ids`` longest, and that length (0: none or ambiguous).
 
     Several samples may tie; they are interchangeable only if they share every token up to the end of
     the match (then their hidden states there are the same), which always holds for ``p0 == 0``.
     """
+    if p0 > 0 and len(ids) < MIN_LATE_RUN:
+        return None, 0  # a late run this short is never used: no need to look
+    if isinstance(samples, _SampleIndex):
+        samples = samples.candidates(ids, p0)
     best, best_len = [], 0
     for s in samples:
         sid = s.input_ids[p0:p0 + len(ids)].tolist()
@@ -142,7 +230,8 @@ def _match_run(ids: list[int], p0: int, samples) -> tuple[object | None, int]:
     return best[0], best_len
 
 
-def compare(dump_dir: str | Path, data: Sequence[str | Path], *, min_cosine: float = DEFAULT_MIN_COSINE) -> CompareReport:
+def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
+            min_cosine: float = DEFAULT_MIN_COSINE) -> CompareReport:
     """Compare a capture dump with training samples; see the module doc."""
     import torch
 
@@ -150,13 +239,21 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *, min_cosine: flo
     samples = [load_sample(p) for p in expand_data_paths(data)]
     first = samples[0]
     for s in samples[1:]:
-        if len(s.chunks) != len(first.chunks) or s.fc_chunks != first.fc_chunks:
-            raise SampleError(f"{s.path}: {len(s.chunks)} stored tensors, but {first.path} has {len(first.chunks)}; "
-                              "compare one dataset at a time")
+        if len(s.chunks) != len(first.chunks) or s.fc_chunks != first.fc_chunks or s.hidden_size != first.hidden_size:
+            raise SampleError(f"{shown(s.path)}: {len(s.chunks)} stored tensors of width {s.hidden_size}, but "
+                              f"{shown(first.path)} has {len(first.chunks)} of width {first.hidden_size}; fix: compare "
+                              "one dataset at a time")
+    index = _SampleIndex(samples)
+    dump = read_dump(dump_dir)
+    runs_ids = {tuple(meta["layer_ids"]) for _, _, meta in dump if meta.get("layer_ids") is not None}
+    if len(runs_ids) > 1:
+        raise SampleError(f"{shown(dump_dir)}: field 'layer_ids': its batches say different layer ids "
+                          f"({brief(sorted(runs_ids))}): batches of several server runs; fix: give each run its own "
+                          "dump directory (or remove the other run's files)")
     h, k = first.hidden_size, len(first.fc_chunks)
     report = CompareReport(chunk_names=first.chunk_names, chunk_layer_ids=first.chunk_layer_ids, min_cosine=min_cosine)
     served_rows, train_rows = [], []
-    for f, tensors, meta in read_dump(dump_dir):
+    for f, tensors, meta in dump:
         aux = tensors["aux_hidden_states"]
         report.dump_files.append(f.name)
         report.dump_layer_ids.append(meta.get("layer_ids"))
@@ -164,21 +261,22 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *, min_cosine: flo
             report.notes.append(f"{f.name}: no input_ids (input embeddings were served); skipped")
             continue
         if aux.dim() != 2 or aux.shape[-1] != k * h:
-            raise SampleError(f"{f}: key 'aux_hidden_states' has shape {list(aux.shape)}, but the training fc input is "
-                              f"{k} x {h} = {k * h} wide ({first.path}); the draft was trained on other data, or SGLang "
-                              "fed a different number of hidden states")
+            raise SampleError(f"{shown(f)}: key 'aux_hidden_states' has shape {list(aux.shape)}, but the training fc "
+                              f"input is {k} x {h} = {k * h} wide ({shown(first.path)}); fix: compare with the data "
+                              "the draft was trained on (else SGLang fed a different number of hidden states)")
         ids, pos = tensors["input_ids"], tensors["positions"]
         for a, b in _runs(pos):
             p0 = int(pos[a])
-            s, n = _match_run(ids[a:b].tolist(), p0, samples)
+            s, n = _match_run(ids[a:b].tolist(), p0, index)
             report.skipped_rows += (b - a) - n
             if s is None or n == 0:
                 continue
             served_rows.append(aux[a:a + n].float().view(n, k, h))
             train_rows.append(torch.stack([c[p0:p0 + n].float() for c in s.chunks], dim=1))
     if not served_rows:
-        raise SampleError(f"{dump_dir}: none of the {report.skipped_rows} dumped rows matches the tokens of any training "
-                          "sample given with --data; fix: serve prompts taken from those samples (their input_ids)")
+        raise SampleError(f"{shown(dump_dir)}: none of the {report.skipped_rows} dumped rows matches the tokens of any "
+                          "training sample given with --data; fix: serve prompts taken from those samples (their "
+                          "input_ids)")
     served, train = torch.cat(served_rows), torch.cat(train_rows)  # [R, K, H], [R, C, H]
     report.rows = served.shape[0]
     cos = torch.nn.functional.cosine_similarity(served[:, :, None, :], train[:, None, :, :], dim=-1)  # [R, K, C]
