@@ -22,8 +22,8 @@ the ids, builds the SGLang config and says which tensors are training-only.
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -31,11 +31,13 @@ from typing import Any, Mapping, Sequence
 from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
 from ..errors import ConvertError, FormatError, ManifestError, WeightsError
 from ..families import family_of
-from ..formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_json
+from ..formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
 from ..formats.sglang_eagle_config import SGLangEagleConfigFormat
 from ..manifest import MANIFEST_FILENAME, Manifest, write_manifest
 from ..readings import stock_safe_eagle_config_ids, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
+from ..userfiles import (atomic_directory, brief, finish_file, list_directory, os_problem, path_kind,
+                         read_json_object, shown, write_file_atomic)
 from .checkpoint import (INDEX_FILENAME, expected_eagle3_tensors, read_safetensors_header, sglang_checkpoint_name,
                          tensor_index, weight_files)
 
@@ -56,8 +58,8 @@ class ConvertReport:
         """Human-readable summary, one item per line."""
         out = [f"converted {self.source_format} draft {self.src} -> {self.dst}",
                f"layer ids {list(self.manifest.layer_ids)} (provenance: {self.manifest.provenance.get('source')})"]
-        out += [f"renamed {len(self.renamed)} tensors ({', '.join(sorted({a.split('.')[0] for a, _ in self.renamed}))}.* "
-                "-> SGLang names)"] if self.renamed else []
+        prefixes = ", ".join(sorted({a.split(".")[0] for a, _ in self.renamed}))
+        out += [f"renamed {len(self.renamed)} tensors ({prefixes}.* -> SGLang names)"] if self.renamed else []
         out += [f"dropped training-only tensor {n}" for n in self.dropped]
         out += [f"not copied: {n}" for n in self.not_copied]
         return out + [f"note: {m}" for m in self.messages]
@@ -67,28 +69,38 @@ def _resolve_target(src_cfg: Mapping, target: Any, src: Path) -> tuple[Any, str]
     if isinstance(target, Mapping):
         return target, "target config"
     if target is None:
-        verifier = ((src_cfg.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
-        if verifier and (Path(verifier) / "config.json").is_file():
+        fld = "speculators_config.verifier.name_or_path"
+        verifier = (src_cfg.get("speculators_config") or {}).get("verifier") or {}
+        if not isinstance(verifier, Mapping):
+            raise ConvertError(f"{shown(src / 'config.json')}: field 'speculators_config.verifier': expected an "
+                               f"object, got {brief(verifier)}; fix: pass --target TARGET")
+        verifier = verifier.get("name_or_path")
+        if verifier is not None and not isinstance(verifier, str):
+            raise ConvertError(f"{shown(src / 'config.json')}: field '{fld}': expected a path, got {brief(verifier)}; "
+                               "fix: pass --target TARGET")
+        if verifier and path_kind(Path(verifier) / "config.json", error=ConvertError) == "file":
             target = verifier
         else:
-            raise ConvertError(f"{src / 'config.json'}: field 'speculators_config.verifier.name_or_path': no local target "
-                               f"config ({verifier!r}); fix: pass --target TARGET (the target model dir or its config.json)")
+            raise ConvertError(f"{shown(src / 'config.json')}: field '{fld}': no local target config "
+                               f"({brief(verifier)}); fix: pass --target TARGET (the target model dir or its "
+                               "config.json)")
     data, path = load_target_config(target)
     return data, str(path)
 
 
 def _name_map(names: Sequence[str], fmt: Any, file_of: Mapping[str, Path]) -> tuple[dict[str, str], list[str]]:
     """source name -> SGLang name, and the training-only tensors dropped."""
-    mapping, dropped = {}, []
+    mapping, dropped, produced = {}, [], set()  # a set: linear in the number of tensors
     for name in names:
         if fmt.drops(name):
             dropped.append(name)
             continue
         new = sglang_checkpoint_name(name)
-        if new in mapping.values():
-            raise ConvertError(f"{file_of[name]}: tensor '{name}': maps to {new}, which another tensor also maps to; "
-                               "fix: keep one of them")
+        if new in produced:
+            raise ConvertError(f"{shown(file_of[name])}: tensor '{shown(name)}': maps to {shown(new)}, which another "
+                               "tensor also maps to; fix: keep one of them")
         mapping[name] = new
+        produced.add(new)
     return mapping, dropped
 
 
@@ -110,28 +122,56 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
                                "complete checkpoint")
 
 
-def _write_weights(src_dir: Path, out_dir: Path, mapping: Mapping[str, str]) -> None:
+def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str, str]) -> None:
+    """The renamed tensors, shard by shard, into ``out_dir`` (the temporary copy of ``dst``); the files get the
+    umask's mode (safetensors creates them 0600) and are fsynced. Errors name the file in ``dst``."""
     from safetensors.torch import load_file, save_file  # lazy: torch only when converting
 
-    for f in weight_files(src_dir):
+    files = weight_files(src_dir)
+    for f in files:
         _, metadata = read_safetensors_header(f)
         try:
             tensors = load_file(str(f))
-        except Exception as e:  # safetensors raises its own error type for corrupt data
-            raise WeightsError(f"{f}: field '<data>': cannot load ({e}); fix: re-export the checkpoint") from e
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own error type for corrupt data
+            raise WeightsError(f"{shown(f)}: field '<data>': cannot load ({brief(str(e).splitlines()[0], 160)}); fix: "
+                               "re-export the checkpoint") from None
         renamed = {mapping[n]: t for n, t in tensors.items() if n in mapping}
-        save_file(renamed, str(out_dir / f.name), metadata=dict(metadata) or {"format": "pt"})
+        out = out_dir / f.name
+        try:
+            save_file(renamed, str(out), metadata=dict(metadata) or {"format": "pt"})
+        except Exception as e:  # noqa: BLE001 - SafetensorError wraps the OSError (no space, file too large ...)
+            problem = os_problem(e)[0] if isinstance(e, OSError) else brief(str(e).splitlines()[0], 160)
+            raise ConvertError(f"{shown(dst / f.name)}: field '<file>': cannot write ({problem}); fix: free space or "
+                               "write DST elsewhere") from None
+        finish_file(out, error=ConvertError)
     index = src_dir / INDEX_FILENAME
-    if index.is_file():
-        data = load_json(index, "the checkpoint index")
+    if path_kind(index, error=WeightsError) != "missing":
+        data = read_json_object(index, fix="re-export the checkpoint", error=WeightsError)  # checked by tensor_index
         data["weight_map"] = {mapping[n]: fn for n, fn in data["weight_map"].items() if n in mapping}
-        (out_dir / INDEX_FILENAME).write_text(_dumps(data), encoding="utf-8")
+        write_file_atomic(out_dir / INDEX_FILENAME, _dumps(data), error=ConvertError)
 
 
 def _dumps(obj: Any) -> str:
-    import json
-
     return json.dumps(obj, indent=2) + "\n"
+
+
+def _check_dst(dst: Path) -> None:
+    """DST must be new (or an empty directory) in an existing directory, and not a symlink: convert never writes
+    through a link nor replaces anything but an empty directory."""
+    fix = "choose a new DST"
+    if dst.is_symlink():
+        raise ConvertError(f"{shown(dst)}: field 'DST': is a symlink; fix: give the real path (convert never writes "
+                           "through a link)")
+    parent_kind = path_kind(dst.parent, error=ConvertError, fix=fix)
+    if parent_kind != "directory":
+        what = {"missing": "does not exist", "file": "is a file"}.get(parent_kind, f"is {parent_kind}")
+        raise ConvertError(f"{shown(dst.parent)}: field 'DST': the directory DST goes in {what}; fix: create it, or "
+                           "choose another DST")
+    kind = path_kind(dst, error=ConvertError, fix=fix)
+    if kind == "missing":
+        return
+    if kind != "directory" or list_directory(dst, error=ConvertError, fix=fix):
+        raise ConvertError(f"{shown(dst)}: field '<dir>': exists and is not an empty directory; fix: {fix}")
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
@@ -147,19 +187,19 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     src, dst = Path(src), Path(dst)
     cfg_file = src / "config.json"
     try:
-        cfg = load_json(cfg_file, "the draft's config.json")
+        cfg = load_draft_config(cfg_file)
     except FormatError as e:
         raise ConvertError(str(e)) from e
     if CONVERTED_MARKER_KEY in cfg:
-        raise ConvertError(f"{cfg_file}: field '{CONVERTED_MARKER_KEY}': already converted; fix: use the directory as is")
-    if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
-        raise ConvertError(f"{dst}: field '<dir>': exists and is not an empty directory; fix: choose a new DST")
+        raise ConvertError(f"{shown(cfg_file)}: field '{CONVERTED_MARKER_KEY}': already converted; fix: use the "
+                           "directory as is")
+    _check_dst(dst)
     try:
         fmt, format_error = detect_format(cfg, file=str(cfg_file)), None
     except FormatError as e:
         if layer_ids is None:
             raise
-        fmt, format_error = SGLangEagleConfigFormat, e  # the ids come from --layer-ids; the config must be SGLang's layout
+        fmt, format_error = SGLangEagleConfigFormat, e  # ids from --layer-ids; the config must be SGLang's layout
     out_cfg, messages = fmt.to_sglang_config(cfg, str(cfg_file))
     target_cfg, target_where = _resolve_target(cfg, target, src)
     arch, n_layers, hidden = target_dims(target_cfg, target_where)
@@ -206,31 +246,24 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     if "fc.weight" in index and index["fc.weight"].shape[-1] != manifest.fc_in_features:
         fc = index["fc.weight"]
         origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
-        raise ConvertError(f"{fc.file}: tensor 'fc.weight': input width {fc.shape[-1]}, but {origin} gives {k} layer ids "
-                           f"{list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}; fix: pass --layer-ids "
-                           "listing exactly the hidden states the fc was trained on, and the target it was trained against")
+        raise ConvertError(f"{shown(fc.file)}: tensor 'fc.weight': input width {fc.shape[-1]}, but {origin} gives {k} "
+                           f"layer ids {list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}; fix: "
+                           "pass --layer-ids listing exactly the hidden states the fc was trained on, and the target "
+                           "it was trained against")
     _check_tensors(index, mapping, expected_eagle3_tensors(out_cfg, k, hidden, str(cfg_file)), src)
 
     stock = stock_sglang_capture(out_cfg, n_layers, family=family)
     if stock.fed_layer_ids != tuple(ids) or stock.problem:
         messages.append(f"without the plugin, {stock.describe()}; the manifest says {list(ids)}: serve with the plugin")
 
-    tmp = dst.parent / f".{dst.name}.converting"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    try:
-        _write_weights(src, tmp, mapping)
-        (tmp / "config.json").write_text(_dumps(out_cfg), encoding="utf-8")
-        write_manifest(tmp, manifest)
-        if dst.exists():
-            dst.rmdir()
-        os.replace(tmp, dst)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
-    not_copied = tuple(sorted(p.name for p in src.iterdir() if p.name not in weights))
+    not_copied = tuple(n for n in list_directory(src, error=ConvertError, fix="make SRC readable") if n not in weights)
+    removed: list[Path] = []
+    with atomic_directory(dst, error=ConvertError, removed=removed) as tmp:  # DST appears complete, or not at all
+        _write_weights(src, tmp, dst, mapping)
+        write_file_atomic(tmp / "config.json", _dumps(out_cfg), error=ConvertError)
+        write_manifest(tmp, manifest)
+    messages += [f"removed {shown(p)}, left by an interrupted convert (its process is gone)" for p in removed]
     renamed = tuple((a, b) for a, b in mapping.items() if a != b)
     return ConvertReport(src, dst, fmt.name, manifest, renamed, tuple(dropped), not_copied, tuple(messages))
 
