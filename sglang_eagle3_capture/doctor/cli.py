@@ -20,22 +20,26 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import json
+import math
 import os
+import re
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 
-from ..draft.checkpoint import INDEX_FILENAME, SINGLE_FILENAME, tensor_index
+from ..draft.checkpoint import tensor_index, weights_present
 from ..draft.convert import convert
-from ..errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError
+from ..errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, InputError, UsageError
 from ..families import family_of
-from ..formats import load_json
+from ..formats import load_draft_config
 from ..layer_ids import hidden_state_indices
 from ..manifest import Manifest, check_fc_width, find_manifest, manifest_path, read_manifest, write_manifest
 from ..readings import releases_label, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
+from ..userfiles import brief, is_directory, is_file, one_line, os_problem, shown
 from .candidates import describe_sources, layer_label
 from .compare import DEFAULT_MIN_COSINE, compare
 from .inspect import inspect_draft
@@ -43,6 +47,7 @@ from .verify import DEFAULT_MARGIN, verify
 
 PROG = "sglang-eagle3-capture"
 EXIT_CONSISTENT, EXIT_MISWIRED, EXIT_BAD_INPUT, EXIT_AMBIGUOUS, EXIT_BUG = 0, 1, 2, 3, 70
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # Ctrl-C; stdout closed by its reader (128 + SIGPIPE)
 
 # Modules that add subcommands after the built-in ones, in help order: each defines ``add_subcommand(subparsers)``,
 # which adds its parser and sets ``handler=<function(args) -> int>`` with ``set_defaults``; handlers raise an
@@ -51,13 +56,17 @@ SUBCOMMAND_MODULES: list[str] = []
 
 
 
+_LAYER_ID = re.compile(r"\s*-?[0-9]{1,9}\s*")
+
+
 def parse_layer_ids(text: str) -> list[int]:
-    """``"-1,2,30"`` -> ``[-1, 2, 30]``; anything else is a :class:`UsageError` naming the option."""
-    try:
-        ids = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise UsageError(f"--layer-ids: {text!r} is not a comma-separated list of integers; fix: e.g. --layer-ids=-1,2,30") from None
-    return ids
+    """``"-1,2,30"`` -> ``[-1, 2, 30]`` (ASCII digits); anything else is a :class:`UsageError` naming the option."""
+    parts = text.split(",")
+    bad = next((part for part in parts if not _LAYER_ID.fullmatch(part)), None)
+    if bad is not None:
+        raise UsageError(f"--layer-ids: {brief(text, 80)} is not a comma-separated list of integers ({brief(bad, 40)}: "
+                         "only ASCII digits, optionally after '-'); fix: e.g. --layer-ids=-1,2,30")
+    return [int(part) for part in parts]
 
 
 def _normalise_argv(argv: list[str]) -> list[str]:
@@ -75,9 +84,12 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 
 
 def _cmd_manifest_write(args: argparse.Namespace) -> int:
+    """Everything is read and checked first (target, ids, weights, the draft's config.json); the manifest is written
+    last, atomically, so a command that fails leaves the draft as it was."""
     draft = Path(args.draft_dir)
-    if not draft.is_dir():
-        raise UsageError(f"{draft}: field 'DRAFT_DIR': not a directory; fix: pass the draft checkpoint directory")
+    fix_dir = "pass the draft checkpoint directory"
+    if not is_directory(draft, error=UsageError, fix=fix_dir):
+        raise UsageError(f"{shown(draft)}: field 'DRAFT_DIR': not a directory; fix: {fix_dir}")
     target_cfg, target_file = load_target_config(args.target)
     arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
     prov = {"source": args.source, "convention": "layer-id"}
@@ -85,39 +97,45 @@ def _cmd_manifest_write(args: argparse.Namespace) -> int:
         prov["note"] = args.note
     path = manifest_path(draft)
     if not args.force and find_manifest(draft) is not None:
-        raise UsageError(f"{path}: field '<file>': a manifest already exists; fix: pass --force to replace it")
+        raise UsageError(f"{shown(path)}: field '<file>': a manifest already exists; fix: pass --force to replace it")
     manifest = Manifest(tuple(parse_layer_ids(args.layer_ids)), arch, n_layers, hidden, prov, path=path)
-    if (draft / SINGLE_FILENAME).is_file() or (draft / INDEX_FILENAME).is_file():
+    if weights_present(draft):
         index = tensor_index(draft)
         if "fc.weight" not in index:
-            raise UsageError(f"{draft}: tensor 'fc.weight': missing; fix: point at an EAGLE-3 draft checkpoint")
+            raise UsageError(f"{shown(draft)}: tensor 'fc.weight': missing; fix: point at an EAGLE-3 draft checkpoint")
         check_fc_width(manifest, index["fc.weight"].shape[-1], where=f"{index['fc.weight'].file}: fc.weight")
         checked = "fc width checked"
     else:
         checked = "no weights in DRAFT_DIR: fc width not checked"
-    written = write_manifest(draft, manifest)
-    print(f"wrote {written}: layer ids {list(manifest.layer_ids)} for {arch} ({n_layers} layers, hidden {hidden}); {checked}")
     family = family_of(arch)
-    if (draft / "config.json").is_file() and family is not None:
-        stock = stock_sglang_capture(load_json(draft / "config.json", "the draft's config.json"), n_layers, family=family)
+    cfg_path = draft / "config.json"
+    note = None
+    if family is not None and is_file(cfg_path, error=FormatError, fix="replace it with the draft's config.json"):
+        stock = stock_sglang_capture(load_draft_config(cfg_path), n_layers, family=family)
         if stock.fed_layer_ids != manifest.layer_ids or stock.problem:
-            print(f"note: {draft / 'config.json'} disagrees with the manifest: {stock.describe()}; "
-                  f"`sglang-eagle3-capture convert SRC DST --layer-ids=...` writes a config that agrees")
+            note = (f"note: {cfg_path} disagrees with the manifest: {stock.describe()}; "
+                    "`sglang-eagle3-capture convert SRC DST --layer-ids=...` writes a config that agrees")
+    written = write_manifest(draft, manifest)
+    _print(f"wrote {written}: layer ids {list(manifest.layer_ids)} for {arch} ({n_layers} layers, hidden {hidden}); "
+           f"{checked}")
+    if note:
+        _print(note)
     return 0
 
 
 def _cmd_manifest_show(args: argparse.Namespace) -> int:
     m = read_manifest(args.draft_dir)
     if args.json:
-        print(json.dumps(m.to_dict(), indent=2))
+        _print_json(m.to_dict())
         return 0
-    print(f"manifest:      {m.path}")
-    print(f"layer ids:     {list(m.layer_ids)}  (-1 = embedding output, k = output of decoder layer k)")
-    print(f"HF indices:    {hidden_state_indices(m.layer_ids)}  (output_hidden_states / SGLang capture loop)")
-    print(f"target:        {m.target_architecture}, {m.target_num_hidden_layers} layers, hidden {m.target_hidden_size}")
-    print(f"fc in width:   {m.fc_in_features}")
+    _print(f"manifest:      {m.path}")
+    _print(f"layer ids:     {list(m.layer_ids)}  (-1 = embedding output, k = output of decoder layer k)")
+    _print(f"HF indices:    {hidden_state_indices(m.layer_ids)}  (output_hidden_states / SGLang capture loop)")
+    _print(f"target:        {m.target_architecture}, {m.target_num_hidden_layers} layers, "
+           f"hidden {m.target_hidden_size}")
+    _print(f"fc in width:   {m.fc_in_features}")
     for key, value in m.provenance.items():
-        print(f"provenance.{key}: {value}")
+        _print(f"provenance.{key}: {value}")
     return 0
 
 
@@ -128,9 +146,20 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     ids = parse_layer_ids(args.layer_ids) if args.layer_ids is not None else None
     report = convert(args.src, args.dst, target=args.target, layer_ids=ids, trained_with=args.trained_with)
     for line in report.lines():
-        print(line)
+        _print(line)
     return 0
 
+
+
+def _print(*lines: str) -> None:
+    """Print each line with control characters and unprintable code points escaped: a value read from a file (a
+    provenance note, a path) can neither run terminal escapes nor forge a line of the report."""
+    for line in lines:
+        print(shown(line))
+
+
+def _print_json(doc: dict) -> None:
+    print(json.dumps(doc, indent=2))  # ensure_ascii: every control character and non-ASCII code point escaped
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -145,32 +174,32 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     r = inspect_draft(args.draft_dir, args.target, sglang_version=args.sglang, trained_with=args.trained_with)
     status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
     if args.json:
-        print(json.dumps(r.to_dict(), indent=2))
+        _print_json(r.to_dict())
         return status
-    print(f"draft:       {r.draft_dir}")
+    _print(f"draft:       {r.draft_dir}")
     if r.manifest is not None:
-        print(f"manifest:    layer ids {r.manifest['layer_ids']} for {r.manifest['target']['architecture']} "
+        _print(f"manifest:    layer ids {r.manifest['layer_ids']} for {r.manifest['target']['architecture']} "
               f"({r.manifest['target']['num_hidden_layers']} layers, hidden {r.manifest['target']['hidden_size']})")
-    print("provenance:  " + ", ".join(f"{k}={v}" for k, v in r.provenance.items()))
+    _print("provenance:  " + ", ".join(f"{k}={v}" for k, v in r.provenance.items()))
     for c in r.checks:
-        print(f"check:       {c}")
+        _print(f"check:       {c}")
     for m in r.messages:
-        print(f"note:        {m}")
+        _print(f"note:        {m}")
     rows = [["", "layer ids", "HF indices", "status", "how"]]
     for names, w in [([r.declared.name], r.declared), *_grouped(r.readings)]:
         rows.append([_join_releases(names), str(list(w.layer_ids)), str(w.hf_indices),
                      w.status.upper() if w.status != "declared" else "", w.rule])
-    print()
-    print("\n".join(_table(rows)))
+    _print("")
+    _print(*_table(rows))
     for names, w in _grouped(r.readings):
         if w.problem:
-            print(f"  {_join_releases(names)}: {w.problem}")
-    print()
-    print(f"plugin:      {'installed' if r.plugin_installed else 'NOT installed'} (sglang.srt.plugins entry point "
+            _print(f"  {_join_releases(names)}: {w.problem}")
+    _print("")
+    _print(f"plugin:      {'installed' if r.plugin_installed else 'NOT installed'} (sglang.srt.plugins entry point "
           "eagle3_capture)")
     for reading in r.ambiguous_readings:
-        print(f"reading:     {reading.describe()}")
-    print(f"verdict:     {r.verdict.upper()}: {r.summary}")
+        _print(f"reading:     {reading.describe()}")
+    _print(f"verdict:     {r.verdict.upper()}: {r.summary}")
     return status
 
 
@@ -205,33 +234,34 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                margin=args.margin, max_combinations=args.max_combinations, progress=not args.no_progress)
     status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
     if args.json:
-        print(json.dumps(r.to_dict(), indent=2))
+        _print_json(r.to_dict())
         return status
     declared = (f"manifest layer ids {list(r.manifest_ids)}" if r.declared_by == "manifest" else
                 f"no manifest; config.json read as {list(r.manifest_ids)}" if not r.readings else
                 f"no manifest; config.json ids mean one of {len(r.readings)} readings")
-    print(f"draft:       {r.draft_dir} ({declared})")
-    print(f"data:        {r.files} files ({r.layout}), {r.positions} scored positions")
-    print("stored:      " + ", ".join(f"{n} = layer {layer_label(i)}" for n, i in zip(r.chunk_names, r.chunk_ids)))
+    _print(f"draft:       {r.draft_dir} ({declared})")
+    _print(f"data:        {r.files} files ({r.layout}), {r.positions} scored positions")
+    _print("stored:      " + ", ".join(f"{n} = layer {layer_label(i)}" for n, i in zip(r.chunk_names, r.chunk_ids)))
     emb = r.embedding_check
-    print(f"embedding:   {emb['embedding_tensor'] or 'no stored tensor'} equals the embedding lookup of the input ids "
+    _print(f"embedding:   {emb['embedding_tensor'] or 'no stored tensor'} equals the embedding lookup of the input ids "
           f"exactly in every file (reference: {emb['reference']}; per tensor: "
           + ", ".join(f"{t['name']} {t['files_equal']}/{r.files}" for t in emb["per_tensor"]) + ")")
     for n in r.candidates.notes:
-        print(f"note:        {n}")
-    print()
+        _print(f"note:        {n}")
+    _print("")
     rows = [["rank", "top-1", f"top-{r.top_k}", "wiring", "fc input"]]
     for i, c in enumerate(r.ranked(), 1):
         mark = "*" if c is r.candidates.manifest and not r.readings else "r" if c.is_reference else " "
-        rows.append([f"{i}{mark}", f"{c.top1:.3f}", f"{c.topk:.3f}", c.name, ", ".join(describe_sources(c, r.chunk_names))])
-    print("\n".join(_table(rows)))
-    print("  (* = the manifest's wiring; r = reference with zeroed input, not compared for the verdict)")
+        sources = ", ".join(describe_sources(c, r.chunk_names))
+        rows.append([f"{i}{mark}", f"{c.top1:.3f}", f"{c.topk:.3f}", c.name, sources])
+    _print(*_table(rows))
+    _print("  (* = the manifest's wiring; r = reference with zeroed input, not compared for the verdict)")
     for u in r.candidates.unbuildable:
-        print(f"  not buildable: {u}")
+        _print(f"  not buildable: {u}")
     t = r.throughput
-    print(f"\nthroughput:  {t['files_per_s']} files/s, {t['draft_positions_per_s']} draft positions/s over "
+    _print("", f"throughput:  {t['files_per_s']} files/s, {t['draft_positions_per_s']} draft positions/s over "
           f"{t['wirings']} wirings ({t['wall_s']} s wall, {t['torch_threads']} torch threads)")
-    print(f"verdict:     {'OK' if r.ok else 'AMBIGUOUS' if r.ambiguous else 'FAIL'}: {r.summary}")
+    _print(f"verdict:     {'OK' if r.ok else 'AMBIGUOUS' if r.ambiguous else 'FAIL'}: {r.summary}")
     return status
 
 
@@ -241,23 +271,24 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     r = compare(args.dump, args.data, min_cosine=args.min_cosine)
     if args.json:
-        print(json.dumps(r.to_dict(), indent=2))
+        _print_json(r.to_dict())
         return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
     ids = {str(x) for x in r.dump_layer_ids}
-    print(f"dump:        {len(r.dump_files)} batches; the capture said it fed layer ids {', '.join(sorted(ids))}")
-    print(f"rows:        {r.rows} served rows matched to training samples ({r.skipped_rows} unmatched rows skipped)")
-    print("training:    " + ", ".join(f"{n} = layer {layer_label(i)}" for n, i in zip(r.chunk_names, r.chunk_layer_ids)))
+    _print(f"dump:        {len(r.dump_files)} batches; the capture said it fed layer ids {', '.join(sorted(ids))}")
+    _print(f"rows:        {r.rows} served rows matched to training samples ({r.skipped_rows} unmatched rows skipped)")
+    _print("training:    " + ", ".join(f"{n} = layer {layer_label(i)}"
+                                       for n, i in zip(r.chunk_names, r.chunk_layer_ids)))
     for n in r.notes:
-        print(f"note:        {n}")
-    print()
+        _print(f"note:        {n}")
+    _print("")
     rows = [["served chunk", "expected (training)", "best match", "mean cos", "min cos", "max |diff|", ""]]
     for c in r.chunks:
         served = f"{c.index} (layer {layer_label(c.served_layer_id)})"
         b = c.best
         rows.append([served, r.chunk_names[c.expected], r.chunk_names[b], f"{c.mean_cos[b]:.6f}", f"{c.min_cos[b]:.6f}",
                      f"{c.max_abs_diff[b]:.3g}", "ok" if c.matches(r.min_cosine) else "MISMATCH"])
-    print("\n".join(_table(rows)))
-    print(f"\nverdict:     {'OK' if r.ok else 'FAIL'}: {r.summary}")
+    _print(*_table(rows))
+    _print("", f"verdict:     {'OK' if r.ok else 'FAIL'}: {r.summary}")
     return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
 
 
@@ -268,7 +299,8 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     msub = man.add_subparsers(dest="manifest_command", required=True, metavar="{write,show}")
     w = msub.add_parser("write", help="write DRAFT_DIR/eagle3_manifest.json")
     w.add_argument("draft_dir", metavar="DRAFT_DIR")
-    w.add_argument("--layer-ids", required=True, help="layer ids the fc consumes, in fc order, e.g. --layer-ids=-1,2,30")
+    w.add_argument("--layer-ids", required=True,
+                   help="layer ids the fc consumes, in fc order, e.g. --layer-ids=-1,2,30")
     w.add_argument("--target", required=True, metavar="TARGET", help="target model directory or its config.json")
     w.add_argument("--source", default="manual", help="provenance.source (default: manual)")
     w.add_argument("--note", help="provenance.note: free text, e.g. how the ids were established")
@@ -310,14 +342,14 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("--target", metavar="TARGET", help="target model directory: its embedding (and lm_head when the "
                    "draft takes it from the target) replaces the draft's, as in SGLang; without a manifest, verify "
                    "checks what the draft's config.json means (every reading, when it is ambiguous)")
-    v.add_argument("--top-k", type=int, default=5, metavar="K", help="also report top-K accuracy (default 5)")
-    v.add_argument("--batch-size", type=int, default=32, help="samples per batched forward (default 32)")
-    v.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="top-1 lead the manifest's wiring needs over "
-                   f"every other wiring (default {DEFAULT_MARGIN})")
-    v.add_argument("--max-combinations", type=int, default=64, help="evaluate every ascending choice of stored tensors "
-                   "when there are at most this many (default 64)")
-    v.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice; on a busy machine 1 "
-                   "is often fastest)")
+    v.add_argument("--top-k", type=_positive_int, default=5, metavar="K", help="also report top-K accuracy (default 5)")
+    v.add_argument("--batch-size", type=_positive_int, default=32, help="samples per batched forward (default 32)")
+    v.add_argument("--margin", type=_number_in(0.0, 1.0), default=DEFAULT_MARGIN,
+                   help=f"top-1 lead the manifest's wiring needs over every other wiring (default {DEFAULT_MARGIN})")
+    v.add_argument("--max-combinations", type=_count, default=64, help="evaluate every ascending choice of stored "
+                   "tensors when there are at most this many (default 64)")
+    v.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice; on a busy "
+                   "machine 1 is often fastest)")
     v.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(handler=_cmd_verify)
@@ -325,15 +357,48 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
     c = subparsers.add_parser("compare", help="served fc inputs (a capture dump) against training samples")
     c.add_argument("--dump", required=True, metavar="DIR", help="directory written with SGLANG_EAGLE3_CAPTURE_DUMP=DIR")
     c.add_argument("--data", nargs="+", required=True, metavar="FILE", help="training samples of the served prompts")
-    c.add_argument("--min-cosine", type=float, default=DEFAULT_MIN_COSINE, help="cosine every served row must reach "
-                   f"against its training tensor (default {DEFAULT_MIN_COSINE})")
+    c.add_argument("--min-cosine", type=_number_in(-1.0, 1.0), default=DEFAULT_MIN_COSINE,
+                   help=f"cosine every served row must reach against its training tensor (default "
+                   f"{DEFAULT_MIN_COSINE})")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     c.set_defaults(handler=_cmd_compare)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors as one escaped line, like every other bad input."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, one_line(f"{self.prog}: error: {message}; fix: see `{self.prog} --help`") + "\n")
+
+
+def _positive_int(text: str) -> int:
+    if not re.fullmatch(r"\s*[0-9]{1,9}\s*", text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{brief(text, 40)} is not a positive integer")
+    return int(text)
+
+
+def _count(text: str) -> int:
+    if not re.fullmatch(r"\s*[0-9]{1,9}\s*", text):
+        raise argparse.ArgumentTypeError(f"{brief(text, 40)} is not an integer >= 0")
+    return int(text)
+
+
+def _number_in(lo: float, hi: float):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{brief(text, 40)} is not a number in [{lo:g}, {hi:g}]")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog=PROG, description="Explicit, checked EAGLE-3 hidden-state wiring for SGLang")
+    parser = _Parser(prog=PROG, description="Explicit, checked EAGLE-3 hidden-state wiring for SGLang")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_manifest_and_convert(sub)
     _add_doctor(sub)
@@ -342,37 +407,78 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say(message: str) -> None:
+    """One line on stderr, escaped and bounded (:func:`~sglang_eagle3_capture.userfiles.one_line`)."""
+    print(one_line(message), file=sys.stderr)
+
+
 def _report_bug(exc: BaseException) -> int:
     """One line for an unexpected exception; the full traceback goes to a file named in that line."""
-    fd, path = tempfile.mkstemp(prefix=f"{PROG}-crash-", suffix=".txt")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write("".join(traceback.format_exception(exc)))
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
-    print(f"{PROG}: internal error: {type(exc).__name__}: {exc}{at} (a bug in sglang-eagle3-capture; full traceback "
-          f"in {path}; please report it with that file)", file=sys.stderr)
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"{PROG}-crash-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write("".join(traceback.format_exception(exc)))
+        saved = f"full traceback in {path}; please report it with that file"
+    except OSError as e:  # even the traceback cannot be written: say so, still one line
+        saved = f"the traceback could not be written ({e.strerror}); please report this line"
+    _say(f"{PROG}: internal error: {type(exc).__name__}: {brief(str(exc), 300)}{at} (a bug in sglang-eagle3-capture; "
+         f"{saved})")
     return EXIT_BUG
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader went away (``... | head``): point stdout at /dev/null so nothing more is written or flushed."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # stdout is not a file descriptor (in-process use): nothing will flush it at exit
+
+
+def _tolerant_streams() -> None:
+    """Text the terminal's encoding cannot hold is escaped instead of raising ``UnicodeEncodeError``."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, io.UnsupportedOperation):
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (see the module doc)."""
+    _tolerant_streams()
     argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # argparse reports usage errors itself (status 2) and --help (status 0)
         return int(e.code or 0)
     try:
-        return int(args.handler(args))
+        status = int(args.handler(args))
+        sys.stdout.flush()
+        return status
     except AmbiguousLayerIds as e:
-        print(f"{PROG}: ambiguous: {e}", file=sys.stderr)
+        _say(f"{PROG}: ambiguous: {e}")
         return EXIT_AMBIGUOUS
     except InputError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        _say(f"{PROG}: error: {e}")
         return EXIT_BAD_INPUT
     except Eagle3CaptureError as e:  # a deployment refusal reached the command line: still one line, still input
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        _say(f"{PROG}: error: {e}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        return 130
+        _say(f"{PROG}: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout closed by its reader: stop quietly, as `cat` would
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except OSError as e:  # a file the readers did not wrap (their job): still the user's file, still one line
+        if e.filename is None:
+            return _report_bug(e)
+        problem, fix = os_problem(e)
+        _say(f"{PROG}: error: {shown(e.filename)}: field '<file>': {problem}; fix: {fix}")
+        return EXIT_BAD_INPUT
     except Exception as e:  # noqa: BLE001 - anything else is a bug: one line, never the verdict codes
         return _report_bug(e)

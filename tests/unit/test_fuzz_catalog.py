@@ -50,8 +50,7 @@ from support.hostile_inputs import (
 
 # Cases whose cause is not fixed yet (case id -> cause): expected to fail, strictly (a case that starts passing must
 # be taken off). Empty once every cause is fixed.
-PENDING: dict[str, str] = {"D15": "#40", "V38": "#40", "V39": "#40", "V40": "#40", "V41": "#40", "W05": "#30",
-    "W06": "#25", "W29": "#31", "W30": "#09"}
+PENDING: dict[str, str] = {}
 
 
 def jr(p: Path):
