@@ -2,7 +2,7 @@
 kernels run, then the end-to-end benchmark and the capture overhead; results under benchmarks/results/gpu/<device>/.
 
     python benchmarks/gpu_check.py                 # on a CUDA machine (about 6-8 min on one H200, no network)
-    python benchmarks/gpu_check.py --dry-run       # its plumbing on CPU, CUDA-only steps skipped (about 4 min)
+    python benchmarks/gpu_check.py --dry-run       # its plumbing on CPU, CUDA-only steps skipped (about 5 min)
 
 Stages (each recorded as ok / failed / skipped with the reason, in ``gpu_check.json`` and ``summary.md``):
 

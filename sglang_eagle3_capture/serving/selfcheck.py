@@ -258,8 +258,9 @@ class SelfCheck:
     def report(self, session: "Session") -> None:
         """The INFO line of a pass."""
         parts = [f"chunk {j} layer {lid}: max|diff| {d:.3g} ({route})" for j, lid, d, route in session.lines]
-        logger.info("eagle3-capture self-check passed (%s; %d tokens, checked forward %.1f ms): %s; hooks removed",
-                    self.context(), session.tokens, session.elapsed_ms, "; ".join(parts))
+        logger.info("eagle3-capture self-check passed (%s; %d tokens, checked forward %.1f ms, the check's own work "
+                    "%.2f ms): %s; hooks removed", self.context(), session.tokens, session.elapsed_ms,
+                    session.own_s * 1e3, "; ".join(parts))
 
 
 def _tensor(x: Any) -> bool:
@@ -292,6 +293,20 @@ def _find_forward_batch(args: tuple, kwargs: dict) -> Any:
     return None
 
 
+def _own_time(method: Callable) -> Callable:
+    """Count the time spent in ``method`` as the check's own work (reported next to the checked forward's)."""
+
+    @functools.wraps(method)
+    def timed(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.own_s += time.perf_counter() - t
+
+    return timed
+
+
 class Session:
     """One checked forward of one :class:`SelfCheck`: hooks in, references taken, the fc compared, hooks out."""
 
@@ -305,11 +320,13 @@ class Session:
         self.tokens = 0
         self.t0 = time.perf_counter()
         self.elapsed_ms = 0.0
+        self.own_s = 0.0  # hooks installed and removed, references taken, comparison
         stack = check.stack_ref()
         if stack is not None:
             self._install(stack)
 
     # -- hooks
+    @_own_time
     def _install(self, stack: Any) -> None:
         a, n = self.check.anatomy, self.check.num_hidden_layers
         layers = getattr(stack, a.layers)
@@ -341,13 +358,16 @@ class Session:
         @functools.wraps(method)
         def fused(*args, **kwargs):
             out = method(*args, **kwargs)
+            t = time.perf_counter()
             if k not in self.refs and isinstance(out, tuple) and len(out) >= 2 and _tensor(out[1]):
                 self.refs[k] = Ref(out[1][:MAX_ROWS].clone(), route, out[1].shape[0], exact=True)
+            self.own_s += time.perf_counter() - t
             return out
 
         setattr(norm, name, fused)  # an instance attribute: SGLang looks the method up at call time
         self.shadowed.append((norm, name))
 
+    @_own_time
     def _take_operands(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
         if k in self.refs:
             return
@@ -361,6 +381,7 @@ class Session:
             self.refs[k] = Ref(x[:MAX_ROWS].clone(), f"input of the final {self.check.anatomy.final_norm}",
                                x.shape[0], exact=True)
 
+    @_own_time
     def _take_stream(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
         if k in self.refs:
             return
@@ -369,6 +390,7 @@ class Session:
         if _tensor(residual):
             self.refs[k] = Ref(residual[:MAX_ROWS].clone(), route, residual.shape[0], exact=True)
 
+    @_own_time
     def _take_inputs(self, module: Any, args: tuple, kwargs: dict) -> None:
         import torch.nn.functional as F
 
@@ -399,6 +421,7 @@ class Session:
             route += f" ({int(rows.sum())} of {rows.shape[0]} rows in this rank's vocabulary shard)"
         self.refs[-1] = Ref(value, route, ids.shape[0], exact=True, rows=rows)
 
+    @_own_time
     def _verify_output(self, module: Any, args: tuple, output: Any) -> None:
         import torch
 
@@ -412,6 +435,7 @@ class Session:
             raise SelfCheckError(self.failure(problems, aux))
         self.passed = True
 
+    @_own_time
     def close(self) -> None:
         """Remove every hook and method shadow (on pass and on failure)."""
         for h in self.handles:
