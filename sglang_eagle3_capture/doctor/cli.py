@@ -443,8 +443,8 @@ def _tolerant_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.reconfigure(errors="backslashreplace")
-        except (AttributeError, ValueError, io.UnsupportedOperation):
-            pass
+        except (AttributeError, ValueError, OSError):  # not a TextIOWrapper, or one whose file changed under it (a
+            pass  # parent dup2'd a pipe over a file: reconfigure's tell() fails); printing escapes on its own anyway
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,6 +60,17 @@ def _strict_stdout(monkeypatch) -> io.BytesIO:
     return raw
 
 
+def test_a_stream_that_cannot_be_reconfigured(monkeypatch):
+    """A parent that dup2()s a pipe over a file stdout leaves a TextIOWrapper whose reconfigure() fails (ESPIPE)."""
+    class Stubborn(io.StringIO):
+        def reconfigure(self, **kwargs):
+            raise OSError(29, "Illegal seek")
+
+    out = Stubborn()
+    monkeypatch.setattr(sys, "stdout", out)
+    assert cli.main(["manifest", "show", str(FIXTURE / "draft")]) == 0 and "layer ids" in out.getvalue()
+
+
 def test_a_directory_name_the_terminal_cannot_encode(monkeypatch, tmp_path):
     """A non-UTF-8 directory name (surrogate-escaped by Python) is printed escaped under a strict UTF-8 stdout."""
     from sglang_eagle3_capture.doctor.cli import main
