@@ -70,7 +70,8 @@ def _measure(runner, patch, declared_ids, ids: list[int], stock_loop: list[int],
     times: dict[str, list[float]] = {"stock": [], "manifest": []}
     shapes = {}
     for r in range(rounds + 2):  # two warm-up rounds, not recorded
-        for name, configure in (("stock", stock), ("manifest", manifest)) if r % 2 == 0 else (("manifest", manifest), ("stock", stock)):
+        for name, configure in ((("stock", stock), ("manifest", manifest)) if r % 2 == 0
+                                else (("manifest", manifest), ("stock", stock))):
             configure()
             t0 = time.perf_counter()
             out = runner.prefill(prompts)
@@ -129,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for ids in id_lists:
         if -1 not in ids:
-            ap.error(f"--ids {ids} must include -1: stock SGLang is given the same layers as loop indices starting at 0")
+            ap.error(f"--ids {ids} must include -1: stock SGLang is given the same layers as loop indices "
+                     "starting at 0")
         # Stock stands in loop index N-1 for the unreachable N (the last layer's output).
         stock_loop = sorted(min(hidden_state_index(i), n - 1) for i in ids)
         if len(set(stock_loop)) != len(stock_loop):

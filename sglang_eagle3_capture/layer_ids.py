@@ -120,7 +120,8 @@ def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, 
     if isinstance(layer_ids, (str, bytes)) or not isinstance(layer_ids, Sequence):
         raise LayerIdError(f"{where}: expected a list of integers, got {type(layer_ids).__name__}")
     if len(layer_ids) == 0:
-        raise LayerIdError(f"{where}: the list of layer ids is empty; list the layers the fc consumes, e.g. [-1, 2, 30]")
+        raise LayerIdError(f"{where}: the list of layer ids is empty; list the layers the fc consumes, "
+                           "e.g. [-1, 2, 30]")
     for i in layer_ids:
         if isinstance(i, bool) or not isinstance(i, int):
             raise LayerIdError(f"{where}: layer id {i!r} is not an integer")

@@ -52,7 +52,8 @@ def tiny_target_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_draft_dir(tmp_path_factory, tiny_target_dir) -> Path:
     """A tiny random EAGLE-3 draft for ``tiny_target_dir`` capturing loop indices [0, 2, 4]."""
-    return build_tiny_draft(tmp_path_factory.mktemp("tiny_draft"), target_dir=tiny_target_dir, eagle_aux_layer_ids=[0, 2, 4])
+    return build_tiny_draft(tmp_path_factory.mktemp("tiny_draft"), target_dir=tiny_target_dir,
+                            eagle_aux_layer_ids=[0, 2, 4])
 
 
 @pytest.fixture(scope="session")

@@ -77,7 +77,8 @@ def assign_extend_cache_locs_cpu(req_pool_indices, req_to_token, start_offset, e
         offset += end - start
 
 
-def assign_draft_cache_locs_contiguous_cpu(req_pool_indices, req_to_token, seq_lens, out_cache_loc, pool_len, topk, num_cols):
+def assign_draft_cache_locs_contiguous_cpu(req_pool_indices, req_to_token, seq_lens, out_cache_loc, pool_len, topk,
+                                           num_cols):
     """Stands in for the CPU op in sglang.kernels.ops.speculative.cache_locs.assign_draft_cache_locs_contiguous_func.
 
     Mirrors the Triton kernel ``assign_draft_cache_locs_contiguous`` without positions: request i copies

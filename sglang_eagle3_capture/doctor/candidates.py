@@ -108,8 +108,10 @@ class CandidateSet:
         return c
 
 
-def chunk_identities(layer_ids_from_data: Sequence[int | None], embedding_chunks: Sequence[int]) -> tuple[list, list[str]]:
-    """Layer id of each stored chunk (``None`` unknown), trusting the data's ids only where the embedding check agrees."""
+def chunk_identities(layer_ids_from_data: Sequence[int | None],
+                     embedding_chunks: Sequence[int]) -> tuple[list, list[str]]:
+    """Layer id of each stored chunk (``None`` unknown), trusting the data's ids only where the embedding check
+    agrees."""
     ids, notes = list(layer_ids_from_data), []
     for i, lid in enumerate(ids):
         if lid == EMBEDDING_LAYER_ID and i not in embedding_chunks:
@@ -165,7 +167,8 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
             src, why = _by_layer(fed, chunk_ids)
             cs.add(f"{name} {list(fed)}", src, fed, why)
         else:
-            cs.add(f"{name} {list(fed)}", None, fed, why=f"feeds {len(fed)} tensors to a {k}-chunk fc (SGLang fails at startup)")
+            cs.add(f"{name} {list(fed)}", None, fed,
+                   why=f"feeds {len(fed)} tensors to a {k}-chunk fc (SGLang fails at startup)")
     for d in (1, -1):
         shifted = [i + d for i in manifest_ids]
         if all(EMBEDDING_LAYER_ID <= i < num_layers for i in shifted):
@@ -173,11 +176,13 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
             cs.add(f"manifest shifted by {d:+d} {shifted}", src, shifted, why)
         stored = [i + d for i in fc_chunks]
         if len(stored) == k and all(0 <= i < n_chunks for i in stored):
-            cs.add(f"stored order shifted by {d:+d}", [Source("chunk", i) for i in stored], [chunk_ids[i] for i in stored])
+            cs.add(f"stored order shifted by {d:+d}", [Source("chunk", i) for i in stored],
+                   [chunk_ids[i] for i in stored])
     if m_sources is not None:
         emb = [j for j, lid in enumerate(manifest_ids) if lid == EMBEDDING_LAYER_ID]
         if emb:
-            cs.add("manifest, embedding slot zeroed", [Source("zeros") if j in emb else s for j, s in enumerate(m_sources)])
+            cs.add("manifest, embedding slot zeroed",
+                   [Source("zeros") if j in emb else s for j, s in enumerate(m_sources)])
         else:
             cs.add("embedding first, then the manifest's first K-1", [Source("embedding")] + list(m_sources[:-1]),
                    [EMBEDDING_LAYER_ID] + list(manifest_ids[:-1]))
@@ -190,8 +195,8 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
             labels = ["E" if s.kind == "embedding" else str(s.index) for s in combo]
             cs.add(f"stored[{','.join(labels)}]", combo)
     else:
-        cs.notes.append(f"{total} ascending choices of {k} stored tensors exceed --max-combinations {max_combinations}; "
-                        "only the named wirings were evaluated")
+        cs.notes.append(f"{total} ascending choices of {k} stored tensors exceed "
+                        f"--max-combinations {max_combinations}; only the named wirings were evaluated")
     cs.add("all zeros (tokens only)", [Source("zeros")] * k)
     return cs
 

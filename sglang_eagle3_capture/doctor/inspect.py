@@ -227,4 +227,5 @@ def _decide(report: InspectReport) -> None:
             report.summary += ("; the sglang-eagle3-capture plugin is installed and feeds the manifest's ids instead "
                                "(check the 'eagle3-capture:' log line at startup)")
         elif report.manifest is not None:
-            report.summary += "; install sglang-eagle3-capture (its SGLang plugin reads the manifest) or convert the draft"
+            report.summary += ("; install sglang-eagle3-capture (its SGLang plugin reads the manifest) or convert "
+                               "the draft")

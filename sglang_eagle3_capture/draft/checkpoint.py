@@ -18,8 +18,17 @@ from typing import Mapping
 
 from .. import releases
 from ..errors import ConvertError, InputError, WeightsError
-from ..userfiles import (brief, list_directory, open_regular, os_problem, parse_json, path_kind, read_json_object,
-                         require_file, shown)
+from ..userfiles import (
+    brief,
+    list_directory,
+    open_regular,
+    os_problem,
+    parse_json,
+    path_kind,
+    read_json_object,
+    require_file,
+    shown,
+)
 from .config import resolve_flags
 
 INDEX_FILENAME = "model.safetensors.index.json"

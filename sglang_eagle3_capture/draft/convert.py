@@ -36,10 +36,26 @@ from ..formats.sglang_eagle_config import SGLangEagleConfigFormat
 from ..manifest import MANIFEST_FILENAME, Manifest, write_manifest
 from ..readings import stock_safe_eagle_config_ids, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
-from ..userfiles import (atomic_directory, brief, finish_file, list_directory, os_problem, path_kind,
-                         read_json_object, shown, write_file_atomic)
-from .checkpoint import (INDEX_FILENAME, expected_eagle3_tensors, read_safetensors_header, sglang_checkpoint_name,
-                         tensor_index, weight_files)
+from ..userfiles import (
+    atomic_directory,
+    brief,
+    finish_file,
+    list_directory,
+    os_problem,
+    path_kind,
+    read_json_object,
+    shown,
+    write_file_atomic,
+)
+from .checkpoint import (
+    INDEX_FILENAME,
+    expected_eagle3_tensors,
+    read_safetensors_header,
+    sglang_checkpoint_name,
+    tensor_index,
+    weight_files,
+)
+
 
 @dataclass(frozen=True)
 class ConvertReport:

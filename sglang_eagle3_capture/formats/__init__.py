@@ -26,8 +26,16 @@ from .. import releases
 from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
 from ..errors import AmbiguousLayerIds, FormatError
 from ..userfiles import brief, read_json_object, shown
-from .base import (CONVENTION_EAGLE_DEFAULT, CONVENTION_LAYER_ID, CONVENTION_SGLANG, CONVENTION_SPECULATORS_LEGACY,
-                   CONVENTION_VLLM, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds)
+from .base import (
+    CONVENTION_EAGLE_DEFAULT,
+    CONVENTION_LAYER_ID,
+    CONVENTION_SGLANG,
+    CONVENTION_SPECULATORS_LEGACY,
+    CONVENTION_VLLM,
+    MATH_FLAGS,
+    SGLANG_ARCH,
+    ResolvedLayerIds,
+)
 from .eagle_default import EagleDefaultFormat
 from .sglang_eagle_config import SGLangEagleConfigFormat
 from .speculators import SpeculatorsFormat, read_speculators_data_config

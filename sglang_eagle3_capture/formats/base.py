@@ -46,7 +46,8 @@ class ResolvedLayerIds:
 
 def int_list(value: Any, where: str, fix: str) -> list[int]:
     """``value`` as a non-empty list of integers, or a :class:`FormatError` naming ``where`` and ``fix``."""
-    if not isinstance(value, list) or not value or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in value)):
         raise FormatError(f"{where}: expected a non-empty list of integers, got {value!r}; fix: {fix}")
     return list(value)
 
@@ -60,7 +61,8 @@ def validated(ids: list[int], n_layers: int, where: str, original: Any) -> tuple
 
 
 def ascending(ids: list[int], where: str, messages: list[str]) -> list[int]:
-    """Every capture loop appends in ascending order: the ids sorted, with a message when the file listed them otherwise."""
+    """Every capture loop appends in ascending order: the ids sorted, with a message when the file listed them
+    otherwise."""
     if ids != sorted(ids):
         messages.append(f"{where}: listed as {ids}; the capture loop it was trained with appends hidden states in "
                         f"ascending layer order, so the fc saw them as {sorted(ids)}")

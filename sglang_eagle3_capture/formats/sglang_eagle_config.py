@@ -25,8 +25,17 @@ from ..errors import AmbiguousLayerIds, ConvertError, FormatError, UsageError
 from ..families import family_of
 from ..readings import releases_label, stock_by_release
 from ..target_config import target_dims
-from .base import (CONVENTION_LAYER_ID, CONVENTION_SGLANG, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds, ascending, flag,
-                   int_list, validated)
+from .base import (
+    CONVENTION_LAYER_ID,
+    CONVENTION_SGLANG,
+    MATH_FLAGS,
+    SGLANG_ARCH,
+    ResolvedLayerIds,
+    ascending,
+    flag,
+    int_list,
+    validated,
+)
 
 FIELD = f"eagle_config.{IDS_KEY}"
 LAYER_OUTPUT = "layer-output"  # --trained-with value: a trainer that hooks layer outputs
@@ -105,7 +114,8 @@ class SGLangEagleConfigFormat:
             raise FormatError(f"{file}: field 'eagle_config': expected an object, got {ec!r}; fix: this is not an "
                               "SGLang/SpecForge EAGLE-3 config, or pass --layer-ids explicitly")
         if ec.get("use_aux_hidden_state", True) is not True:
-            raise FormatError(f"{file}: field 'eagle_config.use_aux_hidden_state' is {ec.get('use_aux_hidden_state')!r}: "
+            raise FormatError(f"{file}: field 'eagle_config.use_aux_hidden_state' is "
+                              f"{ec.get('use_aux_hidden_state')!r}: "
                               "the draft consumes no target hidden states; fix: this is not an EAGLE-3 draft")
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{FIELD}'"

@@ -17,8 +17,17 @@ from ..layer_ids import layer_id_of_index
 from ..readings import default_low_mid_high_indices
 from ..target_config import target_dims
 from ..userfiles import brief, shown
-from .base import (CONVENTION_SPECULATORS_LEGACY, CONVENTION_VLLM, MATH_FLAGS, SGLANG_ARCH, ResolvedLayerIds, ascending,
-                   flag, int_list, validated)
+from .base import (
+    CONVENTION_SPECULATORS_LEGACY,
+    CONVENTION_VLLM,
+    MATH_FLAGS,
+    SGLANG_ARCH,
+    ResolvedLayerIds,
+    ascending,
+    flag,
+    int_list,
+    validated,
+)
 
 SPECULATORS_ARCHS = ("Eagle3DraftModel", "Eagle3Speculator")
 # speculators Eagle3SpeculatorConfig (0.9.0) top-level keys: carried into the SGLang config, or metadata.
@@ -46,8 +55,8 @@ class SpeculatorsFormat:
         that speculators' data generation appends, speculators issue #1065) is dropped."""
         mtype = cfg.get("speculators_model_type")
         if mtype != "eagle3":
-            raise FormatError(f"{file}: field 'speculators_model_type' is {mtype!r}; fix: only speculators 'eagle3' drafts "
-                              "can be read")
+            raise FormatError(f"{file}: field 'speculators_model_type' is {mtype!r}; fix: only speculators "
+                              "'eagle3' drafts can be read")
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{IDS_KEY}'"
         messages: list[str] = []
@@ -55,17 +64,19 @@ class SpeculatorsFormat:
         if raw is None:
             original, inferred = None, True
             indices = default_low_mid_high_indices(n_layers)
-            messages.append(f"{where}: absent; assuming speculators' default HF indices {indices} for a {n_layers}-layer "
+            messages.append(f"{where}: absent; assuming speculators' default HF indices {indices} for a "
+                            f"{n_layers}-layer "
                             "target (inferred: check against the data-generation command, or pass --layer-ids)")
         else:
             original, inferred = int_list(raw, where, "list the HF hidden-state indices the fc was trained on"), False
             indices = list(original)
             if n_layers in indices:
                 if indices[-1] != n_layers:
-                    raise FormatError(f"{where}: {original} contains {n_layers} (the final layer) but not last; fix: list "
-                                      "the fc's hidden states, then at most the final layer")
+                    raise FormatError(f"{where}: {original} contains {n_layers} (the final layer) but not last; "
+                                      "fix: list the fc's hidden states, then at most the final layer")
                 indices = indices[:-1]
-                messages.append(f"{where}: {original} ends with {n_layers}, the final layer of a {n_layers}-layer target; "
+                messages.append(f"{where}: {original} ends with {n_layers}, the final layer of a "
+                                f"{n_layers}-layer target; "
                                 "speculators appends it as the verifier target, not an fc input: dropped (speculators "
                                 "issue #1065)")
             if not indices:
@@ -81,19 +92,20 @@ class SpeculatorsFormat:
         """``transformer_layer_config`` flattened to the top level, with the draft vocab and the math flags."""
         unknown = sorted(set(cfg) - _CARRIED - _METADATA)
         if unknown:
-            raise ConvertError(f"{file}: field '{unknown[0]}': unknown speculators setting (all unknown: {unknown}); fix: "
+            raise ConvertError(f"{file}: field '{unknown[0]}': unknown speculators setting "
+                               f"(all unknown: {unknown}); fix: "
                                "convert only drafts whose every setting is understood (speculators 0.9.0 Eagle-3 keys)")
         archs = cfg.get("architectures") or list(SPECULATORS_ARCHS[:1])
         if not isinstance(archs, list) or not set(archs) <= set(SPECULATORS_ARCHS):
-            raise ConvertError(f"{file}: field 'architectures': {archs!r} is not a speculators Eagle-3 model; fix: point "
-                               f"at a draft saved as {' or '.join(SPECULATORS_ARCHS)}")
+            raise ConvertError(f"{file}: field 'architectures': {archs!r} is not a speculators Eagle-3 model; "
+                               f"fix: point at a draft saved as {' or '.join(SPECULATORS_ARCHS)}")
         flags = {f: flag(cfg, f, file, ConvertError) for f in MATH_FLAGS}
         if flags["norm_before_fc"] and flags["fc_norm"]:
-            raise ConvertError(f"{file}: field 'fc_norm': norm_before_fc and fc_norm are both true (speculators forbids "
-                               "it); fix: correct the config")
+            raise ConvertError(f"{file}: field 'fc_norm': norm_before_fc and fc_norm are both true "
+                               "(speculators forbids it); fix: correct the config")
         if cfg.get("tie_word_embeddings", False) is not False:
-            raise ConvertError(f"{file}: field 'tie_word_embeddings': tied draft embeddings are not converted; fix: untie "
-                               "them")
+            raise ConvertError(f"{file}: field 'tie_word_embeddings': tied draft embeddings are not converted; "
+                               "fix: untie them")
         tl = cfg.get("transformer_layer_config")
         if not isinstance(tl, Mapping):
             raise ConvertError(f"{file}: field 'transformer_layer_config': expected an object; fix: re-save with "
@@ -104,7 +116,8 @@ class SpeculatorsFormat:
             if v is None and not required:
                 continue
             if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= MAX_DIM:
-                raise ConvertError(f"{shown(file)}: field 'transformer_layer_config.{key}': expected a positive integer "
+                raise ConvertError(f"{shown(file)}: field 'transformer_layer_config.{key}': "
+                                   "expected a positive integer "
                                    f"(at most {MAX_DIM}), got {brief(v)}; fix: re-save the draft with speculators")
         layer_types = tl.get("layer_types")
         if layer_types is not None and (not isinstance(layer_types, list) or
@@ -136,7 +149,8 @@ class SpeculatorsFormat:
                             "pre-hidden_norm residual (the false math); serve with the plugin's draft loader")
         types = tl.get("layer_types") or []
         if "sliding_attention" in types or tl.get("use_sliding_window"):
-            messages.append(f"trained with sliding-window attention (window {tl.get('sliding_window')}); SGLang applies "
+            messages.append(f"trained with sliding-window attention (window {tl.get('sliding_window')}); "
+                            "SGLang applies "
                             f"a draft window only with --speculative-draft-window-size {tl.get('sliding_window')}")
         return out, messages
 
@@ -158,7 +172,8 @@ def read_speculators_data_config(data_config: Mapping, target_hf_config: Any, *,
     if not isinstance(hs, Mapping):
         raise FormatError(f"{file}: field 'hidden_states': expected an object, got {hs!r}; fix: point at the "
                           "data_config.json written by speculators' legacy data generation")
-    original = int_list(hs.get("layer_ids"), where, "point at the data_config.json of the data the draft was trained on")
+    original = int_list(hs.get("layer_ids"), where,
+                        "point at the data_config.json of the data the draft was trained on")
     if len(original) < 2:
         raise FormatError(f"{where}: {original} has no fc input besides the verifier target (last id); fix: "
                           "check the data-generation command")
@@ -166,7 +181,8 @@ def read_speculators_data_config(data_config: Mapping, target_hf_config: Any, *,
     messages = [f"{where}: last id {original[-1]} is the verifier target, not an fc input: dropped"]
     final_layer_id = layer_id_of_index(n_layers)  # HF index N = output of the last decoder layer
     if original[-1] != final_layer_id:
-        messages.append(f"{where}: the verifier target {original[-1]} is not the final layer {final_layer_id}; the draft "
+        messages.append(f"{where}: the verifier target {original[-1]} is not the final layer {final_layer_id}; "
+                        "the draft "
                         "was trained against a different distribution from the one the target verifies with")
     ids = ascending(original[:-1], where, messages)
     layer_ids = validated(ids, n_layers, where, original)

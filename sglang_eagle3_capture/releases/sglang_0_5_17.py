@@ -7,4 +7,5 @@ from dataclasses import replace
 from . import sglang_0_5_18
 from .schema import PROVEN_CPU_ENGINE
 
-RELEASE = replace(sglang_0_5_18.RELEASE, version="0.5.17", built="2026-08-08", proven=PROVEN_CPU_ENGINE, install_excludes=())
+RELEASE = replace(sglang_0_5_18.RELEASE, version="0.5.17", built="2026-08-08", proven=PROVEN_CPU_ENGINE,
+                  install_excludes=())

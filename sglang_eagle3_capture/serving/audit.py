@@ -22,12 +22,13 @@ def audit_report(plan: DraftPlan, unconsumed: list, missing: list, shape_errors:
              f"{'Eagle3DeepseekV2ForCausalLM' if plan.mla else 'LlamaForCausalLMEagle3'} (SGLang would drop it "
              "silently, and serve different math than training)" for name in unconsumed]
     files = sorted({str(i.file) for i in plan.tensor_files.values()}) or [str(plan.config_file.parent)]
-    lines += [f"{', '.join(files)}: tensor '{parameter_checkpoint_names(p)}': missing; SGLang's parameter '{p}' would keep its "
-              "random initial values" for p in missing]
+    lines += [f"{', '.join(files)}: tensor '{parameter_checkpoint_names(p)}': missing; "
+              f"SGLang's parameter '{p}' would keep its random initial values" for p in missing]
     lines += shape_errors
     if lines:
         raise DraftHeadError(
-            f"{plan.config_file.parent}: the checkpoint does not match the model SGLang builds from {plan.config_file}:\n  - "
+            f"{plan.config_file.parent}: the checkpoint does not match the model SGLang builds from "
+            f"{plan.config_file}:\n  - "
             + "\n  - ".join(lines)
             + "\nfix: re-export the draft with `sglang-eagle3-capture convert SRC DST`, or correct config.json so it "
               "describes the checkpoint (the architecture, flags and sizes the draft was trained with)"
@@ -109,8 +110,9 @@ def check_vocab_maps(model: Any, plan: DraftPlan, special: dict) -> None:
     draft_vocab = int(getattr(model.lm_head, "num_embeddings", model.lm_head.weight.shape[0]))
     if "d2t" not in special:
         if draft_vocab != vocab:
-            raise DraftHeadError(f"{plan.config_file.parent}: tensor 'd2t': missing, and the draft vocab ({draft_vocab}) is not the "
-                                 f"target vocab ({vocab}), so draft ids cannot be mapped to target ids; fix: export d2t")
+            raise DraftHeadError(f"{plan.config_file.parent}: tensor 'd2t': missing, and the draft vocab "
+                                 f"({draft_vocab}) is not the target vocab ({vocab}), so draft ids cannot be mapped "
+                                 "to target ids; fix: export d2t")
         return
     name, d2t = special["d2t"]
     if d2t.dtype.is_floating_point or tuple(d2t.shape) != (draft_vocab,):
@@ -124,6 +126,6 @@ def check_vocab_maps(model: Any, plan: DraftPlan, special: dict) -> None:
         tname, t2d = special["t2d"]
         if t2d.dtype != torch.bool or tuple(t2d.shape) != (vocab,) or int(t2d.sum()) != draft_vocab \
                 or not bool(t2d[target_ids].all()):
-            raise DraftHeadError(f"{plan.where(tname)}: disagrees with d2t (expected a bool mask of shape [{vocab}] that "
-                                 f"is true exactly at the {draft_vocab} target ids d2t maps to); fix: export d2t and "
-                                 "t2d from the same training run")
+            raise DraftHeadError(f"{plan.where(tname)}: disagrees with d2t (expected a bool mask of shape [{vocab}] "
+                                 f"that is true exactly at the {draft_vocab} target ids d2t maps to); fix: export "
+                                 "d2t and t2d from the same training run")

@@ -1,4 +1,5 @@
-"""The Engine harness (support/engine_harness.py) runs SGLang's real server stack (sglang.Engine, spawned scheduler) on CPU.
+"""The Engine harness (support/engine_harness.py) runs SGLang's real server stack (sglang.Engine, spawned scheduler)
+on CPU.
 
 One subprocess for the whole module runs two Engines in turn: plain, then EAGLE-3 (num_steps=1, topk=1,
 2 draft tokens) with a random tiny draft; each serves the same prompts in one batch.

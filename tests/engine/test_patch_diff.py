@@ -1,8 +1,8 @@
 """patches/sglang-0.5.23: the source diff applies to the installed SGLang and captures what the plugin captures.
 
-The diff is applied (``git apply -p1``, as strict as ``patch --fuzz=0``) to a copy of ``site-packages/sglang`` (symlinks, with the
-touched files copied); a subprocess imports that copy, builds SGLang's ModelRunner on the tiny target with
-no plugin loaded, and saves the aux tensors; this process computes them with the plugin. They must be
+The diff is applied (``git apply -p1``, as strict as ``patch --fuzz=0``) to a copy of ``site-packages/sglang``
+(symlinks, with the touched files copied); a subprocess imports that copy, builds SGLang's ModelRunner on the tiny
+target with no plugin loaded, and saves the aux tensors; this process computes them with the plugin. They must be
 ``torch.equal``: the diff and the plugin are two installations of one change.
 """
 
@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import sglang_cpu_patches
 import torch
 from safetensors.torch import load_file
 
-import sglang_cpu_patches
 from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from sglang_eagle3_capture.serving import target
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
@@ -94,11 +94,13 @@ from sglang.srt.runtime_context import get_spec
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 with get_spec().override(speculative_draft_model_path=spec["draft"]):
     cfg = resolve_spec_aux_hidden_state_config(server_args=runner.model_runner.server_args,
-        model_config=runner.model_runner.model_config, spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False)
+        model_config=runner.model_runner.model_config, spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+        is_draft_worker=False)
     result["resolved"] = [cfg.eagle_aux_hidden_state_layer_ids, cfg.eagle_aux_hidden_state_layer_id_convention]
     try:
         resolve_spec_aux_hidden_state_config(server_args=runner.model_runner.server_args,
-            model_config=runner.model_runner.model_config, spec_algorithm=SpeculativeAlgorithm.EAGLE, is_draft_worker=False)
+            model_config=runner.model_runner.model_config, spec_algorithm=SpeculativeAlgorithm.EAGLE,
+            is_draft_worker=False)
     except ValueError as e:
         result["eagle_refusal"] = str(e)
 try:
@@ -111,7 +113,8 @@ print("RESULT " + json.dumps(result))
 
 def test_patched_copy_captures_exactly_what_the_plugin_captures(patched_copy, tiny_target_dir, tmp_path):
     ec = {"use_aux_hidden_state": True, IDS_KEY: ID_LISTS[0], CONVENTION_KEY: LAYER_ID_CONVENTION}
-    draft = build_tiny_draft(tmp_path / "draft", target_dir=tiny_target_dir, num_aux=3, config_overrides={"eagle_config": ec})
+    draft = build_tiny_draft(tmp_path / "draft", target_dir=tiny_target_dir, num_aux=3,
+                             config_overrides={"eagle_config": ec})
     out = tmp_path / "aux.safetensors"
     spec = {"copy": str(patched_copy), "target": str(tiny_target_dir), "draft": str(draft), "out": str(out),
             "id_lists": ID_LISTS, "prompts": PROMPTS}
@@ -123,7 +126,8 @@ def test_patched_copy_captures_exactly_what_the_plugin_captures(patched_copy, ti
     result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][0][7:])
     assert result["plugin_patched"] is False  # the copy alone, no plugin
     assert result["resolved"] == [ID_LISTS[0], LAYER_ID_CONVENTION]
-    assert "is an EAGLE-3 draft (LlamaForCausalLMEagle3); serve it with --speculative-algorithm EAGLE3" in result["eagle_refusal"]
+    assert ("is an EAGLE-3 draft (LlamaForCausalLMEagle3); serve it with --speculative-algorithm EAGLE3"
+            in result["eagle_refusal"])
     assert "must be unique and within [-1, 5] for a 6-layer target" in result["range_refusal"]
     theirs = load_file(str(out))
 

@@ -32,7 +32,8 @@ MAX_NEW = 6
 def converted(tmp_path_factory, tiny_target_dir):
     """A speculators 0.9.0 draft (HF indices [0, 3, 5] = layer ids [-1, 2, 4]) converted by ``convert``."""
     tmp = tmp_path_factory.mktemp("converted")
-    src = make_speculators_draft(tmp / "spec", tiny_target_dir, [0, 3, 5], norm_before_fc=True, norm_before_residual=True)
+    src = make_speculators_draft(tmp / "spec", tiny_target_dir, [0, 3, 5], norm_before_fc=True,
+                                 norm_before_residual=True)
     report = convert(src, tmp / "draft", target=tiny_target_dir)
     assert report.manifest.layer_ids == (-1, 2, 4)
     return tmp / "draft"
@@ -44,7 +45,8 @@ def _permuted(draft: Path, out: Path, order: list[int]) -> Path:
     m = read_manifest(draft)
     h, k = m.target_hidden_size, len(m.layer_ids)
     cols = torch.cat([torch.arange(j * h, (j + 1) * h) for j in order])
-    rewrite_weights(out, lambda w: {**w, "fc.weight": w["fc.weight"][:, cols], "input_norm.weight": w["input_norm.weight"][cols]})
+    rewrite_weights(out, lambda w: {**w, "fc.weight": w["fc.weight"][:, cols],
+                                    "input_norm.weight": w["input_norm.weight"][cols]})
     assert sorted(order) == list(range(k))
     write_manifest(out, Manifest(tuple(m.layer_ids[j] for j in order), m.target_architecture,
                                  m.target_num_hidden_layers, m.target_hidden_size, m.provenance))

@@ -84,5 +84,6 @@ def test_no_manifest_reads_the_config_and_needs_the_target(tmp_path, target, cap
     rc, out, _ = run(capsys, "inspect", d, "--target", target, "--json", "--trained-with", "layer-output")
     r = json.loads(out)
     assert r["declared"]["layer_ids"] == [0, 2, 5]
-    assert {w["name"]: w for w in r["stock_sglang"]}["stock SGLang 0.5.23"]["layer_ids"] == sglang_0_5_23_feeds([0, 2, 5])
+    assert ({w["name"]: w for w in r["stock_sglang"]}["stock SGLang 0.5.23"]["layer_ids"]
+            == sglang_0_5_23_feeds([0, 2, 5]))
     assert rc == 1 and any("no eagle3_manifest.json" in m for m in r["messages"])

@@ -35,7 +35,8 @@ def test_dump_is_exactly_what_the_target_feeds_the_draft(runner, tmp_path, monke
         assert torch.equal(saved["aux_hidden_states"], out.aux)  # after the fc-order permutation
         assert saved["input_ids"].tolist() == sum(out.prompts, [])
         assert saved["positions"].tolist() == sum([list(range(len(p))) for p in out.prompts], [])
-        assert meta["layer_ids"] == [3, -1, 1] and meta["loop_indices"] == [0, 2, 4] and meta["chunk_order"] == [2, 0, 1]
+        assert (meta["layer_ids"] == [3, -1, 1] and meta["loop_indices"] == [0, 2, 4]
+                and meta["chunk_order"] == [2, 0, 1])
         assert meta["source"] == "test manifest" and meta["tp_rank"] == 0 and meta["pid"] == os.getpid()
         assert meta["sglang_version"] == "0.5.23" and meta["forward_mode"] == "EXTEND"
         assert meta["model_class"] == "DeepseekV3ForCausalLM"

@@ -61,7 +61,8 @@ def test_non_ascending_manifest_agrees_with_the_same_captured_set(runner, tiny_t
 def test_marked_eagle_config_ids_are_layer_ids(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
     declared = _resolve(runner, draft).eagle_aux_hidden_state_layer_ids
-    assert declared.layer_ids == (-1, 1, 3) and f"{draft / 'config.json'}: field 'eagle_config.{IDS_KEY}'" == declared.where
+    assert (declared.layer_ids == (-1, 1, 3)
+            and f"{draft / 'config.json'}: field 'eagle_config.{IDS_KEY}'" == declared.where)
 
 
 def test_the_last_layer_output_is_accepted(runner, tiny_target_dir, tmp_path):
@@ -122,7 +123,8 @@ def test_ids_outside_the_capturable_range_are_refused(runner, tiny_target_dir, t
 def test_manifest_for_another_target_is_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4])
     write_manifest(draft, Manifest((-1, 1, 3), "DeepseekV3ForCausalLM", 61, 64, {"source": "manual"}))
-    with pytest.raises(ManifestError, match="field 'num_hidden_layers' is 6, but manifest .* 'target.num_hidden_layers' is 61"):
+    with pytest.raises(ManifestError,
+                       match="field 'num_hidden_layers' is 6, but manifest .* 'target.num_hidden_layers' is 61"):
         _resolve(runner, draft)
 
 

@@ -77,7 +77,8 @@ BAD_WEIGHTS = [
      ["model.safetensors: tensor 'fc.weight'", "input width 128", "eagle3_manifest.json", "= 192"]),
     ("a norm of the wrong size", lambda w: {**w, "norm.weight": torch.ones(32)},
      ["model.safetensors: tensor 'norm.weight'", "shape [32]", "'model.norm.weight' is [64]"]),
-    ("input_norm.weight without norm_before_fc (stock SGLang drops it)", lambda w: {**w, "input_norm.weight": torch.ones(192)},
+    ("input_norm.weight without norm_before_fc (stock SGLang drops it)",
+     lambda w: {**w, "input_norm.weight": torch.ones(192)},
      ["tensor 'input_norm.weight'", "not loaded"]),
     ("d2t of the wrong length", lambda w: {**w, "d2t": w["d2t"][:100]}, ["tensor 'd2t'", "[128]"]),
     ("d2t and t2d disagree", lambda w: {**w, "t2d": torch.roll(w["t2d"], 1)}, ["tensor 't2d'", "disagrees with d2t"]),
@@ -151,11 +152,10 @@ def test_flag_and_tensor_must_agree(tmp_path, tiny_target_dir, runner):
 
 
 def test_chunk_counts_match_sglangs_own_readers(tmp_path, tiny_target_dir):
-    from transformers import LlamaConfig
-
     from sglang.srt.models.kimi_k25_eagle3 import _get_eagle_aux_layer_count
     from sglang.srt.speculative.eagle_utils import get_draft_input_from_target_hidden_dim
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from transformers import LlamaConfig
 
     for extra in ({"num_aux_hidden_states": 4}, {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}},
                   {"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, {}):
@@ -178,7 +178,8 @@ def test_target_mismatches_are_refused(tmp_path, tiny_target_dir, runner):
         model = load_draft(d, runner)
         with pytest.raises(ManifestError) as e:
             check_target_wiring(model, runner.model_runner)
-        assert fragment in str(e.value) and "eagle3_manifest.json" in str(e.value) and str(tiny_target_dir) in str(e.value)
+        assert (fragment in str(e.value) and "eagle3_manifest.json" in str(e.value)
+                and str(tiny_target_dir) in str(e.value))
 
 
 def test_target_hidden_size_mismatch_is_refused(tmp_path, tiny_target_dir, runner):
@@ -196,7 +197,8 @@ def test_target_hidden_size_mismatch_is_refused(tmp_path, tiny_target_dir, runne
 
 def test_eagle_config_ids_that_name_other_layers_are_refused(tmp_path, tiny_target_dir, runner):
     d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3])
-    rewrite_config(d, lambda c: {**c, "eagle_config": {**c["eagle_config"], "eagle_aux_hidden_state_layer_ids": [0, 2, 5]}})
+    rewrite_config(d, lambda c: {**c, "eagle_config": {**c["eagle_config"],
+                                                       "eagle_aux_hidden_state_layer_ids": [0, 2, 5]}})
     model = load_draft(d, runner)
     with pytest.raises(WiringError, match=r"eagle3_manifest.json: field 'layer_ids'.*config.json: field 'eagle_config"):
         check_target_wiring(model, runner.model_runner)
@@ -227,7 +229,8 @@ def test_target_configured_by_the_capture_patch_passes(tmp_path, tiny_target_dir
             check_target_wiring(model, runner.model_runner)
             runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds([-1, 3, 1], "test"))
             if layer_ids != [-1, 3, 1]:
-                with pytest.raises(DraftHeadError, match=r"but the target DeepseekV3ForCausalLM feeds the fc layer ids"):
+                with pytest.raises(DraftHeadError,
+                                   match=r"but the target DeepseekV3ForCausalLM feeds the fc layer ids"):
                     check_target_wiring(model, runner.model_runner)
         finally:
             runner.reset_capture()
@@ -249,12 +252,15 @@ def _stand_in_attention(weight):
 
 
 @pytest.mark.parametrize("norm_before_residual", [True, False])
-def test_first_layer_matches_speculators_for_norm_before_residual(tmp_path, tiny_target_dir, runner, norm_before_residual):
-    from transformers import LlamaConfig
+def test_first_layer_matches_speculators_for_norm_before_residual(tmp_path, tiny_target_dir, runner,
+                                                                   norm_before_residual):
     from speculators.models.eagle3.model_definitions import LlamaDecoderEagle3FirstLayer
+    from transformers import LlamaConfig
 
-    d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3], config_overrides={"norm_before_residual": norm_before_residual})
-    rewrite_weights(d, lambda w: {k: (v + 0.3 * torch.randn_like(v) if k.endswith("norm.weight") else v) for k, v in w.items()})
+    d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3],
+                   config_overrides={"norm_before_residual": norm_before_residual})
+    rewrite_weights(d, lambda w: {k: (v + 0.3 * torch.randn_like(v) if k.endswith("norm.weight") else v)
+                                  for k, v in w.items()})
     layer = load_draft(d, runner).model.layers[0]
     cfg = json.loads((d / "config.json").read_text())
     h = cfg["hidden_size"]
@@ -288,7 +294,8 @@ def test_mla_draft_loads_fused_projections_and_adds_norm_before_fc(tmp_path, tin
     assert type(model).__name__ == "Eagle3DeepseekV2ForCausalLM"
     sd, params = _sd(d), dict(model.named_parameters())
     fused = params["model.midlayer.self_attn.fused_qkv_a_proj_with_mqa.weight"]
-    assert torch.equal(fused, torch.cat([sd["layers.0.self_attn.q_a_proj.weight"], sd["layers.0.self_attn.kv_a_proj_with_mqa.weight"]]))
+    assert torch.equal(fused, torch.cat([sd["layers.0.self_attn.q_a_proj.weight"],
+                                         sd["layers.0.self_attn.kv_a_proj_with_mqa.weight"]]))
     ref_norm = LlamaRMSNorm(192, eps=model.config.rms_norm_eps)
     ref_norm.weight.data.copy_(sd["input_norm.weight"])
     x = torch.randn(4, 192)
@@ -335,7 +342,8 @@ def test_apply_is_idempotent_and_revert_is_exact():
     assert not is_draft_head_patched()
     assert apply_draft_head_patch() is True
     assert LlamaForCausalLMEagle3.__name__ == "LlamaForCausalLMEagle3"  # SGLang keys MLA detection on the names
-    assert "set_embed" in vars(LlamaForCausalLMEagle3) and vars(LlamaForCausalLMEagle3)["__init__"] is not before[0]["__init__"]
+    assert ("set_embed" in vars(LlamaForCausalLMEagle3)
+            and vars(LlamaForCausalLMEagle3)["__init__"] is not before[0]["__init__"])
     revert_draft_head_patch()
     assert [dict(vars(c)) for c in classes] == before
     apply_draft_head_patch()  # the fixture reverts

@@ -53,7 +53,8 @@ def make_draft(out_dir, target_dir, layer_ids=(-1, 1, 3), *, manifest=True, conf
     ids = list(layer_ids)
     cfg = {"num_aux_hidden_states": len(ids), **(config_overrides or {})}
     eagle_ids = stock_safe_eagle_config_ids(ids, family=FAMILY)
-    out = build_tiny_draft(out_dir, target_dir=target_dir, eagle_aux_layer_ids=eagle_ids, seed=seed, config_overrides=cfg)
+    out = build_tiny_draft(out_dir, target_dir=target_dir, eagle_aux_layer_ids=eagle_ids, seed=seed,
+                           config_overrides=cfg)
     if manifest:
         write_manifest(out, target_manifest(target_dir, ids))
     return out
@@ -74,8 +75,9 @@ def make_mla_draft(out_dir, target_dir, layer_ids=(-1, 1, 3), *, config_override
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t = json.loads((Path(target_dir) / "config.json").read_text())
-    keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
-            "qk_nope_head_dim", "v_head_dim", "max_position_embeddings", "rope_scaling", "rms_norm_eps", "vocab_size")
+    keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "q_lora_rank", "kv_lora_rank",
+            "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "max_position_embeddings", "rope_scaling",
+            "rms_norm_eps", "vocab_size")
     cfg = {k: t[k] for k in keys}
     ids = list(layer_ids)
     cfg.update(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v3", num_hidden_layers=1,
@@ -122,11 +124,11 @@ def make_mla_draft(out_dir, target_dir, layer_ids=(-1, 1, 3), *, config_override
 
 def make_speculators_draft(out_dir, target_dir, vllm_ids, *, seed=0, **flags) -> Path:
     """A speculators 0.9.0 Eagle-3 checkpoint for the tiny target (ids in speculators' vLLM/HF-index convention)."""
-    from transformers import LlamaConfig
     from speculators import SpeculatorsConfig, VerifierConfig
     from speculators.models.eagle3 import Eagle3SpeculatorConfig
     from speculators.models.eagle3.core import Eagle3DraftModel
     from speculators.proposals.greedy import GreedyTokenProposalConfig
+    from transformers import LlamaConfig
 
     t = json.loads((Path(target_dir) / "config.json").read_text())
     h, heads = t["hidden_size"], t["num_attention_heads"]
@@ -135,7 +137,8 @@ def make_speculators_draft(out_dir, target_dir, vllm_ids, *, seed=0, **flags) ->
                         rms_norm_eps=t["rms_norm_eps"], max_position_embeddings=t["max_position_embeddings"])
     verifier = VerifierConfig(name_or_path=str(target_dir), architectures=t["architectures"])
     cfg = Eagle3SpeculatorConfig(
-        transformer_layer_config=layer, draft_vocab_size=DRAFT_VOCAB_SIZE, eagle_aux_hidden_state_layer_ids=list(vllm_ids),
+        transformer_layer_config=layer, draft_vocab_size=DRAFT_VOCAB_SIZE,
+        eagle_aux_hidden_state_layer_ids=list(vllm_ids),
         speculators_config=SpeculatorsConfig(algorithm="eagle3", default_proposal_method="greedy", verifier=verifier,
                                              proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=2)]),
         **flags)

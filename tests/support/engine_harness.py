@@ -118,7 +118,8 @@ def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, 
             Path(keep_log).write_bytes(log_path.read_bytes())
         if rc == 0 and result_path.exists():
             return json.loads(result_path.read_text())
-        what = f"timed out after {timeout} s" if rc is None else f"exited with {rc} after {time.monotonic() - start:.0f} s"
+        what = (f"timed out after {timeout} s" if rc is None
+                else f"exited with {rc} after {time.monotonic() - start:.0f} s")
         tail = log_path.read_text(errors="replace")[-6000:]
         engines = [r["engine_kwargs"] for r in runs]
         raise EngineRunError(f"sglang.Engine subprocess {what}; engine kwargs {engines}\n--- output tail ---\n{tail}")

@@ -169,7 +169,8 @@ def sglang_layers_to_capture(ids, n_layers: int) -> list[int]:
     draft ids ``ids`` (None: absent) on an ``n_layers`` target, called on a stand-in ``self`` (no model needed)."""
     from sglang.srt.models.deepseek_v2 import DeepseekV2ForCausalLM
 
-    fake = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True), config=SimpleNamespace(num_hidden_layers=n_layers),
+    fake = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True),
+                           config=SimpleNamespace(num_hidden_layers=n_layers),
                            model=SimpleNamespace(layers_to_capture=[]), capture_aux_hidden_states=False)
     DeepseekV2ForCausalLM.set_eagle3_layers_to_capture(fake, ids)
     return list(fake.model.layers_to_capture)

@@ -42,12 +42,11 @@ def build_speculators_draft(out_dir: Path, *, ids=(0, 3, 31), norm_before_fc=Tru
                             norm_before_residual=True, norm_output=True, model_type="llama", sliding_window=None,
                             seed=0) -> Path:
     """Save a tiny speculators Eagle-3 draft (random, finite weights) to ``out_dir``; returns it."""
-    from transformers import LlamaConfig, Qwen3Config
-
     from speculators.config import SpeculatorsConfig, VerifierConfig
     from speculators.models.eagle3 import Eagle3SpeculatorConfig
     from speculators.models.eagle3.core import Eagle3DraftModel
     from speculators.proposals.greedy import GreedyTokenProposalConfig
+    from transformers import LlamaConfig, Qwen3Config
 
     dims = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=1,
                 num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM, max_position_embeddings=512,
@@ -102,7 +101,8 @@ def build_specforge_draft(out_dir: Path, *, ids=(1, 29, 57), tensors=None) -> Pa
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
            "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(ids), "use_aux_hidden_state": True},
-           "hidden_size": HIDDEN, "intermediate_size": INTER, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+           "hidden_size": HIDDEN, "intermediate_size": INTER, "num_attention_heads": HEADS,
+           "num_key_value_heads": KV_HEADS,
            "head_dim": HEAD_DIM, "num_hidden_layers": 1, "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB,
            "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False,
            "torch_dtype": "float32"}

@@ -1,4 +1,5 @@
-"""serving/capture.py without SGLang: layer ids -> loop indices, fc-order permutation, stage check, FcFeed guard and last-layer capture."""
+"""serving/capture.py without SGLang: layer ids -> loop indices, fc-order permutation, stage check, FcFeed guard and
+last-layer capture."""
 
 from types import SimpleNamespace
 

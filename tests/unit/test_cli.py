@@ -33,7 +33,8 @@ def test_manifest_write_then_show(capsys, draft, target):
     assert "disagrees with the manifest" in out  # the SpecForge config's eagle_config says [1, 29, 57]
     m = read_manifest(draft)
     assert m.layer_ids == (-1, 2, 30) and m.target_num_hidden_layers == 61
-    assert m.provenance == {"source": "manual", "convention": "layer-id", "note": "fc trained on embed, layer3, layer31"}
+    assert m.provenance == {"source": "manual", "convention": "layer-id",
+                            "note": "fc trained on embed, layer3, layer31"}
     rc, out, _ = run(capsys, "manifest", "show", str(draft), "--json")
     assert rc == 0 and json.loads(out) == m.to_dict()
     rc, out, _ = run(capsys, "manifest", "show", str(draft))
@@ -41,7 +42,8 @@ def test_manifest_write_then_show(capsys, draft, target):
 
 
 def test_layer_ids_with_a_space_and_target_config_file(capsys, draft, target):
-    rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids", "-1,2,30", "--target", str(target / "config.json"))
+    rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids", "-1,2,30", "--target",
+                     str(target / "config.json"))
     assert (rc, err) == (0, "")
     assert read_manifest(draft).layer_ids == (-1, 2, 30)
 
@@ -51,7 +53,8 @@ def test_manifest_write_refuses_to_overwrite_without_force(capsys, draft, target
     rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target))
     assert rc == 2 and "already exists" in err and "--force" in err
     assert read_manifest(draft).layer_ids == (1, 29, 57)
-    assert run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target), "--force")[0] == 0
+    assert run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target),
+               "--force")[0] == 0
     assert read_manifest(draft).layer_ids == (-1, 2, 30)
 
 
@@ -89,7 +92,8 @@ def test_convert_command(capsys, tmp_path, target):
     assert (rc, err) == (0, "")
     assert "layer ids [-1, 2, 30]" in out and "not copied: config.py" in out
     assert read_manifest(tmp_path / "out").layer_ids == (-1, 2, 30)
-    rc, out, _ = run(capsys, "convert", str(src), str(tmp_path / "out2"), "--target", str(target), "--layer-ids", "-1,3,30")
+    rc, out, _ = run(capsys, "convert", str(src), str(tmp_path / "out2"), "--target", str(target), "--layer-ids",
+                     "-1,3,30")
     assert rc == 0 and read_manifest(tmp_path / "out2").layer_ids == (-1, 3, 30) and "overrides" in out
 
 

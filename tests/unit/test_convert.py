@@ -30,7 +30,8 @@ def test_speculators_checkpoint_converts_with_manifest_and_config(converted, spe
     dst = converted.dst
     m = read_manifest(dst)
     assert m.layer_ids == (-1, 2, 30)
-    assert (m.target_architecture, m.target_num_hidden_layers, m.target_hidden_size) == ("KimiK25ForConditionalGeneration", 61, 64)
+    assert ((m.target_architecture, m.target_num_hidden_layers, m.target_hidden_size)
+            == ("KimiK25ForConditionalGeneration", 61, 64))
     assert m.provenance["source"] == "speculators-config" and m.provenance["original_ids"] == [0, 3, 31]
     assert m.provenance["file"] == str((speculators_draft / "config.json").resolve())
     cfg = json.loads((dst / "config.json").read_text())
@@ -38,7 +39,8 @@ def test_speculators_checkpoint_converts_with_manifest_and_config(converted, spe
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["model_type"] == "llama"
     assert cfg["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [0, 3, 31], "use_aux_hidden_state": True}
     assert cfg[CONVERTED_MARKER_KEY] == MANIFEST_FILENAME
-    assert (cfg["target_hidden_size"], cfg["num_aux_hidden_states"], cfg["draft_vocab_size"]) == (64, 3, src["draft_vocab_size"])
+    assert ((cfg["target_hidden_size"], cfg["num_aux_hidden_states"], cfg["draft_vocab_size"])
+            == (64, 3, src["draft_vocab_size"]))
     for flag in ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"):
         assert cfg[flag] is src[flag], flag
     for key, value in src["transformer_layer_config"].items():  # flattened
@@ -71,7 +73,8 @@ def test_specforge_draft_converts(tmp_path):
     report = convert(src, tmp_path / "out", target=target / "config.json")
     assert report.source_format == "sglang-eagle-config" and report.manifest.layer_ids == (1, 29, 57)
     cfg = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]  # loop indices, used as given by 0.5.23
+    # loop indices, used as given by 0.5.23
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     assert stock_sglang_capture(cfg, 61, family="deepseek_v2").fed_layer_ids == (1, 29, 57)
     a, b = load_file(str(src / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
     assert set(a) == set(b) and all(torch.equal(a[n], b[n]) for n in a)

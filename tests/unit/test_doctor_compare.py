@@ -56,7 +56,8 @@ def test_permuted_chunks_are_named(samples, tmp_path, capsys):
     rc, r = run(capsys, "compare", "--dump", d, "--data", *[s.path for s in samples], "--json")
     assert rc == 1 and not r["ok"]
     c0, c1, c2 = r["served_chunks"]
-    assert (c0["best_match"], c1["best_match"], c2["best_match"]) == ("hidden_states[1]", "hidden_states[0]", "hidden_states[2]")
+    assert ((c0["best_match"], c1["best_match"], c2["best_match"])
+            == ("hidden_states[1]", "hidden_states[0]", "hidden_states[2]"))
     assert not c0["match"] and not c1["match"] and c2["match"]
     assert "served chunk 0 is hidden_states[1], but training fed hidden_states[0]" in r["summary"]
 

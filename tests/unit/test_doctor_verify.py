@@ -210,6 +210,7 @@ def test_all_layer_data_ranks_stock_sglang_wiring_below_the_manifest(fx, tmp_pat
     label = next(releases_label(v) for v, _ in stock_by_release(cfg, n, family="deepseek_v2") if "0.5.23" in v)
     stock = [w for w in r["wirings"] if w["name"].startswith(f"{label} [")]
     assert len(stock) == 1
-    assert stock[0]["layer_ids"] == list(stock_sglang_capture(cfg, n, family="deepseek_v2", release="0.5.23").fed_layer_ids)
+    assert stock[0]["layer_ids"] == list(
+        stock_sglang_capture(cfg, n, family="deepseek_v2", release="0.5.23").fed_layer_ids)
     m = r["wirings"][0]
     assert wide_lead(m["top1"], stock[0]["top1"], m["positions"])

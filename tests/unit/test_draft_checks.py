@@ -45,7 +45,8 @@ BAD_CONFIGS = [
                 "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2], "use_aux_hidden_state": True}},
      DraftHeadError, ["config.json", "eagle_config.eagle_aux_hidden_state_layer_ids", "reads 2"]),
     ("no ids anywhere: SGLang's default of 3 vs a 2-id manifest", None, DraftHeadError, ["default of 3"]),
-    ("use_aux_hidden_state false", lambda c: {**c, "eagle_config": {**c["eagle_config"], "use_aux_hidden_state": False}},
+    ("use_aux_hidden_state false",
+     lambda c: {**c, "eagle_config": {**c["eagle_config"], "use_aux_hidden_state": False}},
      DraftHeadError, ["config.json", "eagle_config.use_aux_hidden_state"]),
     ("target_hidden_size disagrees with the manifest", lambda c: {**c, "target_hidden_size": 128},
      DraftHeadError, ["config.json", "target_hidden_size", "'target.hidden_size' is 64"]),
@@ -132,6 +133,7 @@ def test_checkpoint_names_for_parameters():
 def test_manifest_for_another_target_width_is_refused(tmp_path, tiny_target_dir):
     d = make_draft(tmp_path / "d", tiny_target_dir)
     m = target_manifest(tiny_target_dir, [-1, 1, 3])
-    (d / "eagle3_manifest.json").write_text(json.dumps({**m.to_dict(), "target": {**m.to_dict()["target"], "hidden_size": 32}}))
+    (d / "eagle3_manifest.json").write_text(
+        json.dumps({**m.to_dict(), "target": {**m.to_dict()["target"], "hidden_size": 32}}))
     with pytest.raises(DraftHeadError, match=r"config.json: field 'hidden_size'.*'target.hidden_size' is 32"):
         _plan(d)

@@ -129,7 +129,8 @@ def test_specforge_deepseek_v3_config():
 def test_an_sglang_list_whose_meaning_depends_on_the_training_release_is_ambiguous():
     # [2, 30, 58] on a 61-layer DeepSeek target: layer ids [2, 30, 58] to a layer-output hook or SGLang <= 0.5.11
     # (always +1), [1, 29, 57] to SGLang >= 0.5.13.post1 (+1 only when the first id is 1): both were trained.
-    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}}
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"],
+           "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]}}
     with pytest.raises(AmbiguousLayerIds) as e:
         SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "config.json")
     by_ids = {r.layer_ids: r for r in e.value.readings}
@@ -144,13 +145,15 @@ def test_an_sglang_list_whose_meaning_depends_on_the_training_release_is_ambiguo
 
 
 def test_an_sglang_list_every_reading_agrees_on_is_read():
-    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}}
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"],
+           "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}}
     r = SGLangEagleConfigFormat.layer_ids(cfg, KIMI_K25, "config.json")
     assert r.layer_ids == (1, 29, 57) and r.messages == ()
 
 
 def test_a_training_release_that_cannot_run_the_list_is_refused():
-    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}}
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"],
+           "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}}
     # loop index 0 crashes SGLang 0.5.13.post1's DeepSeek loop, so no draft was trained that way
     with pytest.raises(UsageError, match="cannot have been trained through that release"):
         SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "c", "sglang==0.5.13.post1")
@@ -171,7 +174,8 @@ def test_legacy_data_config_last_id_is_the_verifier_target():
     assert r.provenance["convention"] == "speculators-legacy-after-layer"
     assert len(r.messages) == 1 and "verifier target" in r.messages[0]
     llama = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096}
-    assert read_speculators_data_config({"hidden_states": {"layer_ids": [2, 16, 29, 31]}}, llama).layer_ids == (2, 16, 29)
+    assert read_speculators_data_config(
+        {"hidden_states": {"layer_ids": [2, 16, 29, 31]}}, llama).layer_ids == (2, 16, 29)
 
 
 def test_legacy_data_config_target_not_final_layer_is_reported():
@@ -196,7 +200,8 @@ def test_original_eagle_draft_uses_low_mid_high_default():
     ({"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}, "no known convention"),
     ({"architectures": ["LlamaForCausalLM"]}, "not a recognised EAGLE-3 draft"),
     ({"speculators_model_type": "dflash"}, "only speculators 'eagle3'"),
-    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2], "use_aux_hidden_state": False}}, "use_aux_hidden_state"),
+    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2], "use_aux_hidden_state": False}},
+     "use_aux_hidden_state"),
     ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": "1,29,57"}}, "expected a non-empty list of integers"),
 ])
 def test_dispatch_refusals_name_file_and_field(cfg, pattern):

@@ -25,7 +25,8 @@ KIMI_K25 = {  # shaped like moonshotai/Kimi-K2.5 config.json (decoder dims in te
                     "hidden_size": 7168, "vocab_size": 163840},
     "vision_config": {"hidden_size": 1152},
 }
-DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168}
+DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61,
+        "hidden_size": 7168}
 
 
 def _kimi_manifest(path=None):
@@ -97,7 +98,8 @@ def test_check_target_family_and_text_config():
         check_target(m, dict(DSV3, architectures=["LlamaForCausalLM"]), where="x")
     bad_layers = json.loads(json.dumps(KIMI_K25))
     bad_layers["text_config"]["num_hidden_layers"] = 60
-    with pytest.raises(ManifestError, match=r"kimi/config.json: field 'text_config.num_hidden_layers' is 60.*'target.num_hidden_layers' is 61"):
+    with pytest.raises(ManifestError, match=r"kimi/config.json: field 'text_config.num_hidden_layers' is 60"
+                                            r".*'target.num_hidden_layers' is 61"):
         check_target(m, bad_layers, where="kimi/config.json")
     with pytest.raises(ManifestError, match=r"field 'hidden_size' is 4096.*'target.hidden_size' is 7168"):
         check_target(m, dict(DSV3, hidden_size=4096), where="dsv3/config.json")

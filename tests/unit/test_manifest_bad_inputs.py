@@ -85,7 +85,8 @@ CASES = [
     Case("ids with a bool", "manifest", _m(lambda d: d.update(layer_ids=[True, 2])), MANIFEST_FILENAME, "'layer_ids'"),
     Case("empty ids", "manifest", _m(lambda d: d.update(layer_ids=[])), MANIFEST_FILENAME, "'layer_ids'"),
     Case("duplicate ids", "manifest", _m(lambda d: d.update(layer_ids=[-1, 2, 2])), MANIFEST_FILENAME, "'layer_ids'"),
-    Case("id past the last layer", "manifest", _m(lambda d: d.update(layer_ids=[-1, 2, 61])), MANIFEST_FILENAME, "'layer_ids'"),
+    Case("id past the last layer", "manifest", _m(lambda d: d.update(layer_ids=[-1, 2, 61])), MANIFEST_FILENAME,
+         "'layer_ids'"),
     Case("id below -1", "manifest", _m(lambda d: d.update(layer_ids=[-2, 2, 30])), MANIFEST_FILENAME, "'layer_ids'"),
     Case("hidden size as string", "manifest", _m(lambda d: d["target"].update(hidden_size="64")), MANIFEST_FILENAME,
          "'target.hidden_size'"),
@@ -112,9 +113,11 @@ CASES = [
     # --- weights ---
     Case("truncated safetensors", "draft", _truncate, "model.safetensors", "truncated"),
     Case("missing fc.weight", "draft", _weights(lambda t: t.pop("fc.weight")), "model.safetensors", "'fc.weight'"),
-    Case("extra tensor", "draft", _weights(lambda t: t.update({"layers.0.self_attn.rotary_emb.inv_freq": t["norm.weight"][:8].clone()})),
+    Case("extra tensor", "draft",
+         _weights(lambda t: t.update({"layers.0.self_attn.rotary_emb.inv_freq": t["norm.weight"][:8].clone()})),
          "model.safetensors", "'layers.0.self_attn.rotary_emb.inv_freq'"),
-    Case("wrong lm_head shape", "draft", _weights(lambda t: t.update({"lm_head.weight": t["lm_head.weight"][:64].clone()})),
+    Case("wrong lm_head shape", "draft",
+         _weights(lambda t: t.update({"lm_head.weight": t["lm_head.weight"][:64].clone()})),
          "model.safetensors", "'lm_head.weight'"),
     Case("fc width mismatch", "draft", _cfg(lambda c: c.update(eagle_aux_hidden_state_layer_ids=[0, 3])),
          "model.safetensors", "'fc.weight'"),
@@ -151,7 +154,8 @@ def test_bad_input_names_file_and_field(case, tmp_path, speculators_draft, kimi_
 def test_target_hidden_size_mismatch_at_serve_time(tmp_path):
     (tmp_path / MANIFEST_FILENAME).write_text(json.dumps(GOOD_MANIFEST))
     m = read_manifest(tmp_path)
-    target = {"architectures": ["KimiK25ForConditionalGeneration"], "text_config": {"num_hidden_layers": 61, "hidden_size": 7168}}
+    target = {"architectures": ["KimiK25ForConditionalGeneration"],
+              "text_config": {"num_hidden_layers": 61, "hidden_size": 7168}}
     with pytest.raises(ManifestError) as e:
         check_target(m, target, where="/models/kimi/config.json")
     msg = str(e.value)
@@ -165,4 +169,5 @@ def test_target_hidden_size_mismatch_at_convert_time(tmp_path, speculators_draft
         convert(speculators_draft, tmp_path / "out", target=target)
     msg = str(e.value)
     assert f"{speculators_draft / 'model.safetensors'}: tensor 'fc.weight': input width 192" in msg
-    assert f"{speculators_draft / 'config.json'} field 'eagle_aux_hidden_state_layer_ids'" in msg and "hidden_size 128" in msg
+    assert (f"{speculators_draft / 'config.json'} field 'eagle_aux_hidden_state_layer_ids'" in msg
+            and "hidden_size 128" in msg)

@@ -15,7 +15,13 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from sglang_eagle3_capture.doctor.samples import HS_SAFETENSORS, LEGACY_PT, SPECFORGE_CKPT, expand_data_paths, load_sample
+from sglang_eagle3_capture.doctor.samples import (
+    HS_SAFETENSORS,
+    LEGACY_PT,
+    SPECFORGE_CKPT,
+    expand_data_paths,
+    load_sample,
+)
 from sglang_eagle3_capture.errors import SampleError
 
 SEQ, H = 9, 8
@@ -123,14 +129,16 @@ def test_legacy_bad_files_name_file_and_key(tmp_path, override, match):
 def test_missing_key_lists_expected_keys(tmp_path):
     p = tmp_path / "data_0.pt"
     torch.save({"input_ids": _ids(), "loss_mask": torch.ones(SEQ)}, p)
-    with pytest.raises(SampleError, match=r"data_0.pt: missing key 'hidden_states'.*found \['input_ids', 'loss_mask'\]"):
+    with pytest.raises(SampleError,
+                       match=r"data_0.pt: missing key 'hidden_states'.*found \['input_ids', 'loss_mask'\]"):
         load_sample(p)
 
 
 def test_hs_safetensors_token_count_mismatch(tmp_path):
     p = tmp_path / "hs_3.safetensors"
     save_file({"hidden_states": torch.zeros(SEQ, 3, H), "token_ids": torch.zeros(SEQ - 1, dtype=torch.long)}, str(p))
-    with pytest.raises(SampleError, match=r"hs_3.safetensors: key 'token_ids' has 8 entries but the hidden states have 9"):
+    with pytest.raises(SampleError,
+                       match=r"hs_3.safetensors: key 'token_ids' has 8 entries but the hidden states have 9"):
         load_sample(p)
 
 
@@ -167,5 +175,6 @@ def test_legacy_sample_lengths_must_agree(tmp_path):
     (tmp_path / "sample_lengths.json").write_text(json.dumps({"3": SEQ}))
     assert load_sample(p).seq_len == SEQ
     (tmp_path / "sample_lengths.json").write_text(json.dumps({"3": SEQ + 1}))
-    with pytest.raises(SampleError, match=r"data_3.pt: key 'input_ids' has 9 tokens but .*sample_lengths.json field '3' says 10"):
+    with pytest.raises(SampleError,
+                       match=r"data_3.pt: key 'input_ids' has 9 tokens but .*sample_lengths.json field '3' says 10"):
         load_sample(p)

@@ -96,8 +96,9 @@ def test_importing_every_unit_module_leaves_sglang_unimported():
 
 
 def test_the_engine_marker_selects_exactly_the_engine_tier():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "engine",
-                           "tests"], env=subprocess_env(), cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
+                           "engine", "tests"],
+                          env=subprocess_env(), cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     files = {i.split("::")[0] for i in ids}
