@@ -4,6 +4,7 @@
 # make test-release SGLANG=0.5.21 : the per-release proof (pytest -m release) against another supported release
 # make bench     : refresh the committed benchmark results in benchmarks/results/ (deliberate; slow)
 # make lint      : ruff
+# make gpu-check : the one-command GPU check on a CUDA machine (docs/gpu-check.md); gpu-check-dry-run: on CPU
 PYTHON ?= python3
 # The release table names the newest supported SGLang; the default environment is built for it.
 NEWEST := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); from sglang_eagle3_capture import releases; print(releases.newest().version)')
@@ -17,7 +18,7 @@ STAMP := $(VENV)/.installed-$(SGLANG)-$(ENV_KEY)-$(shell echo "$(CURDIR)" | sha2
 PYTEST_ARGS ?=
 DEMO_OUT ?= demo-results
 
-.PHONY: setup test test-release demo bench lint clean-venv
+.PHONY: setup test test-release demo bench lint gpu-check gpu-check-dry-run clean-venv
 
 setup: $(STAMP)
 
@@ -42,13 +43,20 @@ demo: setup
 	@$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft --target fixtures/tiny/target; rc=$$?; \
 	  if [ $$rc -eq 1 ]; then echo "(exit 1 = mis-wired, as expected: stock SGLang feeds this draft the wrong layers)"; \
 	  else echo "unexpected exit status $$rc (expected 1, mis-wired)"; exit 1; fi
-	@echo "== 2/2  three real servers: no speculation, EAGLE-3 stock wiring, EAGLE-3 with the plugin"
-	$(PY) benchmarks/bench_e2e.py --fixture fixtures/tiny --out-dir $(DEMO_OUT) $(DEMO_ARGS)
+	@echo "== 2/2  per bundled fixture (DeepSeek-V3 tiny, Llama tiny-llama), three real servers:"
+	@echo "        no speculation, EAGLE-3 with stock wiring, EAGLE-3 with the plugin"
+	$(PY) benchmarks/bench_e2e.py --fixture tiny --fixture tiny-llama --out-dir $(DEMO_OUT) $(DEMO_ARGS)
 	@echo "results: $(DEMO_OUT)/ (untracked; 'make bench' refreshes the committed ones)"
 
 bench: setup
-	$(PY) benchmarks/bench_e2e.py --fixture fixtures/tiny
+	$(PY) benchmarks/bench_e2e.py --fixture tiny --fixture tiny-llama
 	$(PY) benchmarks/bench_capture_overhead.py
+
+gpu-check: setup
+	$(PY) benchmarks/gpu_check.py
+
+gpu-check-dry-run: setup
+	$(PY) benchmarks/gpu_check.py --dry-run --out $(DEMO_OUT)/gpu-check-dry-run
 
 clean-venv:
 	rm -rf $(VENV)
