@@ -1,6 +1,6 @@
 """Foreign-format readers (formats/: the registry and one class per format).
 
-Configs are shaped like the real files (see ../shared/notes/training-conventions.md); the speculators
+Configs are shaped like the real files (docs/formats-and-convert.md); the speculators
 ones are also produced by the speculators package's own config class. What stock SGLang would feed
 (readings.py) is tested in tests/unit/test_readings.py.
 """

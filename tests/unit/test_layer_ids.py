@@ -1,4 +1,4 @@
-"""The one layer-id convention (DESIGN.md): -1 = embedding = HF 0 = loop 0; k = after layer k = HF k+1."""
+"""The one layer-id convention (docs/manifest.md): -1 = embedding = HF 0 = loop 0; k = after layer k = HF k+1."""
 
 import pytest
 
