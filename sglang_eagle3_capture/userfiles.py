@@ -84,32 +84,28 @@ def one_line(message: str, limit: int = 4000) -> str:
     return text if len(text) <= limit else text[:limit] + f"... (message cut, {len(text)} characters)"
 
 
+_OS_PROBLEMS = {  # errno -> (problem, fix) for a user's file; EACCES/EPERM depend on reading or writing
+    errno.ENOSPC: ("no space left on device", "free space on that file system, or write somewhere else"),
+    errno.EDQUOT: ("disk quota exceeded", "free space within your quota, or write somewhere else"),
+    errno.EFBIG: ("file too large for this file system or process limit", "write somewhere else, or raise the limit"),
+    errno.EROFS: ("read-only file system", "write somewhere else"),
+    errno.ELOOP: ("symlink loop", "point the symlink at a real file"),
+    errno.EISDIR: ("is a directory", "name the file, not a directory"),
+    errno.ENOTDIR: ("a component of the path is not a directory", "check the path"),
+    errno.ENAMETOOLONG: ("file name too long", "use a shorter name"),
+    errno.ENOENT: ("no such file or directory", "check the path"),
+    errno.EXDEV: ("crosses file systems", "write within one file system"),
+}
+
+
 def os_problem(e: OSError, *, writing: bool = False) -> tuple[str, str]:
     """``(problem, fix)`` for an ``OSError`` on a user's file (``writing``: it was being written)."""
     code = e.errno
-    what = "writable" if writing else "readable"
     if code in (errno.EACCES, errno.EPERM):
+        what = "writable" if writing else "readable"
         return "permission denied", f"make it (and the directories above it) {what} by this user"
-    if code == errno.ENOSPC:
-        return "no space left on device", "free space on that file system, or write somewhere else"
-    if code == errno.EDQUOT:
-        return "disk quota exceeded", "free space within your quota, or write somewhere else"
-    if code == errno.EFBIG:
-        return "file too large for this file system or process limit", "write somewhere else, or raise the limit"
-    if code == errno.EROFS:
-        return "read-only file system", "write somewhere else"
-    if code == errno.ELOOP:
-        return "symlink loop", "point the symlink at a real file"
-    if code == errno.EISDIR:
-        return "is a directory", "name the file, not a directory"
-    if code == errno.ENOTDIR:
-        return "a component of the path is not a directory", "check the path"
-    if code == errno.ENAMETOOLONG:
-        return "file name too long", "use a shorter name"
-    if code == errno.ENOENT:
-        return "no such file or directory", "check the path"
-    if code == errno.EXDEV:
-        return "crosses file systems", "write within one file system"
+    if code in _OS_PROBLEMS:
+        return _OS_PROBLEMS[code]
     return f"{e.strerror or type(e).__name__} (errno {code})", "check the file and the file system"
 
 

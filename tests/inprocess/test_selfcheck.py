@@ -12,29 +12,17 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.errors import SelfCheckError
 from sglang_eagle3_capture.serving import seams, selfcheck
 from sglang_eagle3_capture.serving import target as target_patch
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+from support.aten_ops import AtenOps
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [100, 3, 200, 45, 17]]
 IDS = [5, -1, 1]  # the last layer first (final norm), the embedding, layer 1: a permuting feed
 WHERE = "test eagle3_manifest.json: field 'layer_ids'"
-
-
-class Ops(TorchDispatchMode):
-    """Every aten op dispatched inside the block, in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
 
 
 def _hooks(module) -> int:
@@ -195,13 +183,13 @@ def test_the_forward_after_the_check_runs_the_ops_of_a_forward_without_it(runner
     configure(IDS)
     selfcheck.disarm()
     runner.prefill(PROMPTS)  # warm
-    with Ops() as without:
+    with AtenOps() as without:
         plain = runner.prefill(PROMPTS)
     configure(IDS)
-    with Ops() as during:
+    with AtenOps() as during:
         checked = runner.prefill(PROMPTS)
     assert selfcheck.pending() == ()
-    with Ops() as after:
+    with AtenOps() as after:
         later = runner.prefill(PROMPTS)
     assert after.ops == without.ops  # the same aten ops, in the same order
     assert len(during.ops) > len(without.ops)  # the check's own references and comparisons

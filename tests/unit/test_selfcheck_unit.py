@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from sglang_eagle3_capture.errors import SelfCheckError
 from sglang_eagle3_capture.serving import selfcheck
 from support import REPO
+from support.aten_ops import AtenOps
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import selfcheck_standin as si  # noqa: E402
@@ -142,24 +142,14 @@ def test_a_forward_that_does_not_reach_the_stack_leaves_it_pending():
     assert check in selfcheck.pending()
 
 
-class _Ops(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_after_the_check_the_forward_runs_the_same_ops():
     stack = si.build(dtype=torch.bfloat16)
-    with _Ops() as before:
+    with AtenOps() as before:
         a = _run(stack)
     si.arm(stack)
-    with _Ops() as during:
+    with AtenOps() as during:
         b = _run(stack)
-    with _Ops() as after:
+    with AtenOps() as after:
         c = _run(stack)
     assert after.ops == before.ops and len(during.ops) > len(before.ops)
     assert torch.equal(a[1], b[1]) and torch.equal(a[1], c[1])
