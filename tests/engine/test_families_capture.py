@@ -71,6 +71,7 @@ def test_family_capture_matches_hf(name, tmp_path):
         assert c["loop"] == sorted(hidden_state_index(i) for i in ids if i != N_LAYERS - 1), case  # never loop index N
         assert c["fed"] == tuple(ids), case  # what the draft-side check reads
         assert c["norm_hooks"] == (1 if N_LAYERS - 1 in ids else 0), case  # the previous case's hook is gone
+        assert c["selfcheck_passed"], case  # serving/selfcheck.py took every chunk's reference and it matched
         if family.layer_flag is not None:
             assert c["flagged"] == c["loop"], case  # exactly the planned layers, none left from earlier cases
         assert c["aux"].shape == (sum(map(len, PROMPTS)), len(ids) * hidden), case
@@ -113,7 +114,7 @@ def _slices(prompts):
 
 def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
     """Subprocess body: SGLang's class for ``name`` on ``model_dir``, patched, one prefill per case, saved."""
-    from sglang_eagle3_capture.serving import target
+    from sglang_eagle3_capture.serving import selfcheck, target
     from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
     from support.sglang_inprocess import get_runner
 
@@ -127,11 +128,11 @@ def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
               "stack_forward_marked": bool(getattr(type(stack).forward, "__eagle3_capture__", False)), "cases": {}}
     for case, ids in CASES.items():
         model.set_eagle3_layers_to_capture(DeclaredLayerIds(ids, f"test manifest ({case})", family=family.name))
-        out = runner.prefill(PROMPTS)
+        out = runner.prefill(PROMPTS)  # the first extend batch after configuration: the self-check runs on it
         flagged = [i for i, layer in enumerate(stack.layers) if getattr(layer, family.layer_flag or "-", False)]
         result["cases"][case] = {"aux": out.aux, "hidden": out.hidden, "loop": list(stack.layers_to_capture),
                                  "fed": target.fed_layer_ids(model), "norm_hooks": len(norm._forward_hooks),
-                                 "flagged": flagged}
+                                 "flagged": flagged, "selfcheck_passed": selfcheck.pending() == ()}
         result["next_token_ids"] = out.next_token_ids
     # Stock SGLang's own reading, through the patched method's stock path, of ids that mean loop [0, 2, 4].
     model.set_eagle3_layers_to_capture(stock_safe_eagle_config_ids([-1, 1, 3], family=family))
