@@ -13,9 +13,9 @@ EAGLE-3 capture (every TP rank, in its scheduler process) then writes its first 
 container gives the scheduler the same pid. Each file is written atomically (a temporary name, fsync, rename; the
 mode follows the umask), the ``.json`` first, so a reader never sees a torn batch nor a batch without its metadata.
 
-The dump is a debugging aid and never stops serving: a directory it cannot create, or a batch it cannot write (a
-directory removed or made read-only meanwhile, a full disk), logs one ERROR naming the directory and the fix, turns
-the dump off for that process, and the forward goes on.
+The dump is a debugging aid and never stops serving: a bound that is not a positive integer, a directory it cannot
+create, or a batch it cannot write (a directory removed or made read-only meanwhile, a full disk), logs one ERROR
+naming the variable or directory and the fix, turns the dump off for that process, and the forward goes on.
 
 Bounded: at most ``SGLANG_EAGLE3_CAPTURE_DUMP_MAX`` batches (default 4) and
 ``SGLANG_EAGLE3_CAPTURE_DUMP_MAX_BYTES`` bytes of tensors (default 64 MiB) per process; a batch that
@@ -48,7 +48,9 @@ DEFAULT_MAX_BATCHES = 4
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
-def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int | None:
+    """The variable's value, ``default`` when unset, or None (one ERROR naming it, its value and the fix) when it is
+    not a positive integer: the caller turns the dump off, serving goes on."""
     raw = environ.get(name, "").strip()
     if not raw:
         return default
@@ -57,7 +59,10 @@ def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise DumpConfigError(f"{name}={raw!r}: expected a positive integer; fix: set {name}={default} or unset it")
+        logger.error("eagle3-capture dump: %s=%s: expected a positive integer; the dump is off for this process "
+                     "(pid %d) and serving goes on; fix: set %s=%d or unset it",
+                     name, brief(raw, 80), os.getpid(), name, default)
+        return None
     return value
 
 
@@ -166,6 +171,8 @@ def dump_from_env(metadata: dict, environ: Mapping[str, str] | None = None) -> C
         return None
     max_batches = _positive_int(env, ENV_MAX_BATCHES, DEFAULT_MAX_BATCHES)
     max_bytes = _positive_int(env, ENV_MAX_BYTES, DEFAULT_MAX_BYTES)
+    if max_batches is None or max_bytes is None:
+        return None  # it said why (one ERROR per bad variable); serving goes on without the dump
     meta = {**metadata, "pid": os.getpid(), "ppid": os.getppid(), "process_title": process_title(),
             "sglang_version": installed_sglang_version(), "package_version": __version__}
     dump = CaptureDump(directory, metadata=meta, max_batches=max_batches, max_bytes=max_bytes)
