@@ -84,11 +84,19 @@ def installed_sglang_version() -> str | None:
         return None
 
 
+def _supported_release(version: str | None) -> Release | None:
+    """The supported release ``version`` is, its local label ignored (``0.5.23+cu128`` is a local build of 0.5.23,
+    the same sources as far as the seams go), or None."""
+    if version is None:
+        return None
+    public = version.strip().split("+", 1)[0]
+    return next((r for r in supported() if r.version == public), None)
+
+
 def installed_or_newest() -> Release:
-    """The installed release when supported, else the newest supported: whose seams to probe, guard or revert
-    (never whose seams to patch: :func:`check_sglang_version` decides that)."""
-    found = installed_sglang_version()
-    return next((r for r in supported() if r.version == found), newest())
+    """The installed release when supported (a local build of one included), else the newest supported: whose seams
+    to probe, guard or revert (never whose seams to patch: :func:`check_sglang_version` decides that)."""
+    return _supported_release(installed_sglang_version()) or newest()
 
 
 def _install_hint() -> str:
@@ -151,7 +159,8 @@ def unverified() -> str | None:
 
 
 def check_sglang_version(version: str | None = None) -> Release:
-    """The facts of the installed SGLang (or ``version``), or :class:`UnsupportedSGLangVersion` naming the fix.
+    """The facts of the installed SGLang (or ``version``), or :class:`UnsupportedSGLangVersion` naming the fix. A local
+    build of a supported release (``0.5.23+rocm``: the label after ``+``) is that release.
 
     Example::
 
@@ -162,7 +171,7 @@ def check_sglang_version(version: str | None = None) -> Release:
     if found is None:
         raise UnsupportedSGLangVersion(f"sglang is not installed in this environment; install a supported release: "
                                        f"{_install_hint()}")
-    release = next((r for r in supported() if r.version == found), None)
+    release = _supported_release(found)
     if release is None and found == unverified():
         return newest()  # newer than the table, accepted after its seams probed clean (serving/plugin.py)
     if release is None:
