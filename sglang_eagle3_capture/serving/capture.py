@@ -26,9 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import LayerIdError
+from ..errors import Eagle3CaptureError, LayerIdError
 from ..families.schema import LIST, PACKED
 from ..layer_ids import check_layer_ids, layer_id_of_index, layer_ids_of_loop, split_capture
+from ..userfiles import brief
+
+
+class CaptureError(Eagle3CaptureError, RuntimeError):
+    """A forward whose captures no longer match the configured plan (the loop, the final norm or the list changed
+    under the feed); raised rather than feed the draft mislabelled states. A ``RuntimeError`` as before."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,7 @@ class FcFeed:
         if hidden.shape[0] == 0:  # an idle or empty batch skips the final norm
             return hidden.new_empty(hidden.shape)
         if last is None or last.shape != hidden.shape:
-            raise RuntimeError(
+            raise CaptureError(
                 f"eagle3-capture: {self.plan.where}: the last decoder layer's output was not taken at "
                 f"{self.model_name}'s final norm for this batch (got {None if last is None else tuple(last.shape)}, "
                 f"hidden states {tuple(hidden.shape)}); the model's forward no longer ends in self.norm as in the "
@@ -190,13 +196,13 @@ class FcFeed:
         """``aux`` as the loop handed it on, after checking its container and (for a list) its chunk count."""
         listed = isinstance(aux, (list, tuple))
         if aux is not None and listed != (self.container == LIST):
-            raise RuntimeError(f"eagle3-capture: {self.model_name}.forward handed on a {type(aux).__name__} where "
+            raise CaptureError(f"eagle3-capture: {self.model_name}.forward handed on a {type(aux).__name__} where "
                                f"the family table says {self.container}: this SGLang changed its capture loop; fix: "
                                "serve with a supported SGLang release")
         want = None if self.plan is None else len(self.plan.loop_indices)
         got = len(aux) if listed else (0 if aux is None else want)  # the packer counts its own captures
         if want is not None and got != want:
-            raise RuntimeError(
+            raise CaptureError(
                 f"eagle3-capture: {self.plan.where}: {self.model_name}.forward captured {got} of {want} aux hidden "
                 f"states for loop indices {list(self.plan.loop_indices)} (two-batch overlap, or a changed capture "
                 "loop, skips captures); fix: serve without --enable-two-batch-overlap on a supported SGLang release")
@@ -205,9 +211,9 @@ class FcFeed:
     def __call__(self, model: Any, out: Any, input_ids: Any, positions: Any, forward_batch: Any) -> Any:
         """Return ``(hidden_states, fc input)`` for the model output ``out`` (and dump the fc input)."""
         if model.layers_to_capture is not self.layers:
-            raise RuntimeError(
+            raise CaptureError(
                 f"eagle3-capture: {self.model_name}.layers_to_capture was replaced after set_eagle3_layers_to_capture "
-                f"configured it (now {model.layers_to_capture}, configured {self.layers}); call "
+                f"configured it (now {brief(model.layers_to_capture)}, configured {brief(self.layers)}); fix: call "
                 "set_eagle3_layers_to_capture again instead of writing layers_to_capture"
             )
         hidden, aux = out if isinstance(out, tuple) else (out, None)
@@ -216,7 +222,7 @@ class FcFeed:
             last = self._last_layer_output(hidden) if self.plan.captures_last_layer else None
             rows = aux[0].shape[0] if isinstance(aux, (list, tuple)) and aux else getattr(aux, "shape", (None,))[0]
             if last is not None and rows is not None and last.shape[0] != rows:
-                raise RuntimeError(
+                raise CaptureError(
                     f"eagle3-capture: {self.plan.where}: the last decoder layer's output has {last.shape[0]} rows "
                     f"but the loop's captures have {rows}: this deployment's token layout at the final norm "
                     "differs from the capture loop's (not seen at TP 1 or TP 2 on CPU); fix: report it with "
