@@ -520,9 +520,15 @@ def difference(got: Any, want: Any) -> tuple[float, float]:
     if got.numel() == 0 or torch.equal(got, want):
         return 0.0, 0.0
     diff = (got.float() - want.float()).abs()
+    return float(diff.max()), float((diff / _ulp(want)).max())
+
+
+def _ulp(want: Any) -> Any:
+    """One unit in the last place of each element of ``want``, in its dtype, as an fp32 tensor."""
+    import torch
+
     fi = torch.finfo(want.dtype)
-    ulp = torch.exp2(torch.floor(torch.log2(want.float().abs().clamp_min(fi.tiny)))) * fi.eps
-    return float(diff.max()), float((diff / ulp).max())
+    return torch.exp2(torch.floor(torch.log2(want.float().abs().clamp_min(fi.tiny)))) * fi.eps
 
 
 def _attn_tp() -> tuple[int, int]:
@@ -542,8 +548,9 @@ def align_rows(chunk: Any, ref: Ref, attn_tp: tuple[int, int] | None = None) -> 
 
     The reference was taken on this rank's rows, before any gather; the capture may be gathered over attention
     TP (sequence-parallel layouts) or context-parallel ranks. Same row count: the first rows of both. Else this
-    rank's attention-TP slice, as SGLang's ``attn_tp_slice`` takes it (``tensor_split``). Else each reference row
-    must occur, bit for bit, among the chunk's rows (context parallelism's token order)."""
+    rank's attention-TP slice, as SGLang's ``attn_tp_slice`` takes it (``tensor_split``). Else each reference row,
+    cast to the chunk's dtype, must occur among the chunk's rows (context parallelism's token order) as the
+    comparison would accept it: bit for bit for an exact route, within :data:`ULP_BOUND` for an operand sum."""
     want, k = ref.value, ref.value.shape[0]
     if chunk.shape[0] == ref.source_rows:
         got = chunk[:k]
@@ -553,7 +560,7 @@ def align_rows(chunk: Any, ref: Ref, attn_tp: tuple[int, int] | None = None) -> 
         if part is not None and part.shape[0] == ref.source_rows:
             got = part[:k]
         else:
-            got = _rows_by_bits(chunk, want)
+            got = _rows_by_value(chunk, want, exact=ref.exact)
             if got is None:
                 return None, None
     if ref.rows is not None:
@@ -561,13 +568,23 @@ def align_rows(chunk: Any, ref: Ref, attn_tp: tuple[int, int] | None = None) -> 
     return got, want
 
 
-def _rows_by_bits(chunk: Any, want: Any) -> Any:
+def _rows_by_value(chunk: Any, want: Any, *, exact: bool) -> Any:
+    """The chunk's rows, one per row of ``want`` (cast to the chunk's dtype), each equal to it as
+    :meth:`Session.compare` judges (bit for bit, or within :data:`ULP_BOUND` when not ``exact``); None when a row has
+    no match."""
     import torch
 
-    if want.shape[0] == 0 or chunk.shape[0] < want.shape[0] or chunk.dtype != want.dtype:
+    if want.shape[0] == 0 or chunk.shape[0] < want.shape[0] or not chunk.is_floating_point():
         return None
+    want = want.to(device=chunk.device, dtype=chunk.dtype)
     index = {bytes(r.contiguous().view(torch.uint8).cpu().numpy()): i for i, r in enumerate(chunk)}
     picks = [index.get(bytes(r.contiguous().view(torch.uint8).cpu().numpy())) for r in want]
+    if not exact:
+        wide, ulps = chunk.float(), _ulp(want)
+        for j, p in enumerate(picks):
+            if p is None:  # not bit-equal: the first row within the bound, as the comparison allows
+                close = ((wide - want[j].float()).abs() <= ULP_BOUND * ulps[j]).all(dim=-1).nonzero()
+                picks[j] = int(close[0]) if close.numel() else None
     if any(p is None for p in picks):
         return None
     return chunk[torch.tensor(picks, device=chunk.device)]

@@ -16,6 +16,7 @@ from support.aten_ops import AtenOps
 sys.path.insert(0, str(REPO / "benchmarks"))
 import selfcheck_standin as si  # noqa: E402
 
+ANATOMY = selfcheck.Anatomy()
 IDS = (3, -1, 6, 0)  # permuted; the embedding; the last layer (N-1 = 6, final norm); layer 0
 
 
@@ -196,6 +197,36 @@ def test_row_alignment():
     assert torch.equal(got, want)
     ref = selfcheck.Ref(torch.full((2, 3), -1.0), "r", 2, exact=True)
     assert selfcheck.align_rows(chunk, ref, attn_tp=(0, 1)) == (None, None)
+
+
+def test_row_alignment_by_value_allows_what_the_comparison_allows():
+    """Gathered / context-parallel rows: an operand-sum reference (fp32, or 1 ulp off) is found among the chunk's rows
+    with the comparison's tolerance, after casting to the chunk's dtype; an exact one still needs every bit."""
+    chunk = (torch.arange(24.0).reshape(8, 3) + 1).to(torch.bfloat16)
+    picked = chunk[[6, 1]]
+    ulp = selfcheck._ulp(picked)
+    one_off = (picked.float() + ulp).to(torch.bfloat16)  # one bf16 ulp above each element
+    two_off = (picked.float() + 2 * ulp).to(torch.bfloat16)
+    in_fp32 = picked.float() + 0.25 * ulp  # the fp32 sum, rounding to the chunk's value
+    for want in (one_off, in_fp32, one_off.float()):
+        ref = selfcheck.Ref(want.clone(), "operands", 2, exact=False)
+        got, _ = selfcheck.align_rows(chunk, ref, attn_tp=(0, 1))
+        assert got is not None and torch.equal(got, picked)
+    ref = selfcheck.Ref(picked.float(), "lookup", 2, exact=True)  # exact, other dtype: bit-equal once cast
+    assert torch.equal(selfcheck.align_rows(chunk, ref, attn_tp=(0, 1))[0], picked)
+    assert selfcheck.align_rows(chunk, selfcheck.Ref(one_off, "lookup", 2, exact=True), attn_tp=(0, 1)) == (None, None)
+    assert selfcheck.align_rows(chunk, selfcheck.Ref(two_off, "operands", 2, exact=False),
+                                attn_tp=(0, 1)) == (None, None)
+
+
+def test_a_one_ulp_operand_sum_on_a_gathered_layout_passes_the_comparison():
+    chunk = (torch.arange(24.0).reshape(8, 3) + 1).to(torch.bfloat16)
+    want = (chunk[[5, 2]].float() + selfcheck._ulp(chunk[[5, 2]])).to(torch.bfloat16)
+    session = selfcheck.Session.__new__(selfcheck.Session)
+    session.check = SimpleNamespace(layer_ids=(0,), anatomy=ANATOMY, num_hidden_layers=2, stack_name="Stack")
+    session.lines = []
+    session.refs = {0: selfcheck.Ref(want, "operands", 2, exact=False)}
+    assert session.compare(chunk) == []  # was: "a partial capture", refusing startup
 
 
 def test_embedding_reference_on_a_vocabulary_shard():
