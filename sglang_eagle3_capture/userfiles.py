@@ -116,10 +116,11 @@ def _err(error: type[InputError], path: Any, fld: str, problem: str, fix: str) -
 # --- what stands at a path -----------------------------------------------------------------------------------------
 
 
-def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str = "check the path") -> str:
+def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str | None = None) -> str:
     """What ``path`` is, following symlinks: ``"file"``, ``"directory"``, ``"missing"``, ``"dangling symlink"``,
     ``"symlink loop"``, or ``"a fifo"`` / ``"a socket"`` / ``"a character device"`` / ``"a block device"``.
-    A path that cannot be looked at (a directory above it is not searchable) raises ``error``."""
+    A path that cannot be looked at (a directory above it is not searchable) raises ``error``; its fix is the
+    OS problem's own (e.g. make it readable) followed by the caller's ``fix`` when one is given."""
     p = os.fspath(path)
     try:
         st = os.stat(p)
@@ -137,7 +138,8 @@ def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, 
         if e.errno == errno.ENAMETOOLONG:
             raise _err(error, path, "<file>", "file name too long", "use a shorter path") from None
         problem, how = os_problem(e)
-        raise _err(error, path, "<file>", f"cannot be looked at ({problem})", how) from None
+        raise _err(error, path, "<file>", f"cannot be looked at ({problem})",
+                   how if fix is None else f"{how}, or {fix}") from None
     if stat.S_ISREG(st.st_mode):
         return "file"
     if stat.S_ISDIR(st.st_mode):
@@ -492,7 +494,7 @@ def stale_temp_dirs(parent: str | os.PathLike) -> list[Path]:
         if not name.startswith(TEMP_DIR_PREFIX):
             continue
         parts = name[len(TEMP_DIR_PREFIX):].split(".")
-        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+        if len(parts) != 3 or parts[0] != host or not (parts[1].isascii() and parts[1].isdigit()):
             continue
         d = Path(parent) / name
         try:
