@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import logging
 from pathlib import Path
 from typing import Any, Callable
 
 from ..config_keys import CONVENTION_KEY
-from ..errors import Eagle3CaptureError
+from ..errors import Eagle3CaptureError, InputError
 from ..manifest import MANIFEST_FILENAME
+from ..userfiles import path_kind, read_json_object, shown
 from .after_import import when_imported
 
 logger = logging.getLogger(__name__)
@@ -34,18 +34,24 @@ _ARMED: dict[str, Any] = {}  # "reason" and "error" of the armed guard; "origina
 
 def declares_layer_ids(draft_path: Any) -> str | None:
     """The file by which the draft at ``draft_path`` declares layer ids (its manifest, or a config.json whose
-    eagle_config marks its ids as layer ids), or None: not a local directory, or it declares none."""
+    eagle_config marks its ids as layer ids), or None: not a local directory, or it declares none.
+
+    Read as every user file is (:func:`~sglang_eagle3_capture.userfiles.read_json_object`: bounded, never blocking
+    on a special file). A manifest path that is anything but missing counts as a declaration, and a config.json that
+    exists but cannot be read as a JSON object raises :class:`~sglang_eagle3_capture.errors.InputError` naming it:
+    refusing to start beats serving stock wiring to a draft whose declaration could not be read."""
     if not draft_path or not Path(str(draft_path)).is_dir():
         return None
     d = Path(str(draft_path))
-    if (d / MANIFEST_FILENAME).is_file():
+    fix = "make it a readable JSON object, or serve a draft whose files can be read"
+    if path_kind(d / MANIFEST_FILENAME, fix=fix) != "missing":
         return str(d / MANIFEST_FILENAME)
-    try:
-        cfg = json.loads((d / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    config = d / "config.json"
+    if path_kind(config, fix=fix) == "missing":
         return None
-    ec = cfg.get("eagle_config") if isinstance(cfg, dict) else None
-    return str(d / "config.json") if isinstance(ec, dict) and CONVENTION_KEY in ec else None
+    cfg = read_json_object(config, fix=fix, error=InputError)
+    ec = cfg.get("eagle_config")
+    return str(config) if isinstance(ec, dict) and CONVENTION_KEY in ec else None
 
 
 def _is_eagle3(runner: Any, server_args: Any) -> bool:
@@ -63,12 +69,17 @@ def check(runner: Any) -> None:
     if not _is_eagle3(runner, server_args):
         return
     path = getattr(server_args, "speculative_draft_model_path", None)
-    declared_by = declares_layer_ids(path)
+    try:
+        declared_by = declares_layer_ids(path)
+    except InputError as e:
+        raise _ARMED["error"](f"sglang-eagle3-capture refuses to start EAGLE-3 with the draft {shown(path)}: "
+                              f"whether it declares layer ids cannot be told ({e}), and {_ARMED['reason']}, so SGLang "
+                              "would feed it stock wiring. Fix: the above") from None
     if declared_by is None:
         logger.error("eagle3-capture: the capture patch is not active in this process (%s); the draft %s declares no "
                      "layer ids, so it runs with stock SGLang wiring", _ARMED["reason"], path)
         return
-    raise _ARMED["error"](f"sglang-eagle3-capture refuses to start EAGLE-3 with the draft {path}: {declared_by} "
+    raise _ARMED["error"](f"sglang-eagle3-capture refuses to start EAGLE-3 with the draft {shown(path)}: {declared_by} "
                           f"declares the hidden states its fc was trained on, but {_ARMED['reason']}, so SGLang would "
                           "feed it stock wiring. Fix: the above, or exclude the plugin (SGLANG_PLUGINS without "
                           "eagle3_capture) and serve a draft without a manifest to run stock wiring knowingly")
