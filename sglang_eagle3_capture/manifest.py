@@ -56,6 +56,11 @@ def _err(where: str, fld: str, problem: str, fix: str) -> ManifestError:
     return ManifestError(f"{shown(where)}: field '{fld}': {problem}; fix: {fix}")
 
 
+def _key(key: Any) -> str:
+    """An unknown key as an error shows it: a string as is (escaped, cut), anything else as its repr."""
+    return shown(key[:80]) if isinstance(key, str) else brief(key, 40)
+
+
 def _check_text(value: str, where: str, fld: str) -> None:
     """A manifest string is printed to terminals: no control characters, no lone surrogates, bounded length."""
     if len(value) > MAX_TEXT:
@@ -92,10 +97,12 @@ class Manifest:
             where,
         )
         try:
-            check_layer_ids(list(self.layer_ids), self.target_num_hidden_layers, where=f"{where}: field 'layer_ids'")
+            ids = check_layer_ids(self.layer_ids, self.target_num_hidden_layers,
+                                  where=f"{shown(where)}: field 'layer_ids'")
         except LayerIdError as e:
             raise ManifestError(f"{e}; fix: list each layer the fc consumes once, in fc order, within "
                                 f"[-1, {self.target_num_hidden_layers - 1}] (or rewrite it with `{WRITE_HINT}`)") from e
+        object.__setattr__(self, "layer_ids", ids)
         _check_provenance(self.provenance, where)
 
     @property
@@ -137,7 +144,7 @@ def _check_provenance(prov: Any, where: str) -> None:
                    'write e.g. {"source": "manual"}')
     for key, value in prov.items():
         if key not in _PROVENANCE_KEYS:
-            raise _err(where, f"provenance.{shown(brief(key, 40) if not isinstance(key, str) else key[:80])}",
+            raise _err(where, f"provenance.{_key(key)}",
                        "unknown key",
                        f"remove it; known keys: {', '.join(_PROVENANCE_KEYS)} (free text goes in provenance.note)")
         types, _ = _PROVENANCE_KEYS[key]
@@ -165,7 +172,7 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
                    f"rewrite it with `{WRITE_HINT}`")
     for key in data:
         if key not in _TOP_KEYS:
-            raise _err(where, shown(key[:80]), "unknown key",
+            raise _err(where, _key(key), "unknown key",
                        f"remove it; a version-{MANIFEST_VERSION} manifest has only {', '.join(_TOP_KEYS)}")
     for key in _TOP_KEYS:
         if key not in data:
@@ -189,7 +196,7 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
                    'write {"architecture": ..., "num_hidden_layers": ..., "hidden_size": ...}')
     for key in target:
         if key not in _TARGET_KEYS:
-            raise _err(where, f"target.{shown(key[:80])}", "unknown key",
+            raise _err(where, f"target.{_key(key)}", "unknown key",
                        f"remove it; target has only {', '.join(_TARGET_KEYS)}")
     for key in _TARGET_KEYS:
         if key not in target:

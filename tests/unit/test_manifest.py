@@ -1,6 +1,7 @@
 """The manifest: round trip, the contract's document shape, and the checks against fc and target."""
 
 import json
+import re
 
 import pytest
 
@@ -13,6 +14,7 @@ from sglang_eagle3_capture.manifest import (
     check_fc_width,
     check_target,
     find_manifest,
+    manifest_from_dict,
     read_manifest,
     write_manifest,
 )
@@ -77,6 +79,36 @@ def test_constructor_validates(tmp_path):
         Manifest((-1, 2, 61), "DeepseekV3ForCausalLM", 61, 7168)
     with pytest.raises(ManifestError, match=r"field 'target.hidden_size'"):
         Manifest((-1,), "DeepseekV3ForCausalLM", 61, 0)
+
+
+@pytest.mark.parametrize("ids", [5, "ab", None, b"\x00\x01"])
+def test_constructor_rejects_ids_that_are_not_a_list(ids):
+    with pytest.raises(ManifestError, match=r"^eagle3_manifest.json: field 'layer_ids': expected a list of integers, "
+                       rf"got {type(ids).__name__}; fix: "):
+        Manifest(ids, "DeepseekV3ForCausalLM", 61, 7168)
+
+
+def test_constructor_keeps_ids_as_a_tuple():
+    assert Manifest(range(3), "DeepseekV3ForCausalLM", 61, 7168).layer_ids == (0, 1, 2)
+    assert Manifest([-1, 4], "DeepseekV3ForCausalLM", 61, 7168).layer_ids == (-1, 4)
+
+
+def test_a_path_with_control_characters_is_escaped_in_a_layer_id_error(tmp_path):
+    with pytest.raises(ManifestError) as e:
+        Manifest((99,), "DeepseekV3ForCausalLM", 61, 7168, path=tmp_path / "a\x1bb.json")
+    assert "\x1b" not in str(e.value) and "a\\x1bb.json: field 'layer_ids'" in str(e.value)
+
+
+@pytest.mark.parametrize("where", ["top", "target", "provenance"])
+@pytest.mark.parametrize("key", [7, None, (1, 2), 2.5])
+def test_non_string_unknown_keys_name_the_key(where, key):
+    doc = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "layer_ids": [-1, 2],
+           "target": {"architecture": "DeepseekV3ForCausalLM", "num_hidden_layers": 61, "hidden_size": 7168},
+           "provenance": {"source": "manual"}}
+    {"top": doc, "target": doc["target"], "provenance": doc["provenance"]}[where][key] = 1
+    prefix = "" if where == "top" else f"{where}."
+    with pytest.raises(ManifestError, match=rf"field '{re.escape(prefix + repr(key))}': unknown key; fix: remove it"):
+        manifest_from_dict(doc)
 
 
 def test_check_fc_width():
