@@ -25,13 +25,14 @@ from typing import Any, Callable, Mapping
 
 from .. import releases
 from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from ..errors import LayerIdError, WiringError
+from ..errors import LayerIdError, ManifestError, WiringError
 from ..families import Family, all_families, family_of
 from ..layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, Manifest, check_target, find_manifest
 from ..readings import stock_sglang_capture
 from ..releases.schema import Release
-from ..target_config import cfg_get, target_dims
+from ..target_config import architecture, cfg_get, target_dims
+from ..userfiles import brief
 from .capture import CapturePlan, check_stage, plan_capture
 
 logger = logging.getLogger(__name__)
@@ -104,13 +105,13 @@ def declared_layer_ids(draft_dir: Path | None, draft_hf_config: Any, target_hf_c
     cfg_where = f"{cfg_file}: field 'eagle_config.{IDS_KEY}'"
     if ec is not None and CONVENTION_KEY in ec:
         if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
-            raise WiringError(f"{cfg_file}: field 'eagle_config.{CONVENTION_KEY}' is {ec[CONVENTION_KEY]!r}; fix: set "
-                              f"it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output of layer "
-                              "k) or remove it")
+            raise WiringError(f"{cfg_file}: field 'eagle_config.{CONVENTION_KEY}' is {brief(ec[CONVENTION_KEY])}; "
+                              f"fix: set it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output "
+                              "of layer k) or remove it")
         cfg_ids = ec.get(IDS_KEY)
         if not isinstance(cfg_ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in cfg_ids):
             raise WiringError(f"{cfg_where}: expected a list of integer layer ids next to '{CONVENTION_KEY}', got "
-                              f"{cfg_ids!r}; fix: list the layers the fc consumes, in fc order, e.g. [-1, 2, 30]")
+                              f"{brief(cfg_ids)}; fix: list the layers the fc consumes, in fc order, e.g. [-1, 2, 30]")
         cfg_ids = tuple(cfg_ids)
     if manifest is None and draft_dir is not None:
         manifest = find_manifest(draft_dir)
@@ -209,10 +210,18 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
                           "--speculative-algorithm EAGLE3")
         return None
     target_hf = model_config.hf_config
-    arch = (cfg_get(target_hf, "architectures") or ["?"])[0]  # dimensions only once a family serves it
     manifest = find_manifest(draft_dir) if draft_dir is not None else None
     ec = _eagle_config(draft_hf)
     declared_anyway = manifest is not None or (ec is not None and CONVENTION_KEY in ec)
+    try:
+        arch = architecture(target_hf, "target config (--model-path)")  # dimensions only once a family serves it
+    except ManifestError:
+        if declared_anyway:
+            raise WiringError(f"target config (--model-path): field 'architectures' is "
+                              f"{brief(cfg_get(target_hf, 'architectures'))}, not a list naming the target class, so "
+                              f"no family can wire the layer ids the draft {draft_path} declares; fix: serve a target "
+                              "whose config.json lists its class in 'architectures'") from None
+        return None  # nothing declared: stock wiring, as for any target outside the families
     family = family_of(arch)
     if family is None:
         if declared_anyway:

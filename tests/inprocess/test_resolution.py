@@ -166,6 +166,24 @@ def test_declared_ids_for_a_target_outside_every_family_are_refused(runner, tiny
     assert "llama (LlamaForCausalLM" in msg  # the supported families, by name
 
 
+@pytest.mark.parametrize("archs", ["LlamaForCausalLM", None, [7]])
+def test_declared_ids_for_a_target_without_an_architecture_list_name_the_field(runner, tiny_target_dir, tmp_path,
+                                                                                archs):
+    draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
+    odd = SimpleNamespace(hf_config=SimpleNamespace(architectures=archs))
+    with pytest.raises(WiringError) as e:  # a string once read as its first character, "L"
+        _resolve(runner, draft, model_config=odd)
+    msg = str(e.value)
+    assert "field 'architectures'" in msg and "fix:" in msg and "target architecture L " not in msg
+
+
+def test_a_target_without_an_architecture_list_and_no_declared_ids_runs_stock_wiring(runner, tiny_target_dir,
+                                                                                       tmp_path):
+    draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4])
+    odd = SimpleNamespace(hf_config=SimpleNamespace(architectures="LlamaForCausalLM"))
+    assert _resolve(runner, draft, model_config=odd).eagle_aux_hidden_state_layer_ids == [0, 2, 4]
+
+
 def test_disabled_aux_capture_with_declared_ids_is_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, eagle_config={"use_aux_hidden_state": False, IDS_KEY: [0, 2, 4]},
                    manifest=[-1, 1, 3])
