@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from sglang_eagle3_capture.families import all_families  # noqa: E402
 from sglang_eagle3_capture.serving import selfcheck  # noqa: E402
 from sglang_eagle3_capture.serving.capture import FcFeed, plan_capture  # noqa: E402
 
@@ -156,11 +157,15 @@ class Stack(nn.Module):
         return out if feed is None else feed(self, out, input_ids, positions, forward_batch)
 
 
+FAMILY = next(f for f in all_families() if f.name == "deepseek_v2")  # the family whose shape the stand-in has
+
+
 def configure(stack: Stack, layer_ids, where: str = "stand-in manifest") -> FcFeed:
     """What the capture patch's ``configure`` does to a stack: the plan, the loop, the feed."""
     plan = plan_capture(list(layer_ids), len(stack.layers), where=where)
     stack.layers_to_capture = list(plan.loop_indices)
-    feed = FcFeed(plan, stack.layers_to_capture, None, len(stack.layers), model_name="Stack")
+    feed = FcFeed(plan, stack.layers_to_capture, None, len(stack.layers), container=FAMILY.container,
+                  model_name="Stack")
     feed.attach(stack)
     stack._eagle3_capture_feed = feed
     return feed
@@ -172,7 +177,7 @@ def arm(stack: Stack, release=None) -> "selfcheck.SelfCheck":
 
     feed = stack._eagle3_capture_feed
     release = release or releases.newest()
-    return selfcheck.watch(selfcheck.SelfCheck(stack, feed.plan, selfcheck.Anatomy(), release,
+    return selfcheck.watch(selfcheck.SelfCheck(stack, feed.plan, selfcheck.Anatomy.of(FAMILY, release), release,
                                                num_hidden_layers=len(stack.layers), where=feed.plan.where))
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import Eagle3CaptureError, LayerIdError
-from ..families.schema import LIST, PACKED
+from ..families.schema import LIST
 from ..layer_ids import check_layer_ids, layer_id_of_index, layer_ids_of_loop, split_capture
 from ..userfiles import brief
 
@@ -136,14 +136,14 @@ class FcFeed:
     object put in ``layers_to_capture``: if anything replaces that list afterwards, the plan no longer describes
     the loop's chunks and the forward raises rather than feed the draft mislabelled states. ``container`` is
     the family's (:data:`~sglang_eagle3_capture.families.PACKED` or ``LIST``); ``model_name`` names the decoder
-    stack in errors.
+    stack in errors. Both are required: family facts come from the family table, never from a default here.
     """
 
     __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "container", "model_name", "_last", "_hook",
                  "__weakref__")
 
     def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0, *,
-                 container: str = PACKED, model_name: str = "DeepseekV2Model") -> None:
+                 container: str, model_name: str) -> None:
         self.plan = plan
         self.layers = layers
         self.num_hidden_layers = num_hidden_layers

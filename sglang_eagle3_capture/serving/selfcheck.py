@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import SelfCheckError
-from ..releases.schema import FUSED_NORM, NORM_OPERANDS, RESIDUAL_STREAM, SELFCHECK_ROUTES, Release
+from ..releases.schema import FUSED_NORM, NORM_OPERANDS, RESIDUAL_STREAM, Release
 from . import seams
 
 logger = logging.getLogger(__name__)
@@ -76,16 +76,16 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
 @dataclass(frozen=True)
 class Anatomy:
     """Where a decoder stack keeps what the check hooks (family table names) and which reference routes its
-    release's loops offer for the residual a layer hands the next (release table)."""
+    release's loops offer for the residual a layer hands the next (release table); no defaults: build it with
+    :meth:`of`."""
 
-    layers: str = "layers"
-    embed: str = "embed_tokens"
-    input_norm: str = "input_layernorm"
-    attn: str = "self_attn"
-    final_norm: str = "norm"
-    forward_params: tuple[str, ...] = ("self", "input_ids", "positions", "forward_batch", "input_embeds",
-                                       "pp_proxy_tensors")
-    routes: tuple[str, ...] = SELFCHECK_ROUTES
+    layers: str
+    embed: str
+    input_norm: str
+    attn: str
+    final_norm: str
+    forward_params: tuple[str, ...]
+    routes: tuple[str, ...]
 
     @classmethod
     def of(cls, family: Any, release: Release) -> "Anatomy":

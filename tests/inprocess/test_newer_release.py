@@ -8,6 +8,7 @@ import pytest
 
 from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.errors import UnsupportedSGLangVersion
+from sglang_eagle3_capture.families import family_of
 from sglang_eagle3_capture.serving import draft, guard, plugin, selfcheck, target
 
 NEWER = "0.5.99"
@@ -56,7 +57,8 @@ def test_a_newer_release_whose_seams_probe_clean_runs_unverified_with_a_warning(
 def test_the_self_check_names_the_unverified_release():
     releases.accept_unverified(NEWER)
     check = selfcheck.SelfCheck(object.__new__(type("S", (), {})), type("P", (), {"layer_ids": (0,)})(),
-                                selfcheck.Anatomy(), releases.newest(), num_hidden_layers=2, where="m")
+                                selfcheck.Anatomy.of(family_of("LlamaForCausalLM"), releases.newest()),
+                                releases.newest(), num_hidden_layers=2, where="m")
     assert f"sglang {NEWER} (newer than the release table: patched as {releases.newest().version}, unverified" in \
         check.context()
 

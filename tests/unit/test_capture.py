@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from sglang_eagle3_capture.errors import LayerIdError
+from sglang_eagle3_capture.families.schema import PACKED
 from sglang_eagle3_capture.layer_ids import hidden_state_index
 from sglang_eagle3_capture.serving.capture import FcFeed, check_stage, plan_capture, to_fc_order
 
 WHERE = "draft/eagle3_manifest.json: field 'layer_ids'"
+DEEPSEEK = {"container": PACKED, "model_name": "DeepseekV2Model"}  # a packing family's decoder stack
 
 
 def test_seed_case_is_ascending_embedding_first():
@@ -106,7 +108,7 @@ def _model(layers, norm=None):
 def test_feed_refuses_a_replaced_capture_list():
     p = plan_capture([3, -1], 6, where=WHERE)
     layers = list(p.loop_indices)
-    feed = FcFeed(p, layers)
+    feed = FcFeed(p, layers, **DEEPSEEK)
     model = _model(layers)
     hidden, aux = torch.zeros(2, 3), torch.arange(12.0).reshape(2, 6)
     out = feed(model, (hidden, aux), None, None, None)
@@ -119,17 +121,17 @@ def test_feed_refuses_a_replaced_capture_list():
 def test_feed_says_which_layer_ids_it_feeds_while_its_capture_list_is_in_place():
     p = plan_capture([5, -1, 2], 6, where=WHERE)  # the last layer (5) is taken outside the loop
     layers = list(p.loop_indices)
-    assert FcFeed(p, layers, None, 6).fed_layer_ids(layers) == (5, -1, 2)
-    assert FcFeed(p, layers, None, 6).fed_layer_ids(list(layers)) is None  # replaced behind the feed's back
+    assert FcFeed(p, layers, None, 6, **DEEPSEEK).fed_layer_ids(layers) == (5, -1, 2)
+    assert FcFeed(p, layers, None, 6, **DEEPSEEK).fed_layer_ids(list(layers)) is None  # replaced behind the feed's back
     stock = [0, 2, 4]  # stock wiring with a dump: loop indices, fed in ascending order
-    assert FcFeed(None, stock, None, 6).fed_layer_ids(stock) == (-1, 1, 3)
+    assert FcFeed(None, stock, None, 6, **DEEPSEEK).fed_layer_ids(stock) == (-1, 1, 3)
 
 
 def test_identity_feed_returns_the_packed_tensor_itself():
     p = plan_capture([-1, 3], 6, where=WHERE)
     layers = list(p.loop_indices)
     hidden, aux = torch.zeros(2, 3), torch.randn(2, 6)
-    out = FcFeed(p, layers)(_model(layers), (hidden, aux), None, None, None)
+    out = FcFeed(p, layers, **DEEPSEEK)(_model(layers), (hidden, aux), None, None, None)
     assert out[0] is hidden and out[1] is aux
 
 
@@ -137,7 +139,7 @@ def test_feed_takes_the_last_layer_output_from_the_final_norm():
     p = plan_capture([5, -1], 6, where=WHERE)  # 6 layers: id 5 is the last layer's output
     layers = list(p.loop_indices)
     model = _model(layers)
-    feed = FcFeed(p, layers)
+    feed = FcFeed(p, layers, **DEEPSEEK)
     feed.attach(model)
     x, residual, packed = torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 3)
     hidden, _ = model.norm(x, residual)
@@ -159,7 +161,7 @@ def test_feed_takes_the_last_layer_output_from_the_final_norm():
 def test_feed_with_only_the_last_layer_builds_the_fc_input_from_the_norm():
     p = plan_capture([5], 6, where=WHERE)
     model = _model([])
-    feed = FcFeed(p, model.layers_to_capture)
+    feed = FcFeed(p, model.layers_to_capture, **DEEPSEEK)
     feed.attach(model)
     x, residual = torch.randn(2, 3), torch.randn(2, 3)
     hidden, _ = model.norm(x, residual)
@@ -187,7 +189,7 @@ def test_last_layer_hook_traces_under_torch_compile(monkeypatch):
             return self.norm(x, residual)[0], x * 3  # (normed, packer output for loop index 0)
 
     model = Model()
-    feed = FcFeed(plan_capture([5, -1], 6, where=WHERE), model.layers_to_capture)
+    feed = FcFeed(plan_capture([5, -1], 6, where=WHERE), model.layers_to_capture, **DEEPSEEK)
     feed.attach(model)
     compiled = torch.compile(lambda x, r: feed(model, model(x, r), None, None, None), backend="eager", fullgraph=True)
     for _ in range(3):

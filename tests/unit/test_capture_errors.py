@@ -51,3 +51,14 @@ def test_a_wrong_container_and_a_short_list_are_capture_errors():
 def test_a_missing_last_layer_output_is_a_capture_error():
     feed, model = _feed([5, -1])
     _refusal(lambda: feed(model, (torch.zeros(2, 3), torch.zeros(2, 3)), None, None, None))
+
+
+def test_family_facts_are_never_defaulted():
+    # the container and the stack's name come from the family table at every call site, not from a DeepSeek default
+    plan = plan_capture([3, -1], 6, where=WHERE)
+    with pytest.raises(TypeError):
+        FcFeed(plan, list(plan.loop_indices))
+    from sglang_eagle3_capture.serving import selfcheck
+
+    with pytest.raises(TypeError):
+        selfcheck.Anatomy()

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.errors import SelfCheckError
 from sglang_eagle3_capture.serving import selfcheck
 from support import REPO
@@ -16,7 +17,7 @@ from support.aten_ops import AtenOps
 sys.path.insert(0, str(REPO / "benchmarks"))
 import selfcheck_standin as si  # noqa: E402
 
-ANATOMY = selfcheck.Anatomy()
+ANATOMY = selfcheck.Anatomy.of(si.FAMILY, releases.newest())  # the stand-in's family
 IDS = (3, -1, 6, 0)  # permuted; the embedding; the last layer (N-1 = 6, final norm); layer 0
 
 
@@ -164,7 +165,7 @@ def test_the_bound():
     assert selfcheck.difference(want, want) == (0.0, 0.0)
     assert selfcheck.difference(one_ulp, want)[1] == 1.0 and selfcheck.difference(two_ulp, want)[1] == 2.0
     session = selfcheck.Session.__new__(selfcheck.Session)
-    session.check = SimpleNamespace(layer_ids=(0, -1), anatomy=selfcheck.Anatomy(), num_hidden_layers=2,
+    session.check = SimpleNamespace(layer_ids=(0, -1), anatomy=ANATOMY, num_hidden_layers=2,
                                     stack_name="Stack")
     session.lines = []
     session.refs = {0: selfcheck.Ref(want, "operands", 1, exact=False), -1: selfcheck.Ref(want, "lookup", 1, True)}
