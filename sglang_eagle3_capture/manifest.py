@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from .errors import LayerIdError, ManifestError
 from .layer_ids import check_layer_ids
-from .target_config import architecture_family, decoder_field_prefix, target_dims
+from .target_config import architecture_family, decoder_field_prefix, is_int, target_dims
 from .userfiles import brief, path_kind, read_json_object, shown, write_file_atomic
 
 MANIFEST_FILENAME = "eagle3_manifest.json"
@@ -69,10 +69,6 @@ def _check_text(value: str, where: str, fld: str) -> None:
         if unicodedata.category(c) in ("Cc", "Cs"):
             what = "a lone surrogate (not valid Unicode)" if "\ud800" <= c <= "\udfff" else "a control character"
             raise _err(where, fld, f"holds {what} U+{ord(c):04X}", "write it as plain printable text")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True)
@@ -130,7 +126,7 @@ def _check_target_fields(target: Mapping, where: str) -> None:
     _check_text(arch, where, "target.architecture")
     for key, most in (("num_hidden_layers", MAX_LAYERS), ("hidden_size", MAX_HIDDEN_SIZE)):
         v = target.get(key)
-        if not _is_int(v) or v < 1:
+        if not is_int(v) or v < 1:
             raise _err(where, f"target.{key}", f"expected a positive integer, got {brief(v)}",
                        f"copy {key} from the target's config.json")
         if v > most:
@@ -155,7 +151,7 @@ def _check_provenance(prov: Any, where: str) -> None:
         if isinstance(value, str):
             _check_text(value, where, f"provenance.{key}")
         if key == "original_ids" and value is not None and (
-                len(value) > MAX_LAYERS or not all(_is_int(i) and abs(i) <= MAX_LAYERS for i in value)):
+                len(value) > MAX_LAYERS or not all(is_int(i) and abs(i) <= MAX_LAYERS for i in value)):
             raise _err(where, "provenance.original_ids", f"expected a list of integers (at most {MAX_LAYERS}), "
                        f"got {brief(value)}", "copy the ids exactly as the source file had them")
     for key, (_, required) in _PROVENANCE_KEYS.items():
@@ -181,14 +177,14 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
         raise _err(where, "format", f"expected {MANIFEST_FORMAT!r}, got {brief(data['format'])}",
                    "this is not an sglang-eagle3-capture manifest; rewrite it with `" + WRITE_HINT + "`")
     version = data["version"]
-    if not _is_int(version):
+    if not is_int(version):
         raise _err(where, "version", f"expected an integer, got {brief(version)}", f"set it to {MANIFEST_VERSION}")
     if version != MANIFEST_VERSION:
         raise _err(where, "version",
                    f"unknown manifest version {brief(version)} (this package reads version {MANIFEST_VERSION})",
                    "upgrade sglang-eagle3-capture, or rewrite the manifest with `" + WRITE_HINT + "`")
     ids = data["layer_ids"]
-    if not isinstance(ids, list) or not all(_is_int(i) for i in ids):
+    if not isinstance(ids, list) or not all(is_int(i) for i in ids):
         raise _err(where, "layer_ids", f"expected a list of integers, got {brief(ids)}", "write e.g. [-1, 2, 30]")
     target = data["target"]
     if not isinstance(target, dict):

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from .errors import ManifestError
 from .families import family_of, text_config_architectures
-from .userfiles import read_json_object
+from .userfiles import brief, is_directory, read_json_object, shown
 
 
 def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
@@ -21,10 +21,11 @@ def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
 
 
 def _err(where: str, fld: str, problem: str, fix: str) -> ManifestError:
-    return ManifestError(f"{where}: field '{fld}': {problem}; fix: {fix}")
+    return ManifestError(f"{shown(where)}: field '{fld}': {problem}; fix: {fix}")
 
 
-def _is_int(v: Any) -> bool:
+def is_int(v: Any) -> bool:
+    """An ``int`` that is not a ``bool`` (JSON ``true`` is not a count)."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -32,7 +33,7 @@ def architecture(target_hf_config: Any, where: str) -> str:
     """``architectures[0]`` of a target config; an error naming ``where`` when it is not a list of names."""
     archs = cfg_get(target_hf_config, "architectures") or []
     if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
-        raise _err(where, "architectures", f"expected a list naming the target class, got {archs!r}",
+        raise _err(where, "architectures", f"expected a list naming the target class, got {brief(archs)}",
                    "point TARGET at the target model's own config.json")
     return archs[0]
 
@@ -48,13 +49,13 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
     prefix = decoder_field_prefix(arch)
     text = cfg_get(target_hf_config, "text_config") if prefix else target_hf_config
     if text is None:
-        raise _err(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
+        raise _err(where, "text_config", f"{shown(arch)} keeps its decoder config in text_config, which is missing",
                    "point TARGET at the full model config.json")
     dims = []
     for key in ("num_hidden_layers", "hidden_size"):
         v = cfg_get(text, key)
-        if not _is_int(v) or v < 1:
-            raise _err(where, prefix + key, f"expected a positive integer, got {v!r}",
+        if not is_int(v) or v < 1:
+            raise _err(where, prefix + key, f"expected a positive integer, got {brief(v)}",
                        "point TARGET at the target model's own config.json")
         dims.append(v)
     return arch, dims[0], dims[1]
@@ -63,8 +64,8 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
 def load_target_config(target: str | os.PathLike) -> tuple[dict, Path]:
     """Read a target's HF config from a model directory or a ``config.json`` path; returns (dict, file)."""
     p = Path(target)
-    path = p / "config.json" if p.is_dir() else p
     fix = "pass --target as the target model directory or its config.json"
+    path = p / "config.json" if is_directory(p, fix=fix) else p
     return read_json_object(path, fix=fix, missing="target config not found"), path
 
 

@@ -24,8 +24,9 @@ from typing import Any
 
 from ..config_keys import IDS_KEY as IDS_FIELD
 from ..errors import DraftHeadError
-from ..manifest import Manifest, check_fc_width
+from ..manifest import Manifest
 from ..target_config import cfg_get
+from ..userfiles import shown
 from .checkpoint import tensor_index
 from .config import resolve_flags
 
@@ -35,7 +36,7 @@ def _eagle(cfg: Any, key: str, default: Any = None) -> Any:
 
 
 def _err(where: Any, fld: str, problem: str, fix: str) -> DraftHeadError:
-    return DraftHeadError(f"{where}: field '{fld}': {problem}; fix: {fix}")
+    return DraftHeadError(f"{shown(where)}: field '{fld}': {problem}; fix: {fix}")
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class DraftPlan:
     def where(self, tensor: str) -> str:
         """``"<file>: tensor '<name>'"`` for error messages."""
         info = self.tensor_files.get(tensor)
-        return f"{info.file if info is not None else self.config_file.parent}: tensor '{tensor}'"
+        return f"{shown(info.file if info is not None else self.config_file.parent)}: tensor '{shown(tensor)}'"
 
 
 def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
@@ -113,13 +114,12 @@ def _check_against_manifest(cfg: Any, manifest: Manifest, mla: bool, where: Path
     mpath, k = manifest.path, len(manifest.layer_ids)
     for reader, (n, fld) in sglang_chunk_counts(cfg, mla).items():
         if n != k:
-            raise _err(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest {mpath} "
+            raise _err(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest {shown(mpath)} "
                        f"field 'layer_ids' lists {k}", f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to "
                        "agree with the manifest (`sglang-eagle3-capture convert SRC DST` writes both)")
     hidden = cfg_get(cfg, "target_hidden_size") or cfg_get(cfg, "hidden_size")
     if hidden != manifest.target_hidden_size:
         fld = "target_hidden_size" if cfg_get(cfg, "target_hidden_size") else "hidden_size"
-        raise _err(where, fld, f"the fc takes chunks of width {hidden}, but manifest {mpath} field "
+        raise _err(where, fld, f"the fc takes chunks of width {hidden}, but manifest {shown(mpath)} field "
                    f"'target.hidden_size' is {manifest.target_hidden_size}",
                    "set target_hidden_size to the hidden size of the target the draft was trained against")
-    check_fc_width(manifest, k * hidden, where=f"{where}: field 'target_hidden_size'")

@@ -137,3 +137,14 @@ def test_manifest_for_another_target_width_is_refused(tmp_path, tiny_target_dir)
         json.dumps({**m.to_dict(), "target": {**m.to_dict()["target"], "hidden_size": 32}}))
     with pytest.raises(DraftHeadError, match=r"config.json: field 'hidden_size'.*'target.hidden_size' is 32"):
         _plan(d)
+
+
+def test_a_draft_path_with_control_characters_is_escaped_in_errors(tmp_path, tiny_target_dir):
+    d = make_draft(tmp_path / "dr\x1baft", tiny_target_dir, [-1, 1, 3])
+    cfg = {**json.loads((d / "config.json").read_text()), "num_aux_hidden_states": 2}
+    with pytest.raises(DraftHeadError) as e:
+        plan_draft(cfg, d, read_manifest(d), mla=False)
+    assert "\x1b" not in str(e.value) and "dr\\x1baft" in str(e.value)
+    cfg = json.loads((d / "config.json").read_text())
+    plan = plan_draft(cfg, d, read_manifest(d), mla=False)
+    assert "\x1b" not in plan.where("fc.weight") and "\x1b" not in plan.where("no\x1bsuch")

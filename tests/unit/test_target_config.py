@@ -1,0 +1,38 @@
+"""target_config: errors escape the file name and the values they show; a directory that cannot be looked at."""
+
+import errno
+import os
+
+import pytest
+
+from sglang_eagle3_capture.errors import InputError, ManifestError
+from sglang_eagle3_capture.target_config import is_int, load_target_config, target_dims
+
+
+@pytest.mark.parametrize("cfg, fld", [
+    ({"architectures": "x\x1by"}, "architectures"),
+    ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": "\x1b[31m", "hidden_size": 8}, "num_hidden_layers"),
+    ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": "x" * 5000}, "hidden_size"),
+])
+def test_errors_escape_the_file_and_the_value(cfg, fld):
+    with pytest.raises(ManifestError) as e:
+        target_dims(cfg, "t\x1b/config.json")
+    msg = str(e.value)
+    assert msg.startswith(f"t\\x1b/config.json: field '{fld}': ") and "\x1b" not in msg and len(msg) < 400
+
+
+def test_is_int():
+    assert is_int(3) and not is_int(True) and not is_int(3.0) and not is_int("3")
+
+
+def test_a_target_that_cannot_be_looked_at_is_an_input_error(tmp_path, monkeypatch):
+    real = os.stat
+
+    def stat(p, *a, **k):
+        if os.fspath(p) == os.fspath(tmp_path / "t"):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
+        return real(p, *a, **k)
+
+    monkeypatch.setattr(os, "stat", stat)
+    with pytest.raises(InputError, match=r"field '<file>': cannot be looked at .*or pass --target as the target"):
+        load_target_config(tmp_path / "t")
