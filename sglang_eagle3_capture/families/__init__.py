@@ -10,7 +10,7 @@ import importlib
 
 from .schema import LIST, PACKED, Family
 
-__all__ = ["LIST", "PACKED", "Family", "all_families", "architectures", "family_of", "text_config_architectures"]
+__all__ = ["LIST", "PACKED", "Family", "all_families", "family_of", "text_config_architectures"]
 
 _MODULES = (
     "deepseek_v2",
@@ -34,11 +34,6 @@ def all_families() -> tuple[Family, ...]:
 def family_of(architecture: str | None) -> Family | None:
     """The family whose classes serve ``architecture``, or None when no entry covers it."""
     return next((f for f in _FAMILIES if architecture in f.architectures), None)
-
-
-def architectures() -> tuple[str, ...]:
-    """Every architecture some family covers."""
-    return tuple(a for f in _FAMILIES for a in f.architectures)
 
 
 def text_config_architectures() -> frozenset[str]:

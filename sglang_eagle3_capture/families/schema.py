@@ -20,7 +20,8 @@ STOCK_PAST_LOOP = (N_COUNT_ERROR, N_INDEX_ERROR, N_DROPPED)
 PP_FROM_MODEL = "model"  # self.pp_group
 PP_FROM_RUNTIME = "runtime"  # runtime_context.get_parallel().pp_group
 
-# Every decoder stack's forward in the supported releases (FINDINGS: one signature for all).
+# Every decoder stack's forward in the supported releases: one signature for all (docs/families.md; each family file
+# cites its forward's lines, and the seam probe checks the parameter names against the installed release).
 FORWARD_PARAMS = ("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors")
 
 

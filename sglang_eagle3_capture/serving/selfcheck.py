@@ -432,7 +432,7 @@ class Session:
         problems = self.compare(aux)
         self.elapsed_ms = (time.perf_counter() - self.t0) * 1e3
         if problems:
-            raise SelfCheckError(self.failure(problems, aux))
+            raise SelfCheckError(self.failure(problems))
         self.passed = True
 
     @_own_time
@@ -497,7 +497,7 @@ class Session:
                 return f"; it is layer id {other}'s hidden state instead (a permuted or shifted capture)"
         return ""
 
-    def failure(self, problems: list[str], aux: Any) -> str:
+    def failure(self, problems: list[str]) -> str:
         """The SelfCheckError text: where, what, the fix."""
         from .. import releases
 
