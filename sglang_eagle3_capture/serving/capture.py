@@ -11,10 +11,10 @@ tensors (``AuxHiddenStateList``, a plain list in older releases: container ``lis
 
 No loop reaches index ``N`` (the output of the last decoder layer, layer id ``N-1``) for the plugin: that value
 exists as the residual sum inside the final norm, ``residual_batch.final_norm(hidden_states, forward_batch,
-self.norm)`` after the loop (GPT-OSS captures it there itself from 0.5.17 when N is in its list, which the plugin
-never puts there). The plugin reads it from ``self.norm``'s output pair ``(normed, hidden + residual)`` with a
-forward hook (:meth:`FcFeed.attach`) and appends it after the loop's chunks, which keeps the combined order
-ascending.
+self.norm)`` after the loop (a family in a release table's ``final_norm_captures``, such as GPT-OSS, captures it
+there itself when N is in its list, which the plugin never puts there). The plugin reads it from ``self.norm``'s
+output pair ``(normed, hidden + residual)`` with a forward hook (:meth:`FcFeed.attach`) and appends it after the
+loop's chunks, which keeps the combined order ascending.
 
 A :class:`CapturePlan` states, for a list of layer ids in fc order, which loop indices SGLang must
 capture and how to permute the K chunks into fc order. The permutation is fixed when the plan is made, so

@@ -3,12 +3,12 @@ fails at startup instead of running stock wiring.
 
 It is armed when the installed SGLang is not a supported release, and when the capture patch failed to
 apply on a supported one. It depends on none of the seams the patch uses (those are what may be missing):
-only on ``sglang.srt.model_executor.model_runner.ModelRunner.initialize`` (present, with the same role,
-from 0.5.15.post1 through 0.5.23: it runs in ``ModelRunner.__init__`` before the model is loaded), wrapped
+only on ``sglang.srt.model_executor.model_runner.ModelRunner.initialize`` (present, with the same role, in every
+release the guard can meet, see releases/: it runs in ``ModelRunner.__init__`` before the model is loaded), wrapped
 with ``*args, **kwargs``, and on ``ServerArgs.speculative_algorithm`` / ``speculative_draft_model_path``,
 fields of every release. A draft declares ids through its ``eagle3_manifest.json`` or ``eagle_config`` ids
 marked with this package's convention; a draft that declares none gets stock wiring and an ERROR line.
-Releases without ``sglang.srt.plugins`` (0.5.9 and older) never load the plugin, so nothing of this
+Releases without ``sglang.srt.plugins`` (the oldest ones; docs/releases.md) never load the plugin, so nothing of this
 package can run there (docs/releases.md).
 """
 

@@ -1,9 +1,10 @@
 """Reading SGLang's runtime state from inside its processes: the TP rank, the draft path and config, the window.
 
-Where each lives is a release fact (:mod:`sglang_eagle3_capture.releases`): from 0.5.19 SGLang's
-``runtime_context.get_spec()`` holds the resolved draft path (``server_args`` keeps the raw input), before
-that ``server_args`` is the one; ``SpecAuxHiddenStateConfig.draft_model_config`` exists from 0.5.22, before
-that the draft's ModelConfig is built here the way 0.5.22 builds it.
+Where each lives is a release fact (:mod:`sglang_eagle3_capture.releases`): a release whose table sets
+``draft_path_from="runtime_context"`` keeps the resolved draft path in SGLang's ``runtime_context.get_spec()``
+(``server_args`` keeps the raw input), the others in ``server_args``; where the table sets
+``has_draft_model_config``, ``SpecAuxHiddenStateConfig.draft_model_config`` holds the draft's ModelConfig, elsewhere
+it is built here the way the releases that have it build it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from .. import releases
 def current_tp_rank() -> int | None:
     """This process's TP rank from SGLang's runtime context, or None before SGLang publishes it.
 
-    0.5.17-0.5.20 raise AssertionError until the TP group exists, later releases ValueError or RuntimeError:
-    any of them means "not known yet".
+    Older releases raise AssertionError until the TP group exists, later ones ValueError or RuntimeError (see
+    releases/): any of them means "not known yet".
     """
     try:
         from sglang.srt.runtime_context import get_parallel
@@ -46,7 +47,8 @@ def draft_model_path(server_args: Any = None) -> str | None:
 
 def draft_hf_config(spec_aux_config: Any, server_args: Any, draft_path: str) -> Any:
     """The draft's HF config as SGLang reads it: ``spec_aux_config.draft_model_config`` where the release has
-    it (None there means SGLang resolved no draft), else a draft ModelConfig built as 0.5.22 builds it."""
+    it (None there means SGLang resolved no draft), else a draft ModelConfig built as the releases with
+    ``has_draft_model_config`` build it."""
     if releases.installed_or_newest().has_draft_model_config:
         mc = spec_aux_config.draft_model_config
         return None if mc is None else mc.hf_config

@@ -23,8 +23,8 @@ never from the capture list, SGLang's packer, the plugin's :class:`~.capture.FcF
   ``norm-operands``, the fp32 sum of the operands of ``layers[k+1]``'s input norm, computed in a pre-hook before
   the (possibly in-place) kernel runs and rounded once as the norm rounds its residual, within :data:`ULP_BOUND`;
   ``fused-norm``, the residual returned by that norm's ``forward_with_allreduce_fusion`` (the all-reduce + add +
-  norm kernel at TP > 1, which fires no module hook), bit-equal; ``residual-stream`` (0.5.21+), the residual
-  ``forward_batch.residual_stream`` holds when ``layers[k+1]``'s attention starts, bit-equal.
+  norm kernel at TP > 1, which fires no module hook), bit-equal; ``residual-stream`` (where the release table lists
+  it), the residual ``forward_batch.residual_stream`` holds when ``layers[k+1]``'s attention starts, bit-equal.
 - layer id ``N-1``: the fp32 sum of the final norm's operands (its input), as ``norm-operands``.
 
 **Bound.** Every add SGLang uses for the residual (``RMSNorm.forward_native``, flashinfer/sgl-kernel
