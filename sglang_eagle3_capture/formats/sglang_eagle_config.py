@@ -82,8 +82,16 @@ def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
 
 
 def _pick(found: list[Reading], trained_with: str, where: str) -> Reading:
+    """The reading the stated trainer gives; UsageError when no reading of this list is that trainer's."""
     if trained_with == LAYER_OUTPUT:
-        return found[0]
+        pick = next((r for r in found if LAYER_OUTPUT_TRAINERS in r.who), None)
+        if pick is None:
+            known = ", ".join(v for r in found for v in r.versions)
+            raise UsageError(f"--trained-with {LAYER_OUTPUT}: {where} cannot have been trained by "
+                             f"{LAYER_OUTPUT_TRAINERS}: an id is past the target's last layer, so there is no such "
+                             "layer output to hook; "
+                             f"fix: pass sglang==VERSION with a release that runs this list ({known or 'none'})")
+        return pick
     version = trained_with.removeprefix("sglang==")
     pick = next((r for r in found if version in r.versions), None)
     if pick is None:

@@ -208,3 +208,16 @@ def test_dispatch_refusals_name_file_and_field(cfg, pattern):
     with pytest.raises(FormatError) as e:
         read_draft_config(cfg, DSV3, file="draft/config.json")
     assert str(e.value).startswith("draft/config.json: ") and "field '" in str(e.value) and pattern in str(e.value)
+
+
+def test_trained_with_layer_output_is_refused_when_an_id_is_past_the_last_layer():
+    # GPT-OSS N=6, ids [1, 3, 6]: no layer 6 to hook, so only the SGLang reading (max is N: loop indices) remains;
+    # `layer-output` used to return that reading, (0, 2, 5), silently.
+    gpt_oss = {"architectures": ["GptOssForCausalLM"], "num_hidden_layers": 6, "hidden_size": 64}
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 6]}}
+    with pytest.raises(UsageError) as e:
+        SGLangEagleConfigFormat.layer_ids(cfg, gpt_oss, "config.json", "layer-output")
+    msg = str(e.value)
+    assert "config.json: field 'eagle_config.eagle_aux_hidden_state_layer_ids'" in msg
+    assert "no such layer output" in msg and "fix: pass sglang==" in msg
+    assert SGLangEagleConfigFormat.layer_ids(cfg, gpt_oss, "c", "sglang==0.5.23").layer_ids == (0, 2, 5)
