@@ -74,3 +74,18 @@ def test_weights_sglang_ignores_are_reported(tmp_path):
     with pytest.warns(UserWarning, match="verifier_lm_head.weight"):
         model = Eagle3Draft.from_pretrained(d)
     assert model.ignored_weights == ["verifier_lm_head.weight"]
+
+
+def test_a_layer_index_in_non_ascii_digits_is_ignored_not_a_crash(tmp_path):
+    d = random_draft(tmp_path / "d")
+    weights = load_file(str(d / "model.safetensors"))
+    weights["layers.\u00b2.x.weight"] = torch.zeros(3)  # isdigit() but not int()
+    save_file(weights, str(d / "model.safetensors"))
+    with pytest.warns(UserWarning, match="layers.\u00b2.x.weight"):
+        model = Eagle3Draft.from_pretrained(d)
+    assert model.ignored_weights == ["layers.\u00b2.x.weight"]
+
+
+def test_sglang_state_dict_names_the_single_layer_midlayer(tmp_path):
+    state = Eagle3Draft.from_pretrained(random_draft(tmp_path / "d")).sglang_state_dict()
+    assert "midlayer.self_attn.q_proj.weight" in state and not any(k.startswith("layers.") for k in state)
