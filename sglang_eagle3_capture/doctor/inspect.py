@@ -27,7 +27,7 @@ from ..errors import AmbiguousLayerIds, ManifestError, UsageError
 from ..families import Family, family_of
 from ..formats import load_draft_config, read_draft_config
 from ..formats.sglang_eagle_config import DECIDE
-from ..layer_ids import hidden_state_indices
+from ..layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
 from ..readings import StockCapture, engine_capture, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
@@ -179,8 +179,23 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         checks.append(_fc_width_check(draft, manifest))
     report = InspectReport(str(draft), declared, mdict, prov, messages, readings, checks, plugin_installed(),
                            serving_release=serving.version)
-    _decide(report)
+    _decide(report, plugin_refusal(serving, family, declared.layer_ids))
     return report
+
+
+def plugin_refusal(release: releases.Release, family: Family, layer_ids: tuple[int, ...]) -> str | None:
+    """Why the plugin would refuse to start serving ``layer_ids`` on ``family`` under SGLang ``release`` (from the
+    release and family tables, as ``serving/resolution.py`` decides), or None when it would feed them."""
+    if not release.supported:
+        why = f": {release.refused_because}" if release.refused_because else ""
+        return (f"the sglang-eagle3-capture plugin refuses to start on SGLang {release.version}, a release it does "
+                f"not support{why}; fix: serve with one of {', '.join(releases.supported_versions())}")
+    if EMBEDDING_LAYER_ID in layer_ids and family.name in release.embedding_crashes:
+        return (f"the sglang-eagle3-capture plugin refuses to start: the {family.name} family's capture loop in SGLang "
+                f"{release.version} cannot capture layer id -1 (the embedding output; TypeError at loop index 0); "
+                f"fix: upgrade SGLang (the newest supported is {releases.newest().version}), or serve a draft trained "
+                "without layer id -1")
+    return None
 
 
 def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: releases.Release,
@@ -210,7 +225,7 @@ def _fc_width_check(draft: Path, manifest: Any) -> str:
             f"hidden {manifest.target_hidden_size}")
 
 
-def _decide(report: InspectReport) -> None:
+def _decide(report: InspectReport, refusal: str | None = None) -> None:
     version = report.serving_release
     current = next(r for r in report.readings if r.name == f"stock SGLang {version}")
     report.verdict = current.status
@@ -222,8 +237,12 @@ def _decide(report: InspectReport) -> None:
     else:
         report.summary = (f"stock SGLang {version} would MIS-WIRE this draft: it feeds layer ids "
                           f"{list(current.layer_ids)} (HF {current.hf_indices}) where the draft was trained on {want}")
+    if current.status == "consistent" and report.manifest is not None and refusal and report.plugin_installed:
+        report.summary += f"; but {refusal}"  # it refuses a declared-id deployment it cannot serve exactly
     if current.status != "consistent":
-        if report.manifest is not None and report.plugin_installed:
+        if report.manifest is not None and refusal is not None:
+            report.summary += f"; {refusal}"
+        elif report.manifest is not None and report.plugin_installed:
             report.summary += ("; the sglang-eagle3-capture plugin is installed and feeds the manifest's ids instead "
                                "(check the 'eagle3-capture:' log line at startup)")
         elif report.manifest is not None:

@@ -54,3 +54,40 @@ def test_one_row_per_release_in_the_table_then_other_engines_then_the_default(tm
     assert vllm["vLLM 0.33 Model Runner V2 (default)"]["layer_ids"] == [1, 2, 3]
     assert vllm["vLLM 0.33 V1 runner (VLLM_USE_V2_MODEL_RUNNER=0)"]["status"] == "crash"
     assert r["serving_release"] == releases.installed_or_newest().version
+
+
+def _llama_manifest_draft(tmp_path, ids=(-1, 1, 4)):
+    d = tmp_path / "llama-draft"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
+                                               "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2, 5]}}))
+    write_manifest(d, Manifest(ids, "LlamaForCausalLM", N_LAYERS, 64, {"source": "manual"}))
+    return d
+
+
+def test_the_verdict_says_the_plugin_refuses_embedding_ids_where_the_release_cannot_capture_them(tmp_path, capsys,
+                                                                                                monkeypatch):
+    # a release whose Llama loop crashes at loop index 0: the plugin refuses layer id -1 there at startup
+    # (serving/resolution.py), so "feeds the manifest's ids instead" would be false
+    crashing = next(r for r in releases.supported() if "llama" in r.embedding_crashes)
+    monkeypatch.setattr("sglang_eagle3_capture.doctor.inspect.plugin_installed", lambda: True)
+    d = _llama_manifest_draft(tmp_path)
+    rc, out, _ = run(capsys, "inspect", d, "--sglang", crashing.version, "--json")
+    r = json.loads(out)
+    assert "feeds the manifest's ids instead" not in r["summary"]
+    assert "plugin refuses to start" in r["summary"] and "layer id -1" in r["summary"]
+    assert f"newest supported is {releases.newest().version}" in r["summary"]
+    fine = next(r for r in reversed(releases.supported()) if "llama" not in r.embedding_crashes)
+    rc, out, _ = run(capsys, "inspect", d, "--sglang", fine.version, "--json")
+    r = json.loads(out)
+    assert "refuses" not in r["summary"]
+
+
+def test_the_verdict_says_the_plugin_refuses_an_unsupported_release(tmp_path, capsys, monkeypatch):
+    unsupported = next(r for r in releases.all_releases() if not r.supported)
+    monkeypatch.setattr("sglang_eagle3_capture.doctor.inspect.plugin_installed", lambda: True)
+    d = _llama_manifest_draft(tmp_path)
+    rc, out, _ = run(capsys, "inspect", d, "--sglang", unsupported.version, "--json")
+    r = json.loads(out)
+    assert "feeds the manifest's ids instead" not in r["summary"]
+    assert f"refuses to start on SGLang {unsupported.version}" in r["summary"]
