@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from sglang_eagle3_capture.serving import target
-from sglang_eagle3_capture.serving.dump import ENV_DIR, ENV_MAX_BATCHES
+from sglang_eagle3_capture.serving.dump import ENV_DIR, ENV_MAX_BATCHES, ENV_MAX_BYTES
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
@@ -54,3 +54,20 @@ def test_stock_wiring_is_dumped_too(runner, tmp_path, monkeypatch):
     assert torch.equal(saved["aux_hidden_states"], out.aux)
     assert meta["loop_indices"] == [0, 2, 4] and meta["layer_ids"] == [-1, 1, 3]
     assert meta["source"] == "stock SGLang set_eagle3_layers_to_capture"
+
+
+def test_a_bad_bound_turns_the_dump_off_and_serving_goes_on(runner, tmp_path, monkeypatch, caplog):
+    # a side feature never stops the server: configure (declared ids and stock wiring alike) logs one ERROR per
+    # configuration, names the variable and the fix, and the forward runs without a dump
+    monkeypatch.setenv(ENV_DIR, str(tmp_path / "dump"))
+    monkeypatch.setenv(ENV_MAX_BYTES, "64MiB")
+    with target.patched():
+        for ids in (DeclaredLayerIds([3, -1, 1], "test manifest"), [0, 2, 4]):
+            runner.model.set_eagle3_layers_to_capture(ids)
+            try:
+                assert runner.prefill(PROMPTS[:1]).aux is not None
+            finally:
+                runner.reset_capture()
+    assert not (tmp_path / "dump").exists()
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 2 and all(f"{ENV_MAX_BYTES}='64MiB'" in m and "fix:" in m for m in errors)
