@@ -25,10 +25,12 @@ from typing import Any, Mapping, Sequence
 
 from . import families, releases
 from .config_keys import IDS_KEY
+from .errors import FormatError
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
 from .layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices, last_layer_id, layer_ids_of_loop
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
+from .userfiles import brief
 
 __all__ = ["StockCapture", "default_low_mid_high_indices", "engine_capture", "releases_label", "stock_by_release",
            "stock_rule",
@@ -85,13 +87,25 @@ def stock_rule(family: Family | str, release: Release | str | None = None) -> st
     return _release(release).stock_rules.get(fam.name, fam.stock_rule)
 
 
-def _read_ids_like_sglang(draft_config: Mapping) -> tuple[bool, Any]:
-    """(use_aux_hidden_state, ids or None) exactly as ``_resolve_eagle_aux_hidden_state`` reads them."""
+def _int_ids(value: Any, field: str) -> list[int]:
+    """``value`` as a list of integer ids, or a :class:`FormatError` naming the draft config's ``field`` and the fix
+    (no engine reads a string, a number or a list with non-integers as capture ids)."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise FormatError(f"the draft's config.json: field '{field}': expected a list of integer layer ids, got "
+                          f"{brief(value)}; fix: write the ids the draft was trained on as a JSON list of integers "
+                          "(or remove the field to use the engine's default)")
+    return list(value)
+
+
+def _read_ids_like_sglang(draft_config: Mapping) -> tuple[bool, list[int] | None]:
+    """(use_aux_hidden_state, ids or None) as ``_resolve_eagle_aux_hidden_state`` reads them; ids that are not a
+    list of integers raise :class:`FormatError`."""
     ec = draft_config.get("eagle_config")
     if not isinstance(ec, Mapping):
         return True, None
     use_aux = ec.get("use_aux_hidden_state", True)
-    return bool(use_aux), ec.get(IDS_KEY)
+    ids = ec.get(IDS_KEY)
+    return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}")
 
 
 def _loop(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
@@ -182,8 +196,9 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
     if ids is None:
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:
+        ids = _int_ids(ids, key)
         config_ids, rule = tuple(ids), f"{key} as HF indices"
-        loop = sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool)})
+        loop = sorted(set(ids))
     fed = tuple(i - 1 for i in loop if 0 <= i <= n)  # HF index N is the last layer's output there
     problem = None
     if fam.name in reader.embedding_crashes and 0 in loop:

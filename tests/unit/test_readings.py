@@ -39,3 +39,19 @@ def test_stock_sglang_without_aux_capture_and_unknown_release():
     assert c.fed_layer_ids == () and "fc is skipped" in c.problem
     with pytest.raises(KeyError, match="no facts for SGLang 0.5.99; known: 0.5.11, .*, 0.5.23"):
         stock_sglang_capture(eagle([1]), 61, family=FAMILY, release="0.5.99")
+
+
+@pytest.mark.parametrize("ids", [5, "0,3,31", [0, "3", 31], [0, 3.0, 31], [True, 3, 31], {"a": 1}])
+def test_ids_that_are_not_a_list_of_integers_are_refused_naming_the_field(ids):
+    # SGLang's parsed eagle_config reaches stock_sglang_capture as it is (serving/resolution.py): a raw TypeError
+    # from tuple()/max()/+1 used to escape
+    from sglang_eagle3_capture.errors import FormatError
+    from sglang_eagle3_capture.readings import engine_capture
+    from sglang_eagle3_capture.releases import other_engines
+
+    for version in ("0.5.11", "0.5.23"):
+        with pytest.raises(FormatError, match=r"field 'eagle_config.eagle_aux_hidden_state_layer_ids'.*fix: "):
+            stock_sglang_capture(eagle(ids), 61, family=FAMILY, release=version)
+    for reader in other_engines():
+        with pytest.raises(FormatError, match=r"field '.*eagle_aux_hidden_state_layer_ids'.*fix: "):
+            engine_capture(eagle(ids) | {"eagle_aux_hidden_state_layer_ids": ids}, 61, family=FAMILY, reader=reader)
