@@ -1,8 +1,10 @@
 """Every error this package raises, under one base class.
 
-The command line catches :class:`Eagle3CaptureError`: an :class:`InputError` (a file, a field or an
-option the user can correct) exits 2 with one line naming the file, the field and the fix; anything
-else that escapes is a bug and exits with its own code (:mod:`sglang_eagle3_capture.doctor.cli`).
+The command line (:func:`sglang_eagle3_capture.doctor.cli.main`) prints one line for each: an
+:class:`AmbiguousLayerIds` exits 3; every other :class:`Eagle3CaptureError` exits 2 (an
+:class:`InputError` names the file, the field and the fix; any other, e.g. a :class:`DeploymentError`
+refusal, is still reported as input); an ``OSError`` naming a file exits 2 as well; any other exception is
+a bug and exits 70 with the traceback saved to a file named in that line.
 Inside SGLang, a :class:`DeploymentError` refuses a deployment at startup with the same kind of line.
 
 Errors stay ``ValueError`` / ``RuntimeError`` subclasses, as they were before this module existed, so
