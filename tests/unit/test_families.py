@@ -74,7 +74,7 @@ def test_table_invariants():
     ("glm4_moe_lite", {"0.5.11": ALWAYS_SHIFT, "0.5.13.post1": SHIFT_IF_FIRST_IS_1, "0.5.23": SHIFT_IF_FIRST_IS_1}),
 ])
 def test_stock_rule_per_release(family, rules):
-    """SGLang's readings per release (FINDINGS, section 4; the release files cite the lines)."""
+    """SGLang's readings per release (docs/families.md; the release files cite the lines)."""
     assert {v: stock_rule(family, v) for v in rules} == rules
 
 
