@@ -30,7 +30,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from ..draft.checkpoint import tensor_index, weights_present
+from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
 from ..draft.convert import convert
 from ..errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, InputError, UsageError
 from ..families import family_of
@@ -103,7 +103,7 @@ def _cmd_manifest_write(args: argparse.Namespace) -> int:
         index = tensor_index(draft)
         if "fc.weight" not in index:
             raise UsageError(f"{shown(draft)}: tensor 'fc.weight': missing; fix: point at an EAGLE-3 draft checkpoint")
-        check_fc_width(manifest, index["fc.weight"].shape[-1], where=f"{index['fc.weight'].file}: fc.weight")
+        check_fc_width(manifest, fc_input_width(index), where=f"{index['fc.weight'].file}: fc.weight")
         checked = "fc width checked"
     else:
         checked = "no weights in DRAFT_DIR: fc width not checked"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import releases
-from ..draft.checkpoint import tensor_index, weights_present
+from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
 from ..errors import AmbiguousLayerIds, ManifestError, UsageError
 from ..families import Family, family_of
 from ..formats import load_draft_config, read_draft_config
@@ -220,8 +220,9 @@ def _fc_width_check(draft: Path, manifest: Any) -> str:
     index = tensor_index(draft)
     if "fc.weight" not in index:
         return f"fc width not checked: no fc.weight in {draft}"
-    check_fc_width(manifest, index["fc.weight"].shape[-1], where=f"{index['fc.weight'].file}: fc.weight")
-    return (f"fc.weight input width {index['fc.weight'].shape[-1]} = {len(manifest.layer_ids)} ids x "
+    width = fc_input_width(index)
+    check_fc_width(manifest, width, where=f"{index['fc.weight'].file}: fc.weight")
+    return (f"fc.weight input width {width} = {len(manifest.layer_ids)} ids x "
             f"hidden {manifest.target_hidden_size}")
 
 

@@ -316,3 +316,13 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
         for i in range(num_aux):
             exp[f"fc_norm.{i}.weight"] = ((t,), True)
     return exp
+
+
+def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
+    """The input width of ``index["fc.weight"]`` (``[hidden, k x target hidden]``), or :class:`WeightsError` naming
+    its file and the fix when the header does not give it a 2-D shape (``shape: []`` or a 1-D tensor is no fc)."""
+    fc = index["fc.weight"]
+    if len(fc.shape) != 2:
+        raise WeightsError(f"{shown(fc.file)}: tensor 'fc.weight': shape {brief(list(fc.shape))}, expected 2-D "
+                           f"[hidden, k x target hidden]; fix: {_FIX}")
+    return fc.shape[1]

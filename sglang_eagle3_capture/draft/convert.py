@@ -50,6 +50,7 @@ from ..userfiles import (
 from .checkpoint import (
     INDEX_FILENAME,
     expected_eagle3_tensors,
+    fc_input_width,
     read_safetensors_header,
     sglang_checkpoint_name,
     tensor_index,
@@ -259,7 +260,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
 
     index = tensor_index(src)
     mapping, dropped = _name_map(list(index), fmt, {n: i.file for n, i in index.items()})
-    if "fc.weight" in index and index["fc.weight"].shape[-1] != manifest.fc_in_features:
+    if "fc.weight" in index and fc_input_width(index) != manifest.fc_in_features:
         fc = index["fc.weight"]
         origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
         raise ConvertError(f"{shown(fc.file)}: tensor 'fc.weight': input width {fc.shape[-1]}, but {origin} gives {k} "

@@ -130,3 +130,28 @@ def test_subcommand_registry_accepts_other_modules(capsys, tmp_path, monkeypatch
     rc, _, err = run(capsys, "hello", "bad")
     assert rc == 2 and err == "sglang-eagle3-capture: error: hello.txt: field name: bad name; fix: pick another\n"
     assert run(capsys, "manifest", "show", str(tmp_path))[0] == 2  # built-ins still there
+
+
+@pytest.mark.parametrize("shape, length", [([], 4), ([192], 768)])
+def test_an_fc_weight_that_is_not_2d_is_refused_naming_the_file_by_every_command(capsys, tmp_path, draft, target,
+                                                                                   shape, length):
+    # `shape: []` used to raise IndexError from shape[-1] (exit 70) and a 1-D fc.weight passed its length as a width
+    from support.hostile_inputs import st_write
+
+    def flatten(d):
+        st_write(d / "model.safetensors", {"fc.weight": {"dtype": "F32", "shape": shape, "data_offsets": [0, length]}},
+                 b"\0" * length)
+
+    flatten(draft)
+    rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target))
+    assert rc == 2 and "model.safetensors: tensor 'fc.weight'" in err and "expected 2-D" in err and "fix:" in err
+    good = build_specforge_draft(tmp_path / "good", ids=(1, 29, 57))
+    assert run(capsys, "manifest", "write", str(good), "--layer-ids=-1,2,30", "--target", str(target))[0] == 0
+    flatten(good)
+    rc, _, err = run(capsys, "inspect", str(good))
+    assert rc == 2 and "tensor 'fc.weight'" in err and "expected 2-D" in err
+    src = build_speculators_draft(tmp_path / "spec")
+    capsys.readouterr()
+    flatten(src)
+    rc, _, err = run(capsys, "convert", str(src), str(tmp_path / "out"), "--target", str(target))
+    assert rc == 2 and "tensor 'fc.weight'" in err and "expected 2-D" in err
