@@ -36,10 +36,10 @@ from ..errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, InputEr
 from ..families import family_of
 from ..formats import load_draft_config
 from ..layer_ids import hidden_state_indices
-from ..manifest import Manifest, check_fc_width, find_manifest, manifest_path, read_manifest, write_manifest
+from ..manifest import Manifest, check_fc_width, manifest_path, read_manifest, write_manifest
 from ..readings import releases_label, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
-from ..userfiles import brief, is_directory, is_file, one_line, os_problem, shown
+from ..userfiles import brief, is_directory, is_file, one_line, os_problem, path_kind, shown
 from .candidates import describe_sources, layer_label
 from .compare import DEFAULT_MIN_COSINE, compare
 from .inspect import inspect_draft
@@ -96,8 +96,10 @@ def _cmd_manifest_write(args: argparse.Namespace) -> int:
     if args.note:
         prov["note"] = args.note
     path = manifest_path(draft)
-    if not args.force and find_manifest(draft) is not None:
-        raise UsageError(f"{shown(path)}: field '<file>': a manifest already exists; fix: pass --force to replace it")
+    kind = path_kind(path, error=UsageError) if not args.force else "missing"
+    if kind != "missing":  # valid or not: what stands there is the user's until they say --force
+        what = "" if kind == "file" else f" ({kind})"
+        raise UsageError(f"{shown(path)}: field '<file>': already exists{what}; fix: pass --force to overwrite it")
     manifest = Manifest(tuple(parse_layer_ids(args.layer_ids)), arch, n_layers, hidden, prov, path=path)
     if weights_present(draft):
         index = tensor_index(draft)

@@ -155,3 +155,16 @@ def test_an_fc_weight_that_is_not_2d_is_refused_naming_the_file_by_every_command
     flatten(src)
     rc, _, err = run(capsys, "convert", str(src), str(tmp_path / "out"), "--target", str(target))
     assert rc == 2 and "tensor 'fc.weight'" in err and "expected 2-D" in err
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"layer_ids": "broken"})])
+def test_manifest_write_over_an_invalid_manifest_asks_for_force(capsys, draft, target, content):
+    # an existing but invalid manifest used to fail reading it, with a fix to "rewrite it with manifest write", the
+    # very command just run, and no word of --force
+    (draft / MANIFEST_FILENAME).write_text(content)
+    rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target))
+    assert rc == 2 and "already exists" in err and "pass --force to overwrite" in err
+    assert (draft / MANIFEST_FILENAME).read_text() == content
+    assert run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target),
+               "--force")[0] == 0
+    assert read_manifest(draft).layer_ids == (-1, 2, 30)
