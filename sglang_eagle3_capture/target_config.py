@@ -20,6 +20,23 @@ def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
     return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
 
 
+def path_get(cfg: Any, dotted: str) -> Any:
+    """The value at a dotted path (``"eagle_config.norm_before_fc"``) of a dict or an HF config object, through
+    nested dicts or objects; ``None`` when a step is missing or is a plain JSON value (a string, number or list).
+
+    Example::
+
+        >>> path_get({"eagle_config": {"fc_norm": True}}, "eagle_config.fc_norm"), path_get({"a": "x"}, "a.upper")
+        (True, None)
+    """
+    node = cfg
+    for part in dotted.split("."):
+        if node is None or isinstance(node, (str, bytes, int, float, list, tuple)):
+            return None
+        node = cfg_get(node, part)
+    return node
+
+
 def _err(where: str, fld: str, problem: str, fix: str) -> ManifestError:
     return ManifestError(f"{shown(where)}: field '{fld}': {problem}; fix: {fix}")
 

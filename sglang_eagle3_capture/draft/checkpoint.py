@@ -29,7 +29,7 @@ from ..userfiles import (
     require_file,
     shown,
 )
-from .config import resolve_flags
+from .config import check_dim, resolve_flags
 
 INDEX_FILENAME = "model.safetensors.index.json"
 SINGLE_FILENAME = "model.safetensors"
@@ -258,22 +258,18 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
 
 _DIMS = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 _OPTIONAL_DIMS = ("num_key_value_heads", "head_dim", "draft_vocab_size")
-MAX_DIM = 1 << 24  # no draft dimension comes near it; bounds the shapes computed from a config
 
 
 def config_dim(config: Mapping, key: str, where: str, *, required: bool = True,
                error: type[InputError] = ConvertError) -> int | None:
-    """``config[key]`` as a positive integer (at most :data:`MAX_DIM`), or ``error`` naming ``where`` and the field;
-    ``None`` for an absent (or null) optional field."""
+    """``config[key]`` as a positive integer (at most :data:`.config.MAX_DIM`), or ``error`` naming ``where`` and
+    the field; ``None`` for an absent (or null) optional field."""
     v = config.get(key)
     if v is None and not required:
         return None
     if v is None:
         raise error(f"{shown(where)}: field '{key}': missing; fix: an EAGLE-3 draft config needs it")
-    if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= MAX_DIM:
-        raise error(f"{shown(where)}: field '{key}': expected a positive integer (at most {MAX_DIM}), got {brief(v)}; "
-                    "fix: correct the config")
-    return v
+    return check_dim(v, key, where, error=error)
 
 
 def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: int,

@@ -15,20 +15,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import releases
-from ..errors import DraftFormatError
+from ..errors import DraftFormatError, InputError
+from ..formats.base import MATH_FLAGS as FLAG_FIELDS
 from ..releases.schema import Release
-from ..target_config import cfg_get
+from ..target_config import is_int, path_get
 from ..userfiles import brief, shown
 
-FLAG_FIELDS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual")
 MAX_DIM = 1 << 24  # no draft dimension comes near it; bounds what a config alone can make this package allocate
 
 
-def _path_get(cfg: Any, dotted: str) -> Any:
-    node = cfg
-    for part in dotted.split("."):
-        node = cfg_get(node, part) if node is not None else None
-    return node
+def check_dim(value: object, key: str, where: object, *, error: type[InputError] = DraftFormatError,
+              fix: str = "correct the config") -> int:
+    """``value`` of field ``key`` as a draft dimension: a positive integer of at most :data:`MAX_DIM`, else
+    ``error`` naming ``where``, the field and ``fix``."""
+    if not is_int(value) or not 0 < value <= MAX_DIM:
+        raise error(f"{shown(where)}: field '{key}': expected a positive integer (at most {MAX_DIM}), got "
+                    f"{brief(value)}; fix: {fix}")
+    return value
 
 
 def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
@@ -50,7 +53,7 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
     flags = {}
     for name in FLAG_FIELDS:
         rule = rel.draft_flags[name]
-        values = [(key, _path_get(cfg, key)) for key in rule.keys]
+        values = [(key, path_get(cfg, key)) for key in rule.keys]
         for key, value in values:
             if value is not None and not isinstance(value, bool):
                 raise error(f"{shown(where)}: field '{key}': expected true or false, got {brief(value)}; fix: write "
@@ -104,9 +107,7 @@ class DraftConfig:
             return cfg[key]
 
         def size(key, value):
-            if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_DIM:
-                raise err(key, f"expected a positive integer (at most {MAX_DIM}), got {brief(value)}")
-            return value
+            return check_dim(value, key, where)
 
         def number(key, value):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:

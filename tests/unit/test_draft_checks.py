@@ -148,3 +148,18 @@ def test_a_draft_path_with_control_characters_is_escaped_in_errors(tmp_path, tin
     cfg = json.loads((d / "config.json").read_text())
     plan = plan_draft(cfg, d, read_manifest(d), mla=False)
     assert "\x1b" not in plan.where("fc.weight") and "\x1b" not in plan.where("no\x1bsuch")
+
+
+def test_one_dimension_check_and_one_flag_list_for_config_and_checkpoint():
+    from sglang_eagle3_capture.draft import checkpoint, config
+    from sglang_eagle3_capture.errors import ConvertError, DraftFormatError
+    from sglang_eagle3_capture.formats.base import MATH_FLAGS
+
+    assert config.FLAG_FIELDS is MATH_FLAGS and not hasattr(checkpoint, "MAX_DIM")
+    for bad in (0, True, 1.0, config.MAX_DIM + 1, "8"):
+        with pytest.raises(ConvertError, match=rf"^c\\x1b.json: field 'hidden_size': expected a positive integer "
+                           rf"\(at most {config.MAX_DIM}\), got .*; fix: correct the config$"):
+            checkpoint.config_dim({"hidden_size": bad}, "hidden_size", "c\x1b.json")
+        with pytest.raises(DraftFormatError, match=r"^c.json: field 'x': expected a positive integer"):
+            config.check_dim(bad, "x", "c.json")
+    assert config.check_dim(config.MAX_DIM, "x", "c.json") == config.MAX_DIM

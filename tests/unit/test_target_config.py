@@ -36,3 +36,17 @@ def test_a_target_that_cannot_be_looked_at_is_an_input_error(tmp_path, monkeypat
     monkeypatch.setattr(os, "stat", stat)
     with pytest.raises(InputError, match=r"field '<file>': cannot be looked at .*or pass --target as the target"):
         load_target_config(tmp_path / "t")
+
+
+class _HFConfig:  # an HF config object: attributes at the top, dicts inside
+    eagle_config = {"norm_before_fc": True}
+
+
+def test_path_get_reads_dicts_and_config_objects_never_attributes_of_json_values():
+    from sglang_eagle3_capture.target_config import path_get
+
+    assert path_get({"eagle_config": {"fc_norm": True}}, "eagle_config.fc_norm") is True
+    assert path_get(_HFConfig(), "eagle_config.norm_before_fc") is True
+    assert path_get({"eagle_config": "upper"}, "eagle_config.upper") is None
+    assert path_get({"eagle_config": [1]}, "eagle_config.count") is None
+    assert path_get({}, "eagle_config.fc_norm") is None
