@@ -263,7 +263,8 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             hits_per_chunk = [0] * len(first.chunks)
             if first.hidden_size != declared.hidden_size:
                 raise SampleError(f"{first.path}: stored tensors are {first.hidden_size} wide but {declared.source} "
-                                  f"says the target's hidden size is {declared.hidden_size}")
+                                  f"says the target's hidden size is {declared.hidden_size}; fix: pass samples stored "
+                                  "from the target the draft was trained against (or --target with that target)")
             emb0 = _embedding_hits([first], embed)[0]
             ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,

@@ -214,3 +214,12 @@ def test_all_layer_data_ranks_stock_sglang_wiring_below_the_manifest(fx, tmp_pat
         stock_sglang_capture(cfg, n, family="deepseek_v2", release="0.5.23").fed_layer_ids)
     m = r["wirings"][0]
     assert wide_lead(m["top1"], stock[0]["top1"], m["positions"])
+
+
+def test_samples_of_another_hidden_size_are_refused_with_a_fix(fx, legacy, tmp_path, capsys):
+    s = torch.load(legacy[0], weights_only=True)
+    s["hidden_states"] = [torch.cat([h, h], dim=-1) for h in s["hidden_states"]]
+    wide = tmp_path / "data_0.pt"
+    torch.save(s, wide)
+    rc, _, err = run(capsys, "verify", fx / "draft", "--data", wide, "--no-progress")
+    assert rc == 2 and f"{wide}: stored tensors are" in err and "fix: pass samples stored from the target" in err
