@@ -140,8 +140,8 @@ def _by_layer(layer_ids: Sequence[int], chunk_ids: Sequence[int | None]) -> tupl
 
 
 def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Sequence[tuple[str, Sequence[int]]],
-                     chunk_ids: Sequence[int | None], fc_chunks: Sequence[int], target_chunk: int | None,
-                     max_combinations: int = 64) -> CandidateSet:
+                     chunk_ids: Sequence[int | None], fc_chunks: Sequence[int], max_combinations: int = 64
+                     ) -> CandidateSet:
     """All candidate wirings for a K-chunk fc (K = ``len(manifest_ids)``); see the module doc.
 
     ``stock`` lists ``(name, fed layer ids)`` for the stock-SGLang readings; ``chunk_ids`` the layer id of each

@@ -114,7 +114,7 @@ def _walk(root: Path) -> list[Path]:
             if kind == "file":
                 found.append(p)
             elif kind != "directory" or name not in dirnames:
-                raise SampleError(f"{shown(p)}: field '<file>': {_kind_problem(kind, p)}, not a sample file; fix: "
+                raise SampleError(f"{shown(p)}: field '<file>': {_kind_problem(kind)}, not a sample file; fix: "
                                   "remove it, or pass the sample files explicitly")
             else:
                 raise SampleError(f"{shown(p)}: field '<file>': is a directory named like a sample file; fix: rename "
@@ -122,7 +122,7 @@ def _walk(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _kind_problem(kind: str, p: Path) -> str:
+def _kind_problem(kind: str) -> str:
     return {"missing": "does not exist", "dangling symlink": "is a dangling symlink", "symlink loop":
             "is a symlink loop", "directory": "is a directory"}.get(kind, f"is {kind}")
 
@@ -145,7 +145,7 @@ def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
         elif kind == "missing":
             raise SampleError(f"{shown(p)}: no such file or directory; fix: pass sample files or a directory of them")
         else:
-            raise SampleError(f"{shown(p)}: field '<file>': {_kind_problem(kind, p)}, not a sample file; fix: pass "
+            raise SampleError(f"{shown(p)}: field '<file>': {_kind_problem(kind)}, not a sample file; fix: pass "
                               "sample files or a directory of them")
     return out
 

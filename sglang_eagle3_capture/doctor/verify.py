@@ -268,8 +268,7 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             emb0 = _embedding_hits([first], embed)[0]
             ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
-                                  fc_chunks=first.fc_chunks, target_chunk=first.target_chunk,
-                                  max_combinations=max_combinations)
+                                  fc_chunks=first.fc_chunks, max_combinations=max_combinations)
             cs.notes[:0] = notes
             report.candidates, report.chunk_names, report.chunk_ids = cs, first.chunk_names, ids
             report.layout = first.layout
