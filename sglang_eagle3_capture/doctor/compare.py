@@ -1,6 +1,6 @@
 """``compare``: what SGLang fed the draft at serving time (a capture dump) against the training samples.
 
-A dump (:mod:`sglang_eagle3_capture.dump`) holds, per forward batch, ``aux_hidden_states`` ``[T, K*H]``
+A dump (:mod:`sglang_eagle3_capture.serving.dump`) holds, per forward batch, ``aux_hidden_states`` ``[T, K*H]``
 in fc order, ``input_ids`` and ``positions``. Rows are grouped into runs of consecutive positions
 (one request's tokens in the batch) and each run is matched to the training sample whose tokens at
 those positions are the same, cut at the first token that differs. A run that starts at position 0

@@ -11,8 +11,9 @@ hidden-state tensors split into ``[seq, hidden]`` chunks in stored order):
   *after* decoder layer ``idx``, so its ids already are this package's layer ids. Its
   ``sample_lengths.json`` (``{"i": seq_len}``) must agree with ``data_{i}.pt``.
 - speculators' ``hs_{i}.safetensors`` (vLLM ``extract_hidden_states``): ``hidden_states``
-  ``[seq, layers, hidden]`` and ``token_ids`` ``[seq]``; the loss mask lives in an Arrow dataset
-  and is not read (every position counts). The trainer fed the fc ``hidden_states[:, :-1]``.
+  ``[seq, layers, hidden]`` and ``token_ids`` ``[seq]``; the loss mask usually lives in an Arrow dataset,
+  which is not read: a ``loss_mask`` ``[seq]`` in the file is read when present, else every position counts.
+  The trainer fed the fc ``hidden_states[:, :-1]``.
 - SpecForge's ``.ckpt`` / ``.ckpt.gz`` (``scripts/prepare_hidden_states.py``): ``input_ids``,
   ``loss_mask``, ``hidden_state`` ``[1, seq, hidden]`` (post-norm final) and ``aux_hidden_state``
   ``[1, seq, K*hidden]`` (the fc input, split here into K chunks).
