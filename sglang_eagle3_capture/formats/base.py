@@ -20,6 +20,7 @@ from ..errors import FormatError, LayerIdError
 from ..layer_ids import check_layer_ids
 from ..manifest import Manifest
 from ..target_config import target_dims
+from ..userfiles import brief
 
 CONVENTION_SGLANG = "sglang-output-of-layer"
 CONVENTION_VLLM = "vllm-hf-index"
@@ -48,7 +49,7 @@ def int_list(value: Any, where: str, fix: str) -> list[int]:
     """``value`` as a non-empty list of integers, or a :class:`FormatError` naming ``where`` and ``fix``."""
     if (not isinstance(value, list) or not value
             or not all(isinstance(i, int) and not isinstance(i, bool) for i in value)):
-        raise FormatError(f"{where}: expected a non-empty list of integers, got {value!r}; fix: {fix}")
+        raise FormatError(f"{where}: expected a non-empty list of integers, got {brief(value)}; fix: {fix}")
     return list(value)
 
 
@@ -57,7 +58,8 @@ def validated(ids: list[int], n_layers: int, where: str, original: Any) -> tuple
     try:
         return check_layer_ids(ids, n_layers, where=where)
     except LayerIdError as e:
-        raise FormatError(f"{e} (as written: {original}); fix: correct the file, or pass --layer-ids explicitly") from e
+        raise FormatError(f"{e} (as written: {brief(original)}); fix: correct the file, or pass --layer-ids "
+                          "explicitly") from e
 
 
 def ascending(ids: list[int], where: str, messages: list[str]) -> list[int]:
@@ -73,5 +75,5 @@ def flag(cfg: Mapping, name: str, file: str, error: type[FormatError] = FormatEr
     """A true/false config field (absent: false), or ``error`` naming the file and field."""
     v = cfg.get(name, False)
     if not isinstance(v, bool):
-        raise error(f"{file}: field '{name}': expected true/false, got {v!r}; fix: correct the config")
+        raise error(f"{file}: field '{name}': expected true/false, got {brief(v)}; fix: correct the config")
     return v

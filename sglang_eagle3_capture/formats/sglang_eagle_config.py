@@ -25,6 +25,7 @@ from ..errors import AmbiguousLayerIds, ConvertError, FormatError, UsageError
 from ..families import family_of
 from ..readings import releases_label, stock_by_release
 from ..target_config import target_dims
+from ..userfiles import brief
 from .base import (
     CONVENTION_LAYER_ID,
     CONVENTION_SGLANG,
@@ -119,19 +120,19 @@ class SGLangEagleConfigFormat:
         and ``trained_with`` does not pick one."""
         ec = cfg.get("eagle_config")
         if not isinstance(ec, Mapping):
-            raise FormatError(f"{file}: field 'eagle_config': expected an object, got {ec!r}; fix: this is not an "
+            raise FormatError(f"{file}: field 'eagle_config': expected an object, got {brief(ec)}; fix: this is not an "
                               "SGLang/SpecForge EAGLE-3 config, or pass --layer-ids explicitly")
         if ec.get("use_aux_hidden_state", True) is not True:
             raise FormatError(f"{file}: field 'eagle_config.use_aux_hidden_state' is "
-                              f"{ec.get('use_aux_hidden_state')!r}: "
+                              f"{brief(ec.get('use_aux_hidden_state'))}: "
                               "the draft consumes no target hidden states; fix: this is not an EAGLE-3 draft")
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{FIELD}'"
         original = int_list(ec.get(IDS_KEY), where, "list the layers the fc consumes")
         if CONVENTION_KEY in ec:
             if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
-                raise FormatError(f"{file}: field 'eagle_config.{CONVENTION_KEY}' is {ec[CONVENTION_KEY]!r}; fix: set "
-                                  f"it to {LAYER_ID_CONVENTION!r} or remove it")
+                raise FormatError(f"{file}: field 'eagle_config.{CONVENTION_KEY}' is {brief(ec[CONVENTION_KEY])}; "
+                                  f"fix: set it to {LAYER_ID_CONVENTION!r} or remove it")
             prov = {"source": "marked-eagle-config", "file": file, "field": FIELD, "original_ids": original,
                     "convention": CONVENTION_LAYER_ID}
             return ResolvedLayerIds(validated(original, n_layers, where, original), prov,
@@ -162,12 +163,12 @@ class SGLangEagleConfigFormat:
         """Already SGLang's layout: checked (architecture, flags, one layer) and copied."""
         archs = cfg.get("architectures") or []
         if archs != [SGLANG_ARCH]:
-            raise ConvertError(f"{file}: field 'architectures': {archs!r}; fix: only {SGLANG_ARCH} drafts (SpecForge/"
-                               "SGLang format) or speculators Eagle-3 drafts are converted")
+            raise ConvertError(f"{file}: field 'architectures': {brief(archs)}; fix: only {SGLANG_ARCH} drafts "
+                               "(SpecForge/SGLang format) or speculators Eagle-3 drafts are converted")
         for f in MATH_FLAGS:
             flag(cfg, f, file, ConvertError)
         if cfg.get("num_hidden_layers", 1) != 1:
-            raise ConvertError(f"{file}: field 'num_hidden_layers' is {cfg.get('num_hidden_layers')!r}; fix: only "
+            raise ConvertError(f"{file}: field 'num_hidden_layers' is {brief(cfg.get('num_hidden_layers'))}; fix: only "
                                "one-layer drafts are converted")
         return dict(cfg), []
 

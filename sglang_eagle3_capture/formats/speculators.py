@@ -55,7 +55,7 @@ class SpeculatorsFormat:
         that speculators' data generation appends, speculators issue #1065) is dropped."""
         mtype = cfg.get("speculators_model_type")
         if mtype != "eagle3":
-            raise FormatError(f"{file}: field 'speculators_model_type' is {mtype!r}; fix: only speculators "
+            raise FormatError(f"{file}: field 'speculators_model_type' is {brief(mtype)}; fix: only speculators "
                               "'eagle3' drafts can be read")
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{IDS_KEY}'"
@@ -97,7 +97,7 @@ class SpeculatorsFormat:
                                "convert only drafts whose every setting is understood (speculators 0.9.0 Eagle-3 keys)")
         archs = cfg.get("architectures") or list(SPECULATORS_ARCHS[:1])
         if not isinstance(archs, list) or not set(archs) <= set(SPECULATORS_ARCHS):
-            raise ConvertError(f"{file}: field 'architectures': {archs!r} is not a speculators Eagle-3 model; "
+            raise ConvertError(f"{file}: field 'architectures': {brief(archs)} is not a speculators Eagle-3 model; "
                                f"fix: point at a draft saved as {' or '.join(SPECULATORS_ARCHS)}")
         flags = {f: flag(cfg, f, file, ConvertError) for f in MATH_FLAGS}
         if flags["norm_before_fc"] and flags["fc_norm"]:
@@ -132,12 +132,12 @@ class SpeculatorsFormat:
                   ("tie_word_embeddings", False, "tied embeddings"))
         for key, want, why in checks:
             if tl.get(key, want) != want:
-                raise ConvertError(f"{file}: field 'transformer_layer_config.{key}' is {tl.get(key)!r}, not {want!r}: "
-                                   f"{why}; fix: this draft cannot be converted faithfully")
+                raise ConvertError(f"{file}: field 'transformer_layer_config.{key}' is {brief(tl.get(key))}, not "
+                                   f"{want!r}: {why}; fix: this draft cannot be converted faithfully")
         dvocab = cfg.get("draft_vocab_size")
         if not isinstance(dvocab, int) or isinstance(dvocab, bool) or dvocab < 1:
-            raise ConvertError(f"{file}: field 'draft_vocab_size': expected a positive integer, got {dvocab!r}; fix: "
-                               "correct it")
+            raise ConvertError(f"{file}: field 'draft_vocab_size': expected a positive integer, got {brief(dvocab)}; "
+                               "fix: correct it")
         out = {k: v for k, v in tl.items() if k not in ("architectures", "auto_map")}
         out.update(architectures=[SGLANG_ARCH], draft_vocab_size=dvocab, tie_word_embeddings=False, **flags)
         for key in ("dtype", "torch_dtype"):
@@ -170,7 +170,7 @@ def read_speculators_data_config(data_config: Mapping, target_hf_config: Any, *,
     where = f"{file}: field '{fld}'"
     hs = data_config.get("hidden_states")
     if not isinstance(hs, Mapping):
-        raise FormatError(f"{file}: field 'hidden_states': expected an object, got {hs!r}; fix: point at the "
+        raise FormatError(f"{file}: field 'hidden_states': expected an object, got {brief(hs)}; fix: point at the "
                           "data_config.json written by speculators' legacy data generation")
     original = int_list(hs.get("layer_ids"), where,
                         "point at the data_config.json of the data the draft was trained on")

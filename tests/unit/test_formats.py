@@ -221,3 +221,16 @@ def test_trained_with_layer_output_is_refused_when_an_id_is_past_the_last_layer(
     assert "config.json: field 'eagle_config.eagle_aux_hidden_state_layer_ids'" in msg
     assert "no such layer output" in msg and "fix: pass sglang==" in msg
     assert SGLangEagleConfigFormat.layer_ids(cfg, gpt_oss, "c", "sglang==0.5.23").layer_ids == (0, 2, 5)
+
+
+@pytest.mark.parametrize("cfg", [
+    {"eagle_config": "x" * 100_000},
+    {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ["x"] * 100_000}},
+    {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "eagle_aux_hidden_state_layer_ids_convention":
+                      "y" * 100_000}},
+    {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "use_aux_hidden_state": "z" * 100_000}},
+])
+def test_a_huge_user_value_is_cut_in_the_message(cfg):
+    with pytest.raises(FormatError) as e:
+        read_draft_config({"architectures": ["LlamaForCausalLMEagle3"], **cfg}, DSV3, file="config.json")
+    assert len(str(e.value)) < 1000 and "config.json: field 'eagle_config" in str(e.value)
