@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .. import releases
 from ..errors import ConvertError, InputError, WeightsError
 from ..userfiles import (
     brief,
@@ -29,7 +28,7 @@ from ..userfiles import (
     require_file,
     shown,
 )
-from .config import check_dim, resolve_flags
+from .config import check_dim, default_release, resolve_flags
 
 INDEX_FILENAME = "model.safetensors.index.json"
 SINGLE_FILENAME = "model.safetensors"
@@ -39,7 +38,8 @@ SINGLE_LAYER_PREFIX = "midlayer."  # the one-layer draft's checkpoint prefix eve
 
 def module_name(checkpoint_name: str) -> str:
     """The module (parameter) name SGLang's draft ``load_weights`` maps a checkpoint tensor name to: the
-    optional ``model.`` prefix dropped and the release's legacy names renamed (``midlayer.`` -> ``layers.0.``).
+    optional ``model.`` prefix dropped and the legacy names of the release (:func:`.config.default_release`) renamed
+    (``midlayer.`` -> ``layers.0.``).
 
     Example::
 
@@ -47,7 +47,7 @@ def module_name(checkpoint_name: str) -> str:
         ('layers.0.hidden_norm.weight', 'fc_norm.0.weight')
     """
     name = checkpoint_name[len("model."):] if checkpoint_name.startswith("model.") else checkpoint_name
-    for legacy, new in releases.newest().legacy_weight_names.items():
+    for legacy, new in default_release().legacy_weight_names.items():
         if name.startswith(legacy):
             name = new + name[len(legacy):]
     return name

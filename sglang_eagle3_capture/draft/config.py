@@ -10,6 +10,7 @@ reader of them.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,14 @@ from ..userfiles import brief, shown
 MAX_DIM = 1 << 24  # no draft dimension comes near it; bounds what a config alone can make this package allocate
 
 
+@functools.lru_cache(maxsize=1)
+def default_release() -> Release:
+    """The release whose draft rules apply when a caller names none: the installed SGLang's when it is supported
+    (inside a server, the one running), else the newest supported. Read once per process from package metadata
+    (SGLang is not imported)."""
+    return releases.installed_or_newest()
+
+
 def check_dim(value: object, key: str, where: object, *, error: type[InputError] = DraftFormatError,
               fix: str = "correct the config") -> int:
     """``value`` of field ``key`` as a draft dimension: a positive integer of at most :data:`MAX_DIM`, else
@@ -36,7 +45,7 @@ def check_dim(value: object, key: str, where: object, *, error: type[InputError]
 
 def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
                   error: type[Exception] = DraftFormatError, forbid_pair: bool = True) -> dict:
-    """The draft math flags as SGLang ``release`` (default: the newest supported) reads them from ``cfg``
+    """The draft math flags as SGLang ``release`` (default: :func:`default_release`) reads them from ``cfg``
     (a dict or an HF config object); a non-boolean value or the forbidden pair raises ``error`` (naming ``where``).
 
     ``forbid_pair``: refuse ``norm_before_fc`` with ``fc_norm`` (speculators forbids training the pair). SGLang's
@@ -49,7 +58,7 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
         >>> resolve_flags({"eagle_config": {"fc_norm": True}}, "config.json")["fc_norm"]  # SGLang: top level only
         False
     """
-    rel = releases.newest() if release is None else release
+    rel = default_release() if release is None else release
     flags = {}
     for name in FLAG_FIELDS:
         rule = rel.draft_flags[name]

@@ -163,3 +163,43 @@ def test_one_dimension_check_and_one_flag_list_for_config_and_checkpoint():
         with pytest.raises(DraftFormatError, match=r"^c.json: field 'x': expected a positive integer"):
             config.check_dim(bad, "x", "c.json")
     assert config.check_dim(config.MAX_DIM, "x", "c.json") == config.MAX_DIM
+
+
+@pytest.fixture
+def fresh_default_release():
+    from sglang_eagle3_capture.draft import config
+
+    config.default_release.cache_clear()
+    yield config
+    config.default_release.cache_clear()
+
+
+def test_the_draft_rules_default_to_the_installed_release_not_the_newest(fresh_default_release, monkeypatch):
+    from sglang_eagle3_capture import releases
+
+    oldest = releases.supported()[0]
+    monkeypatch.setattr(releases, "installed_sglang_version", lambda: oldest.version)
+    assert fresh_default_release.default_release() is oldest
+
+
+def test_without_a_supported_sglang_the_draft_rules_are_the_newest(fresh_default_release, monkeypatch):
+    from sglang_eagle3_capture import releases
+
+    monkeypatch.setattr(releases, "installed_sglang_version", lambda: None)
+    assert fresh_default_release.default_release() is releases.newest()
+
+
+def test_flags_and_weight_names_follow_the_default_release(monkeypatch):
+    from dataclasses import replace
+
+    from sglang_eagle3_capture import releases
+    from sglang_eagle3_capture.draft import checkpoint, config
+    from sglang_eagle3_capture.releases.schema import DraftFlag
+
+    rel = releases.newest()
+    other = replace(rel, draft_flags={**rel.draft_flags, "fc_norm": DraftFlag(("eagle_config.fc_norm",))},
+                    legacy_weight_names={"old_fc.": "fc."})
+    monkeypatch.setattr(config, "default_release", lambda: other)
+    monkeypatch.setattr(checkpoint, "default_release", lambda: other)
+    assert resolve_flags({"eagle_config": {"fc_norm": True}}, "config.json")["fc_norm"] is True
+    assert checkpoint.module_name("old_fc.weight") == "fc.weight"
