@@ -8,9 +8,11 @@ source                                  what id ``i`` means                     
 ======================================  ==========================================  ======================
 SGLang / SpecForge ``eagle_config``     output of layer ``i``                       ``i``
 speculators ``config.json`` (vLLM)      HF ``output_hidden_states`` index           ``layer_id_of_index(i)``
-speculators legacy ``data_config.json`` captured after layer ``i``; last = target   ``i`` (last dropped)
 original EAGLE (no key)                 fixed HF indices ``[2, N//2, N-3]``         ``layer_id_of_index``
 ======================================  ==========================================  ======================
+
+speculators' legacy ``data_config.json`` (captured after layer ``i``: already layer ids, the last one the verifier
+target) describes stored training samples and is read with them, by ``doctor/samples.py``.
 
 Every capture loop these formats were trained with (vLLM, SGLang, speculators' legacy worker) appends
 hidden states in ascending layer order, whatever order the config lists them in; readers therefore
@@ -38,12 +40,12 @@ from .base import (
 )
 from .eagle_default import EagleDefaultFormat
 from .sglang_eagle_config import SGLangEagleConfigFormat
-from .speculators import SpeculatorsFormat, read_speculators_data_config
+from .speculators import SpeculatorsFormat
 
 __all__ = ["CONVENTION_EAGLE_DEFAULT", "CONVENTION_LAYER_ID", "CONVENTION_SGLANG", "CONVENTION_SPECULATORS_LEGACY",
            "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "AmbiguousLayerIds", "FormatError",
            "ResolvedLayerIds", "check_draft_config", "detect_format", "load_draft_config", "load_json",
-           "read_draft_config", "read_draft_dir", "read_speculators_data_config"]
+           "read_draft_config"]
 
 # Asked in this order; the first whose detect() says yes reads the file.
 FORMATS = (SpeculatorsFormat, SGLangEagleConfigFormat, EagleDefaultFormat)
@@ -136,9 +138,3 @@ def load_draft_config(path: str | Path) -> dict:
     """A draft ``config.json``: :func:`load_json` and :func:`check_draft_config`."""
     return check_draft_config(load_json(path, "the draft's config.json"), path)
 
-
-def read_draft_dir(draft_dir: str | Path, target_hf_config: Any, trained_with: str | None = None) -> ResolvedLayerIds:
-    """:func:`read_draft_config` on ``draft_dir/config.json``."""
-    path = Path(draft_dir) / "config.json"
-    return read_draft_config(load_draft_config(path), target_hf_config, file=str(path),
-                             trained_with=trained_with)

@@ -18,8 +18,6 @@ from typing import Any, Mapping
 
 from ..errors import FormatError, LayerIdError
 from ..layer_ids import check_layer_ids
-from ..manifest import Manifest
-from ..target_config import target_dims
 from ..userfiles import brief
 
 CONVENTION_SGLANG = "sglang-output-of-layer"
@@ -38,11 +36,6 @@ class ResolvedLayerIds:
     layer_ids: tuple[int, ...]
     provenance: dict
     messages: tuple[str, ...] = ()
-
-    def to_manifest(self, target_hf_config: Any, *, where: str = "target config") -> Manifest:
-        """A :class:`Manifest` for these ids against ``target_hf_config``."""
-        arch, n_layers, hidden = target_dims(target_hf_config, where)
-        return Manifest(self.layer_ids, arch, n_layers, hidden, dict(self.provenance))
 
 
 def int_list(value: Any, where: str, fix: str) -> list[int]:

@@ -18,7 +18,6 @@ from ..readings import default_low_mid_high_indices
 from ..target_config import target_dims
 from ..userfiles import brief, shown
 from .base import (
-    CONVENTION_SPECULATORS_LEGACY,
     CONVENTION_VLLM,
     MATH_FLAGS,
     SGLANG_ARCH,
@@ -159,33 +158,3 @@ class SpeculatorsFormat:
         """speculators' training-only ``verifier_*`` tensors."""
         return tensor_name in _TRAINING_ONLY
 
-
-def read_speculators_data_config(data_config: Mapping, target_hf_config: Any, *,
-                                 file: str = "data_config.json") -> ResolvedLayerIds:
-    """speculators' legacy offline data ``data_config.json``: ``hidden_states.layer_ids`` captured after layer ``i``.
-
-    Those ids are already layer ids; the last one is the verifier target (not an fc input) and is dropped.
-    """
-    fld = "hidden_states.layer_ids"
-    where = f"{file}: field '{fld}'"
-    hs = data_config.get("hidden_states")
-    if not isinstance(hs, Mapping):
-        raise FormatError(f"{file}: field 'hidden_states': expected an object, got {brief(hs)}; fix: point at the "
-                          "data_config.json written by speculators' legacy data generation")
-    original = int_list(hs.get("layer_ids"), where,
-                        "point at the data_config.json of the data the draft was trained on")
-    if len(original) < 2:
-        raise FormatError(f"{where}: {original} has no fc input besides the verifier target (last id); fix: "
-                          "check the data-generation command")
-    _, n_layers, _ = target_dims(target_hf_config, "target config")
-    messages = [f"{where}: last id {original[-1]} is the verifier target, not an fc input: dropped"]
-    final_layer_id = layer_id_of_index(n_layers)  # HF index N = output of the last decoder layer
-    if original[-1] != final_layer_id:
-        messages.append(f"{where}: the verifier target {original[-1]} is not the final layer {final_layer_id}; "
-                        "the draft "
-                        "was trained against a different distribution from the one the target verifies with")
-    ids = ascending(original[:-1], where, messages)
-    layer_ids = validated(ids, n_layers, where, original)
-    prov = {"source": "speculators-data-config", "file": file, "field": fld, "original_ids": original,
-            "convention": CONVENTION_SPECULATORS_LEGACY}
-    return ResolvedLayerIds(layer_ids, prov, tuple(messages))
