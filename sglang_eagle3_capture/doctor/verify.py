@@ -243,10 +243,11 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     if family is None:
         raise ManifestError(f"{declared.source}: field 'target.architecture': {declared.architecture} has no "
                             "target-family entry, so stock SGLang's wirings are unknown; fix: see docs/families.md")
-    stock = [(releases_label(v), c.fed_layer_ids)
-             for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
-    others = [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r)) for r in releases.other_engines()]
-    stock += [(name, c.fed_layer_ids) for name, c in others if c.problem is None]  # a crash feeds nothing
+    named = [(releases_label(v), c) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
+    named += [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r)) for r in releases.other_engines()]
+    stock = [(name, c.fed_layer_ids) for name, c in named if c.problem is None]  # a crash feeds nothing: not scored
+    dropped = [f"not scored: {name} would feed layer ids {list(c.fed_layer_ids)} but fails: {c.problem}"
+               for name, c in named if c.problem is not None]
     stock.append(("stock default (no ids)", stock_sglang_capture({}, n_layers, family=family).fed_layer_ids))
     stock += [(f"reading {i + 1}: {'; '.join(r.who)}", r.layer_ids) for i, r in enumerate(declared.readings)]
     report = VerifyReport(str(draft_dir), declared.layer_ids, top_k=top_k, margin=margin,
@@ -270,6 +271,7 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
                                   fc_chunks=first.fc_chunks, max_combinations=max_combinations)
             cs.notes[:0] = notes
+            cs.notes += dropped
             report.candidates, report.chunk_names, report.chunk_ids = cs, first.chunk_names, ids
             report.layout = first.layout
             _check_stored_layer_ids(first, n_layers)

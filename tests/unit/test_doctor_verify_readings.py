@@ -62,3 +62,21 @@ def test_verify_names_the_reading_the_draft_was_trained_on(fx, ambiguous_draft, 
 def test_verify_without_a_manifest_needs_the_target(ambiguous_draft, all_layers, capsys):
     rc, _, err = run(capsys, "verify", ambiguous_draft, "--data", all_layers, "--no-progress")
     assert rc == 2 and "eagle3_manifest.json" in err and "--target" in err
+
+
+def test_verify_scores_no_stock_reading_that_would_crash(fx, ambiguous_draft, all_layers, capsys):
+    # [0, 1, 2] as loop indices captures the embedding at loop index 0, which crashes some releases' DeepSeek loop
+    # (embedding_crashes): such a release feeds nothing, so it is listed as not scored, like a crashing vLLM runner
+    from sglang_eagle3_capture.readings import releases_label, stock_by_release
+
+    cfg = json.loads((ambiguous_draft / "config.json").read_text())
+    n = json.loads((fx / "fixture.json").read_text())["num_hidden_layers"]
+    crashing = [releases_label(v) for v, c in stock_by_release(cfg, n, family="deepseek_v2") if c.problem]
+    assert crashing, "the fixture no longer has a crashing release; pick other ids"
+    rc, out, _ = run(capsys, "verify", ambiguous_draft, "--data", all_layers, "--target", fx / "target", "--json",
+                     "--no-progress", "--threads", "1", "--max-combinations", "0")
+    r = json.loads(out)
+    names = [w["name"] for w in r["wirings"]] + [w["name"] for w in r["unbuildable"]]
+    for label in crashing:
+        assert not any(name.startswith(f"{label} [") for name in names), label
+        assert any(note.startswith(f"not scored: {label} ") for note in r["notes"]), label
