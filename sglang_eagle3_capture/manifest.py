@@ -256,8 +256,9 @@ def check_fc_width(manifest: Manifest, fc_in_features: int, where: str) -> None:
         k, h = len(manifest.layer_ids), manifest.target_hidden_size
         hint = (f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else "")
         raise ManifestError(
-            f"{where}: fc input width is {fc_in_features}, but manifest {manifest.path or MANIFEST_FILENAME} "
-            f"field 'layer_ids' lists {k} ids x field 'target.hidden_size' {h} = {manifest.fc_in_features}{hint}; "
+            f"{shown(where)}: fc input width is {fc_in_features}, but manifest "
+            f"{shown(manifest.path or MANIFEST_FILENAME)} field 'layer_ids' lists {k} ids x field 'target.hidden_size' "
+            f"{h} = {manifest.fc_in_features}{hint}; "
             "fix: list exactly the hidden states the fc was trained on, and the target it was trained against"
         )
 
@@ -268,17 +269,18 @@ def check_target(manifest: Manifest, target_hf_config: Any, where: str) -> None:
     ``target_hf_config`` is the target's HF config (dict or object); ``where`` names it in errors.
     """
     arch, n_layers, hidden = target_dims(target_hf_config, where)
-    mpath = manifest.path or MANIFEST_FILENAME
+    mpath = shown(manifest.path or MANIFEST_FILENAME)
     if architecture_family(arch) != architecture_family(manifest.target_architecture):
         raise ManifestError(
-            f"{where}: target architecture {arch} is not in the family of {manifest.target_architecture} named by "
-            f"manifest {mpath} field 'target.architecture'; fix: serve the draft with the target it was trained against"
+            f"{shown(where)}: target architecture {shown(arch)} is not in the family of {manifest.target_architecture} "
+            f"named by manifest {mpath} field 'target.architecture'; fix: serve the draft with the target it was "
+            "trained against"
         )
     prefix = decoder_field_prefix(arch)
     for fld, have, want in (("num_hidden_layers", n_layers, manifest.target_num_hidden_layers),
                             ("hidden_size", hidden, manifest.target_hidden_size)):
         if have != want:
             raise ManifestError(
-                f"{where}: field '{prefix}{fld}' is {have}, but manifest {mpath} field 'target.{fld}' is {want}; "
-                "fix: serve the draft with the target it was trained against (or correct the manifest)"
+                f"{shown(where)}: field '{prefix}{fld}' is {have}, but manifest {mpath} field 'target.{fld}' is "
+                f"{want}; fix: serve the draft with the target it was trained against (or correct the manifest)"
             )

@@ -70,7 +70,7 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
         present = [v for _, v in values if v is not None]
         flags[name] = any(present) if rule.combine == "any" else bool(present[0]) if present else False
     if forbid_pair and flags["norm_before_fc"] and flags["fc_norm"]:
-        raise error(f"{where}: field 'norm_before_fc': norm_before_fc and fc_norm are both true (speculators "
+        raise error(f"{shown(where)}: field 'norm_before_fc': norm_before_fc and fc_norm are both true (speculators "
                              "forbids the pair); fix: keep only the flag the draft was trained with")
     return flags
 

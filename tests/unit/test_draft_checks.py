@@ -203,3 +203,9 @@ def test_flags_and_weight_names_follow_the_default_release(monkeypatch):
     monkeypatch.setattr(checkpoint, "default_release", lambda: other)
     assert resolve_flags({"eagle_config": {"fc_norm": True}}, "config.json")["fc_norm"] is True
     assert checkpoint.module_name("old_fc.weight") == "fc.weight"
+
+
+def test_the_forbidden_flag_pair_error_escapes_the_file_name():
+    with pytest.raises(ValueError) as e:
+        resolve_flags({"norm_before_fc": True, "fc_norm": True}, "c\x1b.json")
+    assert str(e.value).startswith("c\\x1b.json: field 'norm_before_fc': ")

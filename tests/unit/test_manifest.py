@@ -144,3 +144,15 @@ def test_check_target_accepts_config_objects():
     check_target(_kimi_manifest(), cfg, where="obj")
     assert target_dims(cfg, "obj") == ("DeepseekV3ForCausalLM", 61, 7168)
 
+
+
+def test_fc_width_and_target_errors_escape_the_names_they_show(tmp_path):
+    m = _kimi_manifest(path=tmp_path / "m\x1b.json")
+    with pytest.raises(ManifestError) as e:
+        check_fc_width(m, 4 * 7168, where="d\x1b/model.safetensors: fc.weight")
+    assert "\x1b" not in str(e.value) and str(e.value).startswith("d\\x1b/model.safetensors: fc.weight: ")
+    for cfg in ({**DSV3, "architectures": ["Llama\x1bForCausalLM"]}, {**KIMI_K25, "text_config": {
+            **KIMI_K25["text_config"], "hidden_size": 8}}):
+        with pytest.raises(ManifestError) as e:
+            check_target(m, cfg, where="t\x1b/config.json")
+        assert "\x1b" not in str(e.value) and str(e.value).startswith("t\\x1b/config.json: ")
