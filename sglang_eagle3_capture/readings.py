@@ -30,6 +30,7 @@ from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
 from .layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices, last_layer_id, layer_ids_of_loop
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
+from .target_config import path_get
 from .userfiles import brief
 
 __all__ = ["StockCapture", "default_low_mid_high_indices", "engine_capture", "releases_label", "stock_by_release",
@@ -171,13 +172,6 @@ def _problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n
             f"its input width ({len(fed)} hidden states where it takes {len(loop)})")
 
 
-def _path(cfg: Any, dotted: str) -> Any:
-    node = cfg
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
-
-
 def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
                    reader: EngineReader) -> StockCapture:
     """What another engine (``reader``, e.g. vLLM 0.33's default runner) feeds the fc for ``draft_config``: the
@@ -192,7 +186,7 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
         (1, 29, 57)
     """
     fam, n = _family(family), num_hidden_layers
-    key, ids = next(((k, v) for k in reader.keys if (v := _path(draft_config, k))), (None, None))
+    key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
     if ids is None:
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 from .. import releases
 from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
 from ..errors import AmbiguousLayerIds, FormatError
+from ..target_config import path_get
 from ..userfiles import brief, read_json_object, shown
 from .base import (
     CONVENTION_EAGLE_DEFAULT,
@@ -95,13 +96,6 @@ def _id_fields() -> list[str]:
     return paths
 
 
-def _at(cfg: Mapping, dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
-
-
 def check_draft_config(cfg: Any, file: str | Path = "config.json") -> dict:
     """The types every reader of a draft ``config.json`` relies on (the document an object; ``architectures`` a list
     of names; the nested settings objects; every capture-id list a list of integers; ``num_aux_hidden_states`` a
@@ -120,7 +114,7 @@ def check_draft_config(cfg: Any, file: str | Path = "config.json") -> dict:
         if value is not None and not isinstance(value, Mapping):
             raise err(key, f"expected an object, got {brief(value)}", "correct the config (or re-save the draft)")
     for dotted in _id_fields():
-        ids = _at(cfg, dotted)
+        ids = path_get(cfg, dotted)
         if ids is None:
             continue
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
