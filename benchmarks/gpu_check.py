@@ -120,7 +120,6 @@ def sglang_version() -> str | None:
 
 def stage_standin(report: Report, dry_run: bool) -> None:
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     sys.path.insert(0, str(HERE))
     import selfcheck_standin as si
@@ -179,15 +178,6 @@ def stage_standin(report: Report, dry_run: bool) -> None:
         report.check(stage, "permuted_capture_refused", "it is layer id" in str(e), str(e).splitlines()[1][:200])
     selfcheck.disarm()
 
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     def hooks(m):
         return sum(len(x._forward_hooks) + len(x._forward_pre_hooks) for x in m.modules())
 
@@ -236,11 +226,11 @@ def stage_standin(report: Report, dry_run: bool) -> None:
     else:
         report.put(stage, "torch_compile_unaffected", "skipped", "needs CUDA (inductor)")
     # 6. the forward after the check: the same aten ops, the same bits, the graph replays the same
-    with Ops() as before:
+    with si.AtenOps() as before:
         a = run(stack, ids)
     si.arm(stack)
     b = run(stack, ids)
-    with Ops() as after:
+    with si.AtenOps() as after:
         c = run(stack, ids)
     report.check(stage, "ops_after_equal_ops_before", before.ops == after.ops and hooks(stack) == base_hooks,
                  {"aten_ops": len(before.ops)})

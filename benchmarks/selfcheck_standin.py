@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -57,6 +58,20 @@ if triton is not None:
         var = tl.sum(s * s, axis=0) / n_cols
         w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(x_ptr + row * n_cols + cols, (s * tl.rsqrt(var + eps) * w).to(x_ptr.dtype.element_ty), mask=mask)
+
+
+class AtenOps(TorchDispatchMode):
+    """``with AtenOps() as rec: ...``; then ``rec.ops`` lists every aten op dispatched inside the block, in order:
+    how the GPU check and the tests show that the forward after the self-check runs exactly the ops of a forward
+    that never had one."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
 
 
 def use_triton(x: torch.Tensor) -> bool:

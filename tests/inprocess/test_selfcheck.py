@@ -8,6 +8,7 @@ replacing what the feed hands on (never through a switch in the package).
 
 import dataclasses
 import functools
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +19,10 @@ from sglang_eagle3_capture.errors import SelfCheckError
 from sglang_eagle3_capture.serving import seams, selfcheck
 from sglang_eagle3_capture.serving import target as target_patch
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
-from support.aten_ops import AtenOps
+from support import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from selfcheck_standin import AtenOps  # noqa: E402  (the GPU check's recorder: one copy)
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [100, 3, 200, 45, 17]]
 IDS = [5, -1, 1]  # the last layer first (final norm), the embedding, layer 1: a permuting feed

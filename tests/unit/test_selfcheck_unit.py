@@ -12,7 +12,6 @@ from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.errors import SelfCheckError
 from sglang_eagle3_capture.serving import selfcheck
 from support import REPO
-from support.aten_ops import AtenOps
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import selfcheck_standin as si  # noqa: E402
@@ -146,12 +145,12 @@ def test_a_forward_that_does_not_reach_the_stack_leaves_it_pending():
 
 def test_after_the_check_the_forward_runs_the_same_ops():
     stack = si.build(dtype=torch.bfloat16)
-    with AtenOps() as before:
+    with si.AtenOps() as before:
         a = _run(stack)
     si.arm(stack)
-    with AtenOps() as during:
+    with si.AtenOps() as during:
         b = _run(stack)
-    with AtenOps() as after:
+    with si.AtenOps() as after:
         c = _run(stack)
     assert after.ops == before.ops and len(during.ops) > len(before.ops)
     assert torch.equal(a[1], b[1]) and torch.equal(a[1], c[1])
