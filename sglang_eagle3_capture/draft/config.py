@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import releases
-from ..errors import DraftFormatError, InputError
+from ..errors import DraftFormatError
 from ..formats.base import MATH_FLAGS as FLAG_FIELDS
+from ..formats.base import MAX_DIM, check_dim  # noqa: F401  (draft dimensions: one definition, in formats)
 from ..releases.schema import Release
-from ..target_config import is_int, path_get
+from ..target_config import path_get
 from ..userfiles import brief, shown
-
-MAX_DIM = 1 << 24  # no draft dimension comes near it; bounds what a config alone can make this package allocate
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,16 +30,6 @@ def default_release() -> Release:
     (inside a server, the one running), else the newest supported. Read once per process from package metadata
     (SGLang is not imported)."""
     return releases.installed_or_newest()
-
-
-def check_dim(value: object, key: str, where: object, *, error: type[InputError] = DraftFormatError,
-              fix: str = "correct the config") -> int:
-    """``value`` of field ``key`` as a draft dimension: a positive integer of at most :data:`MAX_DIM`, else
-    ``error`` naming ``where``, the field and ``fix``."""
-    if not is_int(value) or not 0 < value <= MAX_DIM:
-        raise error(f"{shown(where)}: field '{key}': expected a positive integer (at most {MAX_DIM}), got "
-                    f"{brief(value)}; fix: {fix}")
-    return value
 
 
 def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,

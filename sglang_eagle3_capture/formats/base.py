@@ -16,15 +16,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import FormatError, LayerIdError
+from ..errors import DraftFormatError, FormatError, InputError, LayerIdError
 from ..layer_ids import check_layer_ids
-from ..userfiles import brief
+from ..target_config import is_int
+from ..userfiles import brief, shown
 
 CONVENTION_SGLANG = "sglang-output-of-layer"
 CONVENTION_VLLM = "vllm-hf-index"
 CONVENTION_SPECULATORS_LEGACY = "speculators-legacy-after-layer"
 CONVENTION_EAGLE_DEFAULT = "eagle-fixed-hf-index"
 CONVENTION_LAYER_ID = "layer-id"
+MAX_DIM = 1 << 24  # no draft dimension comes near it; bounds what a config alone can make this package allocate
+
+
+def check_dim(value: object, key: str, where: object, *, error: type[InputError] = DraftFormatError,
+              fix: str = "correct the config") -> int:
+    """``value`` of field ``key`` as a draft dimension: a positive integer of at most :data:`MAX_DIM`, else
+    ``error`` naming ``where``, the field and ``fix``."""
+    if not is_int(value) or not 0 < value <= MAX_DIM:
+        raise error(f"{shown(where)}: field '{key}': expected a positive integer (at most {MAX_DIM}), got "
+                    f"{brief(value)}; fix: {fix}")
+    return value
+
+
 MATH_FLAGS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual")
 SGLANG_ARCH = "LlamaForCausalLMEagle3"
 

@@ -23,6 +23,7 @@ from .base import (
     SGLANG_ARCH,
     ResolvedLayerIds,
     ascending,
+    check_dim,
     flag,
     int_list,
     validated,
@@ -35,7 +36,6 @@ _CARRIED = {"draft_vocab_size", "target_hidden_size", IDS_KEY, "tie_word_embeddi
 _METADATA = {"speculators_model_type", "speculators_version", "speculators_config", "architectures", "auto_map",
              "dtype", "torch_dtype", "transformers_version", "embed_requires_grad", "_name_or_path"}
 _TRAINING_ONLY = ("verifier_lm_head.weight", "verifier_norm.weight")
-MAX_DIM = 1 << 24  # as draft.config.MAX_DIM: no draft dimension comes near it
 
 
 class SpeculatorsFormat:
@@ -114,10 +114,8 @@ class SpeculatorsFormat:
             v = tl.get(key)
             if v is None and not required:
                 continue
-            if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= MAX_DIM:
-                raise ConvertError(f"{shown(file)}: field 'transformer_layer_config.{key}': "
-                                   "expected a positive integer "
-                                   f"(at most {MAX_DIM}), got {brief(v)}; fix: re-save the draft with speculators")
+            check_dim(v, f"transformer_layer_config.{key}", file, error=ConvertError,
+                      fix="re-save the draft with speculators")
         layer_types = tl.get("layer_types")
         if layer_types is not None and (not isinstance(layer_types, list) or
                                         not all(isinstance(t, str) for t in layer_types)):
