@@ -10,7 +10,7 @@ PYTHON ?= python3
 NEWEST := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); from sglang_eagle3_capture import releases; print(releases.newest().version)')
 SGLANG ?= $(NEWEST)
 ENV_ROOT ?= $(HOME)/.cache/sglang-eagle3-capture
-ENV_KEY := $(shell cat pyproject.toml tools/install_sglang.py tools/constraints.txt | sha256sum | cut -c1-12)
+ENV_KEY := $(shell $(PYTHON) tools/env_key.py)
 VENV ?= $(if $(filter $(NEWEST),$(SGLANG)),.venv,$(ENV_ROOT)/sglang-$(SGLANG)-$(ENV_KEY))
 PY := $(VENV)/bin/python
 # The editable install records this checkout's path, so the stamp is keyed on it too.
