@@ -1,29 +1,128 @@
-"""Every error this package raises, under one base class.
+"""Every error this package raises, under one base class that stores its parts and renders itself.
 
-The command line (:func:`sglang_eagle3_capture.doctor.cli.main`) prints one line for each: an
-:class:`AmbiguousLayerIds` exits 3; every other :class:`Eagle3CaptureError` exits 2 (an
-:class:`InputError` names the file, the field and the fix; any other, e.g. a :class:`DeploymentError`
-refusal, is still reported as input); an ``OSError`` naming a file exits 2 as well; any other exception is
-a bug and exits 70 with the traceback saved to a file named in that line.
-Inside SGLang, a :class:`DeploymentError` refuses a deployment at startup with the same kind of line.
+An error is ``(file, field, problem, fix)``; ``str(error)`` is one bounded, escaped line::
 
-Errors stay ``ValueError`` / ``RuntimeError`` subclasses, as they were before this module existed, so
-callers that caught those keep working.
+    FILE: field 'FIELD': PROBLEM; fix: FIX
+
+(``file`` or ``field`` may be ``None``: that part is left out). Tests and callers read ``.file``, ``.field``,
+``.problem`` and ``.fix``; nothing parses the line. Every echoed part is escaped (:func:`shown`) and bounded on its
+own, so a long path or key never pushes the fix out of the line.
+
+The command line (:func:`sglang_eagle3_capture.doctor.cli.main`) prints one line per error and exits with the
+class's :attr:`~Eagle3CaptureError.exit_code`: 3 for :class:`AmbiguousLayerIds`, 2 for every other error (input the
+user can correct, or a :class:`DeploymentError` refusal); an ``OSError`` naming a file exits 2 as well; any other
+exception is a bug and exits 70. Inside SGLang, a :class:`DeploymentError` refuses a deployment at startup with the
+same kind of line.
+
+Errors stay ``ValueError`` / ``RuntimeError`` subclasses, so callers that caught those keep working.
 """
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
+# Bounds of each rendered part (characters). The fix is never cut below FIX_MAX, whatever the other parts hold.
+FILE_MAX = 240
+FIELD_MAX = 160
+PROBLEM_MAX = 1600
+FIX_MAX = 800
+_LEGACY: Any = object()
+
+
+def shown(value: Any) -> str:
+    """A path or string for a one-line message: as is when printable, else with every control character, lone
+    surrogate or other unprintable code point escaped (``\\n``, ``\\x1b``, ``\\udcff``)."""
+    if isinstance(value, bytes):
+        value = os.fsdecode(value)
+    s = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+
+
+def brief(value: Any, limit: int = 120) -> str:
+    """``repr(value)`` escaped and cut to about ``limit`` characters, saying how long it was (bounded time: long
+    lists, dicts and strings are cut before they are rendered)."""
+    if isinstance(value, (list, tuple)) and len(value) > 12:
+        head = ", ".join(brief(v, 24) for v in value[:8])
+        text = f"[{head}, ... ({len(value)} items)]"
+    elif isinstance(value, dict) and len(value) > 12:
+        head = ", ".join(f"{brief(k, 24)}: {brief(v, 24)}" for k, v in list(value.items())[:6])
+        text = f"{{{head}, ... ({len(value)} keys)}}"
+    elif isinstance(value, str) and len(value) > limit:
+        text = repr(value[:limit]) + f"... ({len(value)} characters)"
+    else:
+        try:
+            text = repr(value)
+        except RecursionError:  # a structure nested past the interpreter's limit
+            text = f"<{type(value).__name__} nested too deeply>"
+    return cut(shown(text), limit + 40)
+
+
+def cut(text: str, limit: int, *, keep_end: bool = False) -> str:
+    """``text`` bounded to about ``limit`` characters, saying how long it was; ``keep_end`` keeps the start and the
+    end (a path's file name) and drops the middle."""
+    if len(text) <= limit:
+        return text
+    if keep_end:
+        half = max(limit // 2 - 8, 8)
+        return f"{text[:half]}...{text[-half:]}"
+    return f"{text[:limit]}... ({len(text)} characters)"
+
 
 class Eagle3CaptureError(Exception):
-    """Base class of every error raised by sglang-eagle3-capture."""
+    """Base class of every error raised by sglang-eagle3-capture: ``(file, field, problem, fix)``.
+
+    Example::
+
+        >>> str(InputError("draft/config.json", "hidden_size", "expected a positive integer, got -3",
+        ...                "copy hidden_size from the draft's training config"))
+        "draft/config.json: field 'hidden_size': expected a positive integer, got -3; fix: copy hidden_size from \
+the draft's training config"
+    """
+
+    exit_code = 2
+
+    def __init__(self, file: Any, field: str | None = _LEGACY, problem: str = "", fix: str = "") -> None:
+        if field is _LEGACY:  # TRANSITION (removed before landing): a one-string message from an unmigrated caller
+            super().__init__(file)
+            self.file = self.field = None
+            self.problem, self.fix, self.legacy = str(file), "", True
+            return
+        self.legacy = False
+        super().__init__(file, field, problem, fix)  # args: so the error pickles across SGLang's processes
+        self.file = None if file is None else shown(file)
+        self.field = None if field is None else shown(field)
+        self.problem = str(problem)
+        self.fix = str(fix)
+
+    def __str__(self) -> str:
+        if self.legacy:
+            return self.problem
+        parts = []
+        if self.file is not None:
+            parts.append(cut(self.file, FILE_MAX, keep_end=True))
+        if self.field is not None:
+            parts.append(f"field '{cut(self.field, FIELD_MAX, keep_end=True)}'")
+        parts.append(cut(shown(self.problem), PROBLEM_MAX))
+        return f"{': '.join(parts)}; fix: {cut(shown(self.fix), FIX_MAX)}"
+
+    def with_file(self, file: Any) -> "Eagle3CaptureError":
+        """The same error naming ``file`` (for a reader that validated a document before it knew its path)."""
+        return self._copy(file=file)
+
+    def _copy(self, **parts: Any) -> "Eagle3CaptureError":
+        new = {"file": self.file, "field": self.field, "problem": self.problem, "fix": self.fix, **parts}
+        return type(self)(new["file"], new["field"], new["problem"], new["fix"])
 
 
 class InputError(Eagle3CaptureError, ValueError):
-    """Bad input the user can correct (exit status 2); the message names the file, the field and the fix."""
+    """Bad input the user can correct (exit status 2)."""
 
 
 class UsageError(InputError):
-    """A command-line option that cannot be used as given."""
+    """A command-line option that cannot be used as given (``file`` is ``None``; ``field`` names the option)."""
 
 
 class LayerIdError(InputError):
@@ -42,9 +141,18 @@ class AmbiguousLayerIds(FormatError):
     """A config whose ids mean different layers depending on the release or trainer it was trained with
     (exit status 3); ``readings`` lists every meaning with who trains that way."""
 
-    def __init__(self, message: str, readings: tuple | list = ()) -> None:
-        super().__init__(message)
+    exit_code = 3
+
+    def __init__(self, file: Any, field: str | None = _LEGACY, problem: str = "", fix: str = "",
+                 readings: tuple | list = ()) -> None:
+        super().__init__(file, field, problem, fix)
+        if not self.legacy:
+            self.args = (file, field, problem, fix, tuple(readings))
         self.readings = tuple(readings)
+
+    def _copy(self, **parts: Any) -> "AmbiguousLayerIds":
+        new = {"file": self.file, "field": self.field, "problem": self.problem, "fix": self.fix, **parts}
+        return type(self)(new["file"], new["field"], new["problem"], new["fix"], self.readings)
 
 
 class WeightsError(InputError):

@@ -1,0 +1,55 @@
+"""``eagle3_manifest.json``: strict where the value changes what the fc receives (``format``, ``version``,
+``layer_ids``, ``target``), forward-compatible where it does not (``provenance`` and any block a later version adds
+beside it are metadata: kept, shown escaped, never refused)."""
+
+from __future__ import annotations
+
+from ..errors import ManifestError
+from ..records import Anything, Bool, Const, Field, Int, ListOf, Nested, Record, Str
+
+FILENAME = "eagle3_manifest.json"
+FORMAT = "sglang-eagle3-capture.manifest"
+VERSION = 1
+WRITE_HINT = "sglang-eagle3-capture manifest write DRAFT_DIR --layer-ids=-1,2,30 --target TARGET"
+REWRITE = f"rewrite it with `{WRITE_HINT}`"
+
+# Bounds no real target reaches: a manifest beyond them is a corrupt or hostile file (and every check stays cheap).
+MAX_LAYERS = 100_000
+MAX_HIDDEN_SIZE = 1 << 20
+
+# Read first, alone: a manifest of another format or version is named as such before its other fields are judged.
+HEAD = Record("manifest header", (
+    Field("format", Const(FORMAT), f"this is not an sglang-eagle3-capture manifest; {REWRITE}"),
+    Field("version", Const(VERSION), f"upgrade sglang-eagle3-capture (this one reads version {VERSION}), or {REWRITE}"),
+), unknown="keep", error=ManifestError, fix=REWRITE)
+
+TARGET = Record("manifest target", (
+    Field("architecture", Str(nonempty=True, max_len=200),
+          "set it to the target's config.json architectures[0], e.g. \"DeepseekV3ForCausalLM\""),
+    Field("num_hidden_layers", Int(lo=1, hi=MAX_LAYERS), "copy num_hidden_layers from the target's config.json"),
+    Field("hidden_size", Int(lo=1, hi=MAX_HIDDEN_SIZE), "copy hidden_size from the target's config.json"),
+), unknown="refuse", error=ManifestError, fix="remove it; target has only architecture, num_hidden_layers, hidden_size")
+
+# Metadata: where the ids came from. Never refused (a later version may add keys, a note may hold a tab).
+PROVENANCE = Record("manifest provenance", (
+    Field("source", Str(nonempty=True), 'say where the ids came from, e.g. "manual" or "speculators-config"'),
+    Field("file", Str(), "name the file the ids were read from", required=False),
+    Field("field", Str(), "name the field the ids were read from", required=False),
+    Field("original_ids", ListOf(Int()), "copy the ids exactly as the source file had them", required=False),
+    Field("convention", Str(), "name the convention the source ids follow", required=False),
+    Field("inferred", Bool(), "true when the ids were inferred rather than read", required=False),
+    Field("note", Str(), "free text", required=False),
+), unknown="keep", error=ManifestError, metadata=True)
+
+MANIFEST = Record("manifest", (
+    Field("format", Const(FORMAT), HEAD.field("format").fix),
+    Field("version", Const(VERSION), HEAD.field("version").fix),
+    Field("layer_ids", ListOf(Int(lo=-1, hi=MAX_LAYERS), min_len=1),
+          "list each layer the fc consumes once, in fc order, e.g. [-1, 2, 30] (-1 = embedding output, k = output of "
+          f"decoder layer k); or {REWRITE}"),
+    Field("target", Nested(TARGET), "write {\"architecture\": ..., \"num_hidden_layers\": ..., \"hidden_size\": ...}"),
+    Field("provenance", Anything(), 'write e.g. {"source": "manual"}', required=False, default={"source": "manual"}),
+), unknown="refuse", error=ManifestError,
+    fix=f"remove it; a version-{VERSION} manifest has format, version, layer_ids, target and provenance")
+
+RECORDS = (HEAD, TARGET, PROVENANCE, MANIFEST)
