@@ -8,22 +8,23 @@ one line in :data:`_MODULES`. Nothing else in the package names a release: code 
 - :func:`check_sglang_version`: the installed release's facts, or :class:`UnsupportedSGLangVersion`
   naming the supported list and the fix;
 - :func:`is_newer_than_table` / :func:`accept_unverified` / :func:`unverified`: a release newer than the table
-  (a PEP 440 comparison, :func:`version_key`, without external packages). The plugin serves one with the newest
+  (a PEP 440 comparison through ``packaging.version``). The plugin serves one with the newest
   release's seams, once every seam probed clean and with the first-batch self-check on, and says so.
 """
 
 from __future__ import annotations
 
 import importlib
-import re
 from importlib import metadata
+
+from packaging.version import InvalidVersion, Version
 
 from ..errors import UnsupportedSGLangVersion
 from .schema import EngineReader, Release, Seam
 
 __all__ = ["EngineReader", "Release", "Seam", "other_engines", "UnsupportedSGLangVersion", "accept_unverified",
            "all_releases", "check_sglang_version", "get", "installed_or_newest", "installed_sglang_version",
-           "is_newer_than_table", "newest", "supported", "supported_versions", "unverified", "version_key"]
+           "is_newer_than_table", "newest", "supported", "supported_versions", "unverified"]
 
 # One line per release file, oldest first.
 _MODULES = (
@@ -84,13 +85,20 @@ def installed_sglang_version() -> str | None:
         return None
 
 
-def _supported_release(version: str | None) -> Release | None:
-    """The supported release ``version`` is, its local label ignored (``0.5.23+cu128`` is a local build of 0.5.23,
-    the same sources as far as the seams go), or None."""
-    if version is None:
+def _public(version: str) -> Version | None:
+    """``version`` as a PEP 440 version without its local label (``0.5.23+rocm`` -> ``0.5.23``: a local build of a
+    release is that release as far as the seams go), or None when it is not one."""
+    try:
+        return Version(Version(version).public)
+    except InvalidVersion:
         return None
-    public = version.strip().split("+", 1)[0]
-    return next((r for r in supported() if r.version == public), None)
+
+
+def _supported_release(version: str | None) -> Release | None:
+    """The supported release ``version`` is, its local label ignored (``0.5.23+cu128`` is a local build of 0.5.23),
+    or None."""
+    public = None if version is None else _public(version)
+    return next((r for r in supported() if Version(r.version) == public), None)
 
 
 def installed_or_newest() -> Release:
@@ -103,42 +111,17 @@ def _install_hint() -> str:
     return " or ".join(f"pip install sglang=={v}" for v in supported_versions())
 
 
-_VERSION = re.compile(r"v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?"
-                      r"(?:(?:-(\d+))|(?:[-_.]?(post|rev|r)[-_.]?(\d*)))?(?:[-_.]?(dev)[-_.]?(\d*))?(?:\+[a-z0-9._]*)?",
-                      re.IGNORECASE)
-_PRE = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
-
-
-def version_key(version: str) -> tuple | None:
-    """A sort key for a PEP 440 version (``0.5.23``, ``0.5.24rc1``, ``0.5.23.post1``, ``0.6.0.dev0``); None when
-    ``version`` is not one. Order: ``X.devN < X.aN < X.bN < X.rcN < X < X.postN``; a local label is ignored.
+def is_newer_than_table(version: str | None) -> bool:
+    """True when ``version`` is a PEP 440 version above the newest supported release (a post release included;
+    a local label is ignored).
 
     Example::
 
-        >>> version_key("0.5.24rc1") > version_key("0.5.23.post1") > version_key("0.5.23") > version_key("0.5.23rc2")
-        True
+        >>> is_newer_than_table("0.6.0rc1"), is_newer_than_table("0.5.23+rocm"), is_newer_than_table("0.5.23rc1")
+        (True, False, False)
     """
-    m = _VERSION.fullmatch(version.strip())
-    if m is None:
-        return None
-    release = tuple(int(p) for p in m.group(1).split("."))
-    while len(release) > 1 and release[-1] == 0:
-        release = release[:-1]
-    pre_phase, pre_n, post_n, post_word, post_word_n, dev, dev_n = m.group(2, 3, 4, 5, 6, 7, 8)
-    post = int(post_n) if post_n is not None else (int(post_word_n or 0) if post_word else None)
-    if pre_phase:
-        pre = (_PRE[pre_phase.lower()], int(pre_n or 0))
-    elif dev and post is None:
-        pre = (-1, 0)  # X.devN sorts before X.a0
-    else:
-        pre = (3, 0)  # a final release
-    return (release, pre, -1 if post is None else post, int(dev_n or 0) if dev else float("inf"))
-
-
-def is_newer_than_table(version: str | None) -> bool:
-    """True when ``version`` is a PEP 440 version above the newest supported release (a post release included)."""
-    key = None if version is None else version_key(version)
-    return key is not None and key > version_key(newest().version)
+    public = None if version is None else _public(version)
+    return public is not None and public > Version(newest().version)
 
 
 _UNVERIFIED: list[str] = []  # the newer-than-table version this process serves, once the plugin accepted it
@@ -169,16 +152,16 @@ def check_sglang_version(version: str | None = None) -> Release:
     """
     found = installed_sglang_version() if version is None else version
     if found is None:
-        raise UnsupportedSGLangVersion(f"sglang is not installed in this environment; install a supported release: "
-                                       f"{_install_hint()}")
+        raise UnsupportedSGLangVersion(None, None, "sglang is not installed in this environment",
+                                       f"install a supported release: {_install_hint()}")
     release = _supported_release(found)
     if release is None and found == unverified():
         return newest()  # newer than the table, accepted after its seams probed clean (serving/plugin.py)
     if release is None:
+        newer = ("; a release newer than the table is served only when every seam probes clean and the first-batch "
+                 "self-check is on (SGLANG_EAGLE3_CAPTURE_SELFCHECK not 0)") if is_newer_than_table(found) else ""
         raise UnsupportedSGLangVersion(
-            f"sglang {found} is not supported by sglang-eagle3-capture (supported: {', '.join(supported_versions())}). "
-            f"The capture patch was checked only against those sources; install a supported release, e.g. "
-            f"pip install sglang=={newest().version}" + (
-                "; a release newer than the table is served only when every seam probes clean and the first-batch "
-                "self-check is on (SGLANG_EAGLE3_CAPTURE_SELFCHECK not 0)" if is_newer_than_table(found) else ""))
+            None, None, f"sglang {found} is not supported by sglang-eagle3-capture (supported: "
+            f"{', '.join(supported_versions())}): the capture patch was checked only against those sources{newer}",
+            f"install a supported release, e.g. pip install sglang=={newest().version}")
     return release

@@ -42,7 +42,17 @@ def test_installed_sglang_is_supported():
 def test_unsupported_versions_are_refused_with_the_fix(version):
     with pytest.raises(UnsupportedSGLangVersion) as e:
         check_sglang_version(version)
-    assert version in str(e.value) and "pip install sglang==" in str(e.value)
+    assert (e.value.file, e.value.field) == (None, None) and not e.value.legacy
+    assert version in e.value.problem and "pip install sglang==" in e.value.fix
+
+
+def test_a_missing_sglang_is_refused_with_the_fix(monkeypatch):
+    from sglang_eagle3_capture import releases
+
+    monkeypatch.setattr(releases, "installed_sglang_version", lambda: None)
+    with pytest.raises(UnsupportedSGLangVersion) as e:
+        check_sglang_version()
+    assert (e.value.file, e.value.field) == (None, None) and "pip install sglang==" in e.value.fix
 
 
 def test_the_install_range_is_exactly_the_supported_releases():

@@ -1,8 +1,8 @@
 """Every supported release's seams, probed in that release's wheel source (tools/static_seams.py): the proof behind
 "seam probe only" for releases CI does not install, and a second check of those it does.
 
-Needs the package registry (``pip download --no-deps sglang==X``, cached under ~/.cache); reads the source with
-``ast``, imports and runs nothing from the wheel.
+Needs the package registry (``pip download --no-deps sglang==X``, cached under ~/.cache): marker ``network``. Reads
+the source with ``ast``, imports and runs nothing from the wheel.
 """
 
 import sys
@@ -16,12 +16,14 @@ sys.path.insert(0, str(REPO / "tools"))
 import static_seams  # noqa: E402
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("version", releases.supported_versions())
 def test_every_seam_matches_the_release_source(version):
     problems = [f"{seam.role}: {problem}" for seam, problem in static_seams.probe(version) if problem]
     assert problems == []
 
 
+@pytest.mark.network
 def test_the_probe_fails_on_a_release_whose_seams_differ():
     # 0.5.15.post1 has no ModelRunner.init_spec_aux_hidden_state: the newest release's seams must not match it.
     source = static_seams.Source(static_seams.wheel("0.5.15.post1"))
