@@ -18,8 +18,9 @@ hidden-state tensors split into ``[seq, hidden]`` chunks in stored order):
   ``loss_mask``, ``hidden_state`` ``[1, seq, hidden]`` (post-norm final) and ``aux_hidden_state``
   ``[1, seq, K*hidden]`` (the fc input, split here into K chunks).
 
-Every problem is a :class:`SampleError` naming the file, the key and what was expected.
-``torch.load`` always runs with ``weights_only=True``.
+The keys of each layout and of the two JSON files beside legacy samples are declared once in
+:mod:`sglang_eagle3_capture.schemas.samples`; every problem is a :class:`SampleError` naming the file, the key and the
+fix. ``torch.load`` always runs with ``weights_only=True``.
 """
 
 from __future__ import annotations
@@ -32,18 +33,19 @@ import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
+from .. import records
 from ..draft.checkpoint import read_safetensors_header
-from ..errors import SampleError
-from ..userfiles import brief, open_regular, os_problem, path_kind, read_json_object, require_file, shown
+from ..errors import SampleError, brief
+from ..schemas import samples as schema
+from ..schemas.samples import HS_SAFETENSORS, LEGACY_PT, REGENERATE, SPECFORGE_CKPT
+from ..userfiles import open_regular, os_problem, path_kind, read_json_object, require_file
 
-LEGACY_PT = "speculators-legacy-pt"
-HS_SAFETENSORS = "speculators-hs-safetensors"
-SPECFORGE_CKPT = "specforge-ckpt"
-LEGACY_DATA_CONFIG = "data_config.json"
-LEGACY_LENGTHS = "sample_lengths.json"
+LEGACY_DATA_CONFIG = schema.DATA_CONFIG_FILENAME
+LEGACY_LENGTHS = schema.LENGTHS_FILENAME
 _PATTERNS = ("*.pt", "hs_*.safetensors", "*.ckpt", "*.ckpt.gz")
+_PASS_SAMPLES = "pass sample files or a directory of them"
 
 
 @dataclass(frozen=True)
@@ -77,13 +79,16 @@ class Sample:
         return int(self.chunks[0].shape[-1])
 
 
-def _err(path, key: str, problem: str, fix: str) -> SampleError:
-    """``FILE: key 'KEY' PROBLEM; fix: FIX`` (the key is the field of a sample file)."""
-    return SampleError(f"{shown(path)}: key '{key}' {problem}; fix: {fix}")
-
-
 def _is_sample_name(name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pat) for pat in _PATTERNS)
+
+
+def _not_a_sample(kind: str) -> str:
+    """What :func:`~sglang_eagle3_capture.userfiles.path_kind` found where a sample file was expected."""
+    if kind == "missing":
+        return "no such file or directory"
+    what = {"dangling symlink": "a dangling symlink", "symlink loop": "a symlink loop", "directory": "a directory"}
+    return f"is {what.get(kind, kind)}, not a sample file"
 
 
 def _walk(root: Path) -> list[Path]:
@@ -94,8 +99,8 @@ def _walk(root: Path) -> list[Path]:
 
     def refuse(e: OSError) -> None:
         problem, how = os_problem(e)
-        raise SampleError(f"{shown(e.filename or root)}: cannot list the directory ({problem}); fix: {how}, or "
-                          "pass only the sample files") from None
+        raise SampleError(e.filename or root, "<dir>", f"cannot list the directory ({problem})",
+                          f"{how}, or pass only the sample files") from None
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=refuse, followlinks=True):
         try:
@@ -114,18 +119,12 @@ def _walk(root: Path) -> list[Path]:
             kind = path_kind(p, error=SampleError)
             if kind == "file":
                 found.append(p)
-            elif kind != "directory" or name not in dirnames:
-                raise SampleError(f"{shown(p)}: field '<file>': {_kind_problem(kind)}, not a sample file; fix: "
-                                  "remove it, or pass the sample files explicitly")
+            elif kind == "directory" and name in dirnames:
+                raise SampleError(p, "<file>", "is a directory named like a sample file",
+                                  "rename or remove it, or pass the sample files explicitly")
             else:
-                raise SampleError(f"{shown(p)}: field '<file>': is a directory named like a sample file; fix: rename "
-                                  "or remove it, or pass the sample files explicitly")
+                raise SampleError(p, "<file>", _not_a_sample(kind), "remove it, or pass the sample files explicitly")
     return sorted(found)
-
-
-def _kind_problem(kind: str) -> str:
-    return {"missing": "does not exist", "dangling symlink": "is a dangling symlink", "symlink loop":
-            "is a symlink loop", "directory": "is a directory"}.get(kind, f"is {kind}")
 
 
 def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
@@ -134,20 +133,17 @@ def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
     or a device is never opened."""
     out: list[Path] = []
     for p in map(Path, paths):
-        kind = path_kind(p, error=SampleError, fix="pass sample files or a directory of them")
+        kind = path_kind(p, error=SampleError, fix=_PASS_SAMPLES)
         if kind == "directory":
             found = _walk(p)
             if not found:
-                raise SampleError(f"{shown(p)}: directory holds no sample files ({', '.join(_PATTERNS)}); fix: pass "
-                                  "the directory the training pipeline wrote its samples to")
+                raise SampleError(p, "<dir>", f"holds no sample files ({', '.join(_PATTERNS)})",
+                                  "pass the directory the training pipeline wrote its samples to")
             out.extend(found)
         elif kind == "file":
             out.append(p)
-        elif kind == "missing":
-            raise SampleError(f"{shown(p)}: no such file or directory; fix: pass sample files or a directory of them")
         else:
-            raise SampleError(f"{shown(p)}: field '<file>': {_kind_problem(kind)}, not a sample file; fix: pass "
-                              "sample files or a directory of them")
+            raise SampleError(p, "<file>", _not_a_sample(kind), _PASS_SAMPLES)
     return out
 
 
@@ -161,10 +157,8 @@ def load_sample(path: str | Path) -> Sample:
         return _read_specforge(path, _torch_load(path))
     if name.endswith(".pt"):
         return _read_legacy(path, _torch_load(path))
-    raise SampleError(
-        f"{shown(path)}: unknown sample file type; fix: pass speculators data_*.pt, hs_*.safetensors "
-        "or SpecForge *.ckpt / *.ckpt.gz files"
-    )
+    raise SampleError(path, "<file>", "unknown sample file type",
+                      "pass speculators data_*.pt, hs_*.safetensors or SpecForge *.ckpt / *.ckpt.gz files")
 
 
 # A .ckpt.gz may inflate to at most this many times its size (hidden states barely compress: real files come in
@@ -178,7 +172,7 @@ def _first_line(e: BaseException) -> str:
     text = str(e)
     for line in text.splitlines():
         if "WeightsUnpickler error:" in line:
-            return line.split("WeightsUnpickler error:", 1)[1].strip()
+            return brief(line.split("WeightsUnpickler error:", 1)[1].strip(), 200)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return brief(lines[0] if lines else type(e).__name__, 200)
 
@@ -191,19 +185,17 @@ def _gunzip(path: Path, f, compressed: int) -> bytes:
             while chunk := g.read(1 << 20):
                 out.write(chunk)
                 if out.tell() > budget:
-                    raise SampleError(f"{shown(path)}: field '<data>': inflates to more than {budget} bytes "
-                                      f"({MAX_GZ_RATIO}x its {compressed}; hidden states barely compress): not a "
-                                      "SpecForge sample (a gzip bomb?); fix: pass the samples the pipeline wrote")
+                    raise SampleError(path, "<data>", f"inflates to more than {budget} bytes ({MAX_GZ_RATIO}x its "
+                                      f"{compressed}; hidden states barely compress): not a SpecForge sample (a gzip "
+                                      "bomb?)", "pass the samples the pipeline wrote")
     except (OSError, EOFError, zlib.error) as e:
-        raise SampleError(f"{shown(path)}: field '<data>': not a readable gzip file ({_first_line(e)}); fix: "
-                          "re-generate the sample") from None
+        raise SampleError(path, "<data>", f"not a readable gzip file ({_first_line(e)})", REGENERATE) from None
     return out.getvalue()
 
 
 def _torch_load(path: Path):
     import torch
 
-    fix = "re-save it with tensors only (torch.save of a dict of tensors), or re-generate it"
     with open_regular(path, error=SampleError, fix="pass the sample files the training pipeline wrote") as f:
         try:
             if path.name.endswith(".gz"):
@@ -214,99 +206,45 @@ def _torch_load(path: Path):
         except SampleError:
             raise
         except Exception as e:  # torch raises many types (pickle, zip, weights_only unpickler)
-            raise SampleError(f"{shown(path)}: cannot be read by torch.load(weights_only=True) ({_first_line(e)}); "
-                              f"fix: {fix}") from None
+            raise SampleError(path, "<data>", f"cannot be read by torch.load(weights_only=True) ({_first_line(e)})",
+                              "re-save it with tensors only (torch.save of a dict of tensors), or re-generate it"
+                              ) from None
 
 
-def _need(data, key: str, path: Path, layout: str):
-    if not isinstance(data, dict):
-        raise SampleError(f"{shown(path)}: expected a dict of tensors ({layout}), got {type(data).__name__}; fix: "
-                          "pass samples written by the training pipeline")
-    if key not in data:
-        raise SampleError(
-            f"{shown(path)}: missing key '{key}' (a {layout} sample has {_KEYS[layout]}; found "
-            f"{brief(sorted(map(str, data)))}); fix: pass samples of one of the supported layouts"
-        )
-    return data[key]
+def _fields(record: records.Record, data, path: Path) -> dict:
+    """``data`` read as the layout ``record``; a missing key also says which keys the file has (another layout?)."""
+    if isinstance(data, dict):
+        absent = next((f.name for f in record.fields if f.required and f.name not in data), None)
+        if absent is not None:
+            raise SampleError(path, absent, f"missing (a {record.name} sample has {', '.join(record.names)}; found "
+                              f"{brief(sorted(map(str, data)))})", "pass samples of one of the supported layouts")
+    return records.read(record, data, file=path)
 
 
-_KEYS = {
-    LEGACY_PT: "'input_ids', 'hidden_states' (list of [seq, hidden]) and 'loss_mask'",
-    HS_SAFETENSORS: "'hidden_states' [seq, layers, hidden] and 'token_ids' [seq]",
-    SPECFORGE_CKPT: "'input_ids', 'loss_mask', 'hidden_state' [1, seq, hidden], 'aux_hidden_state' [1, seq, K*hidden]",
-}
-_FIX = "re-generate the sample with the training pipeline"
-
-
-def _tensor(value, key: str, path: Path, ndims: Sequence[int], what: str):
-    import torch
-
-    if not isinstance(value, torch.Tensor):
-        raise _err(path, key, f"should be a tensor {what}, got {type(value).__name__}", _FIX)
-    if value.dim() not in ndims:
-        raise _err(path, key, f"has shape {list(value.shape)}, expected {what}", _FIX)
-    return value
-
-
-def _floats(t, key: str, path: Path):
-    import torch
-
-    if not t.is_floating_point():
-        raise _err(path, key, f"holds {t.dtype}, expected floating-point hidden states", _FIX)
-    if t.numel() and not bool(torch.isfinite(t).all()):
-        bad = int((~torch.isfinite(t)).sum())
-        raise _err(path, key, f"holds {bad} non-finite values (NaN or Inf)", _FIX)
+def _rows(t, key: str, path: Path, seq: int | None = None):
+    """``t`` without a leading batch dimension of 1, and with ``seq`` entries when given."""
+    if t.dim() == 2:
+        if t.shape[0] != 1:
+            raise SampleError(path, key, f"has shape {list(t.shape)}, expected [seq] or [1, seq]", REGENERATE)
+        t = t[0]
+    if seq is not None and t.shape[0] != seq:
+        raise SampleError(path, key, f"has {t.shape[0]} entries, expected {seq} (one per token)", REGENERATE)
     return t
 
 
-def _ids(value, key: str, path: Path, seq: int | None = None):
-    """Token ids as int64 ``[seq]``; a leading batch dim of 1 is dropped."""
-    import torch
-
-    t = _tensor(value, key, path, (1, 2), "[seq] of token ids")
-    if t.dim() == 2:
-        if t.shape[0] != 1:
-            raise _err(path, key, f"has shape {list(t.shape)}, expected [seq] or [1, seq]", _FIX)
-        t = t[0]
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise _err(path, key, f"holds {t.dtype}, expected integer token ids", _FIX)
-    if seq is not None and t.shape[0] != seq:
-        raise _err(path, key, f"has {t.shape[0]} entries but the hidden states have {seq} positions", _FIX)
-    return t.long()
-
-
-def _mask(value, key: str, path: Path, seq: int):
-    t = _tensor(value, key, path, (1, 2), "[seq] loss mask")
-    if t.dim() == 2:
-        if t.shape[0] != 1:
-            raise _err(path, key, f"has shape {list(t.shape)}, expected [seq] or [1, seq]", _FIX)
-        t = t[0]
-    if t.shape[0] != seq:
-        raise _err(path, key, f"has {t.shape[0]} entries, expected {seq} (one per token)", _FIX)
-    return t != 0
-
-
 def _read_legacy(path: Path, data) -> Sample:
-    hs = _need(data, "hidden_states", path, LEGACY_PT)
-    if not isinstance(hs, (list, tuple)) or len(hs) < 2:
-        raise _err(path, "hidden_states", "should be a list of at least 2 tensors [seq, hidden] (fc inputs then the "
-                   f"verifier's last hidden state), got {type(hs).__name__}"
-                   + (f" of length {len(hs)}" if isinstance(hs, (list, tuple)) else ""), _FIX)
-    ids = _ids(_need(data, "input_ids", path, LEGACY_PT), "input_ids", path)
-    chunks = []
-    for i, t in enumerate(hs):
-        t = _tensor(t, f"hidden_states[{i}]", path, (2,), "[seq, hidden]")
-        width = chunks[0].shape[1] if chunks else t.shape[1]
-        if t.shape[0] != ids.shape[0] or t.shape[1] != width or t.shape[1] == 0 or not t.is_floating_point():
-            raise _err(path, f"hidden_states[{i}]", f"has shape {list(t.shape)}, expected [{ids.shape[0]}, {width}] "
-                       f"(one row per input id, all entries as wide as hidden_states[0], not empty) of floats, got "
-                       f"{t.dtype}", _FIX)
-        chunks.append(_floats(t, f"hidden_states[{i}]", path))
-    mask = _mask(_need(data, "loss_mask", path, LEGACY_PT), "loss_mask", path, ids.shape[0])
-    _check_legacy_length(path, ids.shape[0])
-    n = len(chunks)
+    d = _fields(schema.LEGACY, data, path)
+    ids = _rows(d["input_ids"], "input_ids", path).long()
+    seq, width = ids.shape[0], d["hidden_states"][0].shape[1]
+    for i, t in enumerate(d["hidden_states"]):
+        if list(t.shape) != [seq, width] or width == 0:
+            raise SampleError(path, f"hidden_states[{i}]", f"has shape {list(t.shape)}, expected [{seq}, {width}] (one "
+                              "row per input id, every entry as wide as hidden_states[0], not empty)", REGENERATE)
+    mask = _rows(d["loss_mask"], "loss_mask", path, seq) != 0
+    _check_legacy_length(path, seq)
+    n = len(d["hidden_states"])
     return Sample(
-        path=path, layout=LEGACY_PT, input_ids=ids, loss_mask=mask, chunks=tuple(chunks),
+        path=path, layout=LEGACY_PT, input_ids=ids, loss_mask=mask, chunks=tuple(d["hidden_states"]),
         chunk_names=tuple(f"hidden_states[{i}]" for i in range(n)),
         fc_chunks=tuple(range(n - 1)), target_chunk=n - 1,
         chunk_layer_ids=_legacy_layer_ids(path, n),
@@ -331,47 +269,33 @@ def _parse_json(path: str, mtime_ns: int, size: int, fix: str) -> dict:
 def _check_legacy_length(path: Path, seq: int) -> None:
     """``data_{i}.pt`` must have the length its directory's ``sample_lengths.json`` records for ``i``."""
     lengths_file = path.parent / LEGACY_LENGTHS
-    index = path.stem[len("data_"):] if path.stem.startswith("data_") else None
-    if index is None or path_kind(lengths_file, error=SampleError) == "missing":
+    if not path.stem.startswith("data_") or path_kind(lengths_file, error=SampleError) == "missing":
         return
-    lengths = _directory_json(lengths_file)
-    want = lengths.get(index)
-    if want is None:
-        return
-    if not isinstance(want, int) or isinstance(want, bool) or want < 0:
-        raise SampleError(f"{shown(lengths_file)}: field '{shown(index)}': expected a token count (an integer >= 0), "
-                          f"got {brief(want)}; fix: correct the file, or remove it")
-    if want != seq:
-        raise SampleError(f"{shown(path)}: key 'input_ids' has {seq} tokens but {shown(lengths_file)} field "
-                          f"'{shown(index)}' says {want}; the sample and the index disagree (a file from another "
-                          "run?); fix: regenerate or remove one")
+    index = path.stem[len("data_"):]
+    doc = _directory_json(lengths_file)
+    entry = {index: doc[index]} if index in doc else {}  # only this sample's entry is judged: O(1) per sample
+    want = records.read(schema.sample_lengths(index), entry, file=lengths_file)[index]
+    if want is not None and want != seq:
+        raise SampleError(path, "input_ids", f"has {seq} tokens but {LEGACY_LENGTHS} field '{index}' says {want}: the "
+                          "sample and the index disagree (a file from another run?)", "regenerate or remove one")
 
 
 def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
     """Layer ids of the stored tensors from the legacy generator's ``data_config.json``, if present (distinct
-    integers >= -1; the upper bound needs the target and is checked by ``verify``)."""
+    integers >= -1, one per stored tensor; the upper bound needs the target and is checked by ``verify``)."""
     cfg = path.parent / LEGACY_DATA_CONFIG
     if path_kind(cfg, error=SampleError) == "missing":
         return (None,) * n
-    doc = _directory_json(cfg)
-    hs = doc.get("hidden_states")
-    if hs is None:
-        return (None,) * n
-    if not isinstance(hs, dict):
-        raise SampleError(f"{shown(cfg)}: field 'hidden_states': expected an object, got {brief(hs)}; fix: correct the "
-                          "file (speculators writes {\"hidden_states\": {\"layer_ids\": [...]}}), or remove it")
-    ids = hs.get("layer_ids")
+    hs = records.read(schema.DATA_CONFIG, _directory_json(cfg), file=cfg)["hidden_states"]
+    ids = None if hs is None else hs["layer_ids"]
     if ids is None:
         return (None,) * n
-    ints = isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-    if not ints or len(ids) != n:
-        raise SampleError(
-            f"{shown(cfg)}: field 'hidden_states.layer_ids' = {brief(ids)} should list {n} integers, one per stored "
-            f"tensor of {shown(path.name)}; fix: correct the file, or remove it"
-        )
-    if len(set(ids)) != n or min(ids) < -1:
-        raise SampleError(f"{shown(cfg)}: field 'hidden_states.layer_ids' = {brief(ids)}: layer ids are distinct and "
-                          ">= -1 (-1 = embedding output); fix: correct the file, or remove it")
+    fix = schema.STORED_LAYERS.field("layer_ids").fix
+    if len(ids) != n:
+        raise SampleError(cfg, "hidden_states.layer_ids", f"{brief(ids)} lists {len(ids)} layers, but {path.name} "
+                          f"stores {n} tensors", fix)
+    if len(set(ids)) != n:
+        raise SampleError(cfg, "hidden_states.layer_ids", f"{brief(ids)} repeats a layer id", fix)
     # The legacy generator captured after decoder layer idx: its ids are already layer ids.
     return tuple(ids)
 
@@ -379,24 +303,18 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
 def _read_hs_safetensors(path: Path) -> Sample:
     from safetensors.torch import load_file
 
-    try:
-        read_safetensors_header(path, error=SampleError)  # a fifo is never opened; bad headers never reach safetensors
-    except SampleError as e:
-        detail = str(e).split(": ", 1)[-1]
-        raise SampleError(f"{shown(path)}: not a readable safetensors file ({detail.split('; fix:')[0]}); fix: "
-                          "re-generate the sample") from None
+    read_safetensors_header(path, error=SampleError, fix=REGENERATE)  # a fifo is never opened, nor a bad header
     try:
         data = load_file(str(path), device="cpu")
     except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since its header was read)
-        raise SampleError(f"{shown(path)}: not a readable safetensors file ({_first_line(e)}); fix: re-generate the "
-                          "sample") from None
-    hs = _tensor(_need(data, "hidden_states", path, HS_SAFETENSORS), "hidden_states", path, (3,),
-                 "[seq, layers, hidden]")
-    _floats(hs, "hidden_states", path)
+        raise SampleError(path, "<data>", f"not a readable safetensors file ({_first_line(e)})", REGENERATE) from None
+    d = _fields(schema.HS, data, path)
+    hs = d["hidden_states"]
     if hs.shape[1] < 2 or hs.shape[2] == 0:
-        raise _err(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0", _FIX)
-    ids = _ids(_need(data, "token_ids", path, HS_SAFETENSORS), "token_ids", path, seq=hs.shape[0])
-    mask = _mask(data["loss_mask"], "loss_mask", path, hs.shape[0]) if "loss_mask" in data else None
+        raise SampleError(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0",
+                          REGENERATE)
+    ids = _rows(d["token_ids"], "token_ids", path, hs.shape[0]).long()
+    mask = None if d["loss_mask"] is None else _rows(d["loss_mask"], "loss_mask", path, hs.shape[0]) != 0
     n = hs.shape[1]
     return Sample(
         path=path, layout=HS_SAFETENSORS, input_ids=ids, loss_mask=mask,
@@ -407,23 +325,22 @@ def _read_hs_safetensors(path: Path) -> Sample:
 
 
 def _read_specforge(path: Path, data) -> Sample:
-    final = _tensor(_need(data, "hidden_state", path, SPECFORGE_CKPT), "hidden_state", path, (2, 3),
-                    "[1, seq, hidden]")
-    aux = _tensor(_need(data, "aux_hidden_state", path, SPECFORGE_CKPT), "aux_hidden_state", path, (2, 3),
-                  "[1, seq, K*hidden]")
-    final, aux = (t[0] if t.dim() == 3 else t for t in (final, aux))
-    _floats(final, "hidden_state", path), _floats(aux, "aux_hidden_state", path)
+    d = _fields(schema.SPECFORGE, data, path)
+    for key in ("hidden_state", "aux_hidden_state"):
+        if d[key].dim() == 3 and d[key].shape[0] != 1:  # SpecForge writes one sample per file
+            raise SampleError(path, key, f"has shape {list(d[key].shape)}, expected a batch of 1", REGENERATE)
+    final, aux = (d[key][0] if d[key].dim() == 3 else d[key] for key in ("hidden_state", "aux_hidden_state"))
     if final.shape[0] != aux.shape[0]:
-        raise _err(path, "aux_hidden_state", f"has {aux.shape[0]} positions, but 'hidden_state' has {final.shape[0]}",
-                   _FIX)
+        raise SampleError(path, "aux_hidden_state", f"has {aux.shape[0]} positions, but 'hidden_state' has "
+                          f"{final.shape[0]}", REGENERATE)
     h = final.shape[1]
     if h == 0:
-        raise _err(path, "hidden_state", f"is 0 wide (shape {list(final.shape)})", _FIX)
+        raise SampleError(path, "hidden_state", f"is 0 wide (shape {list(final.shape)})", REGENERATE)
     if aux.shape[1] % h or aux.shape[1] == 0:
-        raise _err(path, "aux_hidden_state", f"is {aux.shape[1]} wide, not a multiple of the hidden size {h} taken "
-                   "from 'hidden_state'", _FIX)
-    ids = _ids(_need(data, "input_ids", path, SPECFORGE_CKPT), "input_ids", path, seq=final.shape[0])
-    mask = _mask(_need(data, "loss_mask", path, SPECFORGE_CKPT), "loss_mask", path, final.shape[0])
+        raise SampleError(path, "aux_hidden_state", f"is {aux.shape[1]} wide, not a multiple of the hidden size {h} "
+                          "taken from 'hidden_state'", REGENERATE)
+    ids = _rows(d["input_ids"], "input_ids", path, final.shape[0]).long()
+    mask = _rows(d["loss_mask"], "loss_mask", path, final.shape[0]) != 0
     k = aux.shape[1] // h
     chunks = tuple(aux[:, i * h:(i + 1) * h] for i in range(k)) + (final,)
     return Sample(

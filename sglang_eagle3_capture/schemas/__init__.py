@@ -6,6 +6,6 @@ One module per record family; :data:`ALL` lists every declared record, so the pr
 from __future__ import annotations
 
 from ..records import Record
-from . import manifest
+from . import dump, manifest, samples
 
-ALL: tuple[Record, ...] = (*manifest.RECORDS,)
+ALL: tuple[Record, ...] = (*manifest.RECORDS, *samples.RECORDS, *dump.RECORDS)

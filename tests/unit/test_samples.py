@@ -55,13 +55,24 @@ def test_legacy_pt_reads_chunks_exactly_and_marks_training_fc_input(tmp_path):
     assert s.chunk_layer_ids == (None,) * 4
 
 
+def refused(path, field):
+    """The SampleError ``load_sample(path)`` raises: it names ``path`` and ``field`` and gives a fix."""
+    with pytest.raises(SampleError) as e:
+        load_sample(path)
+    assert (e.value.file, e.value.field) == (str(path), field) and e.value.fix, e.value
+    return e.value
+
+
 def test_legacy_data_config_gives_layer_ids(tmp_path):
     p, _ = _legacy(tmp_path)
-    (tmp_path / "data_config.json").write_text(json.dumps({"hidden_states": {"layer_ids": [2, 3, 4, 6]}}))
+    cfg = tmp_path / "data_config.json"
+    cfg.write_text(json.dumps({"hidden_states": {"layer_ids": [2, 3, 4, 6]}}))
     assert load_sample(p).chunk_layer_ids == (2, 3, 4, 6)
-    (tmp_path / "data_config.json").write_text(json.dumps({"hidden_states": {"layer_ids": [2, 3]}}))
-    with pytest.raises(SampleError, match=r"data_config.json: field 'hidden_states.layer_ids'"):
-        load_sample(p)
+    for bad in ([2, 3], [2, 3, 3, 4], [2, 3, -2, 4], [True, 3, 4, 6], "2,3,4,6"):
+        cfg.write_text(json.dumps({"hidden_states": {"layer_ids": bad}}))
+        with pytest.raises(SampleError) as e:
+            load_sample(p)
+        assert e.value.file == str(cfg) and e.value.field.startswith("hidden_states.layer_ids") and e.value.fix, bad
 
 
 def test_hs_safetensors(tmp_path):
@@ -103,51 +114,71 @@ def test_directory_expands_to_sample_files(tmp_path):
     _legacy(tmp_path, "data_0.pt")
     (tmp_path / "notes.txt").write_text("x")
     assert [p.name for p in expand_data_paths([tmp_path])] == ["data_0.pt", "data_1.pt"]
-    with pytest.raises(SampleError, match="no such file"):
-        expand_data_paths([tmp_path / "missing.pt"])
+    for bad in (tmp_path / "missing.pt", tmp_path / "empty"):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        with pytest.raises(SampleError) as e:
+            expand_data_paths([bad])
+        assert e.value.file == str(bad) and e.value.fix
 
 
 @pytest.mark.parametrize(
-    "override, match",
+    "override, field",
     [
-        ({"input_ids": None}, r"data_0.pt: key 'input_ids' should be a tensor"),
-        ({"hidden_states": torch.zeros(4, SEQ, H)}, r"data_0.pt: key 'hidden_states' should be a list"),
-        ({"hidden_states": _hidden(3)[:1]}, r"data_0.pt: key 'hidden_states' should be a list of at least 2"),
-        ({"hidden_states": _hidden(2) + [torch.zeros(SEQ, H + 1)]}, r"data_0.pt: key 'hidden_states\[2\]' has shape"),
-        ({"hidden_states": _hidden(2) + [torch.zeros(SEQ - 1, H)]}, r"data_0.pt: key 'hidden_states\[2\]' has shape"),
-        ({"hidden_states": _hidden(2) + [torch.zeros(SEQ)]}, r"data_0.pt: key 'hidden_states\[2\]' has shape \[9\]"),
-        ({"loss_mask": torch.ones(SEQ + 2)}, r"data_0.pt: key 'loss_mask' has 11 entries, expected 9"),
-        ({"input_ids": torch.zeros(SEQ)}, r"data_0.pt: key 'input_ids' holds torch.float32"),
+        ({"input_ids": None}, "input_ids"),
+        ({"hidden_states": torch.zeros(4, SEQ, H)}, "hidden_states"),
+        ({"hidden_states": _hidden(3)[:1]}, "hidden_states"),
+        ({"hidden_states": _hidden(2) + [torch.zeros(SEQ, H + 1)]}, "hidden_states[2]"),
+        ({"hidden_states": _hidden(2) + [torch.zeros(SEQ - 1, H)]}, "hidden_states[2]"),
+        ({"hidden_states": _hidden(2) + [torch.zeros(SEQ)]}, "hidden_states[2]"),
+        ({"hidden_states": _hidden(2) + [torch.full((SEQ, H), float("nan"))]}, "hidden_states[2]"),
+        ({"hidden_states": _hidden(2) + [torch.zeros(SEQ, H, dtype=torch.long)]}, "hidden_states[2]"),
+        ({"loss_mask": torch.ones(SEQ + 2)}, "loss_mask"),
+        ({"input_ids": torch.zeros(SEQ)}, "input_ids"),
+        ({"input_ids": torch.zeros(SEQ, dtype=torch.bool)}, "input_ids"),
+        ({"input_ids": torch.zeros(2, SEQ, dtype=torch.long)}, "input_ids"),
     ],
 )
-def test_legacy_bad_files_name_file_and_key(tmp_path, override, match):
+def test_legacy_bad_files_name_file_and_key(tmp_path, override, field):
     p, _ = _legacy(tmp_path, **override)
-    with pytest.raises(SampleError, match=match):
-        load_sample(p)
+    refused(p, field)
 
 
 def test_missing_key_lists_expected_keys(tmp_path):
     p = tmp_path / "data_0.pt"
     torch.save({"input_ids": _ids(), "loss_mask": torch.ones(SEQ)}, p)
-    with pytest.raises(SampleError,
-                       match=r"data_0.pt: missing key 'hidden_states'.*found \['input_ids', 'loss_mask'\]"):
-        load_sample(p)
+    e = refused(p, "hidden_states")
+    assert "['input_ids', 'loss_mask']" in e.problem  # what the file has: a sample of another layout?
+
+
+def test_layouts_keep_unknown_keys(tmp_path):
+    # pipelines add keys of their own: a layout is read for its declared keys only
+    p, _ = _legacy(tmp_path, extra=torch.zeros(3), note=torch.ones(1))
+    assert load_sample(p).layout == LEGACY_PT
+    q = tmp_path / "hs_0.safetensors"
+    save_file({"hidden_states": torch.zeros(SEQ, 3, H), "token_ids": _ids(), "extra": torch.zeros(2)}, str(q))
+    assert load_sample(q).layout == HS_SAFETENSORS
+
+
+def test_a_sample_that_is_not_a_dict_is_named(tmp_path):
+    p = tmp_path / "data_0.pt"
+    torch.save([torch.zeros(3)], p)
+    refused(p, "<document>")
 
 
 def test_hs_safetensors_token_count_mismatch(tmp_path):
     p = tmp_path / "hs_3.safetensors"
     save_file({"hidden_states": torch.zeros(SEQ, 3, H), "token_ids": torch.zeros(SEQ - 1, dtype=torch.long)}, str(p))
-    with pytest.raises(SampleError,
-                       match=r"hs_3.safetensors: key 'token_ids' has 8 entries but the hidden states have 9"):
-        load_sample(p)
+    refused(p, "token_ids")
 
 
 def test_specforge_aux_width_not_multiple(tmp_path):
     p = tmp_path / "data_0.ckpt"
-    torch.save({"input_ids": _ids(), "loss_mask": torch.ones(SEQ), "hidden_state": torch.zeros(1, SEQ, H),
-                "aux_hidden_state": torch.zeros(1, SEQ, 3 * H - 1)}, p)
-    with pytest.raises(SampleError, match=r"data_0.ckpt: key 'aux_hidden_state' is 23 wide, not a multiple of"):
-        load_sample(p)
+    good = {"input_ids": _ids(), "loss_mask": torch.ones(SEQ), "hidden_state": torch.zeros(1, SEQ, H),
+            "aux_hidden_state": torch.zeros(1, SEQ, 3 * H)}
+    torch.save({**good, "aux_hidden_state": torch.zeros(1, SEQ, 3 * H - 1)}, p)
+    refused(p, "aux_hidden_state")
+    torch.save({**good, "hidden_state": torch.zeros(2, SEQ, H)}, p)  # one sample per file: never a silent [0]
+    refused(p, "hidden_state")
 
 
 def test_pickled_objects_are_refused(tmp_path):
@@ -155,26 +186,60 @@ def test_pickled_objects_are_refused(tmp_path):
     p = tmp_path / "data_0.pt"
     torch.save({"input_ids": _ids(), "hidden_states": _hidden(2), "loss_mask": torch.ones(SEQ),
                 "x": datetime.timedelta(days=1)}, p)
-    with pytest.raises(SampleError, match=r"data_0.pt: cannot be read by torch.load\(weights_only=True\)"):
-        load_sample(p)
+    assert "weights_only" in refused(p, "<data>").problem
 
 
 def test_not_a_sample_file(tmp_path):
     p = tmp_path / "x.bin"
     p.write_bytes(b"abc")
-    with pytest.raises(SampleError, match="x.bin: unknown sample file type"):
-        load_sample(p)
+    refused(p, "<file>")
     q = tmp_path / "hs_0.safetensors"
     q.write_bytes(b"garbage")
-    with pytest.raises(SampleError, match="hs_0.safetensors: not a readable safetensors file"):
-        load_sample(q)
+    refused(q, "<header>")
 
 
 def test_legacy_sample_lengths_must_agree(tmp_path):
     p, _ = _legacy(tmp_path, "data_3.pt")
-    (tmp_path / "sample_lengths.json").write_text(json.dumps({"3": SEQ}))
+    lengths = tmp_path / "sample_lengths.json"
+    lengths.write_text(json.dumps({"3": SEQ}))
     assert load_sample(p).seq_len == SEQ
-    (tmp_path / "sample_lengths.json").write_text(json.dumps({"3": SEQ + 1}))
-    with pytest.raises(SampleError,
-                       match=r"data_3.pt: key 'input_ids' has 9 tokens but .*sample_lengths.json field '3' says 10"):
-        load_sample(p)
+    lengths.write_text(json.dumps({"3": SEQ + 1}))
+    refused(p, "input_ids")
+    for bad in ("9", True, -1, 9.0):
+        lengths.write_text(json.dumps({"3": bad}))
+        with pytest.raises(SampleError) as e:
+            load_sample(p)
+        assert (e.value.file, e.value.field) == (str(lengths), "3") and e.value.fix, bad
+
+
+def test_sample_lengths_judges_only_the_sample_read(tmp_path):
+    # the index describes every file of the run: another sample's bad entry is that sample's problem
+    p, _ = _legacy(tmp_path, "data_3.pt")
+    (tmp_path / "sample_lengths.json").write_text(json.dumps({"3": SEQ, "4": "broken", "5": None}))
+    assert load_sample(p).seq_len == SEQ
+
+
+def test_schema_policy_samples_keep_unknown_keys_and_type_declared_ones_strictly():
+    """schemas/samples.py: forward-compatible (a pipeline's extra keys are kept), strict on what is scored."""
+    from sglang_eagle3_capture import records, schemas
+    from sglang_eagle3_capture.schemas import samples as schema
+
+    assert all(r in schemas.ALL for r in schema.RECORDS)
+    assert all(r.unknown == "keep" and not r.metadata and r.error is SampleError for r in schema.RECORDS)
+    doc = {"model": "x", "hidden_states": {"layer_ids": [-1, 2], "dtype": "bf16"}, "later": {"key": 1}}
+    assert records.read(schema.DATA_CONFIG, doc, file="data_config.json") == doc
+    for bad in ([True, 2], [-2, 2], [1.0, 2], ["1", 2]):
+        with pytest.raises(SampleError) as e:
+            records.read(schema.DATA_CONFIG, {"hidden_states": {"layer_ids": bad}}, file="data_config.json")
+        assert e.value.field.startswith("hidden_states.layer_ids[") and e.value.fix, bad
+    with pytest.raises(SampleError) as e:
+        records.read(schema.DATA_CONFIG, {"hidden_states": [1, 2]}, file="data_config.json")
+    assert e.value.field == "hidden_states"
+    ids = torch.zeros(SEQ, dtype=torch.long)
+    for kind, ok, bad in ((schema.LEGACY.field("input_ids").kind, ids, ids.float()),
+                          (schema.HS.field("hidden_states").kind, torch.zeros(SEQ, 2, H), torch.zeros(SEQ, H)),
+                          (schema.SPECFORGE.field("aux_hidden_state").kind, torch.zeros(1, SEQ, H),
+                           torch.full((1, SEQ, H), float("inf")))):
+        assert kind.check(ok, "k") is ok
+        with pytest.raises(records.Bad):
+            kind.check(bad, "k")

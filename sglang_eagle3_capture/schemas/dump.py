@@ -1,0 +1,31 @@
+"""The capture dump (:mod:`sglang_eagle3_capture.serving.dump`), as ``compare`` reads it back: each batch's
+``.safetensors`` tensors and its ``.json`` metadata.
+
+The tensors are what the fc received, so they are typed strictly (:class:`~.samples.Tensor`); the row counts that
+tie them together are checked by the reader. The metadata is the writer's own description of the run: every key
+is kept (a later version may add some) and only ``layer_ids``, which ``compare`` reports per served chunk and uses
+to tell one server run from another, is judged.
+"""
+
+from __future__ import annotations
+
+from ..errors import SampleError
+from ..records import Field, Int, ListOf, Optional, Record
+from .samples import Tensor
+
+FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
+MAX_LAYER_IDS = 100_000
+
+BATCH = Record("capture dump batch", (
+    Field("aux_hidden_states", Tensor("[T, K*H]", (2,), "float"), FIX),
+    Field("positions", Tensor("[T]", (1,), "int"), FIX),
+    Field("input_ids", Tensor("[T]", (1,), "int"), FIX, required=False),  # absent when embeddings were served
+), unknown="keep", error=SampleError, fix=FIX)
+
+# Written beside each batch: layer_ids, loop_indices, chunk_order, source, model_class, tp_rank, pid, ppid,
+# process_title, sglang_version, package_version, batch, run, forward_mode, shapes, dtypes (kept, never judged).
+METADATA = Record("capture dump metadata", (
+    Field("layer_ids", Optional(ListOf(Int(), max_len=MAX_LAYER_IDS)), FIX, required=False),
+), unknown="keep", error=SampleError, fix=FIX)
+
+RECORDS = (BATCH, METADATA)

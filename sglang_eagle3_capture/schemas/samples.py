@@ -1,0 +1,136 @@
+"""The training samples ``verify`` and ``compare`` read (:mod:`sglang_eagle3_capture.doctor.samples`): one record
+per on-disk layout, and the two JSON files speculators' legacy generator writes beside its samples.
+
+A sample file is a dict of tensors, so its fields are :class:`Tensor` kinds (a JSON value never is one). Policy:
+``keep`` everywhere, since pipelines add keys of their own and nothing here reads them; each declared key is typed
+strictly (dimensions, integer or floating point, finite), because its values are what the fc is scored on. The
+shapes that tie keys together (one row per token, K chunks of the hidden size) are checked by the reader.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SampleError
+from ..records import Bad, Field, Int, Kind, ListOf, Nested, Optional, Record
+
+LEGACY_PT = "speculators-legacy-pt"
+HS_SAFETENSORS = "speculators-hs-safetensors"
+SPECFORGE_CKPT = "specforge-ckpt"
+
+REGENERATE = "re-generate the sample with the training pipeline"
+DESCRIBES = "correct the file, or remove it (it only describes the samples)"
+
+
+def _what(value: Any) -> str:
+    """A value for a message without rendering it (a tensor's repr may be megabytes)."""
+    if _is_tensor(value):
+        return f"a {value.dim()}-D {value.dtype} tensor of shape {list(value.shape)}"
+    return type(value).__name__
+
+
+def _is_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")  # no tensor exists before torch is imported: this stays torch-free
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+@dataclass(frozen=True)
+class Tensor(Kind):
+    """A torch tensor of one of ``dims`` dimensions; ``values`` ``"float"`` (finite floating point), ``"int"``
+    (integers, not bool) or ``"any"``. ``shape`` names the dimensions for messages, e.g. ``"[seq, hidden]"``."""
+
+    shape: str
+    dims: tuple[int, ...]
+    values: str = "any"
+
+    def describe(self) -> str:
+        of = {"float": " of finite floats", "int": " of integers"}.get(self.values, "")
+        return f"a tensor {self.shape}{of}"
+
+    def check(self, value: Any, path: str) -> Any:
+        if not _is_tensor(value) or value.dim() not in self.dims:
+            raise Bad(path, f"expected {self.describe()}, got {_what(value)}")
+        torch = sys.modules["torch"]
+        if self.values == "float":
+            if not value.is_floating_point():
+                raise Bad(path, f"holds {value.dtype}, expected floating-point hidden states")
+            if value.numel() and not bool(torch.isfinite(value).all()):
+                raise Bad(path, f"holds {int((~torch.isfinite(value)).sum())} non-finite values (NaN or Inf)")
+        integer = not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
+        if self.values == "int" and not integer:
+            raise Bad(path, f"holds {value.dtype}, expected integers")
+        return value
+
+
+@dataclass(frozen=True)
+class Tensors(ListOf):
+    """A list (or tuple, as ``torch.save`` keeps it) of tensors."""
+
+    def check(self, value: Any, path: str) -> list:
+        if not isinstance(value, (list, tuple)) or not self.min_len <= len(value) <= self.max_len:
+            count = f" of length {len(value)}" if isinstance(value, (list, tuple)) else ""
+            raise Bad(path, f"expected {self.describe()}, got {_what(value)}{count}")
+        return super().check(list(value), path)
+
+
+def _layout(name: str, fix: str, fields: tuple[Field, ...]) -> Record:
+    return Record(name, fields, unknown="keep", error=SampleError, fix=fix)
+
+
+_IDS = Tensor("[seq] (or [1, seq])", (1, 2), "int")
+_MASK = Tensor("[seq] (or [1, seq])", (1, 2))
+
+# speculators' VllmHiddenStatesGenerator (data_{i}.pt): the fc took cat(hidden_states[:-1]).
+LEGACY = _layout(LEGACY_PT, "pass data_*.pt files written by speculators' legacy generator", (
+    Field("input_ids", _IDS, REGENERATE),
+    Field("hidden_states", Tensors(Tensor("[seq, hidden]", (2,), "float"), min_len=2),
+          f"{REGENERATE} (fc inputs, then the verifier's last hidden state)"),
+    Field("loss_mask", _MASK, REGENERATE),
+))
+
+# speculators' hs_{i}.safetensors (vLLM extract_hidden_states): the fc took hidden_states[:, :-1].
+HS = _layout(HS_SAFETENSORS, "pass hs_*.safetensors files written by speculators", (
+    Field("hidden_states", Tensor("[seq, layers, hidden]", (3,), "float"), REGENERATE),
+    Field("token_ids", _IDS, REGENERATE),
+    Field("loss_mask", _MASK, REGENERATE, required=False),  # usually in an Arrow dataset: every position counts
+))
+
+# SpecForge's scripts/prepare_hidden_states.py (*.ckpt, *.ckpt.gz): the fc took aux_hidden_state.
+SPECFORGE = _layout(SPECFORGE_CKPT, "pass *.ckpt / *.ckpt.gz files written by SpecForge", (
+    Field("input_ids", _IDS, REGENERATE),
+    Field("loss_mask", _MASK, REGENERATE),
+    Field("hidden_state", Tensor("[1, seq, hidden]", (2, 3), "float"), REGENERATE),
+    Field("aux_hidden_state", Tensor("[1, seq, K*hidden]", (2, 3), "float"), REGENERATE),
+))
+
+LAYOUTS = {LEGACY_PT: LEGACY, HS_SAFETENSORS: HS, SPECFORGE_CKPT: SPECFORGE}
+
+# data_config.json beside legacy samples: speculators writes many keys; only the stored layers are read. Their ids
+# say which stored tensor is which layer, so they are typed strictly (distinct, one per tensor: checked by the reader).
+DATA_CONFIG_FILENAME = "data_config.json"
+STORED_LAYERS = Record("data_config.json hidden_states", (
+    Field("layer_ids", Optional(ListOf(Int(lo=-1))),
+          "list one layer id (>= -1, -1 = embedding output) per stored tensor, or remove the file", required=False),
+), unknown="keep", error=SampleError, fix=DESCRIBES)
+DATA_CONFIG = Record("data_config.json", (
+    Field("hidden_states", Optional(Nested(STORED_LAYERS)),
+          'correct the file (speculators writes {"hidden_states": {"layer_ids": [...]}}), or remove it',
+          required=False),
+), unknown="keep", error=SampleError, fix=DESCRIBES)
+
+# sample_lengths.json beside legacy samples ({"i": seq_len}): only the entry of the sample being read is judged (the
+# others describe other files), so the record is declared per index.
+LENGTHS_FILENAME = "sample_lengths.json"
+
+
+def sample_lengths(index: str) -> Record:
+    """``sample_lengths.json`` as read for ``data_{index}.pt``."""
+    return Record(LENGTHS_FILENAME, (
+        Field(index, Int(lo=0), f"set it to data_{index}.pt's token count, or remove the file (it only describes "
+              "the samples)", required=False),
+    ), unknown="keep", error=SampleError, fix=DESCRIBES)
+
+
+RECORDS = (LEGACY, HS, SPECFORGE, STORED_LAYERS, DATA_CONFIG, sample_lengths("0"))
