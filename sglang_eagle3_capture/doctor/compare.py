@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from .. import records
 from ..draft.checkpoint import read_safetensors_header
-from ..errors import SampleError
-from ..userfiles import brief, list_directory, path_kind, read_json_object, shown
+from ..errors import SampleError, brief
+from ..schemas import dump as schema
+from ..userfiles import list_directory, path_kind, read_json_object
 from .samples import expand_data_paths, load_sample
 
 DEFAULT_MIN_COSINE = 0.999
@@ -82,52 +84,25 @@ class CompareReport:
                 "notes": self.notes, "ok": self.ok, "summary": self.summary}
 
 
-_DUMP_FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
-MAX_DUMP_IDS = 100_000
-
-
-def _dump_error(f: Path, key: str, problem: str) -> SampleError:
-    return SampleError(f"{shown(f)}: key '{key}' {problem}; fix: {_DUMP_FIX}")
-
-
 def _check_batch(f: Path, tensors: dict) -> None:
-    """A dumped batch as the dump writes it: ``aux_hidden_states`` [T, K*H] finite floats, ``positions`` [T]
-    integers >= 0, ``input_ids`` (optional) [T] integers."""
-    import torch
-
-    for key in ("aux_hidden_states", "positions"):
-        if key not in tensors:
-            raise SampleError(f"{shown(f)}: missing key '{key}'; fix: {_DUMP_FIX}")
-    aux, pos = tensors["aux_hidden_states"], tensors["positions"]
-    if aux.dim() != 2 or not aux.is_floating_point():
-        raise _dump_error(f, "aux_hidden_states",
-                          f"is {aux.dtype} of shape {list(aux.shape)}, expected [T, K*H] floats")
-    if aux.numel() and not bool(torch.isfinite(aux).all()):
-        raise _dump_error(f, "aux_hidden_states", f"holds {int((~torch.isfinite(aux)).sum())} non-finite values "
-                          "(NaN or Inf): the served hidden states are broken, not comparable")
-    t = aux.shape[0]
+    """A dumped batch as the dump writes it (:data:`~sglang_eagle3_capture.schemas.dump.BATCH`): one position (and
+    one input id) per row of ``aux_hidden_states``, positions >= 0."""
+    t = records.read(schema.BATCH, tensors, file=f)["aux_hidden_states"].shape[0]
     for key in ("positions", "input_ids"):
-        v = tensors.get(key)
-        if v is None:
-            continue
-        if v.dim() != 1 or v.is_floating_point() or v.is_complex() or v.dtype == torch.bool or v.shape[0] != t:
-            raise _dump_error(f, key, f"is {v.dtype} of shape {list(v.shape)}, expected [{t}] integers (one per row of "
-                              "aux_hidden_states)")
+        if key in tensors and tensors[key].shape[0] != t:
+            raise SampleError(f, key, f"has {tensors[key].shape[0]} entries, expected {t} (one per row of "
+                              "aux_hidden_states)", schema.FIX)
+    pos = tensors["positions"]
     if pos.numel() and int(pos.min()) < 0:
-        raise _dump_error(f, "positions", f"holds negative positions (min {int(pos.min())})")
+        raise SampleError(f, "positions", f"holds negative positions (min {int(pos.min())})", schema.FIX)
 
 
 def _metadata(meta_path: Path) -> dict:
-    """A batch's ``.json`` metadata (``{}`` when there is none), read strictly; ``layer_ids`` null or integers."""
+    """A batch's ``.json`` metadata (``{}`` when there is none), read strictly (:data:`~.schemas.dump.METADATA`)."""
     if path_kind(meta_path, error=SampleError) == "missing":
         return {}
-    meta = read_json_object(meta_path, fix=_DUMP_FIX, error=SampleError)
-    ids = meta.get("layer_ids")
-    if ids is not None and (not isinstance(ids, list) or len(ids) > MAX_DUMP_IDS or
-                            not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
-        raise SampleError(f"{shown(meta_path)}: field 'layer_ids': expected a list of integers, got {brief(ids)}; "
-                          f"fix: {_DUMP_FIX}")
-    return meta
+    return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX, error=SampleError),
+                        file=meta_path)
 
 
 def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
@@ -136,34 +111,27 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
     from safetensors.torch import load_file
 
     d = Path(directory)
-    none = (f"{shown(d)}: no dumped batches (*.safetensors); fix: serve with SGLANG_EAGLE3_CAPTURE_DUMP={shown(d)} and "
-            "the sglang-eagle3-capture plugin installed, send a request, then run compare")
-    kind = path_kind(d, error=SampleError, fix=_DUMP_FIX)
-    if kind == "missing":
-        raise SampleError(none)
-    if kind != "directory":
-        raise SampleError(f"{shown(d)}: field '--dump': {_not_dir(kind)}, not a directory; fix: {_DUMP_FIX}")
-    names = [n for n in list_directory(d, error=SampleError, fix=_DUMP_FIX)
-             if n.endswith(".safetensors") and not n.startswith(".")]
+    kind = path_kind(d, error=SampleError, fix=schema.FIX)
+    if kind not in ("missing", "directory"):
+        what = {"file": "a file", "dangling symlink": "a dangling symlink", "symlink loop": "a symlink loop"}
+        raise SampleError(d, "--dump", f"is {what.get(kind, kind)}, not a directory", schema.FIX)
+    names = [] if kind == "missing" else [n for n in list_directory(d, error=SampleError, fix=schema.FIX)
+                                          if n.endswith(".safetensors") and not n.startswith(".")]
     if not names:
-        raise SampleError(none)
+        raise SampleError(d, None, "no dumped batches (*.safetensors)", f"serve with SGLANG_EAGLE3_CAPTURE_DUMP={d} "
+                          "and the sglang-eagle3-capture plugin installed, send a request, then run compare")
     out = []
     for name in names:
         f = d / name
-        read_safetensors_header(f, error=SampleError, fix=_DUMP_FIX)  # regular file, sane header: safe to load
+        read_safetensors_header(f, error=SampleError, fix=schema.FIX)  # regular file, sane header: safe to load
         try:
             tensors = load_file(str(f), device="cpu")
         except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since the header check)
-            raise SampleError(f"{shown(f)}: not a readable safetensors file ({brief(str(e).splitlines()[0], 160)}); "
-                              f"fix: {_DUMP_FIX}") from None
+            raise SampleError(f, "<data>", f"not a readable safetensors file ({brief(str(e).splitlines()[0], 160)})",
+                              schema.FIX) from None
         _check_batch(f, tensors)
         out.append((f, tensors, _metadata(f.with_suffix(".json"))))
     return out
-
-
-def _not_dir(kind: str) -> str:
-    return {"file": "is a file", "dangling symlink": "is a dangling symlink", "symlink loop": "is a symlink loop"}.get(
-        kind, f"is {kind}")
 
 
 def _runs(positions) -> list[tuple[int, int]]:
@@ -235,21 +203,20 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     """Compare a capture dump with training samples; see the module doc."""
     import torch
 
-
     samples = [load_sample(p) for p in expand_data_paths(data)]
     first = samples[0]
     for s in samples[1:]:
         if len(s.chunks) != len(first.chunks) or s.fc_chunks != first.fc_chunks or s.hidden_size != first.hidden_size:
-            raise SampleError(f"{shown(s.path)}: {len(s.chunks)} stored tensors of width {s.hidden_size}, but "
-                              f"{shown(first.path)} has {len(first.chunks)} of width {first.hidden_size}; fix: compare "
-                              "one dataset at a time")
+            raise SampleError(s.path, None, f"{len(s.chunks)} stored tensors of width {s.hidden_size}, but "
+                              f"{first.path} has {len(first.chunks)} of width {first.hidden_size}",
+                              "compare one dataset at a time")
     index = _SampleIndex(samples)
     dump = read_dump(dump_dir)
     runs_ids = {tuple(meta["layer_ids"]) for _, _, meta in dump if meta.get("layer_ids") is not None}
     if len(runs_ids) > 1:
-        raise SampleError(f"{shown(dump_dir)}: field 'layer_ids': its batches say different layer ids "
-                          f"({brief(sorted(runs_ids))}): batches of several server runs; fix: give each run its own "
-                          "dump directory (or remove the other run's files)")
+        raise SampleError(dump_dir, "layer_ids", f"its batches say different layer ids ({brief(sorted(runs_ids))}): "
+                          "batches of several server runs", "give each run its own dump directory (or remove the "
+                          "other run's files)")
     h, k = first.hidden_size, len(first.fc_chunks)
     report = CompareReport(chunk_names=first.chunk_names, chunk_layer_ids=first.chunk_layer_ids, min_cosine=min_cosine)
     served_rows, train_rows = [], []
@@ -260,10 +227,10 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
         if "input_ids" not in tensors:
             report.notes.append(f"{f.name}: no input_ids (input embeddings were served); skipped")
             continue
-        if aux.dim() != 2 or aux.shape[-1] != k * h:
-            raise SampleError(f"{shown(f)}: key 'aux_hidden_states' has shape {list(aux.shape)}, but the training fc "
-                              f"input is {k} x {h} = {k * h} wide ({shown(first.path)}); fix: compare with the data "
-                              "the draft was trained on (else SGLang fed a different number of hidden states)")
+        if aux.shape[-1] != k * h:
+            raise SampleError(f, "aux_hidden_states", f"has shape {list(aux.shape)}, but the training fc input is "
+                              f"{k} x {h} = {k * h} wide ({first.path})", "compare with the data the draft was "
+                              "trained on (else SGLang fed a different number of hidden states)")
         ids, pos = tensors["input_ids"], tensors["positions"]
         for a, b in _runs(pos):
             p0 = int(pos[a])
@@ -274,8 +241,8 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
             served_rows.append(aux[a:a + n].float().view(n, k, h))
             train_rows.append(torch.stack([c[p0:p0 + n].float() for c in s.chunks], dim=1))
     if not served_rows:
-        raise SampleError(f"{shown(dump_dir)}: none of the {report.skipped_rows} dumped rows matches the tokens of any "
-                          "training sample given with --data; fix: serve prompts taken from those samples (their "
+        raise SampleError(dump_dir, None, f"none of the {report.skipped_rows} dumped rows matches the tokens of any "
+                          "training sample given with --data", "serve prompts taken from those samples (their "
                           "input_ids)")
     served, train = torch.cat(served_rows), torch.cat(train_rows)  # [R, K, H], [R, C, H]
     report.rows = served.shape[0]

@@ -86,4 +86,42 @@ def test_dump_of_another_width_is_a_clear_error(samples, tmp_path, capsys):
     d = tmp_path / "d"
     CaptureDump(d, metadata={"tp_rank": 0})(torch.zeros(4, 5), samples[0].input_ids[:4], torch.arange(4))
     rc, err = run(capsys, "compare", "--dump", d, "--data", samples[0].path)
-    assert rc == 2 and "key 'aux_hidden_states' has shape [4, 5]" in err and "tp0-pid" in err
+    (batch,) = d.glob("*.safetensors")
+    assert rc == 2 and f"{batch}: field 'aux_hidden_states': " in err and err.count("\n") == 1
+
+
+def _one_batch(directory, sample, **meta):
+    write_dump(directory, [[(sample, 0, sample.seq_len, [0, 1, 2])]])
+    (meta_file,) = directory.glob("*.json")
+    doc = json.loads(meta_file.read_text())
+    doc.update(meta)
+    meta_file.write_text(json.dumps(doc))
+    return meta_file
+
+
+def test_schema_policy_dump_metadata_is_kept_and_only_layer_ids_judged(samples, tmp_path):
+    """schemas/dump.py: a dump's metadata from a later version (one more key, a tab in a free-text value) is read;
+    layer_ids, which compare reports and uses to tell runs apart, is typed strictly; the batch tensors too."""
+    from safetensors.torch import load_file, save_file
+
+    from sglang_eagle3_capture import schemas
+    from sglang_eagle3_capture.doctor.compare import read_dump
+    from sglang_eagle3_capture.errors import SampleError
+    from sglang_eagle3_capture.schemas import dump as schema
+
+    assert all(r in schemas.ALL and r.unknown == "keep" and r.error is SampleError for r in schema.RECORDS)
+    ok = _one_batch(tmp_path / "ok", samples[0], later_key={"x": 1}, process_title="sglang::\tscheduler")
+    ((_, _, meta),) = read_dump(ok.parent)
+    assert meta["later_key"] == {"x": 1} and meta["layer_ids"] == [-1, 1, 4]
+    for i, bad in enumerate(([True, 1, 4], "-1,1,4", [-1, 1.0, 4])):
+        meta_file = _one_batch(tmp_path / f"bad{i}", samples[0], layer_ids=bad)
+        with pytest.raises(SampleError) as e:
+            read_dump(meta_file.parent)
+        assert e.value.file == str(meta_file) and e.value.field.startswith("layer_ids") and e.value.fix, bad
+    meta_file = _one_batch(tmp_path / "float-ids", samples[0])
+    batch = meta_file.with_suffix(".safetensors")
+    tensors = load_file(str(batch))
+    save_file({**tensors, "input_ids": tensors["input_ids"].float()}, str(batch))
+    with pytest.raises(SampleError) as e:
+        read_dump(batch.parent)
+    assert (e.value.file, e.value.field) == (str(batch), "input_ids")
