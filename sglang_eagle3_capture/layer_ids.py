@@ -27,9 +27,10 @@ translates explicitly with :func:`hidden_state_index`.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-from .errors import LayerIdError
+from .errors import LayerIdError, brief
+from .records import is_int
 
 __all__ = ["EMBEDDING_LAYER_ID", "LayerIdError", "check_layer_ids", "hidden_state_index", "hidden_state_indices",
            "last_layer_id", "layer_id_of_index", "layer_ids_of_loop", "split_capture"]
@@ -106,36 +107,44 @@ def split_capture(layer_ids: Sequence[int], num_hidden_layers: int) -> tuple[tup
     return tuple(indices[:-1] if last else indices), last, order
 
 
-def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, where: str) -> tuple[int, ...]:
-    """Validate ``layer_ids`` against a target with ``num_hidden_layers`` decoder layers (linear time).
+def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, file: Any = None,
+                    field: str | None = "layer_ids", where: Any = None) -> tuple[int, ...]:
+    """Validate ``layer_ids`` against a target with ``num_hidden_layers`` decoder layers (linear time); raises
+    :class:`LayerIdError` ``(file, field, problem, fix)``.
 
-    ``where`` names the file and field the ids came from; it is put in every error.
-    ``num_hidden_layers=None`` checks everything except the upper bound.
+    ``file`` and ``field`` name where the ids came from (a non-integer item is named ``field[i]``);
+    ``num_hidden_layers=None`` checks everything except the upper bound. ``where``: TRANSITION (removed at
+    integration) for callers that still pass one ``"FILE: field"`` string; it stands in for ``file``.
 
     Example::
 
-        >>> check_layer_ids([-1, 2, 30], 61, where="eagle3_manifest.json: layer_ids")
+        >>> check_layer_ids([-1, 2, 30], 61, file="eagle3_manifest.json")
         (-1, 2, 30)
     """
+    if where is not None:
+        file, field = where, None
+    fix = ("list the layers the fc consumes, each once, e.g. [-1, 2, 30] (-1 = embedding output, k = output of "
+           "decoder layer k)")
     if isinstance(layer_ids, (str, bytes)) or not isinstance(layer_ids, Sequence):
-        raise LayerIdError(f"{where}: expected a list of integers, got {type(layer_ids).__name__}")
+        raise LayerIdError(file, field, f"expected a list of integers, got {type(layer_ids).__name__}", fix)
     if len(layer_ids) == 0:
-        raise LayerIdError(f"{where}: the list of layer ids is empty; list the layers the fc consumes, "
-                           "e.g. [-1, 2, 30]")
-    for i in layer_ids:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise LayerIdError(f"{where}: layer id {i!r} is not an integer")
+        raise LayerIdError(file, field, "the list of layer ids is empty", fix)
+    for k, i in enumerate(layer_ids):
+        if not is_int(i):
+            raise LayerIdError(file, None if field is None else f"{field}[{k}]", f"layer id {brief(i, 40)} is not an "
+                               "integer", fix)
     hi = None if num_hidden_layers is None else last_layer_id(num_hidden_layers)
     bad = [i for i in layer_ids if i < EMBEDDING_LAYER_ID or (hi is not None and i > hi)]
     if bad:
         rng = f"[-1, {hi}]" if hi is not None else "[-1, N-1]"
-        shown = bad if len(bad) <= 8 else [*bad[:8], "..."]
-        raise LayerIdError(
-            f"{where}: layer ids {shown} are outside {rng} for a target with "
-            f"{num_hidden_layers} decoder layers (-1 = embedding output, k = output of decoder layer k)"
-        )
+        raise LayerIdError(file, field, f"layer ids {_few(bad)} are outside {rng} for a target with "
+                           f"{num_hidden_layers} decoder layers", fix)
     dups = sorted(i for i, n in Counter(layer_ids).items() if n > 1)
     if dups:
-        shown = dups if len(dups) <= 8 else [*dups[:8], "..."]
-        raise LayerIdError(f"{where}: duplicate layer ids {shown}; each hidden state may be fed to the fc once")
+        raise LayerIdError(file, field, f"duplicate layer ids {_few(dups)}: each hidden state may be fed to the fc "
+                           "once", fix)
     return tuple(layer_ids)
+
+
+def _few(ids: list[int]) -> list:
+    return ids if len(ids) <= 8 else [*ids[:8], "..."]

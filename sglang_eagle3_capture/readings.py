@@ -25,17 +25,18 @@ from typing import Any, Mapping, Sequence
 
 from . import families, releases
 from .config_keys import IDS_KEY
-from .errors import FormatError
+from .errors import FormatError, brief
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
 from .layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices, last_layer_id, layer_ids_of_loop
+from .records import is_int
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 from .target_config import path_get
-from .userfiles import brief
 
 __all__ = ["StockCapture", "default_low_mid_high_indices", "engine_capture", "releases_label", "stock_by_release",
-           "stock_rule",
-           "stock_safe_eagle_config_ids", "stock_sglang_capture"]
+           "stock_rule", "stock_safe_eagle_config_ids", "stock_sglang_capture"]
+
+DRAFT_CONFIG = "the draft's config.json"  # what the errors name as their file
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,13 @@ def stock_rule(family: Family | str, release: Release | str | None = None) -> st
 
 def _int_ids(value: Any, field: str) -> list[int]:
     """``value`` as a list of integer ids, or a :class:`FormatError` naming the draft config's ``field`` and the fix
-    (no engine reads a string, a number or a list with non-integers as capture ids)."""
-    if not isinstance(value, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
-        raise FormatError(f"the draft's config.json: field '{field}': expected a list of integer layer ids, got "
-                          f"{brief(value)}; fix: write the ids the draft was trained on as a JSON list of integers "
-                          "(or remove the field to use the engine's default)")
+    (no engine reads a string, a number or a list with non-integers as capture ids). The error's file is "the
+    draft's config.json" (this module is given its contents, not its path): a caller that knows the path says so
+    with ``e.with_file(path)``."""
+    if not isinstance(value, (list, tuple)) or not all(is_int(i) for i in value):
+        raise FormatError(DRAFT_CONFIG, field, f"expected a list of integer layer ids, got {brief(value)}",
+                          "write the ids the draft was trained on as a JSON list of integers (or remove the field to "
+                          "use the engine's default)")
     return list(value)
 
 

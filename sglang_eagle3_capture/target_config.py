@@ -10,9 +10,13 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import ManifestError
+from .errors import ManifestError, brief
 from .families import family_of, text_config_architectures
-from .userfiles import brief, is_directory, read_json_object, shown
+from .records import is_int
+from .userfiles import is_directory, read_json_object
+
+__all__ = ["architecture", "architecture_family", "cfg_get", "decoder_field_prefix", "is_int", "load_target_config",
+           "path_get", "target_dims"]  # is_int: re-exported for formats/base.py until it imports records.is_int
 
 
 def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
@@ -37,21 +41,12 @@ def path_get(cfg: Any, dotted: str) -> Any:
     return node
 
 
-def _err(where: str, fld: str, problem: str, fix: str) -> ManifestError:
-    return ManifestError(f"{shown(where)}: field '{fld}': {problem}; fix: {fix}")
-
-
-def is_int(v: Any) -> bool:
-    """An ``int`` that is not a ``bool`` (JSON ``true`` is not a count)."""
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def architecture(target_hf_config: Any, where: str) -> str:
-    """``architectures[0]`` of a target config; an error naming ``where`` when it is not a list of names."""
+    """``architectures[0]`` of a target config; an error naming the file ``where`` when it is not a list of names."""
     archs = cfg_get(target_hf_config, "architectures") or []
     if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
-        raise _err(where, "architectures", f"expected a list naming the target class, got {brief(archs)}",
-                   "point TARGET at the target model's own config.json")
+        raise ManifestError(where, "architectures", f"expected a list naming the target class, got {brief(archs)}",
+                            "point TARGET at the target model's own config.json")
     return archs[0]
 
 
@@ -66,14 +61,14 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
     prefix = decoder_field_prefix(arch)
     text = cfg_get(target_hf_config, "text_config") if prefix else target_hf_config
     if text is None:
-        raise _err(where, "text_config", f"{shown(arch)} keeps its decoder config in text_config, which is missing",
-                   "point TARGET at the full model config.json")
+        raise ManifestError(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
+                            "point TARGET at the full model config.json")
     dims = []
     for key in ("num_hidden_layers", "hidden_size"):
         v = cfg_get(text, key)
         if not is_int(v) or v < 1:
-            raise _err(where, prefix + key, f"expected a positive integer, got {brief(v)}",
-                       "point TARGET at the target model's own config.json")
+            raise ManifestError(where, prefix + key, f"expected a positive integer, got {brief(v)}",
+                                "point TARGET at the target model's own config.json")
         dims.append(v)
     return arch, dims[0], dims[1]
 

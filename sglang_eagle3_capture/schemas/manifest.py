@@ -5,7 +5,7 @@ beside it are metadata: kept, shown escaped, never refused)."""
 from __future__ import annotations
 
 from ..errors import ManifestError
-from ..records import Anything, Bool, Const, Field, Int, ListOf, Nested, Record, Str
+from ..records import Anything, Bool, Const, Field, Int, ListOf, MapOf, Nested, Record, Str
 
 FILENAME = "eagle3_manifest.json"
 FORMAT = "sglang-eagle3-capture.manifest"
@@ -48,7 +48,9 @@ MANIFEST = Record("manifest", (
           "list each layer the fc consumes once, in fc order, e.g. [-1, 2, 30] (-1 = embedding output, k = output of "
           f"decoder layer k); or {REWRITE}"),
     Field("target", Nested(TARGET), "write {\"architecture\": ..., \"num_hidden_layers\": ..., \"hidden_size\": ...}"),
-    Field("provenance", Anything(), 'write e.g. {"source": "manual"}', required=False, default={"source": "manual"}),
+    # an object whose contents are metadata (PROVENANCE: kept as they are, see records.problems)
+    Field("provenance", MapOf(Anything()), 'write it as an object, e.g. {"source": "manual"}', required=False,
+          default={"source": "manual"}),
 ), unknown="refuse", error=ManifestError,
     fix=f"remove it; a version-{VERSION} manifest has format, version, layer_ids, target and provenance")
 

@@ -33,30 +33,36 @@ def test_order_is_kept():
 
 
 def test_check_accepts_full_range():
-    assert check_layer_ids([-1, 0, 60], 61, where="x") == (-1, 0, 60)
+    assert check_layer_ids([-1, 0, 60], 61, file="x") == (-1, 0, 60)
 
 
 @pytest.mark.parametrize(
-    "ids, n, fragment",
+    "ids, n, field",
     [
-        ([-2, 1], 61, "outside [-1, 60]"),
-        ([0, 61], 61, "outside [-1, 60]"),
-        ([1, 1], 61, "duplicate layer ids [1]"),
-        ([], 61, "empty"),
-        ([0, "3"], 61, "not an integer"),
-        ([0, True], 61, "not an integer"),
-        ("0,1", 61, "expected a list"),
-        ([0, 2.0], 61, "not an integer"),
+        ([-2, 1], 61, "layer_ids"),
+        ([0, 61], 61, "layer_ids"),
+        ([1, 1], 61, "layer_ids"),
+        ([], 61, "layer_ids"),
+        ([0, "3"], 61, "layer_ids[1]"),
+        ([0, True], 61, "layer_ids[1]"),
+        ("0,1", 61, "layer_ids"),
+        ([0, 2.0], 61, "layer_ids[1]"),
     ],
 )
-def test_check_rejects_with_where(ids, n, fragment):
+def test_check_rejects_naming_file_and_field(ids, n, field):
     with pytest.raises(LayerIdError) as e:
-        check_layer_ids(ids, n, where="draft/eagle3_manifest.json: layer_ids")
-    assert "draft/eagle3_manifest.json: layer_ids" in str(e.value)
-    assert fragment in str(e.value)
+        check_layer_ids(ids, n, file="draft/eagle3_manifest.json")
+    assert (e.value.file, e.value.field) == ("draft/eagle3_manifest.json", field) and e.value.fix
+
+
+def test_check_names_the_callers_field():
+    with pytest.raises(LayerIdError) as e:
+        check_layer_ids([0, None], 61, file="config.json", field="eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert e.value.field == "eagle_config.eagle_aux_hidden_state_layer_ids[1]"
 
 
 def test_check_without_layer_count_still_rejects_below_embedding():
-    assert check_layer_ids([-1, 500], None, where="x") == (-1, 500)
-    with pytest.raises(LayerIdError, match="outside"):
-        check_layer_ids([-3], None, where="x")
+    assert check_layer_ids([-1, 500], None, file="x") == (-1, 500)
+    with pytest.raises(LayerIdError) as e:
+        check_layer_ids([-3], None, file="x")
+    assert (e.value.file, e.value.field) == ("x", "layer_ids")

@@ -6,6 +6,7 @@ implement) belong to the draft-head loader's tests.
 """
 
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from typing import Callable
@@ -33,8 +34,18 @@ class Case:
     name: str
     kind: str  # "manifest": mutate the manifest document; "draft": mutate a speculators draft dir, then convert
     mutate: Callable
-    file: str  # file the message must name (relative to the case dir)
-    field: str  # field / tensor the message must name
+    file: str  # the error's .file (relative to the case dir)
+    field: str  # a pattern the error's .field matches in full (re.fullmatch)
+
+
+def assert_names(err, file, field) -> None:
+    """``err`` names ``file`` and a field matching ``field``, and says how to fix it."""
+    if err.legacy:  # TRANSITION (removed at integration): a reader not yet raising (file, field, problem, fix)
+        assert str(file) in str(err) and f"'{field}'" in str(err) and "fix:" in str(err), str(err)
+        return
+    assert err.file == str(file), (err.file, str(err))
+    assert err.field is not None and re.fullmatch(field, err.field), (err.field, str(err))
+    assert err.fix, str(err)
 
 
 def _m(fn):
@@ -76,53 +87,53 @@ def _missing_shard(d):
 
 
 CASES = [
-    # --- manifest ---
-    Case("unknown key", "manifest", _m(lambda d: d.update(layer_id=[1])), MANIFEST_FILENAME, "'layer_id'"),
-    Case("unknown version", "manifest", _m(lambda d: d.update(version=2)), MANIFEST_FILENAME, "'version'"),
-    Case("version wrong type", "manifest", _m(lambda d: d.update(version="1")), MANIFEST_FILENAME, "'version'"),
-    Case("wrong format tag", "manifest", _m(lambda d: d.update(format="eagle")), MANIFEST_FILENAME, "'format'"),
-    Case("ids as a string", "manifest", _m(lambda d: d.update(layer_ids="-1,2,30")), MANIFEST_FILENAME, "'layer_ids'"),
-    Case("ids with a bool", "manifest", _m(lambda d: d.update(layer_ids=[True, 2])), MANIFEST_FILENAME, "'layer_ids'"),
-    Case("empty ids", "manifest", _m(lambda d: d.update(layer_ids=[])), MANIFEST_FILENAME, "'layer_ids'"),
-    Case("duplicate ids", "manifest", _m(lambda d: d.update(layer_ids=[-1, 2, 2])), MANIFEST_FILENAME, "'layer_ids'"),
+    # --- manifest (provenance is metadata, never refused: tests/unit/test_manifest.py) ---
+    Case("unknown key", "manifest", _m(lambda d: d.update(layer_id=[1])), MANIFEST_FILENAME, "layer_id"),
+    Case("unknown version", "manifest", _m(lambda d: d.update(version=2)), MANIFEST_FILENAME, "version"),
+    Case("version wrong type", "manifest", _m(lambda d: d.update(version="1")), MANIFEST_FILENAME, "version"),
+    Case("wrong format tag", "manifest", _m(lambda d: d.update(format="eagle")), MANIFEST_FILENAME, "format"),
+    Case("ids as a string", "manifest", _m(lambda d: d.update(layer_ids="-1,2,30")), MANIFEST_FILENAME, "layer_ids"),
+    Case("ids with a bool", "manifest", _m(lambda d: d.update(layer_ids=[True, 2])), MANIFEST_FILENAME,
+         r"layer_ids\[0\]"),
+    Case("empty ids", "manifest", _m(lambda d: d.update(layer_ids=[])), MANIFEST_FILENAME, "layer_ids"),
+    Case("duplicate ids", "manifest", _m(lambda d: d.update(layer_ids=[-1, 2, 2])), MANIFEST_FILENAME, "layer_ids"),
     Case("id past the last layer", "manifest", _m(lambda d: d.update(layer_ids=[-1, 2, 61])), MANIFEST_FILENAME,
-         "'layer_ids'"),
-    Case("id below -1", "manifest", _m(lambda d: d.update(layer_ids=[-2, 2, 30])), MANIFEST_FILENAME, "'layer_ids'"),
+         "layer_ids"),
+    Case("id below -1", "manifest", _m(lambda d: d.update(layer_ids=[-2, 2, 30])), MANIFEST_FILENAME,
+         r"layer_ids\[0\]"),
     Case("hidden size as string", "manifest", _m(lambda d: d["target"].update(hidden_size="64")), MANIFEST_FILENAME,
-         "'target.hidden_size'"),
+         r"target\.hidden_size"),
     Case("unknown target key", "manifest", _m(lambda d: d["target"].update(num_layers=61)), MANIFEST_FILENAME,
-         "'target.num_layers'"),
-    Case("missing provenance", "manifest", _m(lambda d: d.pop("provenance")), MANIFEST_FILENAME, "'provenance'"),
-    Case("unknown provenance key", "manifest", _m(lambda d: d["provenance"].update(origin="x")), MANIFEST_FILENAME,
-         "'provenance.origin'"),
-    Case("provenance ids wrong type", "manifest", _m(lambda d: d["provenance"].update(original_ids="0,3,31")),
-         MANIFEST_FILENAME, "'provenance.original_ids'"),
-    Case("not JSON", "manifest", lambda d: "{\"format\": ", MANIFEST_FILENAME, "'<document>'"),
+         r"target\.num_layers"),
+    Case("missing target", "manifest", _m(lambda d: d.pop("target")), MANIFEST_FILENAME, "target"),
+    Case("provenance not an object", "manifest", _m(lambda d: d.update(provenance="manual")), MANIFEST_FILENAME,
+         "provenance"),
+    Case("not JSON", "manifest", lambda d: "{\"format\": ", MANIFEST_FILENAME, "<document>"),
     # --- draft config ---
     Case("unknown speculators setting", "draft", _cfg(lambda c: c.update(attn_temperature=0.5)), "config.json",
-         "'attn_temperature'"),
-    Case("both fc norms", "draft", _cfg(lambda c: c.update(fc_norm=True)), "config.json", "'fc_norm'"),
-    Case("flag wrong type", "draft", _cfg(lambda c: c.update(norm_output="yes")), "config.json", "'norm_output'"),
+         "attn_temperature"),
+    Case("both fc norms", "draft", _cfg(lambda c: c.update(fc_norm=True)), "config.json", "fc_norm"),
+    Case("flag wrong type", "draft", _cfg(lambda c: c.update(norm_output="yes")), "config.json", "norm_output"),
     Case("two draft layers", "draft", _cfg(lambda c: c["transformer_layer_config"].update(num_hidden_layers=2)),
-         "config.json", "'transformer_layer_config.num_hidden_layers'"),
+         "config.json", "transformer_layer_config.num_hidden_layers"),
     Case("ids out of range", "draft", _cfg(lambda c: c.update(eagle_aux_hidden_state_layer_ids=[0, 3, 70])),
-         "config.json", "'eagle_aux_hidden_state_layer_ids'"),
+         "config.json", "eagle_aux_hidden_state_layer_ids"),
     Case("config target hidden size mismatch", "draft", _cfg(lambda c: c.update(target_hidden_size=128)), "config.json",
-         "'target_hidden_size'"),
-    Case("config not JSON", "draft", lambda d: (d / "config.json").write_text("{"), "config.json", "'<document>'"),
+         "target_hidden_size"),
+    Case("config not JSON", "draft", lambda d: (d / "config.json").write_text("{"), "config.json", "<document>"),
     # --- weights ---
-    Case("truncated safetensors", "draft", _truncate, "model.safetensors", "truncated"),
-    Case("missing fc.weight", "draft", _weights(lambda t: t.pop("fc.weight")), "model.safetensors", "'fc.weight'"),
+    Case("truncated safetensors", "draft", _truncate, "model.safetensors", r"[^ ]+\.data_offsets"),
+    Case("missing fc.weight", "draft", _weights(lambda t: t.pop("fc.weight")), "model.safetensors", "fc.weight"),
     Case("extra tensor", "draft",
          _weights(lambda t: t.update({"layers.0.self_attn.rotary_emb.inv_freq": t["norm.weight"][:8].clone()})),
-         "model.safetensors", "'layers.0.self_attn.rotary_emb.inv_freq'"),
+         "model.safetensors", "layers.0.self_attn.rotary_emb.inv_freq"),
     Case("wrong lm_head shape", "draft",
          _weights(lambda t: t.update({"lm_head.weight": t["lm_head.weight"][:64].clone()})),
-         "model.safetensors", "'lm_head.weight'"),
+         "model.safetensors", "lm_head.weight"),
     Case("fc width mismatch", "draft", _cfg(lambda c: c.update(eagle_aux_hidden_state_layer_ids=[0, 3])),
-         "model.safetensors", "'fc.weight'"),
-    Case("pytorch .bin only", "draft", _only_bin, "pytorch_model.bin", "'<file>'"),
-    Case("index names a missing shard", "draft", _missing_shard, "model.safetensors.index.json", "'weight_map'"),
+         "model.safetensors", "fc.weight"),
+    Case("pytorch .bin only", "draft", _only_bin, "pytorch_model.bin", "<file>"),
+    Case("index names a missing shard", "draft", _missing_shard, "model.safetensors.index.json", "weight_map"),
 ]
 
 
@@ -144,11 +155,8 @@ def test_bad_input_names_file_and_field(case, tmp_path, speculators_draft, kimi_
         with pytest.raises(OUR_ERRORS) as e:
             convert(d, tmp_path / "out", target=kimi_target)
         assert not (tmp_path / "out").exists()
-    msg = str(e.value)
     base = tmp_path if case.kind == "manifest" else tmp_path / "draft"
-    assert str(base / case.file) in msg, msg
-    assert case.field in msg, msg
-    assert "fix:" in msg, msg
+    assert_names(e.value, base / case.file, case.field)
 
 
 def test_target_hidden_size_mismatch_at_serve_time(tmp_path):
@@ -158,16 +166,12 @@ def test_target_hidden_size_mismatch_at_serve_time(tmp_path):
               "text_config": {"num_hidden_layers": 61, "hidden_size": 7168}}
     with pytest.raises(ManifestError) as e:
         check_target(m, target, where="/models/kimi/config.json")
-    msg = str(e.value)
-    assert "/models/kimi/config.json: field 'text_config.hidden_size' is 7168" in msg
-    assert f"{tmp_path / MANIFEST_FILENAME} field 'target.hidden_size' is 64" in msg and "fix:" in msg
+    assert_names(e.value, "/models/kimi/config.json", r"text_config\.hidden_size")
+    assert str(tmp_path / MANIFEST_FILENAME) in e.value.problem  # the other side of the mismatch
 
 
 def test_target_hidden_size_mismatch_at_convert_time(tmp_path, speculators_draft):
     target = write_target(tmp_path / "big", hidden_size=128)
     with pytest.raises(ConvertError) as e:
         convert(speculators_draft, tmp_path / "out", target=target)
-    msg = str(e.value)
-    assert f"{speculators_draft / 'model.safetensors'}: tensor 'fc.weight': input width 192" in msg
-    assert (f"{speculators_draft / 'config.json'} field 'eagle_aux_hidden_state_layer_ids'" in msg
-            and "hidden_size 128" in msg)
+    assert_names(e.value, speculators_draft / "model.safetensors", "fc.weight")
