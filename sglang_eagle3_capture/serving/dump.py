@@ -7,7 +7,8 @@ EAGLE-3 capture (every TP rank, in its scheduler process) then writes its first 
   exactly the tensor handed to the logits processor, which passes it on to the draft), ``input_ids``
   ``[T]`` and ``positions`` ``[T]``;
 - ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.json``: layer ids, loop indices, where the ids came from, TP/PP rank, pid,
-  process title, SGLang and package versions, forward mode, shapes and dtype.
+  process title, SGLang and package versions, forward mode, shapes and dtype (``compare`` reads both back as
+  :mod:`sglang_eagle3_capture.schemas.dump` declares them).
 
 ``RUN`` (start time and a random token) keeps one server run's files from overwriting another's, even when a fresh
 container gives the scheduler the same pid. Each file is written atomically (a temporary name, fsync, rename; the
@@ -35,9 +36,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import __version__
-from ..errors import DumpConfigError
+from ..errors import DumpConfigError, Eagle3CaptureError, brief, shown
 from ..releases import installed_sglang_version
-from ..userfiles import brief, os_problem, shown, write_file_atomic
+from ..userfiles import os_problem, write_file_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +102,10 @@ class CaptureDump:
 
     def _turn_off(self, what: str, e: BaseException) -> None:
         self.disabled = True
-        reason = (os_problem(e, writing=True)[0] if isinstance(e, OSError) else
-                  brief(f"{type(e).__name__}: {str(e).split('; fix:')[0]}", 300))
+        if isinstance(e, OSError):
+            reason = os_problem(e, writing=True)[0]
+        else:
+            reason = brief(e.problem if isinstance(e, Eagle3CaptureError) else f"{type(e).__name__}: {e}", 300)
         logger.error("eagle3-capture dump: %s %s (%s); the dump is off for this process (pid %d) and serving goes on; "
                      "fix: set %s to a directory this server can write (with free space), or unset it",
                      what, shown(self.directory), reason, os.getpid(), ENV_DIR)
