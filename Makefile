@@ -1,4 +1,6 @@
 # make test      : the whole test suite on CPU against the newest supported SGLang (builds the environment first)
+# make quick     : the core unit tests (no fuzz, network or fixture re-measurement), -x, in under a minute; uses
+#                  the environment as it is (make setup builds it)
 # make demo      : the main job on the bundled tiny models; results go to demo-results/ (untracked)
 # make setup     : only build the environment (about 4-8 min and 10 GB the first time)
 # make test-release SGLANG=0.5.21 : the per-release proof (pytest -m release) against another supported release
@@ -18,7 +20,7 @@ STAMP := $(VENV)/.installed-$(SGLANG)-$(ENV_KEY)-$(shell echo "$(CURDIR)" | sha2
 PYTEST_ARGS ?=
 DEMO_OUT ?= demo-results
 
-.PHONY: setup test test-release demo bench lint gpu-check gpu-check-dry-run clean-venv
+.PHONY: setup test quick test-release demo bench lint gpu-check gpu-check-dry-run clean-venv
 
 setup: $(STAMP)
 
@@ -29,6 +31,12 @@ $(STAMP): pyproject.toml tools/install_sglang.py tools/constraints.txt
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+QUICK_MARKERS := not fuzz and not network and not fixture
+
+quick:
+	@test -x $(PY) || { echo "no environment at $(VENV): run make setup first"; exit 1; }
+	$(PY) -m pytest tests/unit -m "$(QUICK_MARKERS)" -x -q $(PYTEST_ARGS)
 
 test-release: setup
 	$(PY) -m pytest -m release $(PYTEST_ARGS)

@@ -40,15 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-def _cpu_setup() -> None:
-    """Same set-up as tests/conftest.py: cpu_runtime/ (the stub sgl_kernel) first on the path and B1-B4 on import."""
-    sys.path.insert(0, str(ROOT / "cpu_runtime"))
-    import sglang_cpu_patches
-
-    os.environ.update(sglang_cpu_patches.cpu_env())
-    sglang_cpu_patches.install_import_hook()
-
-
 def _quantiles(xs: list[float]) -> dict[str, float]:
     q = statistics.quantiles(xs, n=10)
     return {"p50": statistics.median(xs), "p20": q[1], "p80": q[7]}
@@ -107,15 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     # Each manifest round configures the capture again, which would arm the one-time first-batch self-check for
     # the timed forward: this benchmark measures the steady state, so the check is off here.
     os.environ["SGLANG_EAGLE3_CAPTURE_SELFCHECK"] = "0"
+    import harness  # the repository root is on the path (below): never shipped, shared with the tests
+
     if args.device == "cpu":
-        _cpu_setup()
-    sys.path.insert(0, str(ROOT / "tests"))  # the tests' in-process runner (tests/support/sglang_inprocess.py)
+        harness.use_cpu_runtime()  # as tests/conftest.py: the stub sgl_kernel first on the path, B1... on import
     import torch
 
+    from harness.sglang_inprocess import get_runner
     from sglang_eagle3_capture.layer_ids import hidden_state_index
     from sglang_eagle3_capture.serving import target as patch
     from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
-    from support.sglang_inprocess import get_runner
 
     server_args = {"max_total_tokens": max(4096, 2 * args.tokens)}
     if args.device == "cuda":

@@ -36,23 +36,22 @@ WARMUP_IDS = [10, 11, 12]  # what launch_server's warmup request sends with --sk
 
 
 def _setup() -> None:
-    sys.path[:0] = [str(ROOT / "cpu_runtime"), str(ROOT), str(ROOT / "tests")]
-    import sglang_cpu_patches
+    """The repository root on the path (``harness``, never shipped), then the CPU runtime as the tests set it up."""
+    sys.path.insert(0, str(ROOT))
+    import harness
 
-    os.environ.update(sglang_cpu_patches.cpu_env())
-    sglang_cpu_patches.install_import_hook()
+    harness.use_cpu_runtime()
 
 
 def servers(rounds: int) -> dict:
     """Alternating (on, off) / (off, on) launch_server pairs: time to ready, and the check's own time from its line."""
-    from support.servers import PASSED_RE, Server, selfcheck_env
+    from harness.servers import PASSED_RE, Server, server_env
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_selfcheck_") as tmp:
         for r in range(rounds):
             for on in ((True, False) if r % 2 == 0 else (False, True)):
-                env = selfcheck_env(SGLANG_EAGLE3_CAPTURE_SELFCHECK="1" if on else "0")
-                env.pop("SGLANG_CUDA_COREDUMP_BEFORE_CRASH_WAIT_SECS")
+                env = server_env(SGLANG_EAGLE3_CAPTURE_SELFCHECK="1" if on else "0")
                 with Server(FIXTURE / "target", Path(tmp) / f"{r}-{on}.log", draft=FIXTURE / "draft", env=env) as s:
                     if not s.wait(timeout=900):
                         raise RuntimeError(f"server did not start:\n{s.text()[-3000:]}")
@@ -80,13 +79,13 @@ def inprocess(pairs: int) -> dict:
 
     import torch
 
+    from harness.servers import PASSED_RE
+    from harness.sglang_inprocess import get_runner
     from sglang_eagle3_capture import families
     from sglang_eagle3_capture.serving import selfcheck
     from sglang_eagle3_capture.serving import target as target_patch
     from sglang_eagle3_capture.serving.capture import plan_capture
     from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
-    from support.servers import PASSED_RE
-    from support.sglang_inprocess import get_runner
 
     runner = get_runner(FIXTURE / "target")
     n = runner.model.config.num_hidden_layers

@@ -2,35 +2,26 @@
 
 Tiers, one folder each (tests/unit/test_tiers.py holds them to it): ``unit/`` never imports sglang,
 ``inprocess/`` uses SGLang in this process (the ``runner`` fixture), ``engine/`` starts ``sglang.Engine``,
-servers or other SGLang subprocesses (marked ``engine``). Helpers live in the ``support`` package;
-``pythonpath`` in pyproject.toml puts the repository root (``fixtures``) and tests/ (``support``) on sys.path.
+servers or other SGLang subprocesses (marked ``engine``). Test helpers live in the ``support`` package; what the
+benchmarks use too (the in-process runner, ``launch_server``, the CPU set-up) lives in ``harness/`` beside
+cpu_runtime/. ``pythonpath`` in pyproject.toml puts the repository root (``fixtures``, ``harness``) and tests/
+(``support``) on sys.path.
 
-At import time (before any test module imports sglang) this puts the repository's ``cpu_runtime/``
-first on ``sys.path`` and on ``PYTHONPATH`` (so SGLang's spawned processes get the stub ``sgl_kernel``
-and the ``sitecustomize`` patch hook), sets the environment in ``sglang_cpu_patches.CPU_ENV``, and
-installs the same import hook here, so B1-B4 are applied in this process as soon as SGLang imports the
-patched modules (tests that never import sglang stay fast).
+At import time (before any test module imports sglang) :func:`harness.use_cpu_runtime` puts the repository's
+``cpu_runtime/`` first on ``sys.path`` and on ``PYTHONPATH`` (so SGLang's spawned processes get the stub
+``sgl_kernel`` and the ``sitecustomize`` patch hook), sets the environment in ``sglang_cpu_patches.CPU_ENV``, and
+installs the same import hook here, so B1... are applied in this process as soon as SGLang imports the patched
+modules (tests that never import sglang stay fast).
 """
 
-import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-CPU_RUNTIME_DIR = Path(__file__).resolve().parents[1] / "cpu_runtime"
-if str(CPU_RUNTIME_DIR) in sys.path:
-    sys.path.remove(str(CPU_RUNTIME_DIR))
-sys.path.insert(0, str(CPU_RUNTIME_DIR))  # first: its sgl_kernel stub must win over the CUDA wheel
+import harness  # the repository root is on sys.path (pyproject's pythonpath); standard library only
 
-import sglang_cpu_patches  # noqa: E402  (standard library and the package's after-import helper only)
-
-os.environ.update(sglang_cpu_patches.cpu_env())
-if "sgl_kernel" in sys.modules and not sys.modules["sgl_kernel"].__file__.startswith(str(CPU_RUNTIME_DIR)):
-    raise RuntimeError("the real sgl_kernel was imported before tests/conftest.py could put the stub first")
-
-sglang_cpu_patches.install_import_hook()  # B1-B4 in this process, applied when sglang imports the modules
+harness.use_cpu_runtime()  # before any test module imports sglang: the stub sgl_kernel first, B1... on import
 import torch  # noqa: E402
 
 from support.tiny_models import build_tiny_draft, build_tiny_target  # noqa: E402
@@ -69,7 +60,7 @@ def runner(tiny_target_dir):
     """SGLang's own ModelRunner on ``tiny_target_dir`` in this process (support/sglang_inprocess.py: one per
     process); it also publishes SGLang's runtime context here. Tests that reconfigure capture call
     ``runner.reset_capture()`` when done. Only tests in tests/inprocess/ use it."""
-    from support.sglang_inprocess import get_runner
+    from harness.sglang_inprocess import get_runner
 
     return get_runner(tiny_target_dir)
 

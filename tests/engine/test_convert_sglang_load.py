@@ -22,7 +22,7 @@ def converted(speculators_draft, kimi_target, tmp_path_factory):
 # Run with support.subprocess_env(): the CPU runtime, and tests/ on PYTHONPATH for the in-process runner.
 SGLANG_LOAD = textwrap.dedent('''
     import sys, torch
-    from support.sglang_inprocess import get_runner
+    from harness.sglang_inprocess import get_runner
     model = get_runner(sys.argv[1]).model
     out = {n: p.detach().clone() for n, p in model.named_parameters()}
     out["<class>"] = type(model).__name__

@@ -78,7 +78,7 @@ def _sglang_side(draft_dir: str, io_path: str) -> None:
     # The CPU runtime came with the environment (support.subprocess_env): imported after it, SGLang runs on CPU.
     import sglang.srt.models.llama_eagle3 as llama_eagle3
 
-    from support.sglang_inprocess import get_runner
+    from harness.sglang_inprocess import get_runner
 
     io = torch.load(io_path)
     original = llama_eagle3.LlamaModel.forward

@@ -114,9 +114,9 @@ def _slices(prompts):
 
 def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
     """Subprocess body: SGLang's class for ``name`` on ``model_dir``, patched, one prefill per case, saved."""
+    from harness.sglang_inprocess import get_runner
     from sglang_eagle3_capture.serving import selfcheck, target
     from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
-    from support.sglang_inprocess import get_runner
 
     target.apply()
     assert target.is_patched(), target.status()

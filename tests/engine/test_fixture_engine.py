@@ -14,9 +14,9 @@ import torch
 from fixtures.criteria import check_criteria
 from fixtures.samples import load_target
 from fixtures.specs import SPECS
+from harness.sglang_inprocess import get_runner
 from support import REPO, subprocess_env
 from support.fixture import FIXTURE_NAMES, remeasure
-from support.sglang_inprocess import get_runner
 from support.tolerances import TOLERANCES
 
 

@@ -1,4 +1,8 @@
-"""patches/sglang-0.5.23: the source diff applies to the installed SGLang and captures what the plugin captures.
+"""patches/sglang-<release>/: the source diff applies to the installed SGLang and captures what the plugin captures.
+
+Which diff comes from the release table: the installed release's own directory when it has one, else the newest
+release in the table that has one (named in the test's output and in its failure messages): a release added with
+unchanged seams is served by the previous diff until a diff is written for it (docs/development.md).
 
 The diff is applied (``git apply -p1``, as strict as ``patch --fuzz=0``) to a copy of ``site-packages/sglang``
 (symlinks, with the touched files copied); a subprocess imports that copy, builds SGLang's ModelRunner on the tiny
@@ -11,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,14 +23,32 @@ import sglang_cpu_patches
 import torch
 from safetensors.torch import load_file
 
+from harness.sglang_inprocess import get_runner
+from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from sglang_eagle3_capture.serving import target
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
-from support import REPO, TESTS_DIR
-from support.sglang_inprocess import get_runner
+from support import REPO
 from support.tiny_models import build_tiny_draft
 
-DIFF = REPO / "patches" / "sglang-0.5.23" / "eagle3-layer-id-capture.diff"
+
+def _diff_release() -> str:
+    """The release whose diff this test applies: the installed one's if patches/ has it, else the newest that has."""
+    def has_diff(version: str) -> bool:
+        return (REPO / "patches" / f"sglang-{version}" / "eagle3-layer-id-capture.diff").is_file()
+
+    installed = releases.installed_or_newest().version
+    if has_diff(installed):
+        return installed
+    with_diff = [r.version for r in releases.supported() if has_diff(r.version)]
+    assert with_diff, "patches/ holds no sglang-<release>/eagle3-layer-id-capture.diff for any release in the table"
+    warnings.warn(f"patches/ has no diff for the installed SGLang {installed}; this test applies the newest one, "
+                  f"sglang-{with_diff[-1]}/", stacklevel=1)
+    return with_diff[-1]
+
+
+DIFF_RELEASE = _diff_release()
+DIFF = REPO / "patches" / f"sglang-{DIFF_RELEASE}" / "eagle3-layer-id-capture.diff"
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
 ID_LISTS = [[3, -1, 1], [-1, 1, 3], [-1, 4], [5, -1, 1], [-1, 2, 5], [5]]  # 5: the last layer (6 layers)
 
@@ -51,7 +74,9 @@ def patched_copy(tmp_path_factory) -> Path:
     # git apply: strict like `patch --fuzz=0`, and works outside a repository; git is there wherever the repo is.
     proc = subprocess.run(["git", "apply", "-p1", "--verbose", "-"], input=text, text=True, cwd=root,
                           capture_output=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, (f"{DIFF.relative_to(REPO)} does not apply to the installed SGLang "
+                                  f"{releases.installed_sglang_version()}: write patches/sglang-<installed>/ "
+                                  f"(docs/development.md)\n{proc.stdout}{proc.stderr}")
     assert not list(root.rglob("*.rej")) and not list(root.rglob("*.orig"))
     return root / "python"
 
@@ -74,7 +99,7 @@ assert sglang.__file__.startswith(spec["copy"]), sglang.__file__
 import torch
 from safetensors.torch import save_file
 from sglang_eagle3_capture.serving import target
-from support.sglang_inprocess import get_runner
+from harness.sglang_inprocess import get_runner
 from sglang.srt.layers.aux_hidden_states import EAGLE3_LAYER_ID_CONVENTION
 from sglang.srt.models import kimi_k25
 
@@ -119,7 +144,7 @@ def test_patched_copy_captures_exactly_what_the_plugin_captures(patched_copy, ti
     spec = {"copy": str(patched_copy), "target": str(tiny_target_dir), "draft": str(draft), "out": str(out),
             "id_lists": ID_LISTS, "prompts": PROMPTS}
     env = sglang_cpu_patches.cpu_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(sglang_cpu_patches.SHIM_DIR), str(patched_copy), str(TESTS_DIR)])
+    env["PYTHONPATH"] = os.pathsep.join([str(sglang_cpu_patches.SHIM_DIR), str(patched_copy), str(REPO)])
     proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(spec)], env=env, capture_output=True, text=True,
                           timeout=900, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -11,11 +11,12 @@ import re
 
 import pytest
 
+from harness.servers import READY, Server
 from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.manifest import Manifest, write_manifest
 from support.engine_harness import engine_run, greedy, run_engine, run_engines
 from support.hf_reference import hf_greedy
-from support.servers import READY, Server, selfcheck_env
+from support.servers import selfcheck_env
 from support.tiny_models import build_tiny_draft
 
 IDS = [5, -1, 1]  # on the 6-layer target: the last layer (final norm), the embedding, layer 1; a permuting feed

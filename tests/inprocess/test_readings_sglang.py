@@ -3,9 +3,9 @@ stand-in ``self``, in this process): the stock rule, and the ids ``convert`` wri
 
 import itertools
 
+from harness.sglang_inprocess import sglang_layers_to_capture
 from sglang_eagle3_capture.layer_ids import hidden_state_indices
 from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids, stock_sglang_capture
-from support.sglang_inprocess import sglang_layers_to_capture
 
 FAMILY = "deepseek_v2"
 

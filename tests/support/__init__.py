@@ -3,13 +3,15 @@
 - ``tiny_models``: tiny seeded checkpoints (a DeepSeek-V3 target, a Llama EAGLE-3 draft);
 - ``hf_reference``: HF transformers' model as the reference for SGLang's outputs;
 - ``tolerances``: the one table of numeric tolerances;
-- ``sglang_inprocess``: SGLang's own ModelRunner in the test process (the ``runner`` fixture);
 - ``engine_harness`` (+ ``engine_worker``, the script it runs): ``sglang.Engine`` in a subprocess;
 - ``draft_dirs``: draft directories for the draft-head loader tests, loaded with SGLang's own loader;
 - ``speculators_drafts``: drafts written by speculators' own classes and SpecForge-format drafts;
 - ``cli``: running the command line in-process; ``fixture``: the committed tiny fixture (fixtures/tiny).
-- ``servers``: ``launch_server`` on CPU (its startup warmup request), with ``selfcheck_site/``, the self-check
-  engine tests' start-up hook (sabotage after configuration, a presented SGLang version).
+- ``servers``: ``selfcheck_site/``, the self-check engine tests' start-up hook for ``launch_server`` (sabotage after
+  configuration, a presented SGLang version).
+
+What the benchmarks use too lives in harness/ beside cpu_runtime/ (never shipped): ``harness.sglang_inprocess``
+(SGLang's ModelRunner in the test process: the ``runner`` fixture) and ``harness.servers`` (``launch_server`` on CPU).
 
 :func:`subprocess_env` is the environment for a child Python that needs the CPU runtime and, as pytest
 has them (``pythonpath`` in pyproject.toml), ``import fixtures`` and ``import support``.

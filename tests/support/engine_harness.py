@@ -35,22 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import ENGINE_DEFAULTS  # the CPU settings, shared with the benchmarks
+
 WORKER = Path(__file__).resolve().parent / "engine_worker.py"
 NO_PLUGINS = "__no_sglang_plugins__"  # matches no entry-point name
-
-ENGINE_DEFAULTS = dict(
-    device="cpu",
-    attention_backend="torch_native",
-    disable_cuda_graph=True,
-    skip_tokenizer_init=True,
-    dtype="float32",
-    tp_size=1,
-    mem_fraction_static=0.05,
-    max_total_tokens=4096,
-    random_seed=0,
-    log_level="warning",
-    decode_log_interval=1,  # fold spec counters into server_info avg_spec_accept_length every step
-)
 
 
 class EngineRunError(RuntimeError):

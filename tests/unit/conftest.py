@@ -1,8 +1,14 @@
-"""The unit tier: tests that never import sglang (tests/unit/test_tiers.py checks the modules' imports)."""
+"""The unit tier: tests that never import sglang (tests/unit/test_tiers.py checks the modules' imports) and never
+reach the network unless marked ``network`` (make quick leaves those out)."""
 
+import ipaddress
+import socket
 import sys
 
 import pytest
+
+# Child processes a unit test starts find no package index and no model hub either.
+OFFLINE_ENV = {"PIP_NO_INDEX": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 @pytest.fixture(autouse=True)
@@ -13,3 +19,34 @@ def _no_sglang_import(request):
     if not before and "sglang" in sys.modules:
         pytest.fail(f"{request.node.nodeid} imported sglang; a test that needs SGLang belongs in tests/inprocess/ or "
                     "tests/engine/")
+
+
+def _is_local(address) -> bool:
+    if not isinstance(address, tuple):  # AF_UNIX: a path
+        return True
+    host = address[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False  # a host name: resolving it is already network access
+
+
+@pytest.fixture(autouse=True)
+def _no_network(request, monkeypatch):
+    """A unit test not marked ``network`` may open only local sockets, and its child processes run offline."""
+    if request.node.get_closest_marker("network"):
+        yield
+        return
+    connect = socket.socket.connect
+
+    def local_only(self, address):
+        if not _is_local(address):
+            raise OSError(f"{request.node.nodeid} connected to {address!r}: mark it network (pytest -m network)")
+        return connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", local_only)
+    for key, value in OFFLINE_ENV.items():
+        monkeypatch.setenv(key, value)
+    yield

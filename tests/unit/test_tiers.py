@@ -1,9 +1,13 @@
-"""The test tiers themselves (tests/conftest.py): unit/ never imports sglang nor uses the in-process runner, the
-engine tier is exactly what ``-m engine`` selects, and no test module imports another (helpers live in support/)."""
+"""The test tiers themselves (tests/conftest.py): unit/ never imports sglang nor uses the in-process runner nor the
+network, the engine tier is exactly what ``-m engine`` selects, no test module imports another (helpers live in
+support/), and what the benchmarks share with the tests lives in harness/, which imports nothing from tests/."""
 
 import ast
+import socket
 import subprocess
 import sys
+import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -12,8 +16,8 @@ from support import REPO, TESTS_DIR, subprocess_env
 
 TIERS = ("unit", "inprocess", "engine")
 # support modules that exist to run SGLang, in this process or in a subprocess
-SGLANG_SUPPORT = ("support.sglang_inprocess", "support.engine_harness", "support.engine_worker",
-                  "support.draft_dirs.load_draft")
+SGLANG_SUPPORT = ("harness.sglang_inprocess", "harness.servers", "support.engine_harness", "support.engine_worker",
+                  "support.draft_dirs.load_draft", "support.servers")
 
 
 def _test_modules(tier: str) -> list[Path]:
@@ -103,3 +107,32 @@ def test_the_engine_marker_selects_exactly_the_engine_tier():
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     files = {i.split("::")[0] for i in ids}
     assert files == {f"tests/engine/{p.name}" for p in _test_modules("engine")}
+
+
+def _outside_tests() -> list[Path]:
+    return sorted(p for d in ("harness", "benchmarks") for p in (REPO / d).rglob("*.py")
+                  if "__pycache__" not in p.parts)
+
+
+def test_harness_and_benchmarks_import_nothing_from_tests():
+    """No ``support`` (or ``tests``) import and no ``tests/`` put on sys.path in harness/ or benchmarks/."""
+    found = {}
+    for path in _outside_tests():
+        text = path.read_text()
+        bad = [n for n in _imported(path) if n.split(".")[0] in ("support", "tests")]
+        bad += [line.strip() for line in text.splitlines() if "sys.path" in line and "tests" in line]
+        if bad:
+            found[str(path.relative_to(REPO))] = bad
+    assert _outside_tests() and found == {}
+
+
+def test_harness_is_never_shipped():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert not any(fnmatch(name, pattern) for pattern in include for name in ("harness", "harness.servers"))
+
+
+def test_the_unit_tier_refuses_the_network():
+    """tests/unit/conftest.py: a unit test not marked ``network`` that reaches another host fails at once."""
+    with pytest.raises(OSError, match="mark it network"):
+        socket.create_connection(("192.0.2.1", 443), timeout=1)  # TEST-NET-1: never routed

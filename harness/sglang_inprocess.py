@@ -1,7 +1,8 @@
 """SGLang's own ``ModelRunner`` (0.5.17 ... 0.5.23) in the test process (no Engine, no subprocesses).
 
 Modelled on ``sglang/benchmark/one_batch.py`` (``main`` -> ``correctness_test`` -> ``load_model`` ->
-``extend``); the prefill itself *is* ``one_batch.extend``. Needs the CPU runtime (tests/conftest.py sets it up).
+``extend``); the prefill itself *is* ``one_batch.extend``. Needs the CPU runtime (``harness.use_cpu_runtime()``,
+which tests/conftest.py and the benchmarks call before anything imports SGLang).
 
 API
 ---
@@ -44,7 +45,7 @@ from types import SimpleNamespace
 
 import torch
 
-from support.engine_harness import ENGINE_DEFAULTS
+from harness import ENGINE_DEFAULTS
 
 # The Engine tests' CPU settings (one place), minus the Engine-only logging knobs, with a smaller KV pool.
 DEFAULT_SERVER_ARGS = {k: v for k, v in ENGINE_DEFAULTS.items() if k not in ("log_level", "decode_log_interval")}
@@ -189,6 +190,6 @@ def get_runner(model_dir, **server_args) -> InProcessRunner:
         raise RuntimeError(
             f"an in-process SGLang runner already exists in this process for {_RUNNER[0]}; SGLang's "
             f"process-wide state allows one, so {key} cannot be built here. Reuse the same target dir and "
-            "server args, or run the test in a subprocess (tests/support/engine_harness.py)."
+            "server args, or run it in a subprocess (tests/support/engine_harness.py)."
         )
     return _RUNNER[1]
