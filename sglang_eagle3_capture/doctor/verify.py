@@ -21,13 +21,13 @@ from typing import Sequence
 
 from .. import releases
 from ..draft.checkpoint import tensor_index
-from ..errors import AmbiguousLayerIds, DraftFormatError, ManifestError, SampleError, UsageError, WeightsError
+from ..errors import AmbiguousLayerIds, ManifestError, SampleError, UsageError, WeightsError, brief
 from ..families import family_of
 from ..formats import load_draft_config, read_draft_config
 from ..manifest import MANIFEST_FILENAME, find_manifest
 from ..readings import engine_capture, releases_label, stock_by_release, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
-from ..userfiles import brief, is_directory, shown
+from ..userfiles import is_directory
 from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, describe_sources
 from .samples import HS_SAFETENSORS, LEGACY_DATA_CONFIG, expand_data_paths, load_sample
 
@@ -92,7 +92,7 @@ def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool =
     index = tensor_index(target_dir)  # headers checked (dtype, shape, offsets) before safetensors opens the file
     names = sorted((n for n in index if n == suffix or n.endswith("." + suffix)), key=len)
     if not names:
-        raise WeightsError(f"{shown(target_dir)}: tensor '*{suffix}': not found in the target's safetensors; fix: "
+        raise WeightsError(target_dir, f"*{suffix}", "not found in the target's safetensors",
                            "pass the target model directory (with its weights) as --target")
     info = index[names[0]]
     try:
@@ -100,9 +100,9 @@ def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool =
             tensor = f.get_tensor(names[0])
         return (tensor, info.file) if with_file else tensor
     except Exception as e:  # noqa: BLE001 - safetensors' own error type: the file changed, or its data is bad
-        raise WeightsError(f"{shown(info.file)}: tensor '{shown(names[0])}': cannot load "
-                           f"({brief(str(e).splitlines()[0] if str(e) else type(e).__name__, 160)}); fix: re-export or "
-                           "re-download the target checkpoint") from None
+        why = brief(str(e).splitlines()[0] if str(e) else type(e).__name__, 160)
+        raise WeightsError(info.file, names[0], f"cannot load ({why})",
+                           "re-export or re-download the target checkpoint") from None
 
 
 def load_draft(draft_dir: str | Path, target: str | Path | None):
@@ -116,17 +116,11 @@ def load_draft(draft_dir: str | Path, target: str | Path | None):
         embed, embed_file = load_target_tensor(tdir, "embed_tokens.weight", with_file=True)
         cfg_path = Path(draft_dir) / "config.json"
         cfg = DraftConfig.from_dict(load_draft_config(cfg_path), where=str(cfg_path))
-        target_where = f"{shown(embed_file)}: tensor '*embed_tokens.weight'"
+        target_where = f"{embed_file}: tensor '*embed_tokens.weight'"
         if cfg.lm_head_from_target:
             head, head_file = load_target_tensor(tdir, "lm_head.weight", with_file=True)
-            target_where += f" / {shown(head_file)}: tensor '*lm_head.weight'"
-    try:
-        return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head,
-                                           target_where=target_where)
-    except DraftFormatError as e:
-        if target is None and "embed_tokens.weight" in str(e) and "fix:" not in str(e):
-            raise DraftFormatError(f"{e}; fix: pass --target TARGET (SGLang drafts take the target's embedding)") from e
-        raise
+            target_where += f" / {head_file}: tensor '*lm_head.weight'"
+    return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head, target_where=target_where)
 
 
 def _progress(iterable, total: int, enabled: bool, desc: str):
@@ -150,9 +144,9 @@ def _batches(paths: Sequence[Path], batch_size: int, progress: bool):
 
 def _check_layout(s, first, n_chunks: int) -> None:
     if s.layout != first.layout or len(s.chunks) != n_chunks or s.hidden_size != first.hidden_size:
-        raise SampleError(f"{s.path}: {s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, but "
-                          f"{first.path} is {first.layout} with {n_chunks} of width {first.hidden_size}; "
-                          "fix: verify one dataset at a time")
+        raise SampleError(s.path, None, f"{s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, "
+                          f"but {first.path} is {first.layout} with {n_chunks} of width {first.hidden_size}",
+                          "verify one dataset at a time")
 
 
 def _check_token_ids(s, vocab: int) -> None:
@@ -161,7 +155,7 @@ def _check_token_ids(s, vocab: int) -> None:
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
         bad = ids[(ids < 0) | (ids >= vocab)].unique()[:5].tolist()
         key = "token_ids" if s.layout == HS_SAFETENSORS else "input_ids"
-        raise SampleError(f"{shown(s.path)}: key '{key}': ids {bad} outside the draft's vocabulary [0, {vocab}); fix: "
+        raise SampleError(s.path, key, f"ids {bad} outside the draft's vocabulary [0, {vocab})",
                           "verify with samples tokenized for this draft's target")
 
 
@@ -172,8 +166,8 @@ def _check_stored_layer_ids(s, n_layers: int) -> None:
     if bad or len(set(ids)) != len(ids):
         problem = (f"ids {brief(bad)} are outside [-1, {n_layers - 1}] for a {n_layers}-layer target" if bad else
                    f"{brief(ids)} repeats an id")
-        raise SampleError(f"{shown(s.path.parent / LEGACY_DATA_CONFIG)}: field 'hidden_states.layer_ids': {problem}; "
-                          "fix: correct the file (it describes the data's stored layers), or remove it")
+        raise SampleError(s.path.parent / LEGACY_DATA_CONFIG, "hidden_states.layer_ids", problem,
+                          "correct the file (it describes the data's stored layers), or remove it")
 
 
 def _embedding_hits(samples, embed) -> list[list[int]]:
@@ -241,8 +235,8 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     n_layers = declared.num_hidden_layers
     family = family_of(declared.architecture)
     if family is None:
-        raise ManifestError(f"{declared.source}: field 'target.architecture': {declared.architecture} has no "
-                            "target-family entry, so stock SGLang's wirings are unknown; fix: see docs/families.md")
+        raise ManifestError(declared.source, "target.architecture", f"{declared.architecture} has no target-family "
+                            "entry, so stock SGLang's wirings are unknown", "see docs/families.md")
     named = [(releases_label(v), c) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
     named += [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r)) for r in releases.other_engines()]
     stock = [(name, c.fed_layer_ids) for name, c in named if c.problem is None]  # a crash feeds nothing: not scored
@@ -263,9 +257,10 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             first = batch[0]
             hits_per_chunk = [0] * len(first.chunks)
             if first.hidden_size != declared.hidden_size:
-                raise SampleError(f"{first.path}: stored tensors are {first.hidden_size} wide but {declared.source} "
-                                  f"says the target's hidden size is {declared.hidden_size}; fix: pass samples stored "
-                                  "from the target the draft was trained against (or --target with that target)")
+                raise SampleError(first.path, None, f"stored tensors are {first.hidden_size} wide but "
+                                  f"{declared.source} says the target's hidden size is {declared.hidden_size}",
+                                  "pass samples stored from the target the draft was trained against (or --target "
+                                  "with that target)")
             emb0 = _embedding_hits([first], embed)[0]
             ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
@@ -317,8 +312,8 @@ def _declared(draft: Path, draft_cfg: dict, target: str | Path | None) -> _Decla
         return _Declared(manifest.layer_ids, "manifest", str(manifest.path), manifest.target_architecture,
                          manifest.target_num_hidden_layers, manifest.target_hidden_size)
     if target is None:
-        raise UsageError(f"{draft / MANIFEST_FILENAME}: field '<file>': no manifest; fix: pass --target TARGET, and "
-                         "verify ranks what the draft's config.json can mean, or write the manifest first")
+        raise UsageError(draft / MANIFEST_FILENAME, "<file>", "no manifest", "pass --target TARGET, and verify ranks "
+                         "what the draft's config.json can mean, or write the manifest first")
     target_cfg, target_file = load_target_config(target)
     arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
     cfg_file = str(draft / "config.json")
