@@ -6,7 +6,7 @@ Subcommands: ``manifest write|show``, ``convert``, and the wiring doctor ``inspe
 ====  =========================================================================================
 0     consistent (or done)
 1     mis-wired: the wiring the draft was trained on is not what would be / was fed
-2     bad input: one line on stderr naming the file, the field and the fix
+2     bad input: one line on stderr naming the file, the field and the fix (the error's ``exit_code``)
 3     ambiguous: the draft's config means different layers depending on the release or trainer
       it was trained with, and nothing in the checkpoint settles it (``inspect``)
 70    a bug in this package: one line naming what failed and the file holding the full traceback
@@ -30,19 +30,16 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
 from ..draft.convert import convert
-from ..errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, InputError, UsageError
-from ..families import family_of
-from ..formats import load_draft_config
+from ..errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError, brief, shown
 from ..layer_ids import hidden_state_indices
-from ..manifest import Manifest, check_fc_width, manifest_path, read_manifest, write_manifest
-from ..readings import releases_label, stock_sglang_capture
-from ..target_config import load_target_config, target_dims
-from ..userfiles import brief, is_directory, is_file, one_line, os_problem, path_kind, shown
+from ..manifest import read_manifest
+from ..readings import releases_label
+from ..userfiles import os_problem
 from .candidates import describe_sources, layer_label
 from .compare import DEFAULT_MIN_COSINE, compare
 from .inspect import inspect_draft
+from .manifest_write import write_draft_manifest
 from .verify import DEFAULT_MARGIN, verify
 
 PROG = "sglang-eagle3-capture"
@@ -54,8 +51,6 @@ EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # Ctrl-C; stdout closed by its re
 # :class:`~sglang_eagle3_capture.errors.InputError` (e.g. :class:`UsageError`) for bad input.
 SUBCOMMAND_MODULES: list[str] = []
 
-
-
 _LAYER_ID = re.compile(r"\s*-?[0-9]{1,9}\s*")
 
 
@@ -64,8 +59,8 @@ def parse_layer_ids(text: str) -> list[int]:
     parts = text.split(",")
     bad = next((part for part in parts if not _LAYER_ID.fullmatch(part)), None)
     if bad is not None:
-        raise UsageError(f"--layer-ids: {brief(text, 80)} is not a comma-separated list of integers ({brief(bad, 40)}: "
-                         "only ASCII digits, optionally after '-'); fix: e.g. --layer-ids=-1,2,30")
+        raise UsageError(None, "--layer-ids", f"{brief(text, 80)} is not a comma-separated list of integers "
+                         f"({brief(bad, 40)}: only ASCII digits, optionally after '-')", "e.g. --layer-ids=-1,2,30")
     return [int(part) for part in parts]
 
 
@@ -84,44 +79,9 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 
 
 def _cmd_manifest_write(args: argparse.Namespace) -> int:
-    """Everything is read and checked first (target, ids, weights, the draft's config.json); the manifest is written
-    last, atomically, so a command that fails leaves the draft as it was."""
-    draft = Path(args.draft_dir)
-    fix_dir = "pass the draft checkpoint directory"
-    if not is_directory(draft, error=UsageError, fix=fix_dir):
-        raise UsageError(f"{shown(draft)}: field 'DRAFT_DIR': not a directory; fix: {fix_dir}")
-    target_cfg, target_file = load_target_config(args.target)
-    arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
-    prov = {"source": args.source, "convention": "layer-id"}
-    if args.note:
-        prov["note"] = args.note
-    path = manifest_path(draft)
-    kind = path_kind(path, error=UsageError) if not args.force else "missing"
-    if kind != "missing":  # valid or not: what stands there is the user's until they say --force
-        what = "" if kind == "file" else f" ({kind})"
-        raise UsageError(f"{shown(path)}: field '<file>': already exists{what}; fix: pass --force to overwrite it")
-    manifest = Manifest(tuple(parse_layer_ids(args.layer_ids)), arch, n_layers, hidden, prov, path=path)
-    if weights_present(draft):
-        index = tensor_index(draft)
-        if "fc.weight" not in index:
-            raise UsageError(f"{shown(draft)}: tensor 'fc.weight': missing; fix: point at an EAGLE-3 draft checkpoint")
-        check_fc_width(manifest, fc_input_width(index), where=f"{index['fc.weight'].file}: fc.weight")
-        checked = "fc width checked"
-    else:
-        checked = "no weights in DRAFT_DIR: fc width not checked"
-    family = family_of(arch)
-    cfg_path = draft / "config.json"
-    note = None
-    if family is not None and is_file(cfg_path, error=FormatError, fix="replace it with the draft's config.json"):
-        stock = stock_sglang_capture(load_draft_config(cfg_path), n_layers, family=family)
-        if stock.fed_layer_ids != manifest.layer_ids or stock.problem:
-            note = (f"note: {cfg_path} disagrees with the manifest: {stock.describe()}; "
-                    "`sglang-eagle3-capture convert SRC DST --layer-ids=...` writes a config that agrees")
-    written = write_manifest(draft, manifest)
-    _print(f"wrote {written}: layer ids {list(manifest.layer_ids)} for {arch} ({n_layers} layers, hidden {hidden}); "
-           f"{checked}")
-    if note:
-        _print(note)
+    written = write_draft_manifest(args.draft_dir, parse_layer_ids(args.layer_ids), args.target, source=args.source,
+                                   note=args.note, force=args.force)
+    _print(*written.lines())
     return 0
 
 
@@ -150,7 +110,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     for line in report.lines():
         _print(line)
     return 0
-
 
 
 def _print(*lines: str) -> None:
@@ -294,7 +253,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
 
 
-
 def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     """Add ``manifest write``, ``manifest show`` and ``convert``."""
     man = subparsers.add_parser("manifest", help="write or show a draft's layer manifest")
@@ -321,7 +279,6 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--trained-with", metavar="HOW", help="how an SGLang-format draft was trained, when its ids mean "
                    "different layers for different trainers: sglang==VERSION or layer-output")
     c.set_defaults(handler=_cmd_convert)
-
 
 
 def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
@@ -366,11 +323,17 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
     c.set_defaults(handler=_cmd_compare)
 
 
+_ARGUMENT = re.compile(r"argument ([^:\s]+(?:/[^:\s]+)*): (.*)", re.DOTALL)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with its usage errors as one escaped line, like every other bad input."""
+    """argparse with its usage errors as a :class:`UsageError` line naming the option, like every other bad input."""
 
     def error(self, message: str):
-        self.exit(EXIT_BAD_INPUT, one_line(f"{self.prog}: error: {message}; fix: see `{self.prog} --help`") + "\n")
+        named = _ARGUMENT.fullmatch(message)
+        option, problem = named.groups() if named else (None, message)
+        e = UsageError(None, option, problem, f"see `{self.prog} --help`")
+        self.exit(e.exit_code, f"{self.prog}: error: {e}\n")
 
 
 def _positive_int(text: str) -> int:
@@ -410,8 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _say(message: str) -> None:
-    """One line on stderr, escaped and bounded (:func:`~sglang_eagle3_capture.userfiles.one_line`)."""
-    print(one_line(message), file=sys.stderr)
+    """One line on stderr (a package error is escaped and bounded part by part already)."""
+    print(shown(message), file=sys.stderr)
 
 
 def _report_bug(exc: BaseException) -> int:
@@ -461,15 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         status = int(args.handler(args))
         sys.stdout.flush()
         return status
-    except AmbiguousLayerIds as e:
-        _say(f"{PROG}: ambiguous: {e}")
-        return EXIT_AMBIGUOUS
-    except InputError as e:
-        _say(f"{PROG}: error: {e}")
-        return EXIT_BAD_INPUT
-    except Eagle3CaptureError as e:  # a deployment refusal reached the command line: still one line, still input
-        _say(f"{PROG}: error: {e}")
-        return EXIT_BAD_INPUT
+    except Eagle3CaptureError as e:  # input, or a deployment refusal that reached the command line: one line
+        _say(f"{PROG}: {'ambiguous' if isinstance(e, AmbiguousLayerIds) else 'error'}: {e}")
+        return e.exit_code
     except KeyboardInterrupt:
         _say(f"{PROG}: interrupted")
         return EXIT_INTERRUPTED
@@ -479,8 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # a file the readers did not wrap (their job): still the user's file, still one line
         if e.filename is None:
             return _report_bug(e)
-        problem, fix = os_problem(e)
-        _say(f"{PROG}: error: {shown(e.filename)}: field '<file>': {problem}; fix: {fix}")
-        return EXIT_BAD_INPUT
+        err = InputError(e.filename, "<file>", *os_problem(e))
+        _say(f"{PROG}: error: {err}")
+        return err.exit_code
     except Exception as e:  # noqa: BLE001 - anything else is a bug: one line, never the verdict codes
         return _report_bug(e)

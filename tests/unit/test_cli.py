@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from sglang_eagle3_capture.doctor import cli
+from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
+from sglang_eagle3_capture.errors import UsageError
 from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
 from support.cli import run
 from support.speculators_drafts import build_specforge_draft, build_speculators_draft, write_target
@@ -51,7 +53,10 @@ def test_layer_ids_with_a_space_and_target_config_file(capsys, draft, target):
 def test_manifest_write_refuses_to_overwrite_without_force(capsys, draft, target):
     assert run(capsys, "manifest", "write", str(draft), "--layer-ids=1,29,57", "--target", str(target))[0] == 0
     rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target))
-    assert rc == 2 and "already exists" in err and "--force" in err
+    assert rc == 2 and f"{draft / MANIFEST_FILENAME}: field '<file>': " in err and "--force" in err.split("fix:")[1]
+    with pytest.raises(UsageError) as e:
+        write_draft_manifest(draft, [-1, 2, 30], target)
+    assert (e.value.file, e.value.field) == (str(draft / MANIFEST_FILENAME), "<file>") and "--force" in e.value.fix
     assert read_manifest(draft).layer_ids == (1, 29, 57)
     assert run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target),
                "--force")[0] == 0
@@ -62,21 +67,26 @@ def test_fc_width_mismatch_is_one_line_and_writes_nothing(capsys, draft, target)
     rc, out, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2", "--target", str(target))
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("sglang-eagle3-capture: error: ")
-    assert f"{draft / 'model.safetensors'}: fc.weight" in err and "'layer_ids'" in err
+    assert str(draft / "model.safetensors") in err and "fc.weight" in err and "layer_ids" in err
     assert not (draft / MANIFEST_FILENAME).exists()
 
 
-@pytest.mark.parametrize("argv, pattern", [
-    (["manifest", "show", "{missing}"], "manifest write"),
-    (["manifest", "write", "{draft}", "--layer-ids=-1,x", "--target", "{target}"], "--layer-ids: '-1,x'"),
-    (["manifest", "write", "{draft}", "--layer-ids=-1,2,61", "--target", "{target}"], "field 'layer_ids'"),
-    (["manifest", "write", "{draft}", "--layer-ids=-1,2,30", "--target", "{missing}"], "target config not found"),
-    (["convert", "{draft}", "{draft}", "--target", "{target}"], "not an empty directory"),
+@pytest.mark.parametrize("argv, names", [  # names: what the line must name (a file, a field, or both)
+    (["manifest", "show", "{missing}"], ["{missing}"]),
+    (["manifest", "write", "{draft}", "--layer-ids=-1,x", "--target", "{target}"], ["field '--layer-ids': "]),
+    (["manifest", "write", "{draft}", "--layer-ids=-1,2,61", "--target", "{target}"], ["field 'layer_ids'"]),
+    (["manifest", "write", "{draft}", "--layer-ids=-1,2,30", "--target", "{missing}"], ["{missing}"]),
+    (["manifest", "write", "{draft}/model.safetensors", "--layer-ids=-1,2,30", "--target", "{target}"],
+     ["{draft}/model.safetensors: field 'DRAFT_DIR': "]),
+    (["convert", "{draft}", "{draft}", "--target", "{target}"], ["{draft}"]),
+    (["verify", "{draft}", "--data", "{draft}", "--top-k", "0"], ["error: field '--top-k': "]),
+    (["bogus"], ["error: field 'COMMAND': "]),
 ])
-def test_user_errors_exit_2_with_one_line(capsys, tmp_path, draft, target, argv, pattern):
-    argv = [a.format(missing=tmp_path / "nope", draft=draft, target=target) for a in argv]
-    rc, _, err = run(capsys, *argv)
-    assert rc == 2 and err.count("\n") == 1 and pattern in err and "Traceback" not in err
+def test_user_errors_exit_2_with_one_line(capsys, tmp_path, draft, target, argv, names):
+    fill = {"missing": tmp_path / "nope", "draft": draft, "target": target}
+    rc, _, err = run(capsys, *[a.format(**fill) for a in argv])
+    assert rc == 2 and err.count("\n") == 1 and "fix:" in err and "Traceback" not in err
+    assert all(n.format(**fill) in err for n in names), err
 
 
 def test_usage_errors_exit_2(capsys):
@@ -104,12 +114,12 @@ def test_entry_points_run_without_traceback_and_without_torch(tmp_path):
              "except SystemExit as e:\n    print('rc', e.code, 'torch' in sys.modules, 'sglang' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert p.stdout.strip() == "rc 2 False False", p.stdout + p.stderr
-    assert p.stderr.count("\n") == 1 and "no layer manifest found" in p.stderr
+    assert p.stderr.count("\n") == 1 and str(tmp_path) in p.stderr and "fix:" in p.stderr
     script = VENV_BIN / "sglang-eagle3-capture"
     if not script.exists():
         pytest.skip(f"console script not installed at {script} (pip install -e . creates it)")
     p = subprocess.run([str(script), "manifest", "show", str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and "Traceback" not in p.stderr and "no layer manifest found" in p.stderr
+    assert p.returncode == 2 and "Traceback" not in p.stderr and str(tmp_path) in p.stderr
 
 
 def test_subcommand_registry_accepts_other_modules(capsys, tmp_path, monkeypatch):
@@ -117,7 +127,7 @@ def test_subcommand_registry_accepts_other_modules(capsys, tmp_path, monkeypatch
         "from sglang_eagle3_capture.errors import UsageError\n"
         "def _hello(args):\n"
         "    if args.name == 'bad':\n"
-        "        raise UsageError('hello.txt: field name: bad name; fix: pick another')\n"
+        "        raise UsageError('hello.txt', 'name', 'bad name', 'pick another')\n"
         "    print('hello', args.name)\n"
         "    return 0\n"
         "def add_subcommand(sub):\n"
@@ -128,7 +138,7 @@ def test_subcommand_registry_accepts_other_modules(capsys, tmp_path, monkeypatch
     monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", [*cli.SUBCOMMAND_MODULES, "cli_hello_ext"])
     assert run(capsys, "hello", "world")[:2] == (0, "hello world\n")
     rc, _, err = run(capsys, "hello", "bad")
-    assert rc == 2 and err == "sglang-eagle3-capture: error: hello.txt: field name: bad name; fix: pick another\n"
+    assert rc == 2 and err == "sglang-eagle3-capture: error: hello.txt: field 'name': bad name; fix: pick another\n"
     assert run(capsys, "manifest", "show", str(tmp_path))[0] == 2  # built-ins still there
 
 
@@ -144,17 +154,17 @@ def test_an_fc_weight_that_is_not_2d_is_refused_naming_the_file_by_every_command
 
     flatten(draft)
     rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target))
-    assert rc == 2 and "model.safetensors: tensor 'fc.weight'" in err and "expected 2-D" in err and "fix:" in err
+    assert rc == 2 and f"{draft / 'model.safetensors'}: " in err and "fc.weight" in err and "fix:" in err
     good = build_specforge_draft(tmp_path / "good", ids=(1, 29, 57))
     assert run(capsys, "manifest", "write", str(good), "--layer-ids=-1,2,30", "--target", str(target))[0] == 0
     flatten(good)
     rc, _, err = run(capsys, "inspect", str(good))
-    assert rc == 2 and "tensor 'fc.weight'" in err and "expected 2-D" in err
+    assert rc == 2 and f"{good / 'model.safetensors'}: " in err and "fc.weight" in err
     src = build_speculators_draft(tmp_path / "spec")
     capsys.readouterr()
     flatten(src)
     rc, _, err = run(capsys, "convert", str(src), str(tmp_path / "out"), "--target", str(target))
-    assert rc == 2 and "tensor 'fc.weight'" in err and "expected 2-D" in err
+    assert rc == 2 and f"{src / 'model.safetensors'}: " in err and "fc.weight" in err
 
 
 @pytest.mark.parametrize("content", ["{not json", json.dumps({"layer_ids": "broken"})])
@@ -163,7 +173,7 @@ def test_manifest_write_over_an_invalid_manifest_asks_for_force(capsys, draft, t
     # very command just run, and no word of --force
     (draft / MANIFEST_FILENAME).write_text(content)
     rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target))
-    assert rc == 2 and "already exists" in err and "pass --force to overwrite" in err
+    assert rc == 2 and f"{draft / MANIFEST_FILENAME}: field '<file>': " in err and "--force" in err.split("fix:")[1]
     assert (draft / MANIFEST_FILENAME).read_text() == content
     assert run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target),
                "--force")[0] == 0
