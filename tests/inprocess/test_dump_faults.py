@@ -1,4 +1,4 @@
-"""A failing capture dump never stops serving, on SGLang 0.5.23's own DeepSeek-V3 (in-process ModelRunner).
+"""A failing capture dump never stops serving, on the installed SGLang's own DeepSeek-V3 (in-process ModelRunner).
 
 A dump directory that cannot be created, or one that disappears after start-up, logs one ERROR naming the directory
 and the fix, turns the dump off, and the forward goes on with exactly the outputs it has without a dump.
