@@ -23,20 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ..config_keys import IDS_KEY as IDS_FIELD
-from ..errors import DraftHeadError
+from ..errors import DraftHeadError, shown
 from ..manifest import Manifest
 from ..target_config import cfg_get
-from ..userfiles import shown
 from .checkpoint import tensor_index
 from .config import resolve_flags
 
 
 def _eagle(cfg: Any, key: str, default: Any = None) -> Any:
     return cfg_get(cfg_get(cfg, "eagle_config") or {}, key, default)
-
-
-def _err(where: Any, fld: str, problem: str, fix: str) -> DraftHeadError:
-    return DraftHeadError(f"{shown(where)}: field '{fld}': {problem}; fix: {fix}")
 
 
 @dataclass(frozen=True)
@@ -79,8 +74,9 @@ def check_window(cfg: Any, server_window: int | None, where: Any) -> None:
     """Refuse a draft trained with sliding-window attention unless the server's draft window matches it."""
     window = cfg_get(cfg, "sliding_window")
     if window and "sliding_attention" in (cfg_get(cfg, "layer_types") or []) and server_window != window:
-        raise _err(where, "sliding_window", f"the draft was trained with a {window}-token sliding window, but the "
-                   f"server's draft window is {server_window}", f"pass --speculative-draft-window-size {window}")
+        raise DraftHeadError(where, "sliding_window", f"the draft was trained with a {window}-token sliding window, "
+                             f"but the server's draft window is {server_window}",
+                             f"pass --speculative-draft-window-size {window}")
 
 
 def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None, *, mla: bool,
@@ -96,15 +92,17 @@ def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None
     draft_dir = Path(draft_dir) if draft_dir is not None else None
     where = draft_dir / "config.json" if draft_dir is not None else Path("config.json")
     if cfg_get(cfg, "eagle_config") is not None and _eagle(cfg, "use_aux_hidden_state", True) is not True:
-        raise _err(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no target hidden "
-                   "states and skip the fc", "remove it (an EAGLE-3 draft always consumes them)")
+        raise DraftHeadError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
+                             "target hidden states and skip the fc",
+                             "remove it (an EAGLE-3 draft always consumes them)")
     if manifest is not None:
         _check_against_manifest(cfg, manifest, mla, where)
     flags = resolve_flags(cfg, where, error=DraftHeadError)
     if mla and flags["norm_before_residual"]:
-        raise _err(where, "norm_before_residual", "SGLang's Eagle3DeepseekV2ForCausalLM takes the residual "
-                   "before hidden_norm, and this plugin implements the other order only for LlamaForCausalLMEagle3",
-                   "serve the draft as LlamaForCausalLMEagle3, or use a draft trained with norm_before_residual=false")
+        raise DraftHeadError(where, "norm_before_residual", "SGLang's Eagle3DeepseekV2ForCausalLM takes the residual "
+                             "before hidden_norm, and this plugin implements the other order only for "
+                             "LlamaForCausalLMEagle3", "serve the draft as LlamaForCausalLMEagle3, or use a draft "
+                             "trained with norm_before_residual=false")
     check_window(cfg, server_window, where)
     files = tensor_index(draft_dir) if draft_dir is not None else {}
     return DraftPlan(manifest, draft_dir, where, mla, flags, files)
@@ -114,12 +112,13 @@ def _check_against_manifest(cfg: Any, manifest: Manifest, mla: bool, where: Path
     mpath, k = manifest.path, len(manifest.layer_ids)
     for reader, (n, fld) in sglang_chunk_counts(cfg, mla).items():
         if n != k:
-            raise _err(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest {shown(mpath)} "
-                       f"field 'layer_ids' lists {k}", f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to "
-                       "agree with the manifest (`sglang-eagle3-capture convert SRC DST` writes both)")
+            raise DraftHeadError(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest "
+                                 f"{shown(mpath)} field 'layer_ids' lists {k}",
+                                 f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to agree with the manifest "
+                                 "(`sglang-eagle3-capture convert SRC DST` writes both)")
     hidden = cfg_get(cfg, "target_hidden_size") or cfg_get(cfg, "hidden_size")
     if hidden != manifest.target_hidden_size:
         fld = "target_hidden_size" if cfg_get(cfg, "target_hidden_size") else "hidden_size"
-        raise _err(where, fld, f"the fc takes chunks of width {hidden}, but manifest {shown(mpath)} field "
-                   f"'target.hidden_size' is {manifest.target_hidden_size}",
-                   "set target_hidden_size to the hidden size of the target the draft was trained against")
+        raise DraftHeadError(where, fld, f"the fc takes chunks of width {hidden}, but manifest {shown(mpath)} field "
+                             f"'target.hidden_size' is {manifest.target_hidden_size}",
+                             "set target_hidden_size to the hidden size of the target the draft was trained against")

@@ -11,17 +11,16 @@ reader of them.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from .. import releases
+from .. import records, releases
+from ..config_keys import IDS_KEY
 from ..errors import DraftFormatError
-from ..formats.base import MATH_FLAGS as FLAG_FIELDS
-from ..formats.base import MAX_DIM, check_dim  # noqa: F401  (draft dimensions: one definition, in formats)
 from ..releases.schema import Release
+from ..schemas.draft import FLAG, MAX_DIM, SGLANG_ARCH, SGLANG_DRAFT  # noqa: F401  (MAX_DIM: the one bound)
+from ..schemas.draft import MATH_FLAGS as FLAG_FIELDS
 from ..target_config import path_get
-from ..userfiles import brief, shown
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,14 +52,15 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
         rule = rel.draft_flags[name]
         values = [(key, path_get(cfg, key)) for key in rule.keys]
         for key, value in values:
-            if value is not None and not isinstance(value, bool):
-                raise error(f"{shown(where)}: field '{key}': expected true or false, got {brief(value)}; fix: write "
-                                     f'"{key.rsplit(".", 1)[-1]}": true or false')
+            try:
+                FLAG.check(value, key)
+            except records.Bad as e:
+                raise error(where, key, e.problem, f'write "{key.rsplit(".", 1)[-1]}": true or false') from None
         present = [v for _, v in values if v is not None]
         flags[name] = any(present) if rule.combine == "any" else bool(present[0]) if present else False
     if forbid_pair and flags["norm_before_fc"] and flags["fc_norm"]:
-        raise error(f"{shown(where)}: field 'norm_before_fc': norm_before_fc and fc_norm are both true (speculators "
-                             "forbids the pair); fix: keep only the flag the draft was trained with")
+        raise error(where, "norm_before_fc", "norm_before_fc and fc_norm are both true (speculators forbids the pair)",
+                    "keep only the flag the draft was trained with")
     return flags
 
 
@@ -89,99 +89,45 @@ class DraftConfig:
     norm_before_residual: bool = False  # ignored by stock SGLang; the plugin's draft loader serves it
 
     @classmethod
-    def from_dict(cls, cfg: dict, where: str = "config.json") -> "DraftConfig":
-        """Resolve a draft ``config.json`` dict the way SGLang does; errors name ``where``, the field and the fix.
-
-        Every field is type- and range-checked (SGLang would fail, or build something else, on the values refused):
-        sizes are positive integers of at most :data:`MAX_DIM`, epsilons and RoPE theta positive finite numbers,
-        flags true or false, nested settings objects."""
-        def err(fld: str, problem: str, fix: str = "correct the config") -> DraftFormatError:
-            return DraftFormatError(f"{shown(where)}: field '{fld}': {problem}; fix: {fix}")
-
-        def need(key):
-            if cfg.get(key) is None:
-                raise DraftFormatError(f"{shown(where)}: field '{key}' is missing; fix: an EAGLE-3 draft config "
-                                       "needs it")
-            return cfg[key]
-
-        def size(key, value):
-            return check_dim(value, key, where)
-
-        def number(key, value):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-                raise err(key, f"expected a positive number, got {brief(value)}")
-            return float(value)
-
-        def boolean(key, default=False):
-            value = cfg.get(key, default)
-            if value is None:
-                return default
-            if not isinstance(value, bool):
-                raise err(key, f"expected true or false, got {brief(value)}")
-            return value
-
-        if not isinstance(cfg, dict):
-            raise err("<document>", f"expected a JSON object, got {type(cfg).__name__}",
-                      "point at the draft's config.json")
-        for key in ("eagle_config", "rope_parameters", "rope_scaling"):
-            if cfg.get(key) is not None and not isinstance(cfg[key], dict):
-                raise err(key, f"expected an object, got {brief(cfg[key])}")
-        archs = cfg.get("architectures") or []
-        if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
-            raise err("architectures", f"expected a list of class names, got {brief(archs)}",
-                      'write ["LlamaForCausalLMEagle3"]')
-        if archs and archs[0] != "LlamaForCausalLMEagle3":
-            raise err("architectures", f"is {brief(archs)}; this reader handles ['LlamaForCausalLMEagle3'] drafts only",
-                      "convert the draft to SGLang's format")
-        if cfg.get("model_type") == "llama4_text" or cfg.get("hidden_act", "silu") != "silu":
-            raise err("model_type", f"model_type {brief(cfg.get('model_type'))} / hidden_act "
-                      f"{brief(cfg.get('hidden_act'))}: only llama drafts with silu are supported",
-                      "convert a llama/silu draft")
-        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-        rope_type = rope.get("rope_type", rope.get("type", "default"))
-        neox = cfg.get("rope_is_neox_style", True)
-        if rope_type != "default" or cfg.get("partial_rotary_factor", 1) != 1 or not neox:
-            raise err("rope_parameters", f"{brief(rope)}: only default full neox RoPE is supported",
-                      "use a draft trained with default RoPE")
-        hidden = size("hidden_size", need("hidden_size"))
-        heads = size("num_attention_heads", need("num_attention_heads"))
-        if "target_hidden_size" in cfg and cfg["target_hidden_size"] is None:  # SGLang: hasattr -> Linear(None * k)
-            raise DraftFormatError(f"{shown(where)}: field 'target_hidden_size' is null, which SGLang cannot build; "
-                                   "fix: remove the field or set it to the target's hidden size")
+    def from_dict(cls, cfg: Any, where: Any = "config.json") -> "DraftConfig":
+        """Resolve a draft ``config.json`` dict the way SGLang does: :data:`~..schemas.draft.SGLANG_DRAFT` (sizes
+        positive integers of at most :data:`MAX_DIM`, epsilons and RoPE theta positive finite numbers, flags true or
+        false, default full neox RoPE, silu), then what SGLang derives from it. Errors are :class:`DraftFormatError`
+        naming ``where``, the field and the fix."""
+        c = records.read(SGLANG_DRAFT, cfg, file=where)
+        archs = c["architectures"] or []
+        if archs and archs[0] != SGLANG_ARCH:
+            raise DraftFormatError(where, "architectures", f"is {archs[:4]}; this reader handles [{SGLANG_ARCH!r}] "
+                                   "drafts only", "convert the draft to SGLang's format")
+        if c["model_type"] == "llama4_text":
+            raise DraftFormatError(where, "model_type", "llama4_text drafts are not supported (only llama)",
+                                   "convert a llama/silu draft")
+        rope = c["rope_parameters"] or c["rope_scaling"] or {}
+        hidden, heads, vocab = c["hidden_size"], c["num_attention_heads"], c["vocab_size"]
         flags = resolve_flags(cfg, where, forbid_pair=False)  # SGLang builds what the flags say, the pair included
-        eagle = cfg.get("eagle_config") or {}
-        num_aux = cfg.get("num_aux_hidden_states")
+        eagle = c["eagle_config"] or {}
+        num_aux = c["num_aux_hidden_states"]
         if num_aux is None:  # llama_eagle3.py: explicit attr > eagle_config layer_ids > default 3
-            ids = eagle.get("eagle_aux_hidden_state_layer_ids")
-            if ids is not None and not isinstance(ids, list):
-                raise err("eagle_config.eagle_aux_hidden_state_layer_ids", f"expected a list, got {brief(ids)}")
-            num_aux = len(ids) if ids else 3
-        num_aux = size("num_aux_hidden_states", num_aux)
-        vocab = size("vocab_size", need("vocab_size"))
-        tie = boolean("tie_word_embeddings")
-        dvs = cfg.get("draft_vocab_size")
-        if dvs is not None:
-            size("draft_vocab_size", dvs)
+            num_aux = len(eagle.get(IDS_KEY) or ()) or 3
+        tie, dvs = bool(c["tie_word_embeddings"]), c["draft_vocab_size"]
         if tie and dvs not in (None, vocab):
-            raise err("draft_vocab_size", f"{dvs} differs from vocab_size {vocab} with tied embeddings",
-                      "untie the embeddings or drop draft_vocab_size")
-        kv = size("num_key_value_heads", cfg.get("num_key_value_heads") or heads)
+            raise DraftFormatError(where, "draft_vocab_size", f"{dvs} differs from vocab_size {vocab} with tied "
+                                   "embeddings", "untie the embeddings or drop draft_vocab_size")
+        kv = c["num_key_value_heads"] or heads
         if heads % kv:
-            raise err("num_key_value_heads", f"{kv} does not divide num_attention_heads {heads}")
-        head_dim = cfg.get("head_dim") or hidden // heads
+            raise DraftFormatError(where, "num_key_value_heads", f"{kv} does not divide num_attention_heads {heads}",
+                                   "copy num_key_value_heads from the draft's training config")
+        head_dim = c["head_dim"] or hidden // heads
         if not head_dim:
-            raise err("num_attention_heads", f"{heads} heads do not fit hidden_size {hidden} and no head_dim is given")
-        layers = size("num_hidden_layers", need("num_hidden_layers"))
-        rope_theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+            raise DraftFormatError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {hidden} and "
+                                   "no head_dim is given", "set head_dim, or correct num_attention_heads")
         return cls(
-            hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv,
-            head_dim=size("head_dim", head_dim), intermediate_size=size("intermediate_size", need("intermediate_size")),
-            num_hidden_layers=layers, vocab_size=vocab, draft_vocab_size=dvs if dvs is not None else vocab,
-            target_hidden_size=size("target_hidden_size", cfg.get("target_hidden_size", hidden)),
-            num_aux_hidden_states=num_aux,
-            rms_norm_eps=number("rms_norm_eps", cfg.get("rms_norm_eps", 1e-6)),
-            rope_theta=number("rope_theta", rope_theta),
-            fc_bias=boolean("bias"), attention_bias=boolean("attention_bias"),
+            hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+            intermediate_size=c["intermediate_size"], num_hidden_layers=c["num_hidden_layers"], vocab_size=vocab,
+            draft_vocab_size=dvs if dvs is not None else vocab,
+            target_hidden_size=c["target_hidden_size"] or hidden, num_aux_hidden_states=num_aux,
+            rms_norm_eps=c["rms_norm_eps"], rope_theta=rope.get("rope_theta") or c["rope_theta"],
+            fc_bias=bool(c["bias"]), attention_bias=bool(c["attention_bias"]),
             norm_before_fc=flags["norm_before_fc"], fc_norm=flags["fc_norm"],
             tie_word_embeddings=tie, lm_head_from_target=(not tie and dvs is None),
             norm_before_residual=flags["norm_before_residual"],

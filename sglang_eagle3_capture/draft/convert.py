@@ -29,28 +29,19 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ..errors import ConvertError, FormatError, ManifestError, WeightsError
+from ..errors import ConvertError, FormatError, ManifestError, WeightsError, brief
 from ..families import family_of
 from ..formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
 from ..formats.sglang_eagle_config import SGLangEagleConfigFormat
 from ..manifest import MANIFEST_FILENAME, Manifest, write_manifest
 from ..readings import stock_safe_eagle_config_ids, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
-from ..userfiles import (
-    atomic_directory,
-    brief,
-    finish_file,
-    list_directory,
-    os_problem,
-    path_kind,
-    read_json_object,
-    shown,
-    write_file_atomic,
-)
+from ..userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
 from .checkpoint import (
     INDEX_FILENAME,
     expected_eagle3_tensors,
     fc_input_width,
+    read_index,
     read_safetensors_header,
     sglang_checkpoint_name,
     tensor_index,
@@ -86,21 +77,18 @@ def _resolve_target(src_cfg: Mapping, target: Any, src: Path) -> tuple[Any, str]
     if isinstance(target, Mapping):
         return target, "target config"
     if target is None:
-        fld = "speculators_config.verifier.name_or_path"
+        fld, file = "speculators_config.verifier.name_or_path", src / "config.json"
         verifier = (src_cfg.get("speculators_config") or {}).get("verifier") or {}
         if not isinstance(verifier, Mapping):
-            raise ConvertError(f"{shown(src / 'config.json')}: field 'speculators_config.verifier': expected an "
-                               f"object, got {brief(verifier)}; fix: pass --target TARGET")
+            raise ConvertError(file, "speculators_config.verifier", f"expected an object, got {brief(verifier)}",
+                               "pass --target TARGET")
         verifier = verifier.get("name_or_path")
         if verifier is not None and not isinstance(verifier, str):
-            raise ConvertError(f"{shown(src / 'config.json')}: field '{fld}': expected a path, got {brief(verifier)}; "
-                               "fix: pass --target TARGET")
-        if verifier and path_kind(Path(verifier) / "config.json", error=ConvertError) == "file":
-            target = verifier
-        else:
-            raise ConvertError(f"{shown(src / 'config.json')}: field '{fld}': no local target config "
-                               f"({brief(verifier)}); fix: pass --target TARGET (the target model dir or its "
-                               "config.json)")
+            raise ConvertError(file, fld, f"expected a path, got {brief(verifier)}", "pass --target TARGET")
+        if not verifier or path_kind(Path(verifier) / "config.json", error=ConvertError) != "file":
+            raise ConvertError(file, fld, f"no local target config ({brief(verifier)})",
+                               "pass --target TARGET (the target model dir or its config.json)")
+        target = verifier
     data, path = load_target_config(target)
     return data, str(path)
 
@@ -114,8 +102,8 @@ def _name_map(names: Sequence[str], fmt: Any, file_of: Mapping[str, Path]) -> tu
             continue
         new = sglang_checkpoint_name(name)
         if new in produced:
-            raise ConvertError(f"{shown(file_of[name])}: tensor '{shown(name)}': maps to {shown(new)}, which another "
-                               "tensor also maps to; fix: keep one of them")
+            raise ConvertError(file_of[name], name, f"tensor maps to {new}, which another tensor also maps to",
+                               "keep one of them")
         mapping[name] = new
         produced.add(new)
     return mapping, dropped
@@ -126,17 +114,17 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
     have = {mapping[n]: (n, index[n]) for n in mapping}
     for new, (old, info) in sorted(have.items()):
         if new not in expected:
-            raise ConvertError(f"{info.file}: tensor '{old}': not part of a {SGLANG_ARCH} draft with this config "
-                               "(SGLang would silently drop it); fix: remove it, or convert only drafts whose every "
-                               "tensor is understood")
+            raise ConvertError(info.file, old, f"tensor not part of a {SGLANG_ARCH} draft with this config (SGLang "
+                               "would silently drop it)", "remove it, or convert only drafts whose every tensor is "
+                               "understood")
         shape, _ = expected[new]
         if info.shape != shape:
-            raise ConvertError(f"{info.file}: tensor '{old}': shape {list(info.shape)}, but the config implies "
-                               f"{list(shape)}; fix: the config and the weights disagree")
+            raise ConvertError(info.file, old, f"tensor of shape {list(info.shape)}, but the config implies "
+                               f"{list(shape)}", "the config and the weights disagree: re-export the draft")
     for new, (shape, required) in sorted(expected.items()):
         if required and new not in have:
-            raise ConvertError(f"{files}: tensor '{new}': missing (shape {list(shape)} expected); fix: convert a "
-                               "complete checkpoint")
+            raise ConvertError(files, new, f"tensor missing (shape {list(shape)} expected)",
+                               "convert a complete checkpoint")
 
 
 def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str, str]) -> None:
@@ -150,7 +138,7 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
         try:
             tensors = load_file(str(f))
         except Exception as e:  # noqa: BLE001 - safetensors raises its own error type for corrupt data
-            raise WeightsError(f"{shown(f)}: field '<data>': cannot load ({brief(str(e).splitlines()[0], 160)}); fix: "
+            raise WeightsError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
                                "re-export the checkpoint") from None
         renamed = {mapping[n]: t for n, t in tensors.items() if n in mapping}
         out = out_dir / f.name
@@ -158,12 +146,11 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
             save_file(renamed, str(out), metadata=dict(metadata) or {"format": "pt"})
         except Exception as e:  # noqa: BLE001 - SafetensorError wraps the OSError (no space, file too large ...)
             problem = os_problem(e)[0] if isinstance(e, OSError) else brief(str(e).splitlines()[0], 160)
-            raise ConvertError(f"{shown(dst / f.name)}: field '<file>': cannot write ({problem}); fix: free space or "
-                               "write DST elsewhere") from None
+            raise ConvertError(dst / f.name, "<file>", f"cannot write ({problem})",
+                               "free space or write DST elsewhere") from None
         finish_file(out, error=ConvertError)
-    index = src_dir / INDEX_FILENAME
-    if path_kind(index, error=WeightsError) != "missing":
-        data = read_json_object(index, fix="re-export the checkpoint", error=WeightsError)  # checked by tensor_index
+    if path_kind(src_dir / INDEX_FILENAME, error=WeightsError) != "missing":
+        data = read_index(src_dir)  # metadata and any other key kept as written
         data["weight_map"] = {mapping[n]: fn for n, fn in data["weight_map"].items() if n in mapping}
         write_file_atomic(out_dir / INDEX_FILENAME, _dumps(data), error=ConvertError)
 
@@ -177,18 +164,16 @@ def _check_dst(dst: Path) -> None:
     through a link nor replaces anything but an empty directory."""
     fix = "choose a new DST"
     if dst.is_symlink():
-        raise ConvertError(f"{shown(dst)}: field 'DST': is a symlink; fix: give the real path (convert never writes "
-                           "through a link)")
+        raise ConvertError(dst, "DST", "is a symlink", "give the real path (convert never writes through a link)")
     parent_kind = path_kind(dst.parent, error=ConvertError, fix=fix)
     if parent_kind != "directory":
         what = {"missing": "does not exist", "file": "is a file"}.get(parent_kind, f"is {parent_kind}")
-        raise ConvertError(f"{shown(dst.parent)}: field 'DST': the directory DST goes in {what}; fix: create it, or "
-                           "choose another DST")
+        raise ConvertError(dst.parent, "DST", f"the directory DST goes in {what}", "create it, or choose another DST")
     kind = path_kind(dst, error=ConvertError, fix=fix)
     if kind == "missing":
         return
     if kind != "directory" or list_directory(dst, error=ConvertError, fix=fix):
-        raise ConvertError(f"{shown(dst)}: field '<dir>': exists and is not an empty directory; fix: {fix}")
+        raise ConvertError(dst, "<dir>", "exists and is not an empty directory", fix)
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
@@ -206,10 +191,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     try:
         cfg = load_draft_config(cfg_file)
     except FormatError as e:
-        raise ConvertError(str(e)) from e
+        raise ConvertError(e.file, e.field, e.problem, e.fix) from e
     if CONVERTED_MARKER_KEY in cfg:
-        raise ConvertError(f"{shown(cfg_file)}: field '{CONVERTED_MARKER_KEY}': already converted; fix: use the "
-                           "directory as is")
+        raise ConvertError(cfg_file, CONVERTED_MARKER_KEY, "already converted", "use the directory as is")
     _check_dst(dst)
     try:
         fmt, format_error = detect_format(cfg, file=str(cfg_file)), None
@@ -222,8 +206,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     arch, n_layers, hidden = target_dims(target_cfg, target_where)
     family = family_of(arch)
     if family is None:
-        raise ConvertError(f"{target_where}: field 'architectures': {arch} has no target-family entry in "
-                           "sglang-eagle3-capture, so the capture ids SGLang reads cannot be written for it; fix: "
+        raise ConvertError(target_where, "architectures", f"{arch} has no target-family entry in "
+                           "sglang-eagle3-capture, so the capture ids SGLang reads cannot be written for it",
                            "convert for a supported target (docs/families.md)")
 
     resolved, read_error = None, format_error
@@ -249,8 +233,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
 
     cfg_target_hidden = cfg.get("target_hidden_size")
     if cfg_target_hidden is not None and cfg_target_hidden != hidden:
-        raise ConvertError(f"{cfg_file}: field 'target_hidden_size' is {cfg_target_hidden}, but target {target_where} "
-                           f"field 'hidden_size' is {hidden}; fix: pass the target the draft was trained against")
+        raise ConvertError(cfg_file, "target_hidden_size", f"is {brief(cfg_target_hidden)}, but target {target_where} "
+                           f"field 'hidden_size' is {hidden}", "pass the target the draft was trained against")
     k = len(ids)
     out_cfg.update(target_hidden_size=hidden, num_aux_hidden_states=k)
     eagle_config = dict(out_cfg.get("eagle_config") or {})
@@ -263,8 +247,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     if "fc.weight" in index and fc_input_width(index) != manifest.fc_in_features:
         fc = index["fc.weight"]
         origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
-        raise ConvertError(f"{shown(fc.file)}: tensor 'fc.weight': input width {fc.shape[-1]}, but {origin} gives {k} "
-                           f"layer ids {list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}; fix: "
+        raise ConvertError(fc.file, "fc.weight", f"tensor of input width {fc.shape[-1]}, but {origin} gives {k} "
+                           f"layer ids {list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}",
                            "pass --layer-ids listing exactly the hidden states the fc was trained on, and the target "
                            "it was trained against")
     _check_tensors(index, mapping, expected_eagle3_tensors(out_cfg, k, hidden, str(cfg_file)), src)
@@ -275,12 +259,10 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
 
     weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
     not_copied = tuple(n for n in list_directory(src, error=ConvertError, fix="make SRC readable") if n not in weights)
-    removed: list[Path] = []
-    with atomic_directory(dst, error=ConvertError, removed=removed) as tmp:  # DST appears complete, or not at all
+    with atomic_directory(dst, error=ConvertError) as tmp:  # DST appears complete, or not at all
         _write_weights(src, tmp, dst, mapping)
         write_file_atomic(tmp / "config.json", _dumps(out_cfg), error=ConvertError)
         write_manifest(tmp, manifest)
-    messages += [f"removed {shown(p)}, left by an interrupted convert (its process is gone)" for p in removed]
     renamed = tuple((a, b) for a, b in mapping.items() if a != b)
     return ConvertReport(src, dst, fmt.name, manifest, renamed, tuple(dropped), not_copied, tuple(messages))
 

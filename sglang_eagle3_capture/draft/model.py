@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import DraftFormatError, WeightsError
-from ..userfiles import brief, read_json_object, shown
+from ..errors import DraftFormatError, WeightsError, brief
+from ..userfiles import read_json_object
 from .checkpoint import module_name, sglang_checkpoint_name, tensor_index
 from .config import DraftConfig
 
@@ -207,8 +207,8 @@ class Eagle3Draft(nn.Module):
             try:
                 weights.update(load_file(str(f)))
             except Exception as e:  # noqa: BLE001 - safetensors' own error type; the header was fine, the data not
-                raise WeightsError(f"{shown(f)}: field '<data>': cannot load ({brief(str(e).splitlines()[0], 160)}); "
-                                   "fix: re-export or re-download the checkpoint") from None
+                raise WeightsError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
+                                   "re-export or re-download the checkpoint") from None
         model._load_checked_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head)
         return model.eval()
 
@@ -259,26 +259,25 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
     and the target's tensors, without allocating: the model is built on the ``meta`` device, after its layer count
     and fc width were checked against the headers (so even that is bounded by the checkpoint). Raises
     :class:`DraftFormatError` naming the file, the tensor or field and the fix."""
-    cfg = shown(cfg_path)
+    cfg, disagree = cfg_path, "the config and the weights disagree: re-export the draft, or correct the config"
     keys = {module_name(n): n for n in index}
     fc = keys.get("fc.weight")
     if fc is None:
-        raise DraftFormatError(f"{cfg}: weights ['fc.weight'] are missing from the safetensors; fix: point at a "
-                               "complete EAGLE-3 draft")
+        raise DraftFormatError(cfg, "fc.weight", "weight missing from the safetensors",
+                               "point at a complete EAGLE-3 draft")
     fc_info = index[fc]
     if len(fc_info.shape) != 2 or fc_info.shape[1] != config.fc_in_features:
-        raise DraftFormatError(f"{shown(fc_info.file)}: weight '{fc}' has shape {fc_info.shape}, but {cfg} implies "
-                               f"({config.hidden_size}, {config.fc_in_features}) (num_aux_hidden_states "
-                               f"{config.num_aux_hidden_states} x target_hidden_size {config.target_hidden_size}); "
-                               "fix: the config and the weights disagree")
+        raise DraftFormatError(fc_info.file, fc, f"weight of shape {fc_info.shape}, but {brief(str(cfg), 200)} "
+                               f"implies ({config.hidden_size}, {config.fc_in_features}) (num_aux_hidden_states "
+                               f"{config.num_aux_hidden_states} x target_hidden_size {config.target_hidden_size})",
+                               disagree)
     stored_layers = {i for i in map(_layer_index, keys) if i is not None}
     if config.num_hidden_layers > len(stored_layers):
-        raise DraftFormatError(f"{cfg}: field 'num_hidden_layers': {config.num_hidden_layers} layers, but the "
-                               f"checkpoint holds weights for {len(stored_layers)}; fix: the config and the weights "
-                               "disagree")
+        raise DraftFormatError(cfg, "num_hidden_layers", f"{config.num_hidden_layers} layers, but the checkpoint "
+                               f"holds weights for {len(stored_layers)}", disagree)
     if config.lm_head_from_target and target_lm_head is None:
-        raise DraftFormatError(f"{cfg}: field 'draft_vocab_size' is absent, so SGLang takes lm_head from the target; "
-                               "fix: pass --target TARGET (pass the target's lm_head weight)")
+        raise DraftFormatError(cfg, "draft_vocab_size", "absent, so SGLang takes lm_head from the target",
+                               "pass --target TARGET (pass the target's lm_head weight)")
     with torch.device("meta"):
         own = {k: tuple(v.shape) for k, v in Eagle3Draft(config).state_dict().items()}
     provided = set()
@@ -286,14 +285,13 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
         info = index[name]
         if key == "d2t":
             if info.shape != (config.draft_vocab_size,) or info.dtype not in ("I64", "I32"):
-                raise DraftFormatError(f"{shown(info.file)}: tensor '{name}': {info.dtype} {list(info.shape)}, but "
-                                       f"{cfg} implies integers of shape [{config.draft_vocab_size}] "
-                                       "(draft_vocab_size); fix: the config and the weights disagree")
+                raise DraftFormatError(info.file, name, f"{info.dtype} {list(info.shape)}, but the config implies "
+                                       f"integers of shape [{config.draft_vocab_size}] (draft_vocab_size)", disagree)
             provided.add(key)
         elif key in own and not (key == "lm_head.weight" and config.lm_head_from_target):
             if info.shape != own[key]:
-                raise DraftFormatError(f"{shown(info.file)}: weight '{name}' has shape {info.shape}, but {cfg} "
-                                       f"implies {own[key]}; fix: the config and the weights disagree")
+                raise DraftFormatError(info.file, name, f"weight of shape {info.shape}, but the config implies "
+                                       f"{own[key]}", disagree)
             provided.add(key)
     for key, tensor, what in (("embed_tokens.weight", target_embed, "embedding"),
                               ("lm_head.weight", target_lm_head, "lm_head")):
@@ -303,18 +301,18 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
             used = True
         if used:
             if tuple(tensor.shape) != own[key]:
-                raise DraftFormatError(f"{target_where or 'target'} (the target's {what}): shape "
-                                       f"{list(tensor.shape)}, but the draft ({cfg}) needs {list(own[key])}; fix: pass "
-                                       "the target the draft was trained against")
+                raise DraftFormatError(target_where or "target", key, f"the target's {what} has shape "
+                                       f"{list(tensor.shape)}, but the draft ({brief(str(cfg), 200)}) needs "
+                                       f"{list(own[key])}", "pass the target the draft was trained against")
             provided.add(key)
     missing = sorted(set(own) - provided - {"d2t"})
     if missing:
         fix = "pass --target TARGET (SGLang drafts take the target's embedding)" if missing == [
             "embed_tokens.weight"] else "re-export the checkpoint"
-        raise DraftFormatError(f"{cfg}: weights {brief(missing)} are missing from the safetensors; fix: {fix}")
+        raise DraftFormatError(cfg, missing[0], f"weights {brief(missing)} are missing from the safetensors", fix)
     if config.draft_vocab_size != config.vocab_size and "d2t" not in provided:
-        raise DraftFormatError(f"{cfg}: no 'd2t' tensor but draft_vocab_size != vocab_size (SGLang needs d2t to map "
-                               "draft ids to target ids); fix: re-export the checkpoint")
+        raise DraftFormatError(cfg, "d2t", "no 'd2t' tensor but draft_vocab_size != vocab_size (SGLang needs d2t to "
+                               "map draft ids to target ids)", "re-export the checkpoint")
 
 
 def eagle3_shift(input_ids: torch.Tensor, aux_hidden: torch.Tensor, target_ids: torch.Tensor,

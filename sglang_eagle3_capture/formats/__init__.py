@@ -24,11 +24,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import releases
+from .. import records
 from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ..errors import AmbiguousLayerIds, FormatError
-from ..target_config import path_get
-from ..userfiles import brief, read_json_object, shown
+from ..errors import AmbiguousLayerIds, FormatError, brief
+from ..schemas.draft import DRAFT_CONFIG
+from ..userfiles import read_json_object
 from .base import (
     CONVENTION_EAGLE_DEFAULT,
     CONVENTION_LAYER_ID,
@@ -55,28 +55,29 @@ FORMATS = (SpeculatorsFormat, SGLangEagleConfigFormat, EagleDefaultFormat)
 def detect_format(draft_config: Any, *, file: str = "config.json"):
     """The format of a draft ``config.json`` dict, or a :class:`FormatError` naming the file, the field and the fix."""
     if not isinstance(draft_config, Mapping):
-        raise FormatError(f"{file}: field '<document>': expected a JSON object; fix: point at the draft's config.json")
+        raise FormatError(file, "<document>", "expected a JSON object", "point at the draft's config.json")
     if CONVERTED_MARKER_KEY in draft_config:
-        raise FormatError(f"{file}: field '{CONVERTED_MARKER_KEY}': this draft was written by `sglang-eagle3-capture "
-                          f"convert`; its eagle_config ids are loop indices, not a training format; fix: read its "
-                          f"manifest ({draft_config[CONVERTED_MARKER_KEY]}) instead")
+        raise FormatError(file, CONVERTED_MARKER_KEY, "this draft was written by `sglang-eagle3-capture convert`; its "
+                          "eagle_config ids are loop indices, not a training format",
+                          f"read its manifest ({brief(draft_config[CONVERTED_MARKER_KEY], 80)}) instead")
     for fmt in FORMATS:
         if fmt.detect(draft_config):
             return fmt
     if IDS_KEY in draft_config:
-        raise FormatError(f"{file}: field '{IDS_KEY}': top-level ids without 'speculators_model_type' have no known "
-                          "convention; fix: pass --layer-ids explicitly")
-    archs = draft_config.get("architectures") or []
-    raise FormatError(f"{shown(file)}: field 'architectures': {brief(archs)} is not a recognised EAGLE-3 draft "
-                      "config; fix: point at a speculators, SpecForge, SGLang or EAGLE draft, or pass --layer-ids "
-                      "explicitly")
+        raise FormatError(file, IDS_KEY, "top-level ids without 'speculators_model_type' have no known convention",
+                          "pass --layer-ids explicitly")
+    raise FormatError(file, "architectures", f"{brief(draft_config.get('architectures') or [])} is not a recognised "
+                      "EAGLE-3 draft config", "point at a speculators, SpecForge, SGLang or EAGLE draft, or pass "
+                      "--layer-ids explicitly")
 
 
 def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json",
                       trained_with: str | None = None) -> ResolvedLayerIds:
-    """The layer ids of a draft ``config.json`` dict, read by its format; ``trained_with`` (``sglang==X`` or
-    ``layer-output``) settles what an SGLang-format id list meant (:class:`AmbiguousLayerIds` otherwise)."""
-    return detect_format(draft_config, file=file).layer_ids(draft_config, target_hf_config, file, trained_with)
+    """The layer ids of a draft ``config.json`` dict (:func:`check_draft_config` first), read by its format;
+    ``trained_with`` (``sglang==X`` or ``layer-output``) settles what an SGLang-format id list meant
+    (:class:`AmbiguousLayerIds` otherwise)."""
+    cfg = check_draft_config(draft_config, file)
+    return detect_format(cfg, file=file).layer_ids(cfg, target_hf_config, file, trained_with)
 
 
 def load_json(path: str | Path, what: str) -> dict:
@@ -84,51 +85,15 @@ def load_json(path: str | Path, what: str) -> dict:
     return read_json_object(Path(path), fix=f"point at {what}", error=FormatError)
 
 
-MAX_IDS = 100_000  # ids in one list: more than any target has layers
-_OBJECT_FIELDS = ("eagle_config", "speculators_config", "transformer_layer_config", "rope_parameters", "rope_scaling")
-
-
-def _id_fields() -> list[str]:
-    """Every dotted path a reader here or a stock engine takes a capture-id list from."""
-    paths = [IDS_KEY, f"eagle_config.{IDS_KEY}"]
-    for reader in releases.other_engines():
-        paths += [k for k in reader.keys if k not in paths]
-    return paths
-
-
-def check_draft_config(cfg: Any, file: str | Path = "config.json") -> dict:
-    """The types every reader of a draft ``config.json`` relies on (the document an object; ``architectures`` a list
-    of names; the nested settings objects; every capture-id list a list of integers; ``num_aux_hidden_states`` a
-    positive integer), or a :class:`FormatError` naming the file, the field and the fix. Returns ``cfg``."""
-    def err(fld: str, problem: str, fix: str) -> FormatError:
-        return FormatError(f"{shown(file)}: field '{fld}': {problem}; fix: {fix}")
-
-    if not isinstance(cfg, Mapping):
-        raise err("<document>", "expected a JSON object", "point at the draft's config.json")
-    archs = cfg.get("architectures")
-    if archs is not None and (not isinstance(archs, list) or not all(isinstance(a, str) for a in archs)):
-        raise err("architectures", f"expected a list of class names, got {brief(archs)}",
-                  'write e.g. ["LlamaForCausalLMEagle3"]')
-    for key in _OBJECT_FIELDS:
-        value = cfg.get(key)
-        if value is not None and not isinstance(value, Mapping):
-            raise err(key, f"expected an object, got {brief(value)}", "correct the config (or re-save the draft)")
-    for dotted in _id_fields():
-        ids = path_get(cfg, dotted)
-        if ids is None:
-            continue
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise err(dotted, f"expected a list of integers, got {brief(ids)}", "list the layers, e.g. [2, 30, 58]")
-        if len(ids) > MAX_IDS:
-            raise err(dotted, f"{len(ids)} ids (at most {MAX_IDS})", "list the layers the fc consumes")
-    num = cfg.get("num_aux_hidden_states")
-    if num is not None and (not isinstance(num, int) or isinstance(num, bool) or not 0 < num <= MAX_IDS):
-        raise err("num_aux_hidden_states", f"expected a positive integer, got {brief(num)}",
-                  "set it to the number of hidden states the fc consumes")
+def check_draft_config(cfg: Any, file: str | Path = "config.json") -> Any:
+    """``cfg`` as it is, once :data:`~..schemas.draft.DRAFT_CONFIG` accepts it (the types every format reader relies
+    on: the document an object, ``architectures`` a list of names, the nested settings objects, every capture-id
+    list a list of integers, ``num_aux_hidden_states`` a positive integer; every other key kept), or a
+    :class:`FormatError` naming the file, the field and the fix."""
+    records.read(DRAFT_CONFIG, cfg, file=file)
     return cfg
 
 
 def load_draft_config(path: str | Path) -> dict:
     """A draft ``config.json``: :func:`load_json` and :func:`check_draft_config`."""
     return check_draft_config(load_json(path, "the draft's config.json"), path)
-

@@ -31,7 +31,7 @@ class EagleDefaultFormat:
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         indices = default_low_mid_high_indices(n_layers)
         where = f"{file}: no layer-id field"
-        layer_ids = validated([layer_id_of_index(i) for i in indices], n_layers, where, indices)
+        layer_ids = validated([layer_id_of_index(i) for i in indices], n_layers, file, None, indices)
         msg = (f"{where}; assuming the EAGLE low/mid/high default HF indices {indices} for a {n_layers}-layer target "
                "(inferred: pass --layer-ids if the draft was trained otherwise)")
         prov = {"source": "eagle-default", "file": file, "field": None, "original_ids": None,

@@ -20,23 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from ..errors import AmbiguousLayerIds, ConvertError, FormatError, UsageError
+from .. import records
+from ..config_keys import CONVENTION_KEY, IDS_KEY
+from ..errors import AmbiguousLayerIds, UsageError, brief
 from ..families import family_of
 from ..readings import releases_label, stock_by_release
+from ..schemas.draft import SGLANG_LAYOUT
 from ..target_config import target_dims
-from ..userfiles import brief
-from .base import (
-    CONVENTION_LAYER_ID,
-    CONVENTION_SGLANG,
-    MATH_FLAGS,
-    SGLANG_ARCH,
-    ResolvedLayerIds,
-    ascending,
-    flag,
-    int_list,
-    validated,
-)
+from .base import CONVENTION_LAYER_ID, CONVENTION_SGLANG, ResolvedLayerIds, ascending, validated
 
 FIELD = f"eagle_config.{IDS_KEY}"
 LAYER_OUTPUT = "layer-output"  # --trained-with value: a trainer that hooks layer outputs
@@ -82,24 +73,22 @@ def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
     return out
 
 
-def _pick(found: list[Reading], trained_with: str, where: str) -> Reading:
+def _pick(found: list[Reading], trained_with: str, file: str) -> Reading:
     """The reading the stated trainer gives; UsageError when no reading of this list is that trainer's."""
+    known = ", ".join(v for r in found for v in r.versions) or "none"
     if trained_with == LAYER_OUTPUT:
         pick = next((r for r in found if LAYER_OUTPUT_TRAINERS in r.who), None)
         if pick is None:
-            known = ", ".join(v for r in found for v in r.versions)
-            raise UsageError(f"--trained-with {LAYER_OUTPUT}: {where} cannot have been trained by "
+            raise UsageError(file, FIELD, f"--trained-with {LAYER_OUTPUT}: cannot have been trained by "
                              f"{LAYER_OUTPUT_TRAINERS}: an id is past the target's last layer, so there is no such "
-                             "layer output to hook; "
-                             f"fix: pass sglang==VERSION with a release that runs this list ({known or 'none'})")
+                             "layer output to hook",
+                             f"pass sglang==VERSION with a release that runs this list ({known})")
         return pick
-    version = trained_with.removeprefix("sglang==")
-    pick = next((r for r in found if version in r.versions), None)
+    pick = next((r for r in found if trained_with.removeprefix("sglang==") in r.versions), None)
     if pick is None:
-        known = ", ".join(v for r in found for v in r.versions)
-        raise UsageError(f"--trained-with {trained_with}: {where} cannot have been trained through that release "
-                         f"(releases that run this list: {known or 'none'}); fix: pass sglang==VERSION with one of "
-                         f"them, or {LAYER_OUTPUT}")
+        raise UsageError(file, FIELD, f"--trained-with {brief(trained_with, 40)}: cannot have been trained through "
+                         "that release", f"pass sglang==VERSION with a release that runs this list ({known}), or "
+                         f"{LAYER_OUTPUT}")
     return pick
 
 
@@ -110,48 +99,37 @@ class SGLangEagleConfigFormat:
 
     @staticmethod
     def detect(cfg: Mapping) -> bool:
-        """``eagle_config`` is present and either lists ids or is malformed (then :meth:`layer_ids` says so)."""
+        """``eagle_config`` lists ids."""
         ec = cfg.get("eagle_config")
-        return "eagle_config" in cfg and (not isinstance(ec, Mapping) or IDS_KEY in ec)
+        return isinstance(ec, Mapping) and IDS_KEY in ec
 
     @staticmethod
     def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None) -> ResolvedLayerIds:
         """The layer ids the list means (see the module doc); :class:`AmbiguousLayerIds` when the meanings differ
-        and ``trained_with`` does not pick one."""
-        ec = cfg.get("eagle_config")
-        if not isinstance(ec, Mapping):
-            raise FormatError(f"{file}: field 'eagle_config': expected an object, got {brief(ec)}; fix: this is not an "
-                              "SGLang/SpecForge EAGLE-3 config, or pass --layer-ids explicitly")
-        if ec.get("use_aux_hidden_state", True) is not True:
-            raise FormatError(f"{file}: field 'eagle_config.use_aux_hidden_state' is "
-                              f"{brief(ec.get('use_aux_hidden_state'))}: "
-                              "the draft consumes no target hidden states; fix: this is not an EAGLE-3 draft")
+        and ``trained_with`` does not pick one. ``use_aux_hidden_state`` and the convention mark were checked with
+        the config (:data:`~..schemas.draft.EAGLE_CONFIG`)."""
+        ec = cfg["eagle_config"]
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{FIELD}'"
-        original = int_list(ec.get(IDS_KEY), where, "list the layers the fc consumes")
+        original = list(ec[IDS_KEY])
         if CONVENTION_KEY in ec:
-            if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
-                raise FormatError(f"{file}: field 'eagle_config.{CONVENTION_KEY}' is {brief(ec[CONVENTION_KEY])}; "
-                                  f"fix: set it to {LAYER_ID_CONVENTION!r} or remove it")
             prov = {"source": "marked-eagle-config", "file": file, "field": FIELD, "original_ids": original,
                     "convention": CONVENTION_LAYER_ID}
-            return ResolvedLayerIds(validated(original, n_layers, where, original), prov,
+            return ResolvedLayerIds(validated(original, n_layers, file, FIELD, original), prov,
                                     (f"{where}: marked as layer ids by eagle_config.{CONVENTION_KEY} (fc order)",))
         messages: list[str] = []
         ascending(original, where, messages)
         found = readings(cfg, target_hf_config)
-        distinct = {r.layer_ids for r in found}
         if trained_with is not None:
-            chosen = _pick(found, trained_with, where)
+            chosen = _pick(found, trained_with, file)
             messages.append(f"{where}: read as trained with {trained_with}: {chosen.describe()}")
-        elif len(distinct) > 1:
-            raise AmbiguousLayerIds(
-                f"{where}: {original} means different layers depending on how the draft was trained, and nothing in "
-                f"the checkpoint says which: " + "; or ".join(r.describe() for r in found) + f". Fix: {DECIDE}",
-                readings=found)
+        elif len({r.layer_ids for r in found}) > 1:
+            raise AmbiguousLayerIds(file, FIELD, f"{original} means different layers depending on how the draft was "
+                                    "trained, and nothing in the checkpoint says which: "
+                                    + "; or ".join(r.describe() for r in found), DECIDE, readings=found)
         else:
             chosen = found[0]
-        layer_ids = validated(list(chosen.layer_ids), n_layers, where, original)
+        layer_ids = validated(list(chosen.layer_ids), n_layers, file, FIELD, original)
         prov = {"source": "sglang-eagle-config", "file": file, "field": FIELD, "original_ids": original,
                 "convention": CONVENTION_SGLANG}
         if trained_with is not None:
@@ -160,16 +138,8 @@ class SGLangEagleConfigFormat:
 
     @staticmethod
     def to_sglang_config(cfg: Mapping, file: str) -> tuple[dict, list[str]]:
-        """Already SGLang's layout: checked (architecture, flags, one layer) and copied."""
-        archs = cfg.get("architectures") or []
-        if archs != [SGLANG_ARCH]:
-            raise ConvertError(f"{file}: field 'architectures': {brief(archs)}; fix: only {SGLANG_ARCH} drafts "
-                               "(SpecForge/SGLang format) or speculators Eagle-3 drafts are converted")
-        for f in MATH_FLAGS:
-            flag(cfg, f, file, ConvertError)
-        if cfg.get("num_hidden_layers", 1) != 1:
-            raise ConvertError(f"{file}: field 'num_hidden_layers' is {brief(cfg.get('num_hidden_layers'))}; fix: only "
-                               "one-layer drafts are converted")
+        """Already SGLang's layout: checked (:data:`~..schemas.draft.SGLANG_LAYOUT`) and copied."""
+        records.read(SGLANG_LAYOUT, cfg, file=file)
         return dict(cfg), []
 
     @staticmethod

@@ -6,6 +6,6 @@ One module per record family; :data:`ALL` lists every declared record, so the pr
 from __future__ import annotations
 
 from ..records import Record
-from . import dump, manifest, samples
+from . import checkpoint, draft, dump, manifest, samples
 
-ALL: tuple[Record, ...] = (*manifest.RECORDS, *samples.RECORDS, *dump.RECORDS)
+ALL: tuple[Record, ...] = (*manifest.RECORDS, *samples.RECORDS, *dump.RECORDS, *draft.RECORDS, *checkpoint.RECORDS)

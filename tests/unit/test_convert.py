@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from sglang_eagle3_capture.config_keys import CONVERTED_MARKER_KEY
 from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.errors import ConvertError
+from sglang_eagle3_capture.errors import ConvertError, WeightsError
 from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
 from sglang_eagle3_capture.readings import stock_sglang_capture
 from support.speculators_drafts import build_specforge_draft, build_speculators_draft, write_target
@@ -119,18 +119,22 @@ def test_sharded_checkpoint_keeps_its_shards(speculators_draft, kimi_target, tmp
 
 def test_failure_leaves_no_output(tmp_path, kimi_target):
     src = build_speculators_draft(tmp_path / "q", model_type="qwen3")
-    with pytest.raises(ConvertError, match=r"field 'transformer_layer_config.model_type' is 'qwen3'"):
+    with pytest.raises(ConvertError) as e:
         convert(src, tmp_path / "out", target=kimi_target)
+    assert (e.value.file, e.value.field) == (str(src / "config.json"), "transformer_layer_config.model_type")
+    assert "cannot be converted faithfully" in e.value.fix
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.converting").exists()
 
 
 def test_refuses_existing_output_and_reconversion(converted, speculators_draft, kimi_target, tmp_path):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "x").write_text("x")
-    with pytest.raises(ConvertError, match=r"busy: field '<dir>': exists"):
+    with pytest.raises(ConvertError) as e:
         convert(speculators_draft, tmp_path / "busy", target=kimi_target)
-    with pytest.raises(ConvertError, match="already converted"):
+    assert (e.value.file, e.value.field) == (str(tmp_path / "busy"), "<dir>") and e.value.fix
+    with pytest.raises(ConvertError) as e:
         convert(converted.dst, tmp_path / "again", target=kimi_target)
+    assert (e.value.file, e.value.field) == (str(converted.dst / "config.json"), CONVERTED_MARKER_KEY)
 
 
 def test_target_defaults_to_a_local_verifier_path(tmp_path, kimi_target):
@@ -141,5 +145,44 @@ def test_target_defaults_to_a_local_verifier_path(tmp_path, kimi_target):
     assert convert(src, tmp_path / "out").manifest.target_num_hidden_layers == 61
     cfg["speculators_config"]["verifier"]["name_or_path"] = "moonshotai/Kimi-K2.5"
     (src / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConvertError, match=r"speculators_config.verifier.name_or_path'.*pass --target"):
+    with pytest.raises(ConvertError) as e:
         convert(src, tmp_path / "out2")
+    assert (e.value.file, e.value.field) == (str(src / "config.json"), "speculators_config.verifier.name_or_path")
+    assert "--target" in e.value.fix
+
+
+def test_an_unknown_speculators_setting_is_refused_naming_it(tmp_path, kimi_target):
+    # The speculators top level is strict (convert carries only settings it understands) ...
+    src = build_speculators_draft(tmp_path / "d")
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "future_setting": 1}))
+    with pytest.raises(ConvertError) as e:
+        convert(src, tmp_path / "out", target=kimi_target)
+    assert (e.value.file, e.value.field) == (str(src / "config.json"), "future_setting") and e.value.fix
+    # ... its transformer_layer_config (an HF LlamaConfig) keeps unknown keys, but a bool is not a dimension.
+    tl = {**cfg["transformer_layer_config"], "future_layer_key": "x"}
+    (src / "config.json").write_text(json.dumps({**cfg, "transformer_layer_config": tl}))
+    assert convert(src, tmp_path / "out", target=kimi_target).manifest.layer_ids == (-1, 2, 30)
+    (src / "config.json").write_text(json.dumps({**cfg, "transformer_layer_config": {**tl, "hidden_size": True}}))
+    with pytest.raises(ConvertError) as e:
+        convert(src, tmp_path / "out2", target=kimi_target)
+    assert e.value.field == "transformer_layer_config.hidden_size"
+
+
+def test_a_sharded_index_keeps_its_metadata_and_refuses_a_shard_path(speculators_draft, kimi_target, tmp_path):
+    src = tmp_path / "sharded"
+    src.mkdir()
+    (src / "config.json").write_text((speculators_draft / "config.json").read_text())
+    tensors = load_file(str(speculators_draft / "model.safetensors"))
+    save_file(tensors, str(src / "model-00001-of-00001.safetensors"), metadata={"format": "pt"})
+    index = {"metadata": {"total_size": 1, "note": "a\tb"}, "future_key": [1],
+             "weight_map": dict.fromkeys(tensors, "model-00001-of-00001.safetensors")}
+    (src / "model.safetensors.index.json").write_text(json.dumps(index))
+    convert(src, tmp_path / "out", target=kimi_target)
+    out = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    assert (out["metadata"], out["future_key"]) == (index["metadata"], [1])
+    index["weight_map"]["fc.weight"] = "../model-00001-of-00001.safetensors"
+    (src / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(WeightsError) as e:
+        convert(src, tmp_path / "out2", target=kimi_target)
+    assert (e.value.file, e.value.field) == (str(src / "model.safetensors.index.json"), "weight_map.fc.weight")

@@ -17,6 +17,7 @@ from sglang_eagle3_capture.formats import (
     EagleDefaultFormat,
     SGLangEagleConfigFormat,
     SpeculatorsFormat,
+    check_draft_config,
     load_draft_config,
     read_draft_config,
 )
@@ -95,8 +96,9 @@ def test_speculators_issue_1065_final_layer_dropped_with_message():
 
 def test_speculators_final_layer_not_last_is_refused():
     target = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 93, "hidden_size": 4096}
-    with pytest.raises(FormatError, match=r"c.json: field 'eagle_aux_hidden_state_layer_ids'.*not last"):
+    with pytest.raises(FormatError) as e:
         read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[2, 93, 46]), target, "c.json")
+    assert (e.value.file, e.value.field) == ("c.json", "eagle_aux_hidden_state_layer_ids") and e.value.fix
 
 
 def test_speculators_listed_out_of_order_is_read_in_capture_order():
@@ -108,7 +110,7 @@ def test_speculators_listed_out_of_order_is_read_in_capture_order():
 def test_speculators_out_of_range_names_file_and_field():
     with pytest.raises(FormatError) as e:
         read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[0, 3, 70]), KIMI_K25, "d/config.json")
-    assert "d/config.json: field 'eagle_aux_hidden_state_layer_ids'" in str(e.value) and "fix:" in str(e.value)
+    assert (e.value.file, e.value.field) == ("d/config.json", "eagle_aux_hidden_state_layer_ids") and e.value.fix
 
 
 def test_specforge_deepseek_v3_config():
@@ -133,8 +135,8 @@ def test_an_sglang_list_whose_meaning_depends_on_the_training_release_is_ambiguo
     assert set(by_ids) == {(2, 30, 58), (1, 29, 57)}
     assert "0.5.11" in by_ids[(2, 30, 58)].versions and "Model Optimizer" in " ".join(by_ids[(2, 30, 58)].who)
     assert {"0.5.13.post1", "0.5.23"} <= set(by_ids[(1, 29, 57)].versions)
-    assert "config.json: field 'eagle_config.eagle_aux_hidden_state_layer_ids'" in str(e.value)
-    assert "verify" in str(e.value) and "--trained-with" in str(e.value)
+    assert (e.value.file, e.value.field) == ("config.json", "eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert "verify" in e.value.fix and "--trained-with" in e.value.fix
     assert SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "c", "sglang==0.5.23").layer_ids == (1, 29, 57)
     assert SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "c", "layer-output").layer_ids == (2, 30, 58)
     assert read_draft_config(cfg, DSV3, trained_with="sglang==0.5.11").layer_ids == (2, 30, 58)
@@ -151,8 +153,10 @@ def test_a_training_release_that_cannot_run_the_list_is_refused():
     cfg = {"architectures": ["LlamaForCausalLMEagle3"],
            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}}
     # loop index 0 crashes SGLang 0.5.13.post1's DeepSeek loop, so no draft was trained that way
-    with pytest.raises(UsageError, match="cannot have been trained through that release"):
+    with pytest.raises(UsageError) as e:
         SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "c", "sglang==0.5.13.post1")
+    assert (e.value.file, e.value.field) == ("c", "eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert "0.5.13.post1" not in e.value.fix and "0.5.23" in e.value.fix  # the releases that do run the list
 
 
 def test_ids_marked_as_layer_ids_are_read_as_written():
@@ -172,20 +176,50 @@ def test_original_eagle_draft_uses_low_mid_high_default():
     assert r.layer_ids == EagleDefaultFormat.layer_ids(cfg, llama, "config.json").layer_ids
 
 
-@pytest.mark.parametrize("cfg, pattern", [
+@pytest.mark.parametrize("cfg, field", [
     ({CONVERTED_MARKER_KEY: "eagle3_manifest.json", "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}},
-     "written by `sglang-eagle3-capture convert`"),
-    ({"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}, "no known convention"),
-    ({"architectures": ["LlamaForCausalLM"]}, "not a recognised EAGLE-3 draft"),
-    ({"speculators_model_type": "dflash"}, "only speculators 'eagle3'"),
+     CONVERTED_MARKER_KEY),
+    ({"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}, "eagle_aux_hidden_state_layer_ids"),  # no known convention
+    ({"architectures": ["LlamaForCausalLM"]}, "architectures"),  # not an EAGLE-3 draft
+    ({"speculators_model_type": "dflash"}, "speculators_model_type"),
     ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2], "use_aux_hidden_state": False}},
-     "use_aux_hidden_state"),
-    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": "1,29,57"}}, "expected a non-empty list of integers"),
+     "eagle_config.use_aux_hidden_state"),
+    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": "1,29,57"}},
+     "eagle_config.eagle_aux_hidden_state_layer_ids"),
+    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, True, 57]}},
+     "eagle_config.eagle_aux_hidden_state_layer_ids[1]"),  # a bool is not a layer id
+    ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": []}}, "eagle_config.eagle_aux_hidden_state_layer_ids"),
+    ({"eagle_config": [1, 29, 57]}, "eagle_config"),
 ])
-def test_dispatch_refusals_name_file_and_field(cfg, pattern):
+def test_dispatch_refusals_name_file_and_field(cfg, field):
     with pytest.raises(FormatError) as e:
         read_draft_config(cfg, DSV3, file="draft/config.json")
-    assert str(e.value).startswith("draft/config.json: ") and "field '" in str(e.value) and pattern in str(e.value)
+    assert (e.value.file, e.value.field) == ("draft/config.json", field) and e.value.fix
+
+
+def test_draft_config_keeps_unknown_keys_and_refuses_a_bool_where_an_int_belongs():
+    # HF draft configs carry keys nobody here knows: kept (also inside eagle_config), never refused.
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "some_future_key": {"x": 1},
+           "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_last_layernorm": True}}
+    assert check_draft_config(cfg, "c.json") is cfg
+    assert read_draft_config(cfg, DSV3).layer_ids == (1, 29, 57)
+    with pytest.raises(FormatError) as e:
+        check_draft_config({**cfg, "num_aux_hidden_states": True}, "c.json")
+    assert (e.value.file, e.value.field) == ("c.json", "num_aux_hidden_states") and e.value.fix
+
+
+def test_every_id_list_a_stock_engine_reads_is_declared_a_list_of_integers():
+    from sglang_eagle3_capture import releases
+
+    for reader in releases.other_engines():
+        for dotted in reader.keys:
+            *outer, key = dotted.split(".")
+            cfg = {key: ["2"]}
+            for name in reversed(outer):
+                cfg = {name: cfg}
+            with pytest.raises(FormatError) as e:
+                check_draft_config(cfg, "c.json")
+            assert e.value.field == f"{dotted}[0]", dotted
 
 
 def test_trained_with_layer_output_is_refused_when_an_id_is_past_the_last_layer():
@@ -195,9 +229,8 @@ def test_trained_with_layer_output_is_refused_when_an_id_is_past_the_last_layer(
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 6]}}
     with pytest.raises(UsageError) as e:
         SGLangEagleConfigFormat.layer_ids(cfg, gpt_oss, "config.json", "layer-output")
-    msg = str(e.value)
-    assert "config.json: field 'eagle_config.eagle_aux_hidden_state_layer_ids'" in msg
-    assert "no such layer output" in msg and "fix: pass sglang==" in msg
+    assert (e.value.file, e.value.field) == ("config.json", "eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert e.value.fix.startswith("pass sglang==")
     assert SGLangEagleConfigFormat.layer_ids(cfg, gpt_oss, "c", "sglang==0.5.23").layer_ids == (0, 2, 5)
 
 
@@ -211,4 +244,4 @@ def test_trained_with_layer_output_is_refused_when_an_id_is_past_the_last_layer(
 def test_a_huge_user_value_is_cut_in_the_message(cfg):
     with pytest.raises(FormatError) as e:
         read_draft_config({"architectures": ["LlamaForCausalLMEagle3"], **cfg}, DSV3, file="config.json")
-    assert len(str(e.value)) < 1000 and "config.json: field 'eagle_config" in str(e.value)
+    assert len(str(e.value)) < 1000 and e.value.file == "config.json" and e.value.field.startswith("eagle_config")
