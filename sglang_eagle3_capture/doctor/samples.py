@@ -276,7 +276,7 @@ def _check_legacy_length(path: Path, seq: int) -> None:
     entry = {index: doc[index]} if index in doc else {}  # only this sample's entry is judged: O(1) per sample
     want = records.read(schema.sample_lengths(index), entry, file=lengths_file)[index]
     if want is not None and want != seq:
-        raise SampleError(path, "input_ids", f"has {seq} tokens but {LEGACY_LENGTHS} field '{index}' says {want}: the "
+        raise SampleError(path, "input_ids", f"has {seq} tokens but {LEGACY_LENGTHS} says {want} for {index!r}: the "
                           "sample and the index disagree (a file from another run?)", "regenerate or remove one")
 
 
