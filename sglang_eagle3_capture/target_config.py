@@ -15,9 +15,6 @@ from .families import family_of, text_config_architectures
 from .records import is_int
 from .userfiles import is_directory, read_json_object
 
-__all__ = ["architecture", "architecture_family", "cfg_get", "decoder_field_prefix", "is_int", "load_target_config",
-           "path_get", "target_dims"]  # is_int: re-exported for formats/base.py until it imports records.is_int
-
 
 def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
     """``cfg[key]`` for a dict, ``getattr(cfg, key)`` for an HF config object."""

@@ -18,6 +18,7 @@ from sglang_eagle3_capture.manifest import (
     write_manifest,
 )
 from sglang_eagle3_capture.target_config import target_dims
+from support.cli import run
 
 KIMI_K25 = {  # shaped like moonshotai/Kimi-K2.5 config.json (decoder dims in text_config)
     "architectures": ["KimiK25ForConditionalGeneration"],
@@ -147,6 +148,18 @@ def test_what_changes_the_fc_is_still_refused_naming_the_field(tmp_path, mutate,
         read_manifest(tmp_path)
     assert (e.value.file, e.value.field) == (str(tmp_path / MANIFEST_FILENAME), field) and e.value.fix
     assert e.value.exit_code == 2
+
+
+def test_manifest_show_exits_2_on_a_refused_field_and_0_on_odd_metadata(tmp_path, capsys):
+    doc = _doc()
+    doc["provenance"]["note"] = "a\tb"
+    (tmp_path / MANIFEST_FILENAME).write_text(json.dumps(doc))
+    rc, out, _ = run(capsys, "manifest", "show", tmp_path)
+    assert rc == 0 and "provenance.note: a\\tb" in out  # shown escaped
+    doc["version"] = 2
+    (tmp_path / MANIFEST_FILENAME).write_text(json.dumps(doc))
+    rc, _, err = run(capsys, "manifest", "show", tmp_path)
+    assert rc == 2 and err.count("\n") == 1 and "'version'" in err
 
 
 def test_check_fc_width():
