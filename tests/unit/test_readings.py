@@ -37,7 +37,7 @@ def test_stock_sglang_capture(cfg, version, loop, fed, problem):
 def test_stock_sglang_without_aux_capture_and_unknown_release():
     c = stock_sglang_capture(eagle([1, 2, 3], use_aux_hidden_state=False), 61, family=FAMILY)
     assert c.fed_layer_ids == () and "fc is skipped" in c.problem
-    with pytest.raises(KeyError, match="no facts for SGLang 0.5.99; known: 0.5.11, .*, 0.5.23"):
+    with pytest.raises(KeyError, match=r"no facts for SGLang 0\.5\.99; known: 0\.5\.11, "):  # whatever the newest is
         stock_sglang_capture(eagle([1]), 61, family=FAMILY, release="0.5.99")
 
 
