@@ -6,20 +6,20 @@ Reading (:func:`read_json_object`, :func:`open_regular`, :func:`read_bytes`):
   socket, a device, a directory, a dangling symlink or a symlink loop is named as such and never opened (no
   read blocks on a special file); files are opened ``O_NONBLOCK`` and checked again with ``fstat``;
 - sizes are bounded (:data:`MAX_JSON_BYTES` for JSON documents);
-- JSON is read strictly: UTF-8 only, duplicate keys refused (``object_pairs_hook``), ``NaN``/``Infinity``
-  refused, integers of more than :data:`MAX_INT_DIGITS` digits and floats that overflow refused, nesting
-  bounded (:data:`MAX_JSON_DEPTH`), lone surrogates (``"\\ud800"``) refused; all of it linear in the size;
+- JSON is read strictly: UTF-8 only (no byte-order mark), duplicate keys refused (``object_pairs_hook``),
+  ``NaN``/``Infinity`` and numbers that overflow to infinity refused (``parse_constant``, ``parse_float``), lone
+  surrogates (``"\\ud800"``) refused (one encode check, only when the text holds such an escape). Nesting and
+  integer size are bounded by ``json.loads`` itself: it raises ``RecursionError`` past the interpreter's recursion
+  limit and ``ValueError`` for an integer of more than ``sys.get_int_max_str_digits()`` (4300) digits;
 - every ``OSError`` (permission denied, is a directory, symlink loop, no space left...) becomes the caller's
-  :class:`~sglang_eagle3_capture.errors.InputError` naming the file, the field and the fix.
+  ``error`` class ``(file, field, problem, fix)``: each function takes ``error=`` for that.
 
-Writing (:func:`write_file_atomic`, :func:`atomic_directory`): a unique temporary name in the destination's
-directory (``tempfile``: ``O_EXCL``, never follows a symlink), data flushed and fsynced, then renamed into
-place and the directory fsynced, so a reader sees the old or the new complete file, never a torn one, and
-concurrent writers never collide. Files get the mode a plain ``open()`` gives (``0o666 & ~umask``),
-directories ``0o777 & ~umask``.
-
-Messages: :func:`shown` renders a path or string with control characters and unprintable code points
-escaped, and :func:`brief` bounds a value's ``repr``, so an error is always one line of bounded length.
+Writing (:func:`write_file_atomic`, :func:`atomic_directory`): a new name in the destination's directory
+(``secrets.token_hex``; created ``O_EXCL``, which never follows a symlink), data flushed and fsynced, then renamed
+into place and the directory fsynced, so a reader sees the old or the new complete file, never a torn one, and
+concurrent writers never collide. Files are created with mode ``0o666`` and directories ``0o777``, so the kernel
+applies the umask (or the directory's default ACL), as for a plain ``open()`` / ``mkdir``. A process killed with
+``kill -9`` may leave a hidden temporary file or directory behind; any exception removes it.
 """
 
 from __future__ import annotations
@@ -27,61 +27,32 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
+import re
+import secrets
 import shutil
-import socket
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import InputError, ManifestError
+from .errors import InputError, ManifestError, brief, cut, shown
+
+__all__ = ["MAX_JSON_BYTES", "atomic_directory", "brief", "finish_file", "fsync_directory", "is_directory", "is_file",
+           "list_directory", "one_line", "open_regular", "os_problem", "parse_json", "path_kind", "read_bytes",
+           "read_json_object", "require_file", "shown", "write_file_atomic"]  # brief, shown: TRANSITION re-export
 
 MAX_JSON_BYTES = 64 << 20  # a config, manifest, index or sample index; the largest real ones are a few MB
-MAX_JSON_DEPTH = 64  # configs nest 3-4 levels
-MAX_INT_DIGITS = 40  # no field of any file read here needs more
+TEMP_SUFFIX = ".tmp"  # temporary files: ".NAME.<random>.tmp" beside NAME
+TEMP_DIR_PREFIX = ".sglang-eagle3-capture."  # temporary directories of atomic_directory: PREFIX + random
 _KIND_NAMES = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a fifo", stat.S_IFSOCK: "a socket",
                stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
-TEMP_SUFFIX = ".tmp"
-
-
-# --- messages ------------------------------------------------------------------------------------------------------
-
-
-def shown(value: Any) -> str:
-    """A path or string for a one-line message: as is when printable, else with every control character, lone
-    surrogate or other unprintable code point escaped (``\\n``, ``\\x1b``, ``\\udcff``)."""
-    s = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-    if s.isprintable():
-        return s
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
-
-
-def brief(value: Any, limit: int = 120) -> str:
-    """``repr(value)`` escaped and cut to about ``limit`` characters, saying how long it was (bounded time: long
-    lists and strings are cut before they are rendered)."""
-    if isinstance(value, (list, tuple)) and len(value) > 12:
-        head = ", ".join(brief(v, 24) for v in value[:8])
-        text = f"[{head}, ... ({len(value)} items)]"
-    elif isinstance(value, dict) and len(value) > 12:
-        head = ", ".join(f"{brief(k, 24)}: {brief(v, 24)}" for k, v in list(value.items())[:6])
-        text = f"{{{head}, ... ({len(value)} keys)}}"
-    elif isinstance(value, str) and len(value) > limit:
-        text = repr(value[:limit]) + f"... ({len(value)} characters)"
-    else:
-        try:
-            text = repr(value)
-        except RecursionError:  # a structure nested past the interpreter's limit
-            text = f"<{type(value).__name__} nested too deeply>"
-    text = shown(text)
-    return text if len(text) <= limit + 40 else text[:limit] + f"... ({len(text)} characters)"
+_CREATE = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC
 
 
 def one_line(message: str, limit: int = 4000) -> str:
-    """``message`` as one printable line of at most about ``limit`` characters (the command line's last defence:
-    messages are built short, see :func:`brief`)."""
-    text = shown(message)
-    return text if len(text) <= limit else text[:limit] + f"... (message cut, {len(text)} characters)"
+    """``message`` as one printable line of at most about ``limit`` characters (the command line's last defence)."""
+    return cut(shown(message), limit)
 
 
 _OS_PROBLEMS = {  # errno -> (problem, fix) for a user's file; EACCES/EPERM depend on reading or writing
@@ -109,10 +80,6 @@ def os_problem(e: OSError, *, writing: bool = False) -> tuple[str, str]:
     return f"{e.strerror or type(e).__name__} (errno {code})", "check the file and the file system"
 
 
-def _err(error: type[InputError], path: Any, fld: str, problem: str, fix: str) -> InputError:
-    return error(f"{shown(path)}: field '{fld}': {problem}; fix: {fix}")
-
-
 # --- what stands at a path -----------------------------------------------------------------------------------------
 
 
@@ -136,10 +103,10 @@ def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, 
         if e.errno == errno.ELOOP:
             return "symlink loop"
         if e.errno == errno.ENAMETOOLONG:
-            raise _err(error, path, "<file>", "file name too long", "use a shorter path") from None
+            raise error(path, "<file>", "file name too long", "use a shorter path") from None
         problem, how = os_problem(e)
-        raise _err(error, path, "<file>", f"cannot be looked at ({problem})",
-                   how if fix is None else f"{how}, or {fix}") from None
+        raise error(path, "<file>", f"cannot be looked at ({problem})",
+                    how if fix is None else f"{how}, or {fix}") from None
     if stat.S_ISREG(st.st_mode):
         return "file"
     if stat.S_ISDIR(st.st_mode):
@@ -167,7 +134,7 @@ def require_file(path: str | os.PathLike, *, error: type[InputError] = InputErro
     """Raise ``error`` unless ``path`` is a regular file (after symlinks); ``missing`` says what was not found."""
     kind = path_kind(path, error=error, fix=fix)
     if kind != "file":
-        raise _err(error, path, "<file>", _not_a_file(kind, path, missing), fix)
+        raise error(path, "<file>", _not_a_file(kind, path, missing), fix)
 
 
 def is_directory(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str = "check the path") -> bool:
@@ -182,7 +149,7 @@ def is_file(path: str | os.PathLike, *, error: type[InputError] = InputError, fi
     if kind == "missing":
         return False
     if kind != "file":
-        raise _err(error, path, "<file>", _not_a_file(kind, path, ""), fix)
+        raise error(path, "<file>", _not_a_file(kind, path, ""), fix)
     return True
 
 
@@ -192,8 +159,8 @@ def list_directory(path: str | os.PathLike, *, error: type[InputError] = InputEr
         return sorted(os.listdir(path))
     except OSError as e:
         problem, how = os_problem(e)
-        raise _err(error, path, "<dir>", f"cannot list the directory ({problem})", how if e.errno != errno.ENOENT
-                   else fix) from None
+        raise error(path, "<dir>", f"cannot list the directory ({problem})",
+                    fix if e.errno == errno.ENOENT else how) from None
 
 
 # --- reading --------------------------------------------------------------------------------------------------------
@@ -204,14 +171,13 @@ def open_regular(path: str | os.PathLike, *, error: type[InputError] = InputErro
     """``path`` opened for binary reading, only if it is a regular file; never blocks on a special file."""
     require_file(path, error=error, fix=fix, missing=missing)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         problem, how = os_problem(e)
-        raise _err(error, path, "<file>", f"cannot open ({problem})", how) from None
+        raise error(path, "<file>", f"cannot open ({problem})", how) from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # swapped for something else between stat and open
-            raise _err(error, path, "<file>", "is not a regular file", fix)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else between stat and open
+            raise error(path, "<file>", "is not a regular file", fix)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -226,14 +192,13 @@ def read_bytes(path: str | os.PathLike, *, error: type[InputError] = InputError,
         try:
             size = os.fstat(f.fileno()).st_size
             if size > max_bytes:
-                raise _err(error, path, "<file>", f"is {size} bytes, more than the {max_bytes} this reader accepts",
-                           fix)
+                raise error(path, "<file>", f"is {size} bytes, more than the {max_bytes} this reader accepts", fix)
             data = f.read(max_bytes + 1)
         except OSError as e:
             problem, how = os_problem(e)
-            raise _err(error, path, "<file>", f"cannot read ({problem})", how) from None
+            raise error(path, "<file>", f"cannot read ({problem})", how) from None
     if len(data) > max_bytes:
-        raise _err(error, path, "<file>", f"holds more than the {max_bytes} bytes this reader accepts", fix)
+        raise error(path, "<file>", f"holds more than the {max_bytes} bytes this reader accepts", fix)
     return data
 
 
@@ -254,103 +219,44 @@ def _constant(name: str) -> Any:
     raise _Refused("<document>", f"{name} is not a JSON number")
 
 
-def _int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _Refused("<document>", f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
-    return int(text)
-
-
 def _float(text: str) -> float:
-    if len(text) > 4 * MAX_INT_DIGITS:
-        raise _Refused("<document>", f"a number written with {len(text)} characters")
     value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise _Refused("<document>", f"the number {text[:40]} is out of range")
+    if math.isinf(value):
+        raise _Refused("<document>", f"the number {cut(text, 40)} is out of range")
     return value
 
 
-def _has_surrogate(s: str) -> bool:
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _check_tree(doc: Any) -> None:
-    """Depth and lone surrogates, iteratively (linear in the document)."""
-    stack: list[tuple[Any, int, str]] = [(doc, 1, "<document>")]
-    while stack:
-        node, depth, where = stack.pop()
-        if isinstance(node, dict):
-            if depth > MAX_JSON_DEPTH:
-                raise _Refused(where, f"nested deeper than {MAX_JSON_DEPTH} levels")
-            for k, v in node.items():
-                if _has_surrogate(k):
-                    raise _Refused(shown(k), "the key holds a lone surrogate (not valid Unicode)")
-                child = k if where == "<document>" else f"{where}.{k}"
-                stack.append((v, depth + 1, child))
-        elif isinstance(node, list):
-            if depth > MAX_JSON_DEPTH:
-                raise _Refused(where, f"nested deeper than {MAX_JSON_DEPTH} levels")
-            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(node))
-        elif isinstance(node, str) and _has_surrogate(node):
-            raise _Refused(where, "the string holds a lone surrogate such as \\ud800 (not valid Unicode)")
-
-
-def _depth_before_parsing(text: str) -> int:
-    """An upper bound of the nesting depth, in linear time, before ``json.loads`` (whose C scanner recurses)."""
-    opens = text.count("[") + text.count("{")
-    if opens <= MAX_JSON_DEPTH:
-        return opens
-    depth = best = 0
-    in_string = escaped = False
-    for c in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "[{":
-            depth += 1
-            if depth > best:
-                best = depth
-                if best > MAX_JSON_DEPTH:
-                    return best
-        elif c in "]}":
-            depth -= 1
-    return best
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # may start a lone surrogate; a valid pair passes the check
 
 
 def parse_json(data: bytes | str, *, where: Any, error: type[InputError] = InputError, fix: str) -> Any:
     """Parse a JSON document strictly (see the module doc); errors name ``where`` and the field."""
     if isinstance(data, bytes):
         if data.startswith(b"\xef\xbb\xbf"):
-            raise _err(error, where, "<document>", "starts with a UTF-8 byte-order mark", f"save it without one; {fix}")
+            raise error(where, "<document>", "starts with a UTF-8 byte-order mark", f"save it without one; {fix}")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise _err(error, where, "<document>", f"not valid UTF-8 (byte {e.start})", fix) from None
+            raise error(where, "<document>", f"not valid UTF-8 (byte {e.start})", fix) from None
     else:
         text = data
-    if _depth_before_parsing(text) > MAX_JSON_DEPTH:
-        raise _err(error, where, "<document>", f"nested deeper than {MAX_JSON_DEPTH} levels", fix)
     try:
-        doc = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_int=_int,
-                         parse_float=_float)
-        _check_tree(doc)
+        doc = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
+        if _SURROGATE_ESCAPE.search(text):
+            json.dumps(doc, ensure_ascii=False).encode("utf-8")
     except _Refused as e:
-        fld, problem = e.args
-        raise _err(error, where, shown(fld), problem, fix) from None
+        field, problem = e.args
+        raise error(where, field, problem, fix) from None
     except json.JSONDecodeError as e:
-        raise _err(error, where, "<document>", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})",
-                   fix) from None
-    except (ValueError, RecursionError) as e:
-        raise _err(error, where, "<document>", f"not valid JSON ({brief(str(e), 80)})", fix) from None
+        raise error(where, "<document>", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})",
+                    fix) from None
+    except UnicodeEncodeError:
+        raise error(where, "<document>", "a string holds a lone surrogate such as \\ud800 (not valid Unicode)",
+                    fix) from None
+    except RecursionError:
+        raise error(where, "<document>", "nested too deeply (past Python's recursion limit)", fix) from None
+    except ValueError as e:  # json.loads: an integer of more digits than sys.get_int_max_str_digits()
+        raise error(where, "<document>", f"not valid JSON here ({brief(str(e), 80)})", fix) from None
     return doc
 
 
@@ -362,7 +268,7 @@ def read_json_object(path: str | os.PathLike, *, fix: str, missing: str = "not f
     doc = parse_json(read_bytes(path, error=error, fix=fix, missing=missing, max_bytes=max_bytes), where=path,
                      error=error, fix=fix)
     if not isinstance(doc, dict):
-        raise _err(error, path, "<document>", f"expected a JSON object, got {_json_type(doc)}", fix)
+        raise error(path, "<document>", f"expected a JSON object, got {_json_type(doc)}", fix)
     return doc
 
 
@@ -374,34 +280,10 @@ def _json_type(value: Any) -> str:
 # --- writing --------------------------------------------------------------------------------------------------------
 
 
-def umask() -> int:
-    """The process umask, read without changing it where Linux says it (``/proc/self/status``)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    old = os.umask(0o022)  # not thread-safe, hence only the fallback
-    os.umask(old)
-    return old
-
-
-def file_mode() -> int:
-    """The mode ``open(path, "w")`` gives a new file: ``0o666 & ~umask``."""
-    return 0o666 & ~umask()
-
-
-def dir_mode() -> int:
-    """The mode ``mkdir`` gives a new directory: ``0o777 & ~umask``."""
-    return 0o777 & ~umask()
-
-
 def fsync_directory(path: str | os.PathLike) -> None:
     """Make a rename or a new entry in directory ``path`` durable (best effort where directories cannot be opened)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
     try:
@@ -414,7 +296,13 @@ def fsync_directory(path: str | os.PathLike) -> None:
 
 def _write_error(error: type[InputError], path: Any, e: OSError, fix: str | None = None) -> InputError:
     problem, how = os_problem(e, writing=True)
-    return _err(error, path, "<file>", f"cannot write ({problem})", fix or how)
+    return error(path, "<file>", f"cannot write ({problem})", fix or how)
+
+
+def _temp_file(directory: Path, name: str) -> tuple[int, Path]:
+    """A new file ``.NAME.<random>.tmp`` in ``directory``, created ``0o666`` (the kernel applies the umask)."""
+    tmp = directory / f".{name[:64]}.{secrets.token_hex(8)}{TEMP_SUFFIX}"
+    return os.open(tmp, _CREATE, 0o666), tmp
 
 
 def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type[InputError] = InputError,
@@ -425,13 +313,12 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type
     path = Path(path)
     kind = path_kind(path, error=error)
     if kind not in ("file", "missing"):
-        raise _err(error, path, "<file>", _not_a_file(kind, path, ""), fix or "remove it, or write elsewhere")
+        raise error(path, "<file>", _not_a_file(kind, path, ""), fix or "remove it, or write elsewhere")
     payload = data.encode("utf-8") if isinstance(data, str) else data
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=TEMP_SUFFIX)
+        fd, tmp = _temp_file(path.parent, path.name)
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), file_mode())
             f.write(payload)
             f.flush()
             if fsync:
@@ -450,10 +337,18 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type
 
 
 def finish_file(path: str | os.PathLike, *, error: type[InputError] = InputError) -> None:
-    """For a file a library wrote (``safetensors.save_file`` creates it 0600): give it the umask's mode and fsync it."""
+    """For a file a library wrote (``safetensors.save_file`` creates it 0600): give it the mode a new file in its
+    directory gets (read from a probe file created there ``0o666``: the umask, or a default ACL), and fsync it."""
+    path = Path(path)
     try:
-        os.chmod(path, file_mode())
-        fd = os.open(path, os.O_RDONLY)
+        fd, probe = _temp_file(path.parent, path.name)
+        try:
+            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+        os.chmod(path, mode)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.fsync(fd)
         finally:
@@ -462,91 +357,35 @@ def finish_file(path: str | os.PathLike, *, error: type[InputError] = InputError
         raise _write_error(error, path, e) from None
 
 
-# Temporary directories of atomic_directory: ".sglang-eagle3-capture.<host>.<pid>.<random>" next to the destination,
-# holding OWNER_FILE; a later run removes those whose process is gone (same host), so kill -9 leaves nothing for long.
-TEMP_DIR_PREFIX = ".sglang-eagle3-capture."
-OWNER_FILE = ".owner"
-
-
-def host_tag() -> str:
-    return "".join(c for c in socket.gethostname() if c.isalnum() or c in "-_")[:40] or "host"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: someone else's live process
-        return True
-    return True
-
-
-def stale_temp_dirs(parent: str | os.PathLike) -> list[Path]:
-    """Temporary directories :func:`atomic_directory` left in ``parent`` whose process is gone (this host only)."""
-    out = []
-    host = host_tag()
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return out
-    for name in names:
-        if not name.startswith(TEMP_DIR_PREFIX):
-            continue
-        parts = name[len(TEMP_DIR_PREFIX):].split(".")
-        if len(parts) != 3 or parts[0] != host or not (parts[1].isascii() and parts[1].isdigit()):
-            continue
-        d = Path(parent) / name
-        try:
-            owner = (d / OWNER_FILE).read_text(encoding="ascii").split()
-        except (OSError, UnicodeDecodeError):
-            continue  # not ours (or not readable): never touched
-        if d.is_symlink() or owner[:2] != [host, parts[1]] or _alive(int(parts[1])):
-            continue
-        out.append(d)
-    return out
-
-
 @contextlib.contextmanager
-def atomic_directory(dst: str | os.PathLike, *, error: type[InputError] = InputError,
-                     removed: list | None = None) -> Iterator[Path]:
+def atomic_directory(dst: str | os.PathLike, *, error: type[InputError] = InputError) -> Iterator[Path]:
     """Build a directory that appears at ``dst`` complete or not at all.
 
-    Yields a new temporary directory next to ``dst`` (named :data:`TEMP_DIR_PREFIX` + host, pid, random; created by
-    this call and holding :data:`OWNER_FILE`); fill it, and on a normal exit it is fsynced and renamed onto ``dst``
-    (``dst`` may be missing or an empty directory). ``rename`` fails when ``dst`` gained files meanwhile (another
-    writer won): ``error`` says so and nothing of this call remains. On any failure the temporary directory is
-    removed; a directory this call did not create is never removed. Leftovers of killed runs on this host (their
-    process gone) are removed first and listed in ``removed``."""
+    Yields a new hidden directory next to ``dst`` (:data:`TEMP_DIR_PREFIX` + random, created ``0o777``: the kernel
+    applies the umask); fill it, and on a normal exit it is fsynced and renamed onto ``dst`` (``dst`` may be missing
+    or an empty directory). ``rename`` fails when ``dst`` gained files meanwhile (another writer won): ``error`` says
+    so and nothing of this call remains. On any exception the temporary directory is removed; a directory this call
+    did not create is never removed."""
     dst = Path(dst)
     parent = dst.parent
-    for stale in stale_temp_dirs(parent):
-        shutil.rmtree(stale, ignore_errors=True)
-        if removed is not None:
-            removed.append(stale)
+    tmp: Path | None = parent / f"{TEMP_DIR_PREFIX}{secrets.token_hex(8)}"
     try:
-        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f"{TEMP_DIR_PREFIX}{host_tag()}.{os.getpid()}."))
+        os.mkdir(tmp, 0o777)
     except OSError as e:
         problem, how = os_problem(e, writing=True)
-        raise _err(error, parent, "<dir>", f"cannot create a directory there ({problem})", how) from None
+        raise error(parent, "<dir>", f"cannot create a directory there ({problem})", how) from None
     try:
-        try:
-            (tmp / OWNER_FILE).write_text(f"{host_tag()} {os.getpid()}\n", encoding="ascii")
-        except OSError as e:
-            raise _write_error(error, tmp, e) from None
         yield tmp
         try:
-            os.unlink(tmp / OWNER_FILE)
-            os.chmod(tmp, dir_mode())
             fsync_directory(tmp)
             os.rename(tmp, dst)
         except OSError as e:
             if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                raise _err(error, dst, "<dir>", "appeared with files in it while this command wrote its copy (another "
-                           "process wrote it)", "choose a new destination, or remove it and run again") from None
+                raise error(dst, "<dir>", "appeared with files in it while this command wrote its copy (another "
+                            "process wrote it)", "choose a new destination, or remove it and run again") from None
             if e.errno == errno.ENOTDIR:
-                raise _err(error, dst, "<dir>", "a file appeared there while this command wrote its copy",
-                           "choose a new destination") from None
+                raise error(dst, "<dir>", "a file appeared there while this command wrote its copy",
+                            "choose a new destination") from None
             raise _write_error(error, dst, e) from None
         tmp = None
         fsync_directory(parent)

@@ -4,8 +4,8 @@
   never a torn or mixed file, and no writer fails;
 - ``convert`` into one DST from several processes at once: one wins, the others exit 2 naming DST, DST is one
   draft's complete copy, and no temporary directory is left;
-- ``kill -9`` during ``convert``: DST never appears; the temporary directory it leaves is named for its host and pid
-  and the next ``convert`` next to it removes it (and says so);
+- ``kill -9`` during ``convert``: DST never appears; the hidden temporary directory it leaves stays (accepted: nothing
+  reaps it) and the next ``convert`` into DST succeeds beside it;
 - files and directories get the mode the umask gives a plain ``open``/``mkdir``.
 
 Processes are forked from the test process (the command runs through ``cli.main``, as the console script does).
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.userfiles import OWNER_FILE, TEMP_DIR_PREFIX, host_tag, write_file_atomic
+from sglang_eagle3_capture.userfiles import TEMP_DIR_PREFIX, write_file_atomic
 from support.hostile_inputs import FIXTURE, run_cli
 from support.speculators_drafts import build_speculators_draft, write_target
 
@@ -154,7 +154,7 @@ def _convert_then_hang(src: str, dst: str, target: str) -> None:
     _quiet_main(["convert", src, dst, "--target", target])
 
 
-def test_kill_9_during_convert_leaves_no_dst_and_the_next_run_cleans_up(spec_drafts, tmp_path):
+def test_kill_9_during_convert_leaves_no_dst_and_the_next_run_succeeds(spec_drafts, tmp_path):
     drafts, target = spec_drafts
     dst = tmp_path / "out"
     ctx = multiprocessing.get_context("fork")
@@ -169,24 +169,9 @@ def test_kill_9_during_convert_leaves_no_dst_and_the_next_run_cleans_up(spec_dra
     p.join()
     assert temp, "convert never created its temporary directory"
     assert not dst.exists(), "DST must not appear before the copy is complete"
-    left = temp[0]
-    assert left.name.startswith(TEMP_DIR_PREFIX) and f".{p.pid}." in left.name and (left / OWNER_FILE).exists()
     r = run_cli(["convert", drafts[0], dst, "--target", target])
     assert r.rc == 0, r.err
-    assert not left.exists() and f"removed {left}" in r.out and "interrupted convert" in r.out
-    assert (dst / M).exists()
-
-
-def test_a_temporary_directory_of_a_live_process_or_another_host_is_never_removed(spec_drafts, tmp_path):
-    drafts, target = spec_drafts
-    alive = tmp_path / f"{TEMP_DIR_PREFIX}{host_tag()}.{os.getpid()}.abc123"
-    other_host = tmp_path / f"{TEMP_DIR_PREFIX}elsewhere.999999.abc123"
-    for d, owner in ((alive, f"{host_tag()} {os.getpid()}"), (other_host, "elsewhere 999999")):
-        d.mkdir()
-        (d / OWNER_FILE).write_text(owner + "\n")
-    r = run_cli(["convert", drafts[1], tmp_path / "out", "--target", target])
-    assert r.rc == 0, r.err
-    assert alive.exists() and other_host.exists()
+    assert (dst / M).exists() and temp[0].exists()  # the killed run's hidden leftover is not reaped
 
 
 @pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
