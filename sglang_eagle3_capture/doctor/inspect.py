@@ -19,15 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from .. import releases
+from .. import policy, releases
 from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
-from ..errors import AmbiguousLayerIds, ManifestError, UsageError
+from ..errors import AmbiguousLayerIds, Eagle3CaptureError, ManifestError, UsageError
 from ..families import Family, family_of
 from ..formats import load_draft_config, read_draft_config
 from ..formats.sglang_eagle_config import DECIDE
-from ..layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices
+from ..layer_ids import hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
 from ..readings import StockCapture, engine_capture, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
@@ -120,7 +120,7 @@ def _serving_release(version: str | None) -> releases.Release:
     try:
         return releases.get(version)
     except KeyError as e:
-        raise UsageError(f"--sglang {version}: {e.args[0]}; fix: name a release from that list") from None
+        raise UsageError(None, "--sglang", f"{version}: {e.args[0]}", "name a release from that list") from None
 
 
 def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...]) -> list[WiringRow]:
@@ -157,8 +157,8 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         prov, messages, mdict = dict(manifest.provenance), [], manifest.to_dict()
     else:
         if target_cfg is None:
-            raise UsageError(f"{draft / MANIFEST_FILENAME}: field '<file>': no manifest, so the target's layer count "
-                             "is unknown; fix: pass --target TARGET (the target model directory or its config.json)")
+            raise UsageError(draft / MANIFEST_FILENAME, None, "no manifest, so the target's layer count is unknown",
+                             "pass --target TARGET (the target model directory or its config.json)")
         arch, n_layers, _ = target_dims(target_cfg, str(target_file))
         try:
             resolved = read_draft_config(draft_cfg, target_cfg, file=str(cfg_path), trained_with=trained_with)
@@ -171,30 +171,29 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
                         f"{WRITE_HINT}")
     family = family_of(arch)
     if family is None:
-        raise ManifestError(f"{manifest.path if manifest is not None else target_file}: field 'target.architecture': "
-                            f"{arch} has no target-family entry, so what stock SGLang feeds it is unknown; fix: see "
-                            "docs/families.md for the supported families")
+        raise ManifestError(manifest.path if manifest is not None else target_file,
+                            "target.architecture" if manifest is not None else "architectures",
+                            f"{arch} has no target-family entry, so what stock SGLang feeds it is unknown",
+                            "see docs/families.md for the supported families")
     readings = stock_rows(draft_cfg, n_layers, family, declared.layer_ids)
     if manifest is not None:
         checks.append(_fc_width_check(draft, manifest))
     report = InspectReport(str(draft), declared, mdict, prov, messages, readings, checks, plugin_installed(),
                            serving_release=serving.version)
-    _decide(report, plugin_refusal(serving, family, declared.layer_ids))
+    ec = draft_cfg.get("eagle_config")
+    _decide(report, plugin_refusal(policy.Deployment(
+        release=serving, draft=str(draft), manifest=manifest, eagle_config=ec if isinstance(ec, Mapping) else None,
+        config_file=str(cfg_path), architecture=arch, num_hidden_layers=n_layers)))
     return report
 
 
-def plugin_refusal(release: releases.Release, family: Family, layer_ids: tuple[int, ...]) -> str | None:
-    """Why the plugin would refuse to start serving ``layer_ids`` on ``family`` under SGLang ``release`` (from the
-    release and family tables, as ``serving/resolution.py`` decides), or None when it would feed them."""
-    if not release.supported:
-        why = f": {release.refused_because}" if release.refused_because else ""
-        return (f"the sglang-eagle3-capture plugin refuses to start on SGLang {release.version}, a release it does "
-                f"not support{why}; fix: serve with one of {', '.join(releases.supported_versions())}")
-    if EMBEDDING_LAYER_ID in layer_ids and family.name in release.embedding_crashes:
-        return (f"the sglang-eagle3-capture plugin refuses to start: the {family.name} family's capture loop in SGLang "
-                f"{release.version} cannot capture layer id -1 (the embedding output; TypeError at loop index 0); "
-                f"fix: upgrade SGLang (the newest supported is {releases.newest().version}), or serve a draft trained "
-                "without layer id -1")
+def plugin_refusal(deployment: policy.Deployment) -> str | None:
+    """Why the plugin would refuse to start ``deployment`` (the server's own policy,
+    :func:`sglang_eagle3_capture.policy.decide`, on the same facts), or None when it would serve it."""
+    try:
+        policy.decide(deployment)
+    except Eagle3CaptureError as e:
+        return f"the sglang-eagle3-capture plugin refuses to start: {e}"
     return None
 
 

@@ -26,13 +26,17 @@ def audit_report(plan: DraftPlan, unconsumed: list, missing: list, shape_errors:
               f"SGLang's parameter '{p}' would keep its random initial values" for p in missing]
     lines += shape_errors
     if lines:
-        raise DraftHeadError(
-            f"{plan.config_file.parent}: the checkpoint does not match the model SGLang builds from "
-            f"{plan.config_file}:\n  - "
-            + "\n  - ".join(lines)
-            + "\nfix: re-export the draft with `sglang-eagle3-capture convert SRC DST`, or correct config.json so it "
-              "describes the checkpoint (the architecture, flags and sizes the draft was trained with)"
-        )
+        raise DraftHeadError(plan.config_file.parent, None, f"the checkpoint does not match the model SGLang builds "
+                             f"from {plan.config_file}: " + "; ".join(lines),
+                             "re-export the draft with `sglang-eagle3-capture convert SRC DST`, or correct config.json "
+                             "so it describes the checkpoint (the architecture, flags and sizes the draft was trained "
+                             "with)")
+
+
+def _at(plan: DraftPlan, tensor: str) -> tuple[Any, str]:
+    """``(file, field)`` of a checkpoint tensor for an error: the file that holds it, and its name."""
+    info = plan.tensor_files.get(tensor)
+    return (info.file if info is not None else plan.config_file.parent), f"tensor {tensor}"
 
 
 _STACKED = {"qkv_proj.weight": {"q", "k", "v"}, "gate_up_proj.weight": {0, 1}}  # fused params: shard ids
@@ -76,7 +80,7 @@ class LoadAudit:
             try:
                 out = inner(p, loaded, *args, **kwargs)
             except (AssertionError, ValueError, RuntimeError) as e:
-                raise DraftHeadError(f"{plan.where(name)}: SGLang could not load it into '{pname}' ({e}); fix: "
+                raise DraftHeadError(*_at(plan, name), f"SGLang could not load it into '{pname}' ({e})",
                                      "re-export the draft with `sglang-eagle3-capture convert SRC DST`") from e
             self.consumed.add(name)
             self.written.setdefault(pname, set()).add(args[0] if args else kwargs.get("shard_id"))
@@ -110,22 +114,22 @@ def check_vocab_maps(model: Any, plan: DraftPlan, special: dict) -> None:
     draft_vocab = int(getattr(model.lm_head, "num_embeddings", model.lm_head.weight.shape[0]))
     if "d2t" not in special:
         if draft_vocab != vocab:
-            raise DraftHeadError(f"{plan.config_file.parent}: tensor 'd2t': missing, and the draft vocab "
-                                 f"({draft_vocab}) is not the target vocab ({vocab}), so draft ids cannot be mapped "
-                                 "to target ids; fix: export d2t")
+            raise DraftHeadError(plan.config_file.parent, "tensor d2t", f"missing, and the draft vocab ({draft_vocab}) "
+                                 f"is not the target vocab ({vocab}), so draft ids cannot be mapped to target ids",
+                                 "export d2t")
         return
     name, d2t = special["d2t"]
     if d2t.dtype.is_floating_point or tuple(d2t.shape) != (draft_vocab,):
-        raise DraftHeadError(f"{plan.where(name)}: {d2t.dtype} {list(d2t.shape)}, expected integer offsets of shape "
-                             f"[{draft_vocab}] (draft_vocab_size); fix: export d2t from the training run")
+        raise DraftHeadError(*_at(plan, name), f"{d2t.dtype} {list(d2t.shape)}, expected integer offsets of shape "
+                             f"[{draft_vocab}] (draft_vocab_size)", "export d2t from the training run")
     target_ids = d2t.long() + torch.arange(draft_vocab)
     if bool((target_ids < 0).any() or (target_ids >= vocab).any()):
-        raise DraftHeadError(f"{plan.where(name)}: maps draft ids outside the target vocab [0, {vocab}); fix: export "
-                             "d2t for this target's tokenizer")
+        raise DraftHeadError(*_at(plan, name), f"maps draft ids outside the target vocab [0, {vocab})",
+                             "export d2t for this target's tokenizer")
     if "t2d" in special:
         tname, t2d = special["t2d"]
         if t2d.dtype != torch.bool or tuple(t2d.shape) != (vocab,) or int(t2d.sum()) != draft_vocab \
                 or not bool(t2d[target_ids].all()):
-            raise DraftHeadError(f"{plan.where(tname)}: disagrees with d2t (expected a bool mask of shape [{vocab}] "
-                                 f"that is true exactly at the {draft_vocab} target ids d2t maps to); fix: export "
-                                 "d2t and t2d from the same training run")
+            raise DraftHeadError(*_at(plan, tname), f"disagrees with d2t (expected a bool mask of shape [{vocab}] "
+                                 f"that is true exactly at the {draft_vocab} target ids d2t maps to)",
+                                 "export d2t and t2d from the same training run")

@@ -26,15 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import Eagle3CaptureError, LayerIdError
-from ..families.schema import LIST
-from ..layer_ids import check_layer_ids, layer_id_of_index, layer_ids_of_loop, split_capture
-from ..userfiles import brief
+from ..errors import Eagle3CaptureError
+from ..layer_ids import check_layer_ids, layer_ids_of_loop, split_capture
 
 
 class CaptureError(Eagle3CaptureError, RuntimeError):
-    """A forward whose captures no longer match the configured plan (the loop, the final norm or the list changed
-    under the feed); raised rather than feed the draft mislabelled states. A ``RuntimeError`` as before."""
+    """A forward whose final-norm capture does not belong to the batch (:meth:`FcFeed._last_layer_output`); raised
+    rather than feed the draft mislabelled states. A ``RuntimeError`` as before."""
 
 
 @dataclass(frozen=True)
@@ -78,28 +76,6 @@ def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str
     return CapturePlan(layer_ids=ids, loop_indices=loop, chunk_order=order, where=where, captures_last_layer=last)
 
 
-def check_stage(plan: CapturePlan, start_layer: int, end_layer: int, *, pp_size: int) -> None:
-    """Raise unless every captured loop index runs on the pipeline stage ``[start_layer, end_layer)``.
-
-    Only the last pipeline stage captures (``set_eagle3_layers_to_capture`` returns early elsewhere), and
-    its loop covers only its own layers; the embedding (loop index 0) is computed on the first stage. The
-    last layer's output is taken at the final norm, which runs on the last stage.
-
-    Example::
-
-        >>> check_stage(plan_capture([2, 3], 6, where="x"), 3, 6, pp_size=2)
-    """
-    missing = [layer_id_of_index(i) for i in plan.loop_indices if not start_layer <= i < end_layer]
-    if missing:
-        raise LayerIdError(
-            f"{plan.where}: layer ids {missing} are captured at the input of decoder layers outside "
-            f"[{start_layer}, {end_layer}), the layers of the last pipeline stage (--pp-size {pp_size}); SGLang "
-            "captures EAGLE-3 hidden states on the last stage only, so they would never reach the draft. "
-            "Fix: serve with --pp-size 1, or set SGLANG_PP_LAYER_PARTITION so the last stage starts at or before "
-            f"decoder layer {min(plan.loop_indices)}"
-        )
-
-
 def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None) -> Any:
     """The fc input ``[T, K*H]``: the loop's captures ``aux`` in ascending loop order (the packed ``[T, K'*H]``
     tensor, or a list of ``[T, H]`` chunks; ``None`` when the loop captures nothing) plus ``last``, the last
@@ -130,32 +106,33 @@ def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None) -> Any:
 class FcFeed:
     """What the capture patch installs on one decoder stack (``_eagle3_capture_feed``).
 
-    Called with what the decoder stack's forward returns; assembles the fc input (checks a list's chunk count,
-    permutes the chunks into fc order, appends the last layer's output, packs a list into one tensor) and hands
-    it to the optional dump. ``plan`` is None under stock wiring (the dump alone). ``layers`` is the very list
-    object put in ``layers_to_capture``: if anything replaces that list afterwards, the plan no longer describes
-    the loop's chunks and the forward raises rather than feed the draft mislabelled states. ``container`` is
-    the family's (:data:`~sglang_eagle3_capture.families.PACKED` or ``LIST``); ``model_name`` names the decoder
-    stack in errors. Both are required: family facts come from the family table, never from a default here.
+    Called with what the decoder stack's forward returns; permutes the loop's chunks into fc order, appends the last
+    layer's output (taken by a forward hook on the final norm), packs a list into one tensor, and hands the fc input
+    to the optional dump. ``plan`` is None under stock wiring (the dump alone). ``layers`` is the very list object put
+    in ``layers_to_capture`` (:meth:`fed_layer_ids` reports nothing once it was replaced); ``model_name`` names the
+    decoder stack in errors.
+
+    That the chunks are the hidden states their layer ids name is proven once per process by the first-batch
+    self-check (:mod:`.selfcheck`), not here. The one per-forward check left is on the final-norm hook's tensor
+    (:meth:`_last_layer_output`), because it is state carried from the hook to this call, batch by batch.
     """
 
-    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "container", "model_name", "_last", "_hook",
-                 "__weakref__")
+    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "_last", "_hook", "__weakref__")
 
     def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0, *,
-                 container: str, model_name: str) -> None:
+                 model_name: str, container: str | None = None) -> None:
+        del container  # TRANSITION: ignored until benchmarks/selfcheck_standin.py, test_families.py stop passing it
         self.plan = plan
         self.layers = layers
         self.num_hidden_layers = num_hidden_layers
         self.dump = dump
-        self.container = container
         self.model_name = model_name
         self._last = None  # the final norm's hidden + residual, between the hook and __call__
         self._hook = None
 
     def fed_layer_ids(self, current_loop: Any) -> tuple[int, ...] | None:
         """The layer ids this feed hands the draft, in fc order; None when ``current_loop`` (the model's
-        ``layers_to_capture`` now) is not the list it was configured with (the forward would refuse)."""
+        ``layers_to_capture`` now) is not the list it was configured with."""
         if current_loop is not self.layers:
             return None
         if self.plan is not None:
@@ -178,56 +155,28 @@ class FcFeed:
         # residual (never in these families' final norms, kept for completeness), x itself is that output.
         self._last = output[1] if isinstance(output, tuple) else args[0]
 
-    def _last_layer_output(self, hidden: Any) -> Any:
+    def _last_layer_output(self, hidden: Any, aux: Any) -> Any:
+        """The final-norm hook's tensor for this batch. Checked on every forward, unlike anything else here: the
+        self-check proves the first batch only, and a later batch whose path skips the hooked norm (or lays its
+        tokens out otherwise at the norm than in the loop) would otherwise feed the previous batch's tensor, or rows
+        of other tokens, without any error."""
         last, self._last = self._last, None
         if hidden.shape[0] == 0:  # an idle or empty batch skips the final norm
             return hidden.new_empty(hidden.shape)
-        if last is None or last.shape != hidden.shape:
-            raise CaptureError(
-                f"eagle3-capture: {self.plan.where}: the last decoder layer's output was not taken at "
-                f"{self.model_name}'s final norm for this batch (got {None if last is None else tuple(last.shape)}, "
-                f"hidden states {tuple(hidden.shape)}); the model's forward no longer ends in self.norm as in the "
-                "supported SGLang releases. Fix: serve with a supported SGLang release, or a draft that does not use "
-                "the last layer"
-            )
+        rows = aux[0].shape[0] if isinstance(aux, (list, tuple)) and aux else getattr(aux, "shape", (None,))[0]
+        if last is None or last.shape != hidden.shape or (rows is not None and last.shape[0] != rows):
+            got = None if last is None else tuple(last.shape)
+            raise CaptureError(self.plan.where, None, f"the last decoder layer's output was not taken at "
+                               f"{self.model_name}'s final norm for this batch (got {got}, hidden states "
+                               f"{tuple(hidden.shape)}, loop captures with {rows} rows)", "serve with a supported "
+                               "SGLang release, or a draft that does not use the last layer")
         return last
-
-    def _checked(self, aux: Any) -> Any:
-        """``aux`` as the loop handed it on, after checking its container and (for a list) its chunk count."""
-        listed = isinstance(aux, (list, tuple))
-        if aux is not None and listed != (self.container == LIST):
-            raise CaptureError(f"eagle3-capture: {self.model_name}.forward handed on a {type(aux).__name__} where "
-                               f"the family table says {self.container}: this SGLang changed its capture loop; fix: "
-                               "serve with a supported SGLang release")
-        want = None if self.plan is None else len(self.plan.loop_indices)
-        got = len(aux) if listed else (0 if aux is None else want)  # the packer counts its own captures
-        if want is not None and got != want:
-            raise CaptureError(
-                f"eagle3-capture: {self.plan.where}: {self.model_name}.forward captured {got} of {want} aux hidden "
-                f"states for loop indices {list(self.plan.loop_indices)} (two-batch overlap, or a changed capture "
-                "loop, skips captures); fix: serve without --enable-two-batch-overlap on a supported SGLang release")
-        return aux
 
     def __call__(self, model: Any, out: Any, input_ids: Any, positions: Any, forward_batch: Any) -> Any:
         """Return ``(hidden_states, fc input)`` for the model output ``out`` (and dump the fc input)."""
-        if model.layers_to_capture is not self.layers:
-            raise CaptureError(
-                f"eagle3-capture: {self.model_name}.layers_to_capture was replaced after set_eagle3_layers_to_capture "
-                f"configured it (now {brief(model.layers_to_capture)}, configured {brief(self.layers)}); fix: call "
-                "set_eagle3_layers_to_capture again instead of writing layers_to_capture"
-            )
         hidden, aux = out if isinstance(out, tuple) else (out, None)
-        aux = self._checked(aux)
         if self.plan is not None:
-            last = self._last_layer_output(hidden) if self.plan.captures_last_layer else None
-            rows = aux[0].shape[0] if isinstance(aux, (list, tuple)) and aux else getattr(aux, "shape", (None,))[0]
-            if last is not None and rows is not None and last.shape[0] != rows:
-                raise CaptureError(
-                    f"eagle3-capture: {self.plan.where}: the last decoder layer's output has {last.shape[0]} rows "
-                    f"but the loop's captures have {rows}: this deployment's token layout at the final norm "
-                    "differs from the capture loop's (not seen at TP 1 or TP 2 on CPU); fix: report it with "
-                    "the server arguments, and serve a draft that does not use the last layer meanwhile"
-                )
+            last = self._last_layer_output(hidden, aux) if self.plan.captures_last_layer else None
             aux = to_fc_order(aux, self.plan, last)
         elif isinstance(aux, (list, tuple)):  # stock wiring with a dump: pack as LogitsProcessor would
             import torch

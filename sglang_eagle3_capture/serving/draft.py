@@ -18,10 +18,10 @@ SGLang's MLA detection in configs/model_config.py and the registry key on, stay
   an error naming the file and tensor. ``d2t``/``t2d`` are checked against each other and the vocab.
 - ``set_embed``: a checkpoint ``embed_tokens`` (speculators' frozen copy) that differs from the
   target's is kept, since the draft was trained with it; an identical one is shared, as SGLang does.
-- ``EagleDraftWorker.init_attention_backends`` (runs right after the target configured its capture,
-  managers/scheduler.py ``init_all_attention_backends``): the running target is checked against the
-  manifest, the capture patch must be active, and what the target feeds the fc must be the declared
-  layer ids (the resolution's record) in their order.
+
+What the target feeds the fc is not re-checked here: the target side's three gates (resolution, configure and the
+first-batch self-check, docs/how-it-works.md) refuse a target that does not match the manifest, a family whose patch
+is not active, and any fc chunk that is not the hidden state its layer id names.
 
 Chunks arrive in manifest order (the capture patch permutes them), so fc columns are never permuted.
 """
@@ -36,12 +36,10 @@ from typing import Any
 
 from .. import releases
 from ..draft.checks import DraftPlan, plan_draft
-from ..errors import DraftHeadError
-from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
+from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, find_manifest
 from ..releases.schema import Seam
-from ..target_config import architecture, architecture_family, cfg_get
+from ..target_config import cfg_get
 from . import resolution, seams
-from . import target as target_patch
 from .audit import LoadAudit, audit_report, check_vocab_maps
 from .runtime import draft_model_path, draft_window_size
 
@@ -176,52 +174,6 @@ def _patched_set_embed(original):
     return set_embed
 
 
-def check_target_wiring(draft_model: Any, target_runner: Any) -> None:
-    """Raise unless the running target matches the manifest and feeds the fc exactly the declared ids, in order.
-
-    The declared ids are what this process's target resolution recorded for this draft (the manifest, or
-    ``eagle_config`` ids marked as layer ids), else what the draft's files declare. The plugin's capture patch
-    must be active: SGLang swallows plugin exceptions, so a missed patch would otherwise leave stock wiring.
-    """
-    plan: DraftPlan = getattr(draft_model, STATE_ATTR)
-    target_cfg = target_runner.model_config.hf_config
-    if plan.manifest is not None:
-        check_target(plan.manifest, target_cfg,
-                     where=f"target {target_runner.model_config.model_path} (--model-path) config.json")
-    record = resolution.recorded()
-    if record is not None and record.draft_dir == plan.draft_dir:
-        declared = record.declared  # this process's target resolution read this draft
-    else:  # no target resolution of this draft ran through the capture patch here: what does the draft declare?
-        declared = resolution.declared_layer_ids(plan.draft_dir, draft_model.config, target_cfg, manifest=plan.manifest)
-    if declared is None:
-        return  # nothing declared: the target side warned and wired it as stock SGLang does
-    want, fed = tuple(declared.layer_ids), target_patch.fed_layer_ids(target_runner.model)
-    family = architecture_family(architecture(target_cfg, "target config (--model-path)"))
-    if not target_patch.is_patched(family):
-        minus1 = " (-1, the embedding output, is requested)" if -1 in want else ""
-        raise DraftHeadError(
-            f"{declared.where}: {list(want)}{minus1}, but the plugin's target capture patch is not active for the "
-            f"{family} family in this process ({target_patch.status(family)}), so stock SGLang wired the target: it "
-            f"feeds the fc layer ids {list(fed) if fed else 'none'}; fix: look for 'eagle3_capture' errors earlier in "
-            "this log (SGLang logs and skips a failing plugin), check `pip show sglang-eagle3-capture` and that "
-            "SGLANG_PLUGINS (if set) includes eagle3_capture")
-    if fed != want:
-        raise DraftHeadError(f"{declared.where}: {list(want)}, but the target {type(target_runner.model).__name__} "
-                             f"feeds the fc layer ids {fed and list(fed)}; fix: restart the server; if it persists, "
-                             "report it with the log of this process")
-    logger.info("eagle3-capture: target feeds the draft's fc layer ids %s, as %s says", list(fed), declared.where)
-
-
-def _patched_init_attention_backends(original):
-    @functools.wraps(original)
-    def init_attention_backends(self, *args, **kwargs):
-        if getattr(self.draft_runner.model, STATE_ATTR, None) is not None:
-            check_target_wiring(self.draft_runner.model, self.target_worker.model_runner)
-        return original(self, *args, **kwargs)
-
-    return init_attention_backends
-
-
 _WRAPPERS = {
     "draft.llama.__init__": functools.partial(_patched_init, mla=False),
     "draft.llama.load_weights": _patched_load_weights,
@@ -229,7 +181,6 @@ _WRAPPERS = {
     "draft.mla.__init__": functools.partial(_patched_init, mla=True),
     "draft.mla.load_weights": _patched_load_weights,
     "draft.mla.set_embed": _patched_set_embed,
-    "draft.worker.init_attention_backends": _patched_init_attention_backends,
 }
 
 
@@ -237,7 +188,8 @@ def _patch() -> seams.Patch:
     def wrap(seam: Seam, original: Any) -> Any:
         return _WRAPPERS[seam.role](original)
 
-    return seams.Patch("draft", releases.installed_or_newest().seams_with("draft."), wrap)
+    seams_ = tuple(s for s in releases.installed_or_newest().seams_with("draft.") if s.role in _WRAPPERS)
+    return seams.Patch("draft", seams_, wrap)
 
 
 def apply_draft_head_patch() -> bool:

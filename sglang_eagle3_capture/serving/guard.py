@@ -1,5 +1,9 @@
-"""The startup guard: where the capture patch is not active, a deployment whose draft declares layer ids
-fails at startup instead of running stock wiring.
+"""The resolution gate's fallback seat: where the capture patch is not active, a deployment whose draft declares
+layer ids fails at startup instead of running stock wiring.
+
+The first runtime gate (docs/how-it-works.md) is the resolution, at the release's resolution seam
+(:func:`.resolution.resolve_target_capture`). Where that seam could not be patched, nothing there can refuse: this
+module holds the same gate at a seat that needs none of the patched seams.
 
 It is armed when the installed SGLang is not a supported release, and when the capture patch failed to
 apply on a supported one. It depends on none of the seams the patch uses (those are what may be missing):
@@ -23,7 +27,7 @@ from typing import Any, Callable
 from ..config_keys import CONVENTION_KEY
 from ..errors import Eagle3CaptureError, InputError
 from ..manifest import MANIFEST_FILENAME
-from ..userfiles import path_kind, read_json_object, shown
+from ..userfiles import path_kind, read_json_object
 from .after_import import when_imported
 
 logger = logging.getLogger(__name__)
@@ -72,16 +76,15 @@ def check(runner: Any) -> None:
     try:
         declared_by = declares_layer_ids(path)
     except InputError as e:
-        raise _ARMED["error"](f"sglang-eagle3-capture refuses to start EAGLE-3 with the draft {shown(path)}: "
-                              f"whether it declares layer ids cannot be told ({e}), and {_ARMED['reason']}, so SGLang "
-                              "would feed it stock wiring. Fix: the above") from None
+        raise _ARMED["error"](e.file, e.field, f"whether the draft declares layer ids cannot be told ({e.problem}), "
+                              f"and {_ARMED['reason']}, so SGLang would feed it stock wiring", e.fix) from None
     if declared_by is None:
         logger.error("eagle3-capture: the capture patch is not active in this process (%s); the draft %s declares no "
                      "layer ids, so it runs with stock SGLang wiring", _ARMED["reason"], path)
         return
-    raise _ARMED["error"](f"sglang-eagle3-capture refuses to start EAGLE-3 with the draft {shown(path)}: {declared_by} "
+    raise _ARMED["error"](declared_by, None, "sglang-eagle3-capture refuses to start EAGLE-3 with this draft: it "
                           f"declares the hidden states its fc was trained on, but {_ARMED['reason']}, so SGLang would "
-                          "feed it stock wiring. Fix: the above, or exclude the plugin (SGLANG_PLUGINS without "
+                          "feed it stock wiring", f"{_ARMED['fix']}; or exclude the plugin (SGLANG_PLUGINS without "
                           "eagle3_capture) and serve a draft without a manifest to run stock wiring knowingly")
 
 
@@ -105,10 +108,11 @@ def _install() -> None:
     setattr(owner, ATTR, initialize)
 
 
-def arm(reason: str, error: Callable[[str], Eagle3CaptureError]) -> None:
+def arm(reason: str, fix: str, error: Callable[..., Eagle3CaptureError]) -> None:
     """Refuse declared-id deployments in this process from now on (at once if SGLang's ModelRunner is imported,
-    else when it is): ``reason`` says why the patch is not active, ``error`` is the error class raised."""
-    _ARMED.update(reason=reason, error=error)
+    else when it is): ``reason`` says why the patch is not active, ``fix`` how to make it active, ``error`` is the
+    error class raised."""
+    _ARMED.update(reason=reason, fix=fix, error=error)
     when_imported(MODULE, _install)
 
 

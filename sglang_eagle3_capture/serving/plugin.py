@@ -13,10 +13,10 @@ parameter names, :func:`probe_release`) probes clean and the first-batch self-ch
 a WARNING says so, and every target process then proves its wiring on its first extend batch. A failed probe, or
 the self-check turned off, refuses it like an unsupported release.
 
-``load_plugins`` logs and swallows exceptions raised here. So an unsupported SGLang, or a patch that cannot
-be applied, arms the startup guard (:mod:`.guard`, which depends on none of the patched seams): a draft that
-declares layer ids then fails at startup instead of running stock wiring. The patched resolution also
-re-checks :func:`.target.is_patched`.
+``load_plugins`` logs and swallows exceptions raised here. So an unsupported SGLang, or a resolution seam that cannot
+be patched, moves the resolution gate to its fallback seat (:mod:`.guard`, which depends on none of the patched
+seams): a draft that declares layer ids then fails at startup instead of running stock wiring. A family whose own
+seams do not fit is refused by the resolution gate itself (:func:`.target.is_patched` is one of its facts).
 
 Why not SGLang's own ``HookRegistry`` (``sglang.srt.plugins.hook_registry``) or
 ``SGLANG_EXTERNAL_MODEL_PACKAGE``: ``HookRegistry.apply_hooks()`` runs inside ``load_plugins`` in every
@@ -53,7 +53,8 @@ def _apply() -> None:
     except Exception as e:  # noqa: BLE001 - runs inside SGLang's own import of its ModelRunner: never break it
         # The resolution seam does not fit (a family that does not fit is left out by target.apply itself, and
         # refused by name at startup): refuse declared drafts at startup instead, leave every other deployment running.
-        guard.arm(f"the capture patch does not fit this SGLang ({e})", WiringError)
+        guard.arm(f"the capture patch does not fit this SGLang ({e})",
+                  "reinstall sglang-eagle3-capture for this SGLang release, or serve with a supported one", WiringError)
         logger.exception("eagle3-capture: target capture not patched: %s (startup guard %s; pid %d)", e,
                          "installed" if guard.is_armed() else "NOT installed", os.getpid())
     try:
@@ -81,11 +82,10 @@ def probe_release(release: Release) -> list[str]:
 
 def _refuse_newer(found: str, why: str) -> UnsupportedSGLangVersion:
     newest = releases.newest().version
-    error = UnsupportedSGLangVersion(
-        f"sglang {found} is newer than the releases sglang-eagle3-capture was verified against "
-        f"({', '.join(releases.supported_versions())}) and {why}; fix: install a supported release, e.g. "
-        f"pip install sglang=={newest}")
-    guard.arm(str(error), UnsupportedSGLangVersion)
+    error = UnsupportedSGLangVersion(None, None, f"sglang {found} is newer than the releases sglang-eagle3-capture "
+                                     f"was verified against ({', '.join(releases.supported_versions())}) and {why}",
+                                     f"install a supported release, e.g. pip install sglang=={newest}")
+    guard.arm(error.problem, error.fix, UnsupportedSGLangVersion)
     logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), error)
     return error
 
@@ -129,7 +129,7 @@ def register() -> None:
     try:
         release = releases.check_sglang_version()
     except UnsupportedSGLangVersion as e:
-        guard.arm(str(e), UnsupportedSGLangVersion)
+        guard.arm(e.problem, e.fix or "install a supported SGLang release", UnsupportedSGLangVersion)
         logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), e)
         raise
     when_imported(release.trigger_module, _apply)

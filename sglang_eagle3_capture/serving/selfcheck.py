@@ -432,7 +432,7 @@ class Session:
         problems = self.compare(aux)
         self.elapsed_ms = (time.perf_counter() - self.t0) * 1e3
         if problems:
-            raise SelfCheckError(self.failure(problems))
+            raise self.failure(problems)
         self.passed = True
 
     @_own_time
@@ -497,8 +497,8 @@ class Session:
                 return f"; it is layer id {other}'s hidden state instead (a permuted or shifted capture)"
         return ""
 
-    def failure(self, problems: list[str]) -> str:
-        """The SelfCheckError text: where, what, the fix."""
+    def failure(self, problems: list[str]) -> SelfCheckError:
+        """The SelfCheckError: where (the declaration), what, the fix."""
         from .. import releases
 
         c = self.check
@@ -507,10 +507,10 @@ class Session:
                "reinstall sglang-eagle3-capture unmodified for this SGLang release and remove anything else that "
                "patches the model's capture (plugins, sitecustomize); if it persists, report it with this message "
                "and the server arguments")
-        return (f"eagle3-capture self-check FAILED on the first extend batch ({c.context()}; {self.tokens} tokens; "
-                f"layer ids {list(c.layer_ids)} from {c.where}):\n  - " + "\n  - ".join(problems)
-                + f"\nThe draft's fc would be fed other hidden states than it declares. Fix: {fix}. "
-                f"{ENV}=0 skips the check (the wiring is then unverified).")
+        return SelfCheckError(c.where, None, f"eagle3-capture self-check FAILED on the first extend batch "
+                              f"({c.context()}; {self.tokens} tokens; layer ids {list(c.layer_ids)}): "
+                              + "; ".join(problems) + ". The draft's fc would be fed other hidden states than it "
+                              f"declares ({ENV}=0 skips the check; the wiring is then unverified)", fix)
 
 
 def difference(got: Any, want: Any) -> tuple[float, float]:

@@ -6,10 +6,10 @@ nothing within it:
 
 - the release's resolution seam (``ModelRunner.init_spec_aux_hidden_state``, before the model loads): after
   SGLang's own resolution, ask :func:`.resolution.resolve_target_capture` for the ids and refuse bad deployments
-  (among them a declared draft on a family whose own patch is not active here);
-- per family, each causal LM's ``set_eagle3_layers_to_capture``: install a :class:`~.resolution.DeclaredLayerIds`'s
-  :class:`~.capture.CapturePlan` instead of SGLang's reading of the ids (subclasses and wrappers that delegate to
-  it, e.g. DeepSeek-V3, Kimi-K2.5, Mistral, inherit it);
+  (among them a declared draft on a family whose own patch is not active here): the first runtime gate;
+- per family, each causal LM's ``set_eagle3_layers_to_capture``: :func:`configure` (the second gate) installs
+  a :class:`~.resolution.DeclaredLayerIds`'s :class:`~.capture.CapturePlan` instead of SGLang's reading of the
+  ids (subclasses and wrappers that delegate to it, e.g. DeepSeek-V3, Kimi-K2.5, Mistral, inherit it);
 - per family, each decoder stack's own ``forward``: hand its output to the stack's :class:`~.capture.FcFeed`, which
   puts the captures (and the last layer's output, taken by a forward hook on the final norm instance) in fc order;
 - a new class attribute ``_eagle3_capture_feed`` on each decoder stack, ``None`` (no feed: nothing extra runs).
@@ -27,14 +27,14 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from .. import families, releases
+from .. import families, policy, releases
 from ..errors import WiringError
 from ..families import PACKED, Family
 from ..families.schema import PP_FROM_RUNTIME
 from ..layer_ids import layer_ids_of_loop
 from ..releases.schema import Release
 from . import resolution, seams, selfcheck
-from .capture import CapturePlan, FcFeed, check_stage, plan_capture
+from .capture import CapturePlan, FcFeed, plan_capture
 from .dump import dump_from_env
 from .runtime import current_tp_rank, draft_hf_config, draft_model_path
 
@@ -88,24 +88,29 @@ def _set_layer_flags(stack: Any, loop_indices: list, family: Family) -> None:
 
 
 def _feed(plan: CapturePlan | None, layers: list, dump: Any, n_layers: int, family: Family, stack: Any) -> FcFeed:
-    return FcFeed(plan, layers, dump, n_layers, container=family.container, model_name=type(stack).__name__)
+    return FcFeed(plan, layers, dump, n_layers, model_name=type(stack).__name__)
 
 
 def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family) -> None:
-    """Make ``model`` (a causal LM of ``family``) feed the draft exactly ``declared``'s layer ids, in their order."""
+    """Make ``model`` (a causal LM of ``family``) feed the draft exactly ``declared``'s layer ids, in their order.
+
+    The second runtime gate: the model's decoder stack must be one the family patch serves (its forward is this
+    package's), and the captured layers must run on this pipeline stage; then the first-batch self-check is armed."""
     pp_group = _pp_group(model, family)
     if not pp_group.is_last_rank:  # as stock: only the last stage captures
         return
     stack = getattr(model, family.model_attr)
     if declared.family not in (None, family.name) or not getattr(type(stack).forward, seams.MARK, False):
-        raise WiringError(f"{declared.where}: {type(model).__name__} (decoder stack {type(stack).__name__}) is not "
-                          f"served by the capture patch of the {declared.family or family.name} family: its forward is "
-                          "not one the family table lists; fix: report it (the family table needs this class), and "
-                          "serve a draft without a manifest meanwhile")
+        raise WiringError(declared.file, declared.field, f"{type(model).__name__} (decoder stack "
+                          f"{type(stack).__name__}) is not served by the capture patch of the "
+                          f"{declared.family or family.name} family: its forward is not one the family table lists",
+                          "report it (the family table needs this class), and serve a draft without a manifest "
+                          "meanwhile")
     n_layers = model.config.num_hidden_layers
     plan = declared.plan or plan_capture(declared.layer_ids, n_layers, where=declared.where)
     if pp_group.world_size > 1:
-        check_stage(plan, stack.start_layer, stack.end_layer, pp_size=pp_group.world_size)
+        policy.check_stage(plan.layer_ids, n_layers, stack.start_layer, stack.end_layer, pp_size=pp_group.world_size,
+                           file=declared.file, field=declared.field)
     layers = list(plan.loop_indices)  # never loop index N: the last layer's output comes from the final-norm hook
     model.capture_aux_hidden_states = True
     stack.layers_to_capture = layers
@@ -113,7 +118,7 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
     dump = dump_from_env(_model_meta(plan, model, declared.where, family))
     skip = plan.is_identity and family.container == PACKED and dump is None  # a list is counted and packed
     _install_feed(stack, None if skip else _feed(plan, layers, dump, n_layers, family, stack))
-    selfcheck.arm(stack, plan, family, num_hidden_layers=n_layers, where=declared.where)  # its first extend batch
+    selfcheck.arm(stack, plan, family, num_hidden_layers=n_layers, where=declared.where)  # the third gate
     logger.info("eagle3-capture: %s feeds the draft layer ids %s (from %s) = loop indices %s%s, chunk order %s "
                 "(tp_rank %s)", type(model).__name__, list(plan.layer_ids), declared.where, layers,
                 " + the final norm's input" if plan.captures_last_layer else "", list(plan.chunk_order),
@@ -175,19 +180,14 @@ def _wrap_resolve(original: Callable) -> Callable:
         original(self)  # SGLang's own resolution: self.spec_aux_config
         config, server_args = self.spec_aux_config, self.server_args
         path = draft_model_path(server_args)
+        unpatched = {f.name: _UNAVAILABLE.get(f.name) or status(f.name) for f in families.all_families()
+                     if not is_patched(f.name)}
         declared = resolution.resolve_target_capture(
             config=config, server_args=server_args, model_config=self.model_config,
             spec_algorithm=self.spec_algorithm, is_draft_worker=self.is_draft_worker, draft_path=path,
-            draft_hf_config=lambda: draft_hf_config(config, server_args, path))
-        if declared is None:
-            return
-        if not is_patched(declared.family):
-            why = _UNAVAILABLE.get(declared.family) or status(declared.family)
-            raise WiringError(f"{declared.where}: the draft declares layer ids {list(declared.layer_ids)} but the "
-                              f"sglang-eagle3-capture capture patch is incomplete for the {declared.family} family in "
-                              f"this process ({why}); fix: reinstall sglang-eagle3-capture, check the log for "
-                              "'eagle3-capture' errors, or serve with a supported SGLang release")
-        config.eagle_aux_hidden_state_layer_ids = declared  # configure_aux_hidden_state_capture hands it on
+            draft_hf_config=lambda: draft_hf_config(config, server_args, path), unpatched=unpatched)
+        if declared is not None:
+            config.eagle_aux_hidden_state_layer_ids = declared  # configure_aux_hidden_state_capture hands it on
 
     return init_spec_aux_hidden_state
 

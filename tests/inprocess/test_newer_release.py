@@ -5,13 +5,16 @@ single seam does not fit or the self-check is off."""
 import logging
 
 import pytest
+from packaging.version import Version
 
 from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.errors import UnsupportedSGLangVersion
 from sglang_eagle3_capture.families import family_of
 from sglang_eagle3_capture.serving import draft, guard, plugin, selfcheck, target
 
-NEWER = "0.5.99"
+NEWEST = releases.newest().version  # from the release table: adding a release file moves it
+_MAJOR, _MINOR, _PATCH = (*Version(NEWEST).release, 0, 0)[:3]
+NEWER = f"{_MAJOR}.{_MINOR}.{_PATCH + 1}"
 INSTALLED = releases.installed_sglang_version()
 pytestmark = pytest.mark.skipif(INSTALLED != releases.newest().version,
                                 reason="a newer version is presented to the newest supported release only")
@@ -35,9 +38,10 @@ def _clean(monkeypatch):
 
 
 def test_version_order():
-    assert releases.is_newer_than_table("0.5.99") and releases.is_newer_than_table("0.5.23.post1")
-    assert releases.is_newer_than_table("0.6.0rc1") and not releases.is_newer_than_table("0.5.23")
-    assert not releases.is_newer_than_table("0.5.16") and not releases.is_newer_than_table("0.5.23rc1")
+    assert releases.is_newer_than_table(NEWER) and releases.is_newer_than_table(f"{NEWEST}.post1")
+    assert releases.is_newer_than_table(f"{_MAJOR}.{_MINOR + 1}.0rc1") and not releases.is_newer_than_table(NEWEST)
+    oldest = releases.all_releases()[0].version
+    assert not releases.is_newer_than_table(oldest) and not releases.is_newer_than_table(f"{NEWEST}rc1")
     assert not releases.is_newer_than_table("not-a-version") and not releases.is_newer_than_table(None)
 
 
@@ -80,8 +84,10 @@ def test_any_seam_that_does_not_fit_refuses_it(monkeypatch, caplog):
 
 def test_with_the_self_check_off_it_is_refused(monkeypatch):
     monkeypatch.setenv(selfcheck.ENV, "0")
-    with pytest.raises(UnsupportedSGLangVersion, match="turns off the first-batch self-check"):
+    with pytest.raises(UnsupportedSGLangVersion) as e:
         plugin.register()
+    assert (e.value.file, e.value.field) == (None, None) and "pip install sglang==" in e.value.fix
+    assert "turns off the first-batch self-check" in e.value.problem
     assert guard.is_armed() and not target.is_patched()
 
 

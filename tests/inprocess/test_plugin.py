@@ -89,9 +89,9 @@ def test_unsupported_sglang_is_refused_at_startup(runner, declared_draft, monkey
     assert not target.is_patched() and guard.is_armed()
     with pytest.raises(UnsupportedSGLangVersion) as e:  # ... so the target's startup refuses instead
         _start(runner, declared_draft)
-    msg = str(e.value)
-    assert f"refuses to start EAGLE-3 with the draft {declared_draft}" in msg and "eagle3_manifest.json" in msg
-    assert "sglang 0.5.16 is not supported" in msg and "pip install sglang==" in msg and "SGLANG_PLUGINS" in msg
+    assert (e.value.file, e.value.field) == (str(declared_draft / "eagle3_manifest.json"), None)
+    assert "refuses to start EAGLE-3" in e.value.problem and "0.5.16" in e.value.problem
+    assert "pip install sglang==" in str(e.value) and "SGLANG_PLUGINS" in e.value.fix
 
 
 def test_the_guard_lets_a_draft_without_declared_ids_run_stock_wiring_and_says_so(tiny_draft_dir, caplog):
@@ -99,7 +99,7 @@ def test_the_guard_lets_a_draft_without_declared_ids_run_stock_wiring_and_says_s
 
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    guard.arm("sglang 9.9 is not supported", UnsupportedSGLangVersion)
+    guard.arm("sglang 9.9 is not supported", "install sglang 0.5.23", UnsupportedSGLangVersion)
     sa = SimpleNamespace(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(tiny_draft_dir))
     with caplog.at_level(logging.ERROR, logger="sglang_eagle3_capture"):
         guard.check(SimpleNamespace(server_args=sa, spec_algorithm=SpeculativeAlgorithm.EAGLE3, is_draft_worker=False))
@@ -124,6 +124,7 @@ def test_a_family_patch_that_does_not_fit_is_refused_at_startup_and_spares_the_o
     assert any("the deepseek_v2 family is NOT patched" in r.getMessage() for r in caplog.records)
     with pytest.raises(WiringError) as e:  # the target's resolution refuses the declared draft, naming why
         resolve_through_sglang(runner, declared_draft)
-    msg = str(e.value)
-    assert "capture patch is incomplete for the deepseek_v2 family" in msg
-    assert "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture has parameters ('self', 'layer_ids', 'extra')" in msg
+    assert (e.value.file, e.value.field) == (str(declared_draft / "eagle3_manifest.json"), "layer_ids")
+    assert "capture patch is incomplete for the deepseek_v2 family" in e.value.problem and e.value.fix
+    assert "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture" in e.value.problem
+    assert "has parameters ('self', 'layer_ids', 'extra')" in e.value.problem

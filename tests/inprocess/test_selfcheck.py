@@ -117,11 +117,11 @@ def test_sabotaged_capture_is_refused_with_the_message(runner, configure, kind):
     base = _hooks(runner.model)
     with pytest.raises(SelfCheckError) as e:
         runner.prefill(PROMPTS)
-    text = str(e.value)
+    text = e.value.problem
+    assert e.value.file == WHERE and e.value.field is None and e.value.fix
     assert text.startswith("eagle3-capture self-check FAILED on the first extend batch (tp_rank ")
     assert f"sglang {releases.installed_sglang_version()}" in text and "pid " in text
-    assert f"layer ids {IDS} from {WHERE}" in text
-    assert "Fix: " in text and f"{selfcheck.ENV}=0" in text
+    assert f"layer ids {IDS}" in text and f"{selfcheck.ENV}=0" in text
     assert "max |diff|" in text or "rows" in text
     assert _hooks(runner.model) == base  # hooks removed on failure too
     assert check in selfcheck.pending()  # still pending: the process does not serve this wiring

@@ -12,7 +12,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from sglang_eagle3_capture.draft.checks import sglang_chunk_counts
 from sglang_eagle3_capture.errors import DraftHeadError, ManifestError, WiringError
 from sglang_eagle3_capture.manifest import write_manifest
@@ -20,7 +19,6 @@ from sglang_eagle3_capture.serving import target as capture_patch
 from sglang_eagle3_capture.serving.draft import (
     STATE_ATTR,
     apply_draft_head_patch,
-    check_target_wiring,
     is_draft_head_patched,
     revert_draft_head_patch,
 )
@@ -34,6 +32,7 @@ from support.draft_dirs import (
     rewrite_weights,
     target_manifest,
 )
+from support.resolution import resolve_through_sglang
 from support.tolerances import TOLERANCES
 
 
@@ -80,11 +79,14 @@ BAD_WEIGHTS = [
     ("input_norm.weight without norm_before_fc (stock SGLang drops it)",
      lambda w: {**w, "input_norm.weight": torch.ones(192)},
      ["tensor 'input_norm.weight'", "not loaded"]),
-    ("d2t of the wrong length", lambda w: {**w, "d2t": w["d2t"][:100]}, ["tensor 'd2t'", "[128]"]),
-    ("d2t and t2d disagree", lambda w: {**w, "t2d": torch.roll(w["t2d"], 1)}, ["tensor 't2d'", "disagrees with d2t"]),
+    ("d2t of the wrong length", lambda w: {**w, "d2t": w["d2t"][:100]}, ["[128]"]),
+    ("d2t and t2d disagree", lambda w: {**w, "t2d": torch.roll(w["t2d"], 1)}, ["disagrees with d2t"]),
     ("d2t missing with a reduced draft vocab", lambda w: {k: v for k, v in w.items() if k not in ("d2t", "t2d")},
-     ["tensor 'd2t': missing"]),
+     ["missing"]),
 ]
+# The vocab-map checks raise on their own (the rest are lines of one load report): the tensor is the error's field.
+FIELDS = {"d2t of the wrong length": "tensor d2t", "d2t and t2d disagree": "tensor t2d",
+          "d2t missing with a reduced draft vocab": "tensor d2t"}
 
 
 @pytest.mark.parametrize("what, edit, fragments", BAD_WEIGHTS, ids=[r[0] for r in BAD_WEIGHTS])
@@ -95,7 +97,7 @@ def test_bad_weights_fail_the_load_naming_file_and_tensor(tmp_path, tiny_target_
         load_draft(d, runner)
     for fragment in fragments:
         assert fragment in str(e.value), (fragment, str(e.value))
-    assert "fix:" in str(e.value)
+    assert e.value.field == FIELDS.get(what) and e.value.fix and e.value.file
 
 
 def test_without_the_patch_sglang_silently_drops_what_the_loader_refuses(tmp_path, tiny_target_dir, runner):
@@ -113,20 +115,9 @@ def test_without_a_manifest_sglangs_wiring_is_kept_but_tensors_are_still_checked
     model = load_draft(d, runner)  # as the target side: no manifest -> SGLang's own wiring, with a warning
     assert getattr(model, STATE_ATTR).manifest is None
     assert "has no eagle3_manifest.json" in caplog.text and "manifest write" in caplog.text
-    check_target_wiring(model, runner.model_runner)  # nothing declared, nothing to hold the target to
     rewrite_weights(d, _extra)
     with pytest.raises(DraftHeadError, match=r"tensor 'layers.0.self_attn.q_norm.weight': not loaded"):
         load_draft(d, runner)
-
-
-def test_ids_marked_in_eagle_config_are_held_to_the_target_too(tmp_path, tiny_target_dir, runner):
-    assert not capture_patch.is_patched(), "another test left the capture patch applied"
-    d = make_draft(tmp_path / "d", tiny_target_dir, [3, -1, 1], manifest=False)
-    rewrite_config(d, lambda c: {**c, "eagle_config": {IDS_KEY: [3, -1, 1], CONVENTION_KEY: LAYER_ID_CONVENTION}})
-    model = load_draft(d, runner)
-    with pytest.raises(DraftHeadError, match=r"config.json: field 'eagle_config.eagle_aux_hidden_state_layer_ids'"
-                                              r": \[3, -1, 1\] \(-1, the embedding output, is requested\)"):
-        check_target_wiring(model, runner.model_runner)
 
 
 @pytest.mark.parametrize("flag, norm_tensors", [("norm_before_fc", ["input_norm.weight"]),
@@ -168,18 +159,22 @@ def test_chunk_counts_match_sglangs_own_readers(tmp_path, tiny_target_dir):
             get_draft_input_from_target_hidden_dim(mr)
 
 
+def _resolve(runner, draft):
+    """The target's resolution of ``draft`` (the first runtime gate), where a target that does not match the manifest
+    is refused since the draft side no longer re-checks it."""
+    with capture_patch.patched():
+        return resolve_through_sglang(runner, draft).eagle_aux_hidden_state_layer_ids
+
+
 def test_target_mismatches_are_refused(tmp_path, tiny_target_dir, runner):
-    cases = [({"num_hidden_layers": 8}, "field 'num_hidden_layers' is 6"),
-             ({"architecture": "LlamaForCausalLM"}, "not in the family of LlamaForCausalLM")]
+    cases = [({"num_hidden_layers": 8}, "num_hidden_layers"), ({"architecture": "LlamaForCausalLM"}, "architecture")]
     for i, (target_edit, fragment) in enumerate(cases):
         d = make_draft(tmp_path / f"d{i}", tiny_target_dir, [-1, 1, 3])
         m = target_manifest(tiny_target_dir, [-1, 1, 3]).to_dict()
         (d / "eagle3_manifest.json").write_text(json.dumps({**m, "target": {**m["target"], **target_edit}}))
-        model = load_draft(d, runner)
         with pytest.raises(ManifestError) as e:
-            check_target_wiring(model, runner.model_runner)
-        assert (fragment in str(e.value) and "eagle3_manifest.json" in str(e.value)
-                and str(tiny_target_dir) in str(e.value))
+            _resolve(runner, d)
+        assert fragment in str(e.value) and "eagle3_manifest.json" in str(e.value)
 
 
 def test_target_hidden_size_mismatch_is_refused(tmp_path, tiny_target_dir, runner):
@@ -187,51 +182,38 @@ def test_target_hidden_size_mismatch_is_refused(tmp_path, tiny_target_dir, runne
     rewrite_weights(d, lambda w: {**w, "fc.weight": torch.randn(64, 96)})
     m = target_manifest(tiny_target_dir, [-1, 1, 3]).to_dict()
     (d / "eagle3_manifest.json").write_text(json.dumps({**m, "target": {**m["target"], "hidden_size": 32}}))
-    with pytest.raises(DraftHeadError, match=r"tensor 'embed_tokens.weight': missing"):
+    with pytest.raises(DraftHeadError) as e:
         load_draft(d, runner)  # target_hidden_size != hidden_size: SGLang cannot share the target's embedding
+    assert "tensor 'embed_tokens.weight': missing" in e.value.problem and e.value.fix
     rewrite_weights(d, lambda w: {**w, "embed_tokens.weight": torch.randn(256, 64)})
-    model = load_draft(d, runner)  # consistent with its manifest, so it loads ...
-    with pytest.raises(ManifestError, match=r"field 'hidden_size' is 64, but manifest .* 'target.hidden_size' is 32"):
-        check_target_wiring(model, runner.model_runner)  # ... but not with the running target
+    load_draft(d, runner)  # consistent with its manifest, so it loads ...
+    with pytest.raises(ManifestError) as e:
+        _resolve(runner, d)  # ... but the target's resolution refuses it
+    assert "hidden_size" in str(e.value) and "32" in str(e.value)
 
 
 def test_eagle_config_ids_that_name_other_layers_are_refused(tmp_path, tiny_target_dir, runner):
     d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3])
     rewrite_config(d, lambda c: {**c, "eagle_config": {**c["eagle_config"],
                                                        "eagle_aux_hidden_state_layer_ids": [0, 2, 5]}})
-    model = load_draft(d, runner)
-    with pytest.raises(WiringError, match=r"eagle3_manifest.json: field 'layer_ids'.*config.json: field 'eagle_config"):
-        check_target_wiring(model, runner.model_runner)
-
-
-def test_minus_one_with_the_capture_patch_inactive_is_refused(tmp_path, tiny_target_dir, runner):
-    assert not capture_patch.is_patched(), "another test left the capture patch applied"
-    d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3])
-    model = load_draft(d, runner)
-    runner.model.set_eagle3_layers_to_capture([0, 2, 4])  # stock SGLang wiring (loop indices as given)
-    try:
-        with pytest.raises(DraftHeadError) as e:
-            check_target_wiring(model, runner.model_runner)
-    finally:
-        runner.reset_capture()
-    msg = str(e.value)
-    assert "eagle3_manifest.json: field 'layer_ids'" in msg and "-1, the embedding output, is requested" in msg
-    assert "capture patch is not active" in msg and "SGLANG_PLUGINS" in msg
+    with pytest.raises(WiringError) as e:
+        _resolve(runner, d)
+    assert (e.value.file, e.value.field) == (str(d / "eagle3_manifest.json"), "layer_ids")
+    assert "config.json field 'eagle_config" in e.value.problem and e.value.fix
 
 
 @pytest.mark.parametrize("layer_ids", [[-1, 1, 3], [3, -1, 1]], ids=["ascending", "not ascending"])
-def test_target_configured_by_the_capture_patch_passes(tmp_path, tiny_target_dir, runner, layer_ids):
+def test_target_configured_by_the_capture_patch_feeds_the_declared_ids(tmp_path, tiny_target_dir, runner, layer_ids):
     d = make_draft(tmp_path / "d", tiny_target_dir, layer_ids)
-    model = load_draft(d, runner)
+    load_draft(d, runner)
     with capture_patch.patched():
-        runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds(layer_ids, "test"))
+        declared = _resolve(runner, d)
+        assert declared.layer_ids == tuple(layer_ids)
+        runner.model.set_eagle3_layers_to_capture(declared)
         try:
-            check_target_wiring(model, runner.model_runner)
+            assert capture_patch.fed_layer_ids(runner.model) == tuple(layer_ids)
             runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds([-1, 3, 1], "test"))
-            if layer_ids != [-1, 3, 1]:
-                with pytest.raises(DraftHeadError,
-                                   match=r"but the target DeepseekV3ForCausalLM feeds the fc layer ids"):
-                    check_target_wiring(model, runner.model_runner)
+            assert capture_patch.fed_layer_ids(runner.model) == (-1, 3, 1)
         finally:
             runner.reset_capture()
 

@@ -162,9 +162,8 @@ def test_unpatched_model_refuses_declared_ids(runner):
     assert not target_patch.is_patched()
     with pytest.raises(WiringError) as e:
         runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds([-1, 1, 3], "draft/eagle3_manifest.json"))
-    msg = str(e.value)
-    assert "draft/eagle3_manifest.json" in msg and "unpatched set_eagle3_layers_to_capture" in msg
-    assert "SGLANG_PLUGINS" in msg
+    assert (e.value.file, e.value.field) == ("draft/eagle3_manifest.json", None)
+    assert "unpatched set_eagle3_layers_to_capture" in e.value.problem and "SGLANG_PLUGINS" in e.value.fix
     runner.reset_capture()
 
 

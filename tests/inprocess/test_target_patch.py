@@ -147,9 +147,12 @@ def test_every_seam_of_the_release_and_every_family_probes_and_reverts_exactly()
     has the owner and parameter names it records, no attribute is patched twice, and applying both patches then
     reverting them leaves every owner's ``__dict__`` exactly as it was (identity of every entry)."""
     release = releases.check_sglang_version()
-    target_seams, draft_seams = _target_seams(), release.seams_with("draft.")
+    target_seams, draft_seams = _target_seams(), draft._patch().seams
     gate_seams = selfcheck.gate_patch(release).seams  # the self-check's transient patch
-    assert set(release.seams) <= set(target_seams) | set(draft_seams) | set(gate_seams)  # nothing left out
+    # TRANSITION: the draft worker's seam is no longer patched (the draft side re-checks nothing of the target's);
+    # the release tables still list it until they drop it
+    listed = {s for s in release.seams if s.role != "draft.worker.init_attention_backends"}
+    assert listed <= set(target_seams) | set(draft_seams) | set(gate_seams)  # nothing left out
     for family in families.all_families():
         assert set(family.seams()) <= set(target_seams), family.name
     every = (*target_seams, *draft_seams)
@@ -193,8 +196,9 @@ def test_a_changed_seam_leaves_its_family_unpatched_and_the_others_patched(monke
     assert vars(DeepseekV2ForCausalLM)["set_eagle3_layers_to_capture"] is set_eagle3  # all-or-nothing in the family
     assert "_eagle3_capture_feed" not in vars(DeepseekV2Model) and vars(DeepseekV2Model)["forward"] is forward
     assert not target.is_patched() and not target.is_patched("deepseek_v2")
-    assert "DeepseekV2Model.forward has parameters ('self', 'input_ids', 'positions', 'forward_batch')" in (
-        target.unavailable("deepseek_v2"))
+    why = target.unavailable("deepseek_v2")
+    assert "DeepseekV2Model.forward" in why
+    assert "has parameters ('self', 'input_ids', 'positions', 'forward_batch')" in why
     others = [f.name for f in families.all_families() if f.name != "deepseek_v2"]
     assert all(target.is_patched(name) for name in others) and target.unavailable("llama") is None
     assert getattr(vars(ModelRunner)["init_spec_aux_hidden_state"], seams.MARK, False)  # resolution patched

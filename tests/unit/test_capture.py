@@ -1,18 +1,18 @@
-"""serving/capture.py without SGLang: layer ids -> loop indices, fc-order permutation, stage check, FcFeed guard and
-last-layer capture."""
+"""serving/capture.py without SGLang: layer ids -> loop indices, fc-order permutation, the pipeline-stage rule
+(policy.check_stage), the FcFeed and its last-layer capture."""
 
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from sglang_eagle3_capture.errors import LayerIdError
-from sglang_eagle3_capture.families.schema import PACKED
+from sglang_eagle3_capture.errors import LayerIdError, WiringError
 from sglang_eagle3_capture.layer_ids import hidden_state_index
-from sglang_eagle3_capture.serving.capture import FcFeed, check_stage, plan_capture, to_fc_order
+from sglang_eagle3_capture.policy import check_stage
+from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture, to_fc_order
 
 WHERE = "draft/eagle3_manifest.json: field 'layer_ids'"
-DEEPSEEK = {"container": PACKED, "model_name": "DeepseekV2Model"}  # a packing family's decoder stack
+DEEPSEEK = {"model_name": "DeepseekV2Model"}  # a packing family's decoder stack
 
 
 def test_seed_case_is_ascending_embedding_first():
@@ -71,7 +71,7 @@ def test_to_fc_order_appends_the_last_layer_output_in_place_of_its_id():
 
 
 def test_stage_check_accepts_the_last_layer_on_the_last_stage():
-    check_stage(plan_capture([59, 60], 61, where=WHERE), 30, 61, pp_size=2)
+    check_stage((59, 60), 61, 30, 61, pp_size=2, file="m.json", field="layer_ids")
 
 
 @pytest.mark.parametrize("ids, fragment", [([-2, 3], "outside [-1, 60]"), ([0, 61], "outside [-1, 60]"),
@@ -83,13 +83,13 @@ def test_out_of_range_ids_are_refused(ids, fragment):
 
 
 def test_stage_check_names_pp_size_and_fix():
-    p = plan_capture([-1, 2, 30], 61, where=WHERE)
-    check_stage(p, 0, 61, pp_size=1)
-    with pytest.raises(LayerIdError) as e:
-        check_stage(p, 30, 61, pp_size=2)
-    msg = str(e.value)
-    assert "layer ids [-1, 2]" in msg and "--pp-size 2" in msg and "Fix: serve with --pp-size 1" in msg
-    assert "decoder layer 0" in msg
+    ids = (-1, 2, 30)
+    check_stage(ids, 61, 0, 61, pp_size=1, file="m.json", field="layer_ids")
+    with pytest.raises(WiringError) as e:
+        check_stage(ids, 61, 30, 61, pp_size=2, file="m.json", field="layer_ids")
+    assert (e.value.file, e.value.field) == ("m.json", "layer_ids")
+    assert "layer ids [-1, 2]" in e.value.problem and "--pp-size 2" in e.value.problem
+    assert "--pp-size 1" in e.value.fix and "decoder layer 0" in e.value.fix
 
 
 class _PairNorm(torch.nn.Module):
@@ -105,17 +105,12 @@ def _model(layers, norm=None):
     return SimpleNamespace(layers_to_capture=layers, norm=norm or _PairNorm())
 
 
-def test_feed_refuses_a_replaced_capture_list():
+def test_feed_puts_packed_chunks_in_fc_order():
     p = plan_capture([3, -1], 6, where=WHERE)
     layers = list(p.loop_indices)
-    feed = FcFeed(p, layers, **DEEPSEEK)
-    model = _model(layers)
     hidden, aux = torch.zeros(2, 3), torch.arange(12.0).reshape(2, 6)
-    out = feed(model, (hidden, aux), None, None, None)
+    out = FcFeed(p, layers, **DEEPSEEK)(_model(layers), (hidden, aux), None, None, None)
     assert out[0] is hidden and torch.equal(out[1], torch.cat([aux[:, 3:], aux[:, :3]], dim=-1))
-    model.layers_to_capture = list(layers)  # equal content, different list: someone rewrote it
-    with pytest.raises(RuntimeError, match="layers_to_capture was replaced"):
-        feed(model, (hidden, aux), None, None, None)
 
 
 def test_feed_says_which_layer_ids_it_feeds_while_its_capture_list_is_in_place():
@@ -145,16 +140,18 @@ def test_feed_takes_the_last_layer_output_from_the_final_norm():
     hidden, _ = model.norm(x, residual)
     out = feed(model, (hidden, packed), None, None, None)
     assert torch.equal(out[1], torch.cat([x + residual, packed], dim=-1))
-    with pytest.raises(RuntimeError, match="was not taken at DeepseekV2Model's final norm"):
+    with pytest.raises(CaptureError) as e:
         feed(model, (hidden, packed), None, None, None)  # taken once per forward: the norm did not run again
+    assert e.value.file == WHERE and "DeepseekV2Model's final norm" in e.value.problem and e.value.fix
     model.norm(x, residual)
-    with pytest.raises(RuntimeError, match="has 2 rows but the loop's captures have 4"):
+    with pytest.raises(CaptureError) as e:
         feed(model, (hidden, torch.cat([packed, packed])), None, None, None)  # a layout mixing token sets
+    assert "loop captures with 4 rows" in e.value.problem
     empty = feed(model, (hidden[:0], packed[:0]), None, None, None)  # idle batch: no final norm, no rows
     assert empty[1].shape == (0, 6)
     feed.detach()
     model.norm(x, residual)
-    with pytest.raises(RuntimeError, match="was not taken"):
+    with pytest.raises(RuntimeError):  # a CaptureError is still a RuntimeError
         feed(model, (hidden, packed), None, None, None)
 
 

@@ -56,11 +56,11 @@ def test_one_row_per_release_in_the_table_then_other_engines_then_the_default(tm
     assert r["serving_release"] == releases.installed_or_newest().version
 
 
-def _llama_manifest_draft(tmp_path, ids=(-1, 1, 4)):
+def _llama_manifest_draft(tmp_path, ids=(-1, 1, 4), eagle_ids=None):
     d = tmp_path / "llama-draft"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"],
-                                               "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2, 5]}}))
+    ec = {} if eagle_ids is None else {"eagle_aux_hidden_state_layer_ids": eagle_ids}
+    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": ec}))
     write_manifest(d, Manifest(ids, "LlamaForCausalLM", N_LAYERS, 64, {"source": "manual"}))
     return d
 
@@ -90,4 +90,76 @@ def test_the_verdict_says_the_plugin_refuses_an_unsupported_release(tmp_path, ca
     rc, out, _ = run(capsys, "inspect", d, "--sglang", unsupported.version, "--json")
     r = json.loads(out)
     assert "feeds the manifest's ids instead" not in r["summary"]
-    assert f"refuses to start on SGLang {unsupported.version}" in r["summary"]
+    assert "plugin refuses to start" in r["summary"] and f"SGLang {unsupported.version} is a release" in r["summary"]
+
+
+def test_the_verdict_says_the_plugin_refuses_stock_ids_that_contradict_the_manifest(tmp_path, capsys, monkeypatch):
+    # the server refuses a manifest next to eagle_config ids that mean other layers to the serving release
+    # (policy.declared_ids); inspect used to say the plugin would feed the manifest's ids instead
+    monkeypatch.setattr("sglang_eagle3_capture.doctor.inspect.plugin_installed", lambda: True)
+    d = _llama_manifest_draft(tmp_path, eagle_ids=[1, 2, 5])
+    rc, out, _ = run(capsys, "inspect", d, "--json")
+    r = json.loads(out)
+    assert r["verdict"] == "mis-wired" and "feeds the manifest's ids instead" not in r["summary"]
+    assert "plugin refuses to start" in r["summary"] and "field 'layer_ids'" in r["summary"]
+
+
+class _Eagle3:
+    """Stands in for SGLang's SpeculativeAlgorithm.EAGLE3 (what resolve_target_capture asks of it)."""
+
+    name = "EAGLE3"
+
+    def is_eagle(self):
+        return True
+
+    is_eagle3 = is_eagle
+
+    def is_standalone(self):
+        return False
+
+
+AGREEMENT_CASES = {  # manifest ids, the draft config's eagle_config
+    "manifest alone": ((-1, 1, 4), {}),
+    "manifest without the embedding": ((1, 2, 4), {}),
+    "manifest and stock ids": ((-1, 1, 4), {"eagle_aux_hidden_state_layer_ids": [0, 2, 5]}),
+    "manifest and shifted stock ids": ((-1, 1, 4), {"eagle_aux_hidden_state_layer_ids": [1, 2, 5]}),
+    "manifest and marked ids": ((5, 1), {"eagle_aux_hidden_state_layer_ids": [5, 1],
+                                          "eagle_aux_hidden_state_layer_ids_convention":
+                                              "sglang-eagle3-capture/layer-id"}),
+    "manifest and other marked ids": ((5, 1), {"eagle_aux_hidden_state_layer_ids": [1, 5],
+                                                "eagle_aux_hidden_state_layer_ids_convention":
+                                                    "sglang-eagle3-capture/layer-id"}),
+}
+
+
+@pytest.mark.parametrize("release", [r.version for r in releases.supported()])
+def test_inspect_and_the_server_decide_alike(tmp_path, capsys, monkeypatch, release):
+    """For every supported release and case, inspect says the plugin refuses exactly when the server's resolution
+    (resolve_target_capture, on the same files) refuses, with the same error."""
+    from types import SimpleNamespace
+
+    from sglang_eagle3_capture.doctor.inspect import inspect_draft
+    from sglang_eagle3_capture.errors import Eagle3CaptureError
+    from sglang_eagle3_capture.serving.resolution import resolve_target_capture
+
+    monkeypatch.setattr("sglang_eagle3_capture.doctor.inspect.plugin_installed", lambda: True)
+    target = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": N_LAYERS, "hidden_size": 64}
+    refused = set()
+    for i, (name, (ids, ec)) in enumerate(AGREEMENT_CASES.items()):
+        d = tmp_path / f"d{i}"
+        d.mkdir()
+        cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": ec}
+        (d / "config.json").write_text(json.dumps(cfg))
+        write_manifest(d, Manifest(ids, "LlamaForCausalLM", N_LAYERS, 64, {"source": "manual"}))
+        summary = inspect_draft(d, sglang_version=release).summary
+        try:
+            declared = resolve_target_capture(
+                config=SimpleNamespace(eagle_use_aux_hidden_state=True), server_args=SimpleNamespace(),
+                model_config=SimpleNamespace(hf_config=target), spec_algorithm=_Eagle3(), is_draft_worker=False,
+                draft_path=str(d), draft_hf_config=lambda cfg=cfg: cfg, release=releases.get(release))
+        except Eagle3CaptureError as e:
+            assert f"plugin refuses to start: {e}" in summary, (name, summary)
+            refused.add(name)
+        else:
+            assert declared.layer_ids == ids and "refuses" not in summary, (name, summary)
+    assert "manifest and other marked ids" in refused and "manifest and marked ids" not in refused

@@ -69,9 +69,11 @@ def test_an_unreadable_config_is_refused_naming_it(tmp_path, content):
 def test_the_armed_guard_refuses_a_draft_it_cannot_read(tmp_path, monkeypatch):
     os.mkfifo(tmp_path / "config.json")
     monkeypatch.setitem(guard._ARMED, "reason", "sglang 9.9 is not supported")
+    monkeypatch.setitem(guard._ARMED, "fix", "install sglang 0.5.23")
     monkeypatch.setitem(guard._ARMED, "error", UnsupportedSGLangVersion)
     sa = SimpleNamespace(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(tmp_path))
     with pytest.raises(UnsupportedSGLangVersion) as e:
         _bounded(lambda: guard.check(SimpleNamespace(server_args=sa, is_draft_worker=False)))
     msg = str(e.value)
-    assert "cannot be told" in msg and "config.json" in msg and "sglang 9.9 is not supported" in msg
+    assert "cannot be told" in e.value.problem and "sglang 9.9 is not supported" in e.value.problem
+    assert "config.json" in msg and e.value.fix
