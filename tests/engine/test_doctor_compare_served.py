@@ -95,9 +95,10 @@ def test_dump_without_matching_samples_is_a_clear_error(plugin_dump, samples, tm
         s["input_ids"] = s["input_ids"] + 1000
         torch.save(s, tmp_path / p.name)
     rc, _, err = run(capsys, "compare", "--dump", plugin_dump, "--data", tmp_path)
-    assert rc == 2 and "matches the tokens of any training sample" in err
+    assert rc == 2 and err.startswith(f"sglang-eagle3-capture: error: {plugin_dump}: ") and "fix:" in err
 
 
 def test_missing_dump_is_a_clear_error(tmp_path, samples, capsys):
     rc, _, err = run(capsys, "compare", "--dump", tmp_path, "--data", *samples)
-    assert rc == 2 and str(tmp_path) in err and "SGLANG_EAGLE3_CAPTURE_DUMP" in err
+    assert rc == 2 and err.startswith(f"sglang-eagle3-capture: error: {tmp_path}: ")
+    assert "SGLANG_EAGLE3_CAPTURE_DUMP" in err.split("; fix: ")[1]  # the fix says how to write a dump
