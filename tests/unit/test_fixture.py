@@ -96,6 +96,7 @@ def test_draft_config_and_manifest(info, target, fdir):
     assert cfg["eagle_aux_hidden_state_layer_ids"] == [hidden_state_index(i) for i in info["training_layer_ids"]]
 
 
+@pytest.mark.fixture  # re-measures from the committed weights (make quick leaves it out)
 def test_criteria_hold_when_remeasured(spec, info, target, fdir):
     """The spec's thresholds hold on the held-out split, and fixture.json recorded what the weights give."""
     criteria = remeasure(fdir, info, target)
@@ -108,6 +109,7 @@ def test_criteria_hold_when_remeasured(spec, info, target, fdir):
         assert drop >= spec.thresholds.min_embedding_drop, criteria
 
 
+@pytest.mark.fixture  # re-measures from the committed weights (make quick leaves it out)
 def test_committed_samples_are_the_targets_own_states(info, target, fdir):
     """Legacy-layout samples: ids, loss mask and every stored tensor recomputed from the committed target."""
     config = json.loads((fdir / "samples" / "data_config.json").read_text())
@@ -132,6 +134,7 @@ def test_committed_samples_are_the_targets_own_states(info, target, fdir):
     assert torch.equal(ref["target_ids"][:, :-1][generated], ref["ids"][:, 1:][generated])
 
 
+@pytest.mark.fixture  # re-measures from the committed weights (make quick leaves it out)
 def test_samples_cli_regenerates_the_committed_samples(info, tmp_path, fdir):
     """``python -m fixtures.samples`` rebuilds legacy-layout samples from the committed target."""
     proc = subprocess.run([sys.executable, "-m", "fixtures.samples", str(fdir / "target"), str(tmp_path), "--n", "3",

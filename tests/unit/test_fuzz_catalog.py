@@ -1,4 +1,10 @@
-"""The hostile-input audit's catalog (52 failure causes, 200 cases), one regression test per case.
+"""The hostile-input audit's catalog (159 of its 208 cases, the baselines included), one regression test per case.
+
+What stays is what only the command line shows end to end: special files, permissions (uid 65534), a full disk,
+concurrency, the JSON text itself (nesting, huge integers, duplicate keys, NaN, bytes that are not UTF-8), sizes and
+time bounds, checks that tie one file to another, printing. The cases that re-tested one declared field of one
+record (a wrong type, a bound, a missing or unknown key) went: test_fuzz_records.py proves those properties for
+every record in ``sglang_eagle3_capture.schemas.ALL`` at once.
 
 Each case builds one bad input from a valid one (tests/support/hostile_inputs.py) and runs one command through
 ``sglang_eagle3_capture.doctor.cli.main`` in this process. A bad input must end in exit 2 with one line on stderr
@@ -47,6 +53,8 @@ from support.hostile_inputs import (
     world_readable_dir,
     write,
 )
+
+pytestmark = pytest.mark.fuzz  # make quick leaves the catalog out; make test runs it
 
 # Cases whose cause is not fixed yet (case id -> cause): expected to fail, strictly (a case that starts passing must
 # be taken off). Empty once every cause is fixed.
@@ -185,11 +193,6 @@ def _(c):
     }
 
 
-@case("M07", "ok", "manifest: layer id 10**30")
-def _(c):
-    return {"argv": show(manifest_draft(c, lambda d: d.update(layer_ids=[-1, 0, 10**30]))), "names": M}
-
-
 @case("M08", "ok", "manifest: unknown top-level key")
 def _(c):
     return {"argv": show(manifest_draft(c, lambda d: d.update(extra=1))), "names": M}
@@ -215,11 +218,6 @@ def _(c):
         ),
         "names": M,
     }
-
-
-@case("M12", "ok", "manifest: provenance.original_ids of strings")
-def _(c):
-    return {"argv": show(manifest_draft(c, lambda d: d["provenance"].update(original_ids=["0"]))), "names": M}
 
 
 @case("M13", "#09", "manifest: is a directory (show says 'no layer manifest found')")
@@ -275,28 +273,16 @@ def _(c):
 
 
 @case(
-    "M19",
-    "#26",
-    "manifest: target.num_hidden_layers = 10**12: inspect never finishes (a loop over range(N))",
-    timeout=20,
-)
-def _(c):
-    d = manifest_draft(c, lambda d: d["target"].update(num_hidden_layers=10**12))
-    # fixed: bounded (the manifest reader refuses more layers than any model has; the loop is linear anyway)
-    return {"argv": inspect(d), "expect_override": (0, 1, 2), "max_secs": 5}
-
-
-@case(
     "M20",
     "#07",
     "manifest: provenance.note with ANSI escapes and a forged 'verdict: OK' line is printed raw",
-    expect=(2,),
+    expect=(0,),  # metadata: kept and shown escaped, never refused (issue 17)
 )
 def _(c):
     d = manifest_draft(
         c, lambda d: d["provenance"].update(note="\x1b[2J\x1b[32mall good\nverdict:     OK: forged\x1b]0;title\x07")
     )
-    return {"argv": show(d), "names": M}
+    return {"argv": show(d), "names": M, "forbid_out": "\nverdict:     OK: forged"}
 
 
 @case(
@@ -482,43 +468,10 @@ def _(c):
     }
 
 
-@case("W15", "#16", "manifest write: draft header: fc.weight shape is a string")
-def _(c):
-    d = c.cp("tiny/draft", "draft")
-    st_edit(d / "model.safetensors", lambda h: h["fc.weight"].update(shape="96"))
-    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors"}
-
-
 @case("W16", "#16", "manifest write: draft header: fc.weight shape []")
 def _(c):
     d = c.cp("tiny/draft", "draft")
     st_edit(d / "model.safetensors", lambda h: h["fc.weight"].update(shape=[]))
-    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors"}
-
-
-@case("W17", "#16", "manifest write: draft header: data_offsets hold a string")
-def _(c):
-    d = c.cp("tiny/draft", "draft")
-    st_edit(d / "model.safetensors", lambda h: h["fc.weight"].update(data_offsets=["0", 4]))
-    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors"}
-
-
-@case(
-    "W18",
-    "#16",
-    "manifest write: draft header: fc.weight shape [96, 288.0] (floats) accepted; shape [96, -288] accepted",
-    expect=(2,),
-)
-def _(c):
-    d = c.cp("tiny/draft", "draft")
-    st_edit(d / "model.safetensors", lambda h: h["fc.weight"].update(shape=[96, 288.0]))
-    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors"}
-
-
-@case("W39", "#16", "manifest write: draft header: a dtype that is a list (found by the fuzz suite: unhashable)")
-def _(c):
-    d = c.cp("tiny/draft", "draft")
-    st_edit(d / "model.safetensors", lambda h: h["fc.weight"].update(dtype=[]))
     return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors"}
 
 
@@ -561,20 +514,6 @@ def _(c):
     return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors"}
 
 
-@case("W22", "#18", "manifest write: shard index weight_map value is an integer")
-def _(c):
-    d = c.cp("tiny/draft", "draft")
-    jw(d / "model.safetensors.index.json", {"weight_map": {"fc.weight": 5}})
-    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors.index.json"}
-
-
-@case("W23", "#18", "manifest write: shard index weight_map value is null")
-def _(c):
-    d = c.cp("tiny/draft", "draft")
-    jw(d / "model.safetensors.index.json", {"weight_map": {"fc.weight": None}})
-    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors.index.json"}
-
-
 @case(
     "W24",
     "#19",
@@ -589,7 +528,8 @@ def _(c):
         d / "model.safetensors.index.json",
         {"weight_map": {k: "../other/model.safetensors" for k in h if k != "__metadata__"}},
     )
-    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors.index.json", "want_words": ["outside"]}
+    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors.index.json",
+            "want_words": ["field 'weight_map."]}
 
 
 @case("W25", "#19", "manifest write: shard index points at an absolute path: refused by accident, misleading message")
@@ -602,7 +542,8 @@ def _(c):
         d / "model.safetensors.index.json",
         {"weight_map": {k: str(o / "model.safetensors") for k in h if k != "__metadata__"}},
     )
-    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors.index.json", "want_words": ["outside"]}
+    return {"argv": write(d, c.b("tiny/target")), "names": "model.safetensors.index.json",
+            "want_words": ["field 'weight_map."]}
 
 
 @case("W26", "#10", "manifest write: shard index nested 100,000 deep")
@@ -682,63 +623,6 @@ def _(c):
 # ---- draft config readers (formats, stock_wiring, draft_config.DraftConfig, draft_model) ----
 
 
-def tiny_cfg(c: Ctx, fn) -> Path:
-    d = c.cp("tiny/draft", "draft")
-    edit_json(d / "config.json", fn)
-    return d
-
-
-@case("I01", "#25", "inspect: draft eagle_config ids are a string (stock_sglang_capture: tuple('0,1,2') / str + 1)")
-def _(c):
-    return {
-        "argv": inspect(tiny_cfg(c, lambda x: x.update(eagle_config={"eagle_aux_hidden_state_layer_ids": "0,1,2"}))),
-        "names": "config.json",
-    }
-
-
-@case("I02", "#25", "inspect: draft eagle_config ids are an integer")
-def _(c):
-    return {
-        "argv": inspect(tiny_cfg(c, lambda x: x.update(eagle_config={"eagle_aux_hidden_state_layer_ids": 5}))),
-        "names": "config.json",
-    }
-
-
-@case("I03", "#25", "inspect: draft eagle_config ids are lists (unhashable)")
-def _(c):
-    return {
-        "argv": inspect(
-            tiny_cfg(c, lambda x: x.update(eagle_config={"eagle_aux_hidden_state_layer_ids": [[0], [1], [2]]}))
-        ),
-        "names": "config.json",
-    }
-
-
-@case("I04", "#25", "inspect: draft eagle_config ids are numeric strings")
-def _(c):
-    return {
-        "argv": inspect(
-            tiny_cfg(c, lambda x: x.update(eagle_config={"eagle_aux_hidden_state_layer_ids": ["1", "2", "3"]}))
-        ),
-        "names": "config.json",
-    }
-
-
-@case(
-    "I05",
-    "#25",
-    "verify: draft eagle_config ids are a string (same stock_sglang_capture crash, after loading the model)",
-)
-def _(c):
-    return {
-        "argv": verify(
-            tiny_cfg(c, lambda x: x.update(eagle_config={"eagle_aux_hidden_state_layer_ids": "012"})),
-            c.b("tiny/samples"),
-        ),
-        "names": "config.json",
-    }
-
-
 @case("I06", "#10", "inspect: draft config.json nested 100,000 deep")
 def _(c):
     d = c.cp("tiny/draft", "draft")
@@ -758,13 +642,6 @@ def _(c):
     (d / "config.json").unlink()
     (d / "config.json").mkdir()
     return {"argv": inspect(d), "names": "config.json"}
-
-
-@case("I09", "#16", "inspect: draft header fc.weight shape is a string (check_fc_width: str % int)")
-def _(c):
-    d = c.cp("tiny/draft", "draft")
-    st_edit(d / "model.safetensors", lambda h: h["fc.weight"].update(shape="abc"))
-    return {"argv": inspect(d), "names": "model.safetensors"}
 
 
 @case(
@@ -831,52 +708,11 @@ def _(c):
     return {"argv": verify(d, c.b("tiny/samples")), "names": "config.json"}
 
 
-@case("V03", "#12", "verify: draft config.json is a JSON list")
-def _(c):
-    d = c.cp("tiny/draft", "draft")
-    (d / "config.json").write_text("[1]")
-    return {"argv": verify(d, c.b("tiny/samples")), "names": "config.json"}
-
-
 @case("V04", "#12", "verify: draft config.json not UTF-8")
 def _(c):
     d = c.cp("tiny/draft", "draft")
     (d / "config.json").write_bytes(b'{"a": "\xff"}')
     return {"argv": verify(d, c.b("tiny/samples")), "names": "config.json"}
-
-
-@case("V05", "#22", "verify: draft hidden_size 'abc' (int('abc'))")
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(hidden_size="abc")), c.b("tiny/samples")),
-        "names": "config.json",
-    }
-
-
-@case("V06", "#22", "verify: draft num_attention_heads 0 (ZeroDivisionError)")
-def _(c):
-    return {
-        "argv": verify(
-            tiny_cfg(c, lambda x: (x.update(num_attention_heads=0), x.pop("head_dim"))), c.b("tiny/samples")
-        ),
-        "names": "config.json",
-    }
-
-
-@case("V07", "#22", "verify: draft rope_parameters is a list (AttributeError)")
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(rope_parameters=[1])), c.b("tiny/samples")),
-        "names": "config.json",
-    }
-
-
-@case("V08", "#22", "verify: draft eagle_config is a list (AttributeError)")
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(eagle_config=[1])), c.b("tiny/samples")),
-        "names": "config.json",
-    }
 
 
 @case("V09", "#22", "verify: draft hidden_size 1e400 (inf: OverflowError)")
@@ -885,51 +721,6 @@ def _(c):
     p = d / "config.json"
     p.write_text(p.read_text().replace('"hidden_size": 96', '"hidden_size": 1e400'))
     return {"argv": verify(d, c.b("tiny/samples")), "names": "config.json"}
-
-
-@case("V10", "#22", "verify: draft architectures is an integer")
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(architectures=5)), c.b("tiny/samples")),
-        "names": "config.json",
-    }
-
-
-@case("V11", "#22", "verify: draft rms_norm_eps 'x'")
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(rms_norm_eps="x")), c.b("tiny/samples")),
-        "names": "config.json",
-    }
-
-
-@case("V12", "#22", "verify: draft intermediate_size -5 (torch RuntimeError building the model)")
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(intermediate_size=-5)), c.b("tiny/samples")),
-        "names": "config.json",
-    }
-
-
-@case(
-    "V13",
-    "#23",
-    "verify: draft vocab_size 2**31 (the model is allocated from config before any weight shape is checked)",
-    timeout=90,
-)
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(vocab_size=2**31)), c.b("tiny/samples")),
-        "names": "config.json",
-    }
-
-
-@case("V14", "#22", "verify: draft hidden_size 96.9 silently truncated to 96 (int())", expect=(2,))
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(hidden_size=96.9)), c.b("tiny/samples")),
-        "names": "config.json",
-    }
 
 
 @case("V15", "#24", "verify: draft d2t tensor has the wrong shape (load_state_dict RuntimeError)")
@@ -1003,13 +794,6 @@ def _(c):
     s = c.cp("tiny/samples", "samples")
     (s / "sample_lengths.json").write_text(deep())
     return {"argv": verify(c.b("tiny/draft"), s), "names": "sample_lengths.json"}
-
-
-@case("V24", "#14", "verify: data_config.json hidden_states is a list (AttributeError)")
-def _(c):
-    s = c.cp("tiny/samples", "samples")
-    jw(s / "data_config.json", {"hidden_states": [1]})
-    return {"argv": verify(c.b("tiny/draft"), s), "names": "data_config.json"}
 
 
 @case("V25", "#13", "verify: data_config.json not UTF-8")
@@ -1176,16 +960,6 @@ def _(c):
     }
 
 
-@case("V43", "#16", "verify --target: target header dtype 'XYZ' (safe_open SafetensorError in load_target_tensor)")
-def _(c):
-    t = c.cp("tiny/target", "target")
-    st_edit(t / "model.safetensors", lambda h: h["model.embed_tokens.weight"].update(dtype="XYZ"))
-    return {
-        "argv": verify(c.b("tiny/draft"), c.b("tiny/samples"), extra=["--target", str(t)]),
-        "names": "model.safetensors",
-    }
-
-
 @case("V44", "#16", "verify --target: target header offsets disagree with shape (data_offsets span != numel*size)")
 def _(c):
     t = c.cp("tiny/target", "target")
@@ -1222,13 +996,6 @@ def _(c):
     return {"argv": verify(c.b("tiny/draft"), s), "names": "data_5.pt"}
 
 
-@case("V48", "#08", "verify: SampleError messages carry no 'fix:' (missing key)")
-def _(c):
-    s = c.cp("tiny/samples", "samples")
-    torch_edit(s / "data_0.pt", lambda x: x.pop("loss_mask"))
-    return {"argv": verify(c.b("tiny/draft"), s), "names": "data_0.pt", "need_fix": True}
-
-
 @case("V49", "#11", "verify: sample_lengths.json with two '0' keys (last wins)")
 def _(c):
     s = c.cp("tiny/samples", "samples")
@@ -1249,27 +1016,6 @@ def dump_copy(c: Ctx) -> tuple[Path, Path, Path]:
 def _(c):
     d, _, meta = dump_copy(c)
     meta.write_text("{")
-    return {"argv": compare(d, c.b("tiny/samples")), "names": meta.name}
-
-
-@case("D02", "#15", "compare: dump metadata is a JSON list (meta.get)")
-def _(c):
-    d, _, meta = dump_copy(c)
-    meta.write_text("[]")
-    return {"argv": compare(d, c.b("tiny/samples")), "names": meta.name}
-
-
-@case("D03", "#15", "compare: dump metadata layer_ids is an integer (tuple(5))")
-def _(c):
-    d, _, meta = dump_copy(c)
-    edit_json(meta, lambda m: m.update(layer_ids=5))
-    return {"argv": compare(d, c.b("tiny/samples")), "names": meta.name}
-
-
-@case("D04", "#15", "compare: dump metadata layer_ids are lists (unhashable)")
-def _(c):
-    d, _, meta = dump_copy(c)
-    edit_json(meta, lambda m: m.update(layer_ids=[[1], [2], [3]]))
     return {"argv": compare(d, c.b("tiny/samples")), "names": meta.name}
 
 
@@ -1361,13 +1107,6 @@ def _(c):
     return {"argv": compare(d, c.b("tiny/samples")), "names": t.name}
 
 
-@case("D17", "ok", "compare: dump batch without positions")
-def _(c):
-    d, t, _ = dump_copy(c)
-    sf_edit(t, lambda x: x.pop("positions"))
-    return {"argv": compare(d, c.b("tiny/samples")), "names": t.name}
-
-
 @case(
     "D18", "#39", "compare: dumped aux rows NaN: exit 1 'matches no training tensor' (a corrupt dump read as mis-wired)"
 )
@@ -1400,30 +1139,6 @@ def tl(fn):
     return lambda x: fn(x["transformer_layer_config"])
 
 
-@case("X01", "#41", "convert: speculators architectures [[1]] (set() of a list)")
-def _(c):
-    return {
-        "argv": convert(spec(c, lambda x: x.update(architectures=[[1]])), c.p("out"), c.b("kimi")),
-        "names": "config.json",
-    }
-
-
-@case("X02", "#41", "convert: transformer_layer_config.layer_types = 5 (`in` on an int)")
-def _(c):
-    return {
-        "argv": convert(spec(c, tl(lambda t: t.update(layer_types=5))), c.p("out"), c.b("kimi")),
-        "names": "config.json",
-    }
-
-
-@case("X03", "#41", "convert: speculators_config is a list, no --target (AttributeError)")
-def _(c):
-    return {
-        "argv": ["convert", str(spec(c, lambda x: x.update(speculators_config=["x"]))), str(c.p("out"))],
-        "names": "config.json",
-    }
-
-
 @case("X04", "#41", "convert: speculators_config.verifier.name_or_path = 5, no --target (Path(5))")
 def _(c):
     return {
@@ -1434,55 +1149,6 @@ def _(c):
         ],
         "names": "config.json",
     }
-
-
-@case("X05", "#42", "convert: transformer_layer_config without hidden_size (KeyError in expected_eagle3_tensors)")
-def _(c):
-    return {
-        "argv": convert(spec(c, tl(lambda t: t.pop("hidden_size"))), c.p("out"), c.b("kimi")),
-        "names": "config.json",
-    }
-
-
-@case("X06", "#42", "convert: num_attention_heads 0 and no head_dim (ZeroDivisionError)")
-def _(c):
-    return {
-        "argv": convert(
-            spec(c, tl(lambda t: (t.update(num_attention_heads=0), t.pop("head_dim")))), c.p("out"), c.b("kimi")
-        ),
-        "names": "config.json",
-    }
-
-
-@case("X07", "#42", "convert: num_attention_heads '4' (str // int)")
-def _(c):
-    return {
-        "argv": convert(
-            spec(c, tl(lambda t: (t.update(num_attention_heads="4"), t.pop("head_dim")))), c.p("out"), c.b("kimi")
-        ),
-        "names": "config.json",
-    }
-
-
-@case("X08", "#42", "convert: SpecForge config without hidden_size (KeyError)")
-def _(c):
-    d = c.cp("sf_draft", "src")
-    edit_json(d / "config.json", lambda x: x.pop("hidden_size"))
-    return {"argv": convert(d, c.p("out"), c.b("dsv3") / "config.json"), "names": "config.json"}
-
-
-@case("X09", "ok", "convert: header __metadata__ is a string (dict('abc'))")
-def _(c):
-    d = spec(c)
-    st_edit(d / "model.safetensors", lambda h: h.update(__metadata__="abc"))
-    return {"argv": convert(d, c.p("out"), c.b("kimi")), "names": "model.safetensors"}
-
-
-@case("X10", "ok", "convert: header __metadata__ with a non-string value (save_file refuses)")
-def _(c):
-    d = spec(c)
-    st_edit(d / "model.safetensors", lambda h: h.update(__metadata__={"format": "pt", "step": 5}))
-    return {"argv": convert(d, c.p("out"), c.b("kimi")), "names": "model.safetensors"}
 
 
 def shard(c: Ctx, paths: dict[str, str]) -> Path:
@@ -1532,7 +1198,7 @@ def _(c):
         "argv": convert(d, out, c.b("kimi")),
         "names": "model.safetensors.index.json",
         "check": check,
-        "want_words": ["subdirector", "outside"],
+        "want_words": ["field 'weight_map."],
     }
 
 
@@ -1544,7 +1210,8 @@ def _(c):
 def _(c):
     d = shard(c, {"a": "../elsewhere/s1.safetensors", "b": "s2.safetensors"})
     out = c.p("out")
-    return {"argv": convert(d, out, c.b("kimi")), "names": "model.safetensors.index.json", "want_words": ["outside"]}
+    return {"argv": convert(d, out, c.b("kimi")), "names": "model.safetensors.index.json",
+            "want_words": ["field 'weight_map."]}
 
 
 @case("X13", "#43", "convert: DST is a symlink to an empty directory (rmdir on a symlink)")
@@ -1636,13 +1303,6 @@ def _(c):
     return {"argv": convert(d, c.p("out"), c.b("kimi")), "names": "model.safetensors"}
 
 
-@case("X23", "ok", "convert: SRC header dtype 'XYZ' (load_file error is wrapped)")
-def _(c):
-    d = spec(c)
-    st_edit(d / "model.safetensors", lambda h: h["fc.weight"].update(dtype="XYZ"))
-    return {"argv": convert(d, c.p("out"), c.b("kimi")), "names": "model.safetensors"}
-
-
 @case("X24", "#10", "convert: SRC config.json nested 100,000 deep")
 def _(c):
     d = spec(c)
@@ -1662,20 +1322,6 @@ def _(c):
         )
     )
     return {"argv": convert(d, c.p("out"), c.b("kimi")), "names": "config.json"}
-
-
-@case(
-    "X26",
-    "#42",
-    "convert: transformer_layer_config.hidden_size '64' (string): refused only by a confusing shape message",
-    expect=(2,),
-)
-def _(c):
-    return {
-        "argv": convert(spec(c, tl(lambda t: t.update(hidden_size="64"))), c.p("out"), c.b("kimi")),
-        "names": "config.json",
-        "want_words": ["hidden_size"],
-    }
 
 
 @case("X27", "#47", "convert: a header with 30,000 tensor names (_name_map is quadratic)", timeout=300)
@@ -1719,25 +1365,6 @@ def _(c):
         "names": "data_0.pt",
         "want_words": ["fifo", "not a regular file"],
     }
-
-
-@case("V51", "#14", "verify: sample_lengths.json is a JSON list: the length check is skipped silently, exit 0")
-def _(c):
-    s = c.cp("tiny/samples", "samples")
-    jw(s / "sample_lengths.json", [1, 2, 3])
-    return {"argv": verify(c.b("tiny/draft"), s), "names": "sample_lengths.json"}
-
-
-@case(
-    "V52",
-    "#14",
-    "verify: sample_lengths.json says '32' (a string): reported as a length disagreement, not a type error",
-    expect=(2,),
-)
-def _(c):
-    s = c.cp("tiny/samples", "samples")
-    edit_json(s / "sample_lengths.json", lambda x: x.update({"0": "32"}))
-    return {"argv": verify(c.b("tiny/draft"), s), "names": "sample_lengths.json", "want_words": ["integer"]}
 
 
 @case("X29", "#01", "convert: DST's parent is a regular file (mkdir NotADirectoryError/FileExistsError)")
@@ -1839,18 +1466,6 @@ def _(c):
     return {"argv": verify(c.b("tiny/draft"), c.p("data")), "names": "run1", "want_words": ["symlink"]}
 
 
-@case(
-    "V55",
-    "#22",
-    "verify: draft num_hidden_layers 0: a draft without layers is built, its weights ignored; verdict exit 1",
-)
-def _(c):
-    return {
-        "argv": verify(tiny_cfg(c, lambda x: x.update(num_hidden_layers=0)), c.b("tiny/samples")),
-        "names": "config.json",
-    }
-
-
 @case("V56", "ok", "verify: hs_*.safetensors with float token_ids")
 def _(c):
     s = c.cp("hs", "hs")
@@ -1865,32 +1480,11 @@ def _(c):
     return {"argv": verify(c.b("tiny/draft"), s), "names": "hs_0.safetensors"}
 
 
-@case("V58", "ok", "verify: SpecForge .ckpt with input_ids as a Python list")
-def _(c):
-    s = c.cp("ck", "ck")
-    torch_edit(s / "data_0.ckpt", lambda x: x.update(input_ids=x["input_ids"].tolist()))
-    return {"argv": verify(c.b("tiny/draft"), s), "names": "data_0.ckpt"}
-
-
 @case("V59", "ok", "verify: SpecForge .ckpt with a loss_mask of the wrong length")
 def _(c):
     s = c.cp("ck", "ck")
     torch_edit(s / "data_0.ckpt", lambda x: x.update(loss_mask=x["loss_mask"][:3].clone()))
     return {"argv": verify(c.b("tiny/draft"), s), "names": "data_0.ckpt"}
-
-
-@case("V60", "ok", "verify: legacy hidden_states is a dict")
-def _(c):
-    s = c.cp("tiny/samples", "samples")
-    torch_edit(s / "data_0.pt", lambda x: x.update(hidden_states={"a": x["input_ids"]}))
-    return {"argv": verify(c.b("tiny/draft"), s), "names": "data_0.pt"}
-
-
-@case("V61", "ok", "verify: data_config.json layer_ids with a bool")
-def _(c):
-    s = c.cp("tiny/samples", "samples")
-    jw(s / "data_config.json", {"hidden_states": {"layer_ids": [True, 0, 1, 6]}})
-    return {"argv": verify(c.b("tiny/draft"), s), "names": "data_config.json"}
 
 
 @case("V62", "ok", "verify --target: target model.safetensors truncated")
@@ -2049,6 +1643,8 @@ def _judge(cs: Case, spec: dict, r: Result) -> list[str]:
         max_secs=spec.get("max_secs", 20.0),
         max_err_bytes=spec.get("max_err_bytes", 4096),
     )
+    if spec.get("forbid_out") and spec["forbid_out"] in r.out:
+        found.append(f"printed {spec['forbid_out']!r}")
     if spec.get("check"):
         msg = spec["check"]()
         if msg:

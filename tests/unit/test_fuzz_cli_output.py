@@ -87,18 +87,16 @@ def test_a_directory_name_the_terminal_cannot_encode(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("note", ["ok\x1b[2J", "ok\nverdict:     OK: forged", "\u202eevil", "bell\x07"])
 def test_control_characters_never_reach_the_terminal(tmp_path, note):
+    """provenance.note is metadata: kept as written (JSON escapes it on disk), shown escaped, never refused."""
     draft = tmp_path / "draft"
     shutil.copytree(FIXTURE / "draft", draft)
     r = run_cli(["manifest", "write", draft, "--layer-ids=-1,0,1", "--target", FIXTURE / "target", "--force",
                  "--note", note])
-    if note.isprintable() or note.startswith("\u202e"):  # printable text (or a format character) is kept
-        assert r.rc == 0
-        shown = run_cli(["manifest", "show", draft])
-        assert shown.rc == 0 and "\x1b" not in shown.out and "forged" not in shown.out
-    else:
-        assert r.rc == 2 and "provenance.note" in r.err and "control character" in r.err and "\x1b" not in r.err
-    doc = json.loads((draft / M).read_text())
-    assert "\x1b" not in doc["provenance"].get("note", "")
+    assert r.rc == 0, r.err
+    assert json.loads((draft / M).read_text())["provenance"]["note"] == note
+    shown = run_cli(["manifest", "show", draft])
+    assert shown.rc == 0 and "\x1b" not in shown.out and "\x07" not in shown.out
+    assert "\nverdict:     OK: forged" not in shown.out  # the newline is shown as \n: no forged report line
 
 
 def test_paths_with_newlines_and_escapes_stay_on_one_line(tmp_path):

@@ -42,6 +42,8 @@ from support.hostile_inputs import (
     write,
 )
 
+pytestmark = pytest.mark.fuzz  # make quick leaves it out; make test runs it
+
 MAX_SECS = 15.0  # per command: the inputs are small, so anything slower is a hang or a quadratic trap
 ANY = (0, 1, 2, 3)
 

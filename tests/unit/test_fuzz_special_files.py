@@ -29,6 +29,8 @@ from support.hostile_inputs import (
     write,
 )
 
+pytestmark = pytest.mark.fuzz  # real processes on special files: make quick leaves them out
+
 KINDS = ("directory", "fifo", "socket", "device", "symlink loop", "dangling symlink")
 
 

@@ -3,12 +3,14 @@ network, the engine tier is exactly what ``-m engine`` selects, no test module i
 support/), and what the benchmarks share with the tests lives in harness/, which imports nothing from tests/."""
 
 import ast
+import importlib.util
 import socket
 import subprocess
 import sys
 import tomllib
 from fnmatch import fnmatch
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -100,13 +102,25 @@ def test_importing_every_unit_module_leaves_sglang_unimported():
 
 
 def test_the_engine_marker_selects_exactly_the_engine_tier():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
-                           "engine", "tests"],
-                          env=subprocess_env(), cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    ids = [line for line in proc.stdout.splitlines() if "::" in line]
-    files = {i.split("::")[0] for i in ids}
-    assert files == {f"tests/engine/{p.name}" for p in _test_modules("engine")}
+    """tests/engine/conftest.py marks every item collected from tests/engine (and only those) ``engine``, and no
+    module elsewhere marks itself ``engine`` (checked without collecting the suite, which imports SGLang)."""
+    spec = importlib.util.spec_from_file_location("engine_conftest", TESTS_DIR / "engine" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    items = [SimpleNamespace(path=TESTS_DIR / tier / "test_x.py", marks=[]) for tier in TIERS]
+    for item in items:
+        item.add_marker = item.marks.append
+    conftest.pytest_collection_modifyitems(items)
+    assert conftest.pytest_collection_modifyitems.pytest_impl["tryfirst"]  # marks before -m deselects
+    assert [[m.name for m in item.marks] for item in items] == [[], [], ["engine"]]
+    elsewhere = [p.name for t in TIERS if t != "engine" for p in _test_modules(t) if _marks_engine(p)]
+    assert elsewhere == []
+
+
+def _marks_engine(path: Path) -> bool:
+    """``path`` names ``<...>.mark.engine`` in code (a decorator or ``pytestmark``)."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "engine" and isinstance(n.value, ast.Attribute)
+               and n.value.attr == "mark" for n in ast.walk(ast.parse(path.read_text(), str(path))))
 
 
 def _outside_tests() -> list[Path]:
