@@ -86,7 +86,15 @@ def test_no_test_module_imports_another():
 
 def test_importing_every_unit_module_leaves_sglang_unimported():
     """A fresh interpreter (``fixtures`` and ``support`` importable, as pytest's ``pythonpath`` makes them) runs
-    tests/conftest.py, then imports every unit test module."""
+    tests/conftest.py, then imports every unit test module. When this session collected exactly the unit tier
+    (``pytest tests/unit``, make quick), this process is that interpreter already: pytest imported conftest.py and
+    every unit module before the first test ran, so sglang must be absent here (a unit test that imports it fails
+    on its own, tests/unit/conftest.py)."""
+    imported = _imported_test_modules()
+    if imported >= {p.resolve() for p in _test_modules("unit")} and all(TESTS_DIR / "unit" in p.parents
+                                                                       for p in imported):
+        assert sorted(m for m in sys.modules if _is_sglang(m)) == []
+        return
     code = "\n".join([
         "import importlib.util, sys",
         "for path in sys.argv[1:]:",
@@ -99,6 +107,13 @@ def test_importing_every_unit_module_leaves_sglang_unimported():
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _imported_test_modules() -> set[Path]:
+    """The test modules this process has imported (pytest imports each collected module, deselected or not)."""
+    files = (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+    return {Path(f).resolve() for f in files if f and Path(f).name.startswith("test_")
+            and TESTS_DIR in Path(f).resolve().parents}
 
 
 def test_the_engine_marker_selects_exactly_the_engine_tier():
