@@ -13,12 +13,12 @@ B2  sglang.srt.speculative.draft_utils
     ``DraftBackendFactory.create_draft_extend_backend``: its backend map has no torch_native entry
     ("EAGLE is not supported in attention backend torch_native"). We add one: SGLang's own
     TorchNativeAttnBackend on the draft runner. Only the draft-extend call gets it; multi-step draft
-    decode (speculative_num_steps >= 2) stays unsupported and keeps SGLang's error.
+    decode (speculative_num_steps >= 2) is B7's.
 B3  sglang.srt.layers.attention.torch_native_backend
     ``TorchNativeAttnBackend.forward_extend`` in TARGET_VERIFY mode: the verify batch carries no
     extend_prefix_lens/extend_seq_lens. For topk == 1 the draft "tree" is a chain, so verify is a plain
     causal extend of ``num_draft_tokens`` tokens after ``seq_lens`` committed ones; we fill those lengths
-    in. topk > 1 needs a tree mask and raises.
+    in. topk > 1 needs a tree mask: B8 takes those batches before they reach B3 (B3 alone raises).
 B4  sglang.srt.distributed.parallel_state
     ``init_model_parallel_group`` defaults ``use_pynccl`` to True, and ``GroupCoordinator.__init__`` then builds
     a PyNcclCommunicator when ``world_size > 1``, which fails on CPU ("Expected a cuda device, but got: cpu").
@@ -41,6 +41,36 @@ B6  sglang.srt.models.minimax_m2
     (minimax_m2.py:203-285), which assert CUDA inputs. We replace the two module functions with torch ops of
     the same maths: per-row sums of squares of q and k in a padded fp32 vector, then
     ``x * rsqrt(sum_sq / D / tp_world + eps) * w`` in fp32, cast back.
+
+B7  sglang.srt.speculative.draft_utils
+    ``DraftBackendFactory.create_decode_backend`` (speculative_num_steps >= 2): its map has no torch_native entry
+    ("EAGLE is not supported in decode attention backend torch_native"). We add one, as B2 does for draft
+    extend: ``sglang_cpu_multistep.TorchNativeMultiStepDraftBackend``, one TorchNativeAttnBackend per draft
+    step (steps - 1 of them) that reads an expanded req_to_token, one row per (request, branch): the
+    request's committed slots, then its branch's draft slots ``seq_len + branch * num_steps + step`` (the
+    layout SGLang's Triton ``generate_draft_decode_kv_indices`` reads; intel_amx builds the same table).
+    The step's seq_len is ``seq_len + step + 1``; the KV write and the SDPA are SGLang's own forward_decode.
+B8  sglang.srt.layers.attention.torch_native_backend
+    ``TorchNativeAttnBackend.forward_extend`` in TARGET_VERIFY with topk > 1 (a token tree): each request's
+    ``num_draft_tokens`` queries attend to its committed prefix and, among the draft tokens, to those the
+    tree mask in ``spec_info.custom_mask`` marks (ancestors and self). On CPU SGLang builds that mask as
+    QLEN_ONLY, ``bs * n * n`` (speculative/eagle_utils.py:132 ``default_tree_mask_mode``); the FULL_MASK
+    layout is read too. KV is written as forward_extend writes it; SDPA with the boolean mask, per request.
+    topk == 1 batches and every other mode go to B3/B5 below it. No attention sinks or sliding window here.
+
+    Why torch_native (B7, B8) and not SGLang's ``triton`` backend under TRITON_INTERPRET=1, measured on this
+    2-core CPU, 2 prompts x 16 greedy tokens, fp32: with the CPU runtime's TRITON_INTERPRET=1 the triton
+    backend gets past "0 active drivers", but (1) on fixtures/tiny (DeepSeek MLA, kv_lora_rank 32 + rope 16)
+    the first decode fails: ``InterpreterError: ValueError('Cannot make_shape_compatible: incompatible
+    dimensions at index 1: 32 and 64')`` at sglang/kernels/ops/attention/decode_attention.py:762 (``acc +=
+    tl.dot(p.to(v.dtype), v)``; with MLA v is k transposed, and lines 823-833 pad Lk=48 to 64 but Lv=32 to
+    32, special-casing only Lk 576 and 288); (2) on fixtures/tiny-llama it runs but a generate takes 31-36 s
+    against 0.6-3 s with torch_native (startup ~23 s either way), and its tree verify (steps 3, topk 2, 6
+    draft tokens) is not greedy-equal to no speculation (prompt 0 diverges at token 3; the CPU builds the
+    QLEN_ONLY mask the triton kernels do not read). torch_native with B7/B8 is greedy-equal on both fixtures
+    for (steps, topk, draft tokens) = (1,1,2) (3,1,4) (5,1,6) (3,2,6) (4,4,16) (2,4,8), generates in 1-13 s
+    and keeps time to first output at engine startup (25-45 s) plus about 1-5 s
+    (tests/engine/test_cpu_multistep.py).
 
 ``apply()`` imports the patched modules and patches them now. ``install_import_hook()`` (called by
 ``sitecustomize.py`` in this folder at interpreter start-up) patches each module right after it is first
@@ -274,18 +304,111 @@ def patch_no_pynccl_on_cpu(parallel_state_module):
     _once(parallel_state_module, _patch)
 
 
+def patch_multistep_draft_backend(draft_utils_module):
+    """B7: give DraftBackendFactory's multi-step draft decode map a torch_native entry (see the module doc).
+
+    Same mechanism as B2, for ``create_decode_backend`` only: the entry is our
+    ``sglang_cpu_multistep.TorchNativeMultiStepDraftBackend``, returned as ``(stamp, backend)`` where
+    ``_create_backend`` has ``stamps_children`` (0.5.18+), bare and stamped here before.
+    """
+    m = draft_utils_module
+    if getattr(m, "_sglang_cpu_runtime_multistep_patched", False):
+        return
+    import functools
+    import inspect
+
+    factory = m.DraftBackendFactory
+    original_create = factory._create_backend
+    original_decode = factory.create_decode_backend
+    returns_pair = "stamps_children" in inspect.signature(original_create).parameters
+
+    def _torch_native(self):
+        from sglang_cpu_multistep import TorchNativeMultiStepDraftBackend
+
+        backend = TorchNativeMultiStepDraftBackend(self.draft_model_runner, self.topk, self.speculative_num_steps)
+        if returns_pair:
+            return "torch_native", backend
+        for b in (backend, *backend.attn_backends):
+            b.prefill_attention_backend_str = b.decode_attention_backend_str = "torch_native"
+        return backend
+
+    @functools.wraps(original_decode)
+    def create_decode_backend(self, *args, **kwargs):
+        self._cpu_shim_in_draft_decode = True
+        try:
+            return original_decode(self, *args, **kwargs)
+        finally:
+            self._cpu_shim_in_draft_decode = False
+
+    @functools.wraps(original_create)  # B2, applied after this, reads the original signature through it
+    def _create_backend(self, backend_name, backend_map, error_template, *args, **kwargs):
+        if getattr(self, "_cpu_shim_in_draft_decode", False) and "torch_native" not in backend_map:
+            backend_map = {**backend_map, "torch_native": lambda: _torch_native(self)}
+        return original_create(self, backend_name, backend_map, error_template, *args, **kwargs)
+
+    factory._create_backend = _create_backend
+    factory.create_decode_backend = create_decode_backend
+    m._sglang_cpu_runtime_multistep_patched = True
+
+
+def patch_tree_verify(torch_native_module):
+    """B8: TorchNativeAttnBackend.forward_extend runs TARGET_VERIFY over a token tree (topk > 1) with the tree
+    mask from ``spec_info.custom_mask``; everything else goes to the forward_extend below it (B3, B5)."""
+    m = torch_native_module
+    if getattr(m, "_sglang_cpu_runtime_tree_verify_patched", False):
+        return
+    cls = m.TorchNativeAttnBackend
+    below = cls.forward_extend
+
+    def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
+        spec_info = forward_batch.spec_info
+        if not forward_batch.forward_mode.is_target_verify() or getattr(spec_info, "topk", 1) == 1:
+            return below(self, q, k, v, layer, forward_batch, save_kv_cache, **kwargs)
+        if kwargs.get("sinks") is not None or (layer.sliding_window_size or -1) > -1 or self.use_sliding_window_kv_pool:
+            raise NotImplementedError("CPU shim B8: tree verify with attention sinks or a sliding window")
+        from sglang_cpu_multistep import tree_verify_extend
+
+        def write_kv(cache_loc):
+            try:
+                from sglang.srt.mem_cache.memory_pool import KVWriteLoc
+            except ImportError:  # releases whose set_kv_buffer takes the bare locations
+                loc = cache_loc
+            else:
+                loc = KVWriteLoc(cache_loc, self.swa_out_cache_loc)
+            self.token_to_kv_pool.set_kv_buffer(layer, loc, k, v)
+
+        return tree_verify_extend(self, q, k, v, layer, forward_batch, save_kv_cache, write_kv)
+
+    cls.forward_extend = forward_extend
+    m._sglang_cpu_runtime_tree_verify_patched = True
+
+
+def patch_draft_utils(draft_utils_module):
+    """B7 then B2 on the same module (multi-step draft decode and draft-extend backends for torch_native).
+
+    B7 first: B2 reads ``_create_backend``'s signature, which B7's wrapper passes through (functools.wraps)."""
+    patch_multistep_draft_backend(draft_utils_module)
+    patch_draft_extend_backend(draft_utils_module)
+
+
+def patch_torch_native_tree(torch_native_module):
+    """B5, B3, then B8 on the same module (B8 wraps B3's forward_extend and takes the topk > 1 verify batches)."""
+    patch_torch_native(torch_native_module)
+    patch_tree_verify(torch_native_module)
+
+
 # module name -> the patch for it; sitecustomize.py applies these lazily.
 PATCHES = {
     "sglang.srt.models.deepseek_common.attention_backend_handler": patch_mla_dispatch,
-    "sglang.srt.speculative.draft_utils": patch_draft_extend_backend,
-    "sglang.srt.layers.attention.torch_native_backend": patch_torch_native,  # B5, then B3
+    "sglang.srt.speculative.draft_utils": patch_draft_utils,  # B7, then B2
+    "sglang.srt.layers.attention.torch_native_backend": patch_torch_native_tree,  # B5, B3, then B8
     "sglang.srt.distributed.parallel_state": patch_no_pynccl_on_cpu,
     "sglang.srt.models.minimax_m2": patch_minimax_qk_norm,  # B6
 }
 
 
 def apply():
-    """Import the patched SGLang modules and apply B1-B6 now (idempotent). Needs CPU_ENV set beforehand."""
+    """Import the patched SGLang modules and apply B1-B8 now (idempotent). Needs CPU_ENV set beforehand."""
     import importlib
 
     for name, patch in PATCHES.items():
