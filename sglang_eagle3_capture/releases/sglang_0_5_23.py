@@ -13,8 +13,7 @@ Read in the installed sources (``sglang/srt/``) and run on CPU (docs/releases.md
   ``fc_norm`` or the legacy ``use_aux_norm`` (l.185-187), ``norm_output`` top level (l.207);
   ``norm_before_residual`` is not read. ``load_weights`` renames legacy names by substring (l.338-348).
 - Draft classes: ``LlamaForCausalLMEagle3`` (its ``set_embed`` is inherited from llama.py) and
-  ``kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM``; ``speculative/eagle_worker_v2.py::EagleDraftWorker
-  .init_attention_backends`` runs right after the target configured its capture.
+  ``kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM``.
 - ``runtime_context.get_spec()`` holds the resolved draft path (``server_args`` keeps the raw input since 0.5.19).
 - The first-batch self-check's transient gate: ``ModelRunner.forward`` (l.1813: real batches only; dummy runs,
   graph warm-ups and captures call the model directly) and ``PrefillCudaGraphRunner.can_replay_locally``
@@ -30,7 +29,6 @@ from .schema import FUSED_NORM, NORM_OPERANDS, PROVEN_CPU_ENGINE, RESIDUAL_STREA
 MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
 LLAMA_EAGLE3 = "sglang.srt.models.llama_eagle3"
 MLA_EAGLE3 = "sglang.srt.models.kimi_k25_eagle3"
-WORKER = "sglang.srt.speculative.eagle_worker_v2"
 INIT = ("self", "config", "quant_config", "prefix")
 PREFILL_GRAPH = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
 MR_FORWARD = ("self", "forward_batch", "skip_attn_backend_init", "pp_proxy_tensors", "reinit_attn_backend",
@@ -59,7 +57,6 @@ RELEASE = Release(
         Seam("draft.mla.__init__", MLA_EAGLE3, "Eagle3DeepseekV2ForCausalLM", "__init__", INIT),
         Seam("draft.mla.load_weights", MLA_EAGLE3, "Eagle3DeepseekV2ForCausalLM", "load_weights", ("self", "weights")),
         Seam("draft.mla.set_embed", MLA_EAGLE3, "Eagle3DeepseekV2ForCausalLM", "set_embed", ("self", "embed")),
-        Seam("draft.worker.init_attention_backends", WORKER, "EagleDraftWorker", "init_attention_backends", ("self",)),
         Seam("selfcheck.gate", MODEL_RUNNER, "ModelRunner", "forward", MR_FORWARD),
         eager_prefill("is_mixed", "batch_max_context_len", "contains_mm_inputs"),
     ),

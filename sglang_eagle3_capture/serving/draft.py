@@ -188,12 +188,11 @@ def _patch() -> seams.Patch:
     def wrap(seam: Seam, original: Any) -> Any:
         return _WRAPPERS[seam.role](original)
 
-    seams_ = tuple(s for s in releases.installed_or_newest().seams_with("draft.") if s.role in _WRAPPERS)
-    return seams.Patch("draft", seams_, wrap)
+    return seams.Patch("draft", releases.installed_or_newest().seams_with("draft."), wrap)
 
 
 def apply_draft_head_patch() -> bool:
-    """Patch SGLang's EAGLE-3 draft classes and draft worker; ``False`` when already applied.
+    """Patch SGLang's EAGLE-3 draft classes; ``False`` when already applied.
 
     Example::
 

@@ -149,10 +149,7 @@ def test_every_seam_of_the_release_and_every_family_probes_and_reverts_exactly()
     release = releases.check_sglang_version()
     target_seams, draft_seams = _target_seams(), draft._patch().seams
     gate_seams = selfcheck.gate_patch(release).seams  # the self-check's transient patch
-    # TRANSITION: the draft worker's seam is no longer patched (the draft side re-checks nothing of the target's);
-    # the release tables still list it until they drop it
-    listed = {s for s in release.seams if s.role != "draft.worker.init_attention_backends"}
-    assert listed <= set(target_seams) | set(draft_seams) | set(gate_seams)  # nothing left out
+    assert set(release.seams) <= set(target_seams) | set(draft_seams) | set(gate_seams)  # nothing left out
     for family in families.all_families():
         assert set(family.seams()) <= set(target_seams), family.name
     every = (*target_seams, *draft_seams)
