@@ -1,14 +1,27 @@
 """The unit tier: tests that never import sglang (tests/unit/test_tiers.py checks the modules' imports) and never
-reach the network unless marked ``network`` (make quick leaves those out)."""
+reach the network unless marked ``network`` (make quick leaves those out). Each runs torch on one thread: its
+tensors are tiny, and on a shared, loaded machine the extra OpenMP threads spin (test_doctor_verify.py took 56 s
+with two threads, 7 s with one)."""
 
 import ipaddress
 import socket
 import sys
 
 import pytest
+import torch
 
 # Child processes a unit test starts find no package index and no model hub either.
 OFFLINE_ENV = {"PIP_NO_INDEX": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread(monkeypatch):
+    """torch on one intra-op thread here and in the test's child processes; the session's setting comes back after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)
