@@ -179,8 +179,7 @@ def configure(stack: Stack, layer_ids, where: str = "stand-in manifest") -> FcFe
     """What the capture patch's ``configure`` does to a stack: the plan, the loop, the feed."""
     plan = plan_capture(list(layer_ids), len(stack.layers), where=where)
     stack.layers_to_capture = list(plan.loop_indices)
-    feed = FcFeed(plan, stack.layers_to_capture, None, len(stack.layers), container=FAMILY.container,
-                  model_name="Stack")
+    feed = FcFeed(plan, stack.layers_to_capture, None, len(stack.layers), model_name="Stack")
     feed.attach(stack)
     stack._eagle3_capture_feed = feed
     return feed

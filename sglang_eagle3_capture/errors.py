@@ -27,7 +27,6 @@ FILE_MAX = 240
 FIELD_MAX = 160
 PROBLEM_MAX = 1600
 FIX_MAX = 800
-_LEGACY: Any = object()
 
 
 def shown(value: Any) -> str:
@@ -84,13 +83,7 @@ the draft's training config"
 
     exit_code = 2
 
-    def __init__(self, file: Any, field: str | None = _LEGACY, problem: str = "", fix: str = "") -> None:
-        if field is _LEGACY:  # TRANSITION (removed before landing): a one-string message from an unmigrated caller
-            super().__init__(file)
-            self.file = self.field = None
-            self.problem, self.fix, self.legacy = str(file), "", True
-            return
-        self.legacy = False
+    def __init__(self, file: Any, field: str | None, problem: str, fix: str) -> None:
         super().__init__(file, field, problem, fix)  # args: so the error pickles across SGLang's processes
         self.file = None if file is None else shown(file)
         self.field = None if field is None else shown(field)
@@ -98,8 +91,6 @@ the draft's training config"
         self.fix = str(fix)
 
     def __str__(self) -> str:
-        if self.legacy:
-            return self.problem
         parts = []
         if self.file is not None:
             parts.append(cut(self.file, FILE_MAX, keep_end=True))
@@ -143,11 +134,9 @@ class AmbiguousLayerIds(FormatError):
 
     exit_code = 3
 
-    def __init__(self, file: Any, field: str | None = _LEGACY, problem: str = "", fix: str = "",
-                 readings: tuple | list = ()) -> None:
+    def __init__(self, file: Any, field: str | None, problem: str, fix: str, readings: tuple | list = ()) -> None:
         super().__init__(file, field, problem, fix)
-        if not self.legacy:
-            self.args = (file, field, problem, fix, tuple(readings))
+        self.args = (file, field, problem, fix, tuple(readings))
         self.readings = tuple(readings)
 
     def _copy(self, **parts: Any) -> "AmbiguousLayerIds":

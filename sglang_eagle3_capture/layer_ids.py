@@ -108,21 +108,18 @@ def split_capture(layer_ids: Sequence[int], num_hidden_layers: int) -> tuple[tup
 
 
 def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, file: Any = None,
-                    field: str | None = "layer_ids", where: Any = None) -> tuple[int, ...]:
+                    field: str | None = "layer_ids") -> tuple[int, ...]:
     """Validate ``layer_ids`` against a target with ``num_hidden_layers`` decoder layers (linear time); raises
     :class:`LayerIdError` ``(file, field, problem, fix)``.
 
     ``file`` and ``field`` name where the ids came from (a non-integer item is named ``field[i]``);
-    ``num_hidden_layers=None`` checks everything except the upper bound. ``where``: TRANSITION (removed at
-    integration) for callers that still pass one ``"FILE: field"`` string; it stands in for ``file``.
+    ``num_hidden_layers=None`` checks everything except the upper bound.
 
     Example::
 
         >>> check_layer_ids([-1, 2, 30], 61, file="eagle3_manifest.json")
         (-1, 2, 30)
     """
-    if where is not None:
-        file, field = where, None
     fix = ("list the layers the fc consumes, each once, e.g. [-1, 2, 30] (-1 = embedding output, k = output of "
            "decoder layer k)")
     if isinstance(layer_ids, (str, bytes)) or not isinstance(layer_ids, Sequence):

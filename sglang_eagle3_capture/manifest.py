@@ -144,15 +144,12 @@ def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
                              fix="make the draft directory writable, or free space")
 
 
-def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None, field: str | None = "fc.weight",
-                   where: Any = None) -> None:
+def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None, field: str | None = "fc.weight"
+                   ) -> None:
     """Raise unless the draft fc's input width equals ``len(layer_ids) * target_hidden_size``.
 
     ``file`` and ``field`` name the weights file and the tensor (``"draft/model.safetensors"``, ``"fc.weight"``).
-    ``where``: TRANSITION (removed at integration) for callers that pass one ``"FILE: tensor"`` string.
     """
-    if where is not None:
-        file, field = where, None
     if fc_in_features != manifest.fc_in_features:
         k, h = len(manifest.layer_ids), manifest.target_hidden_size
         hint = f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else ""

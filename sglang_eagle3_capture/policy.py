@@ -168,7 +168,7 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
 def _wirable(d: Deployment, family: Family, ids: tuple[int, ...], file: str, fld: str) -> None:
     """Raise unless ``ids`` can be captured exactly on ``d``'s target, release and pipeline stage."""
     try:
-        check_layer_ids(list(ids), d.num_hidden_layers, where=fld)
+        check_layer_ids(list(ids), d.num_hidden_layers, file=file, field=fld)
     except Eagle3CaptureError as e:
         raise WiringError(file, fld, e.problem, f"correct the ids to the layers the draft was trained on "
                           f"(`{WRITE_HINT}`), or serve the target it was trained against") from None

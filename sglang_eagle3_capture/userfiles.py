@@ -38,9 +38,9 @@ from typing import Any, Iterator
 
 from .errors import InputError, ManifestError, brief, cut, shown
 
-__all__ = ["MAX_JSON_BYTES", "atomic_directory", "brief", "finish_file", "fsync_directory", "is_directory", "is_file",
-           "list_directory", "one_line", "open_regular", "os_problem", "parse_json", "path_kind", "read_bytes",
-           "read_json_object", "require_file", "shown", "write_file_atomic"]  # brief, shown: TRANSITION re-export
+__all__ = ["MAX_JSON_BYTES", "atomic_directory", "finish_file", "fsync_directory", "is_directory", "is_file",
+           "list_directory", "open_regular", "os_problem", "parse_json", "path_kind", "read_bytes",
+           "read_json_object", "require_file", "write_file_atomic"]
 
 MAX_JSON_BYTES = 64 << 20  # a config, manifest, index or sample index; the largest real ones are a few MB
 TEMP_SUFFIX = ".tmp"  # temporary files: ".NAME.<random>.tmp" beside NAME
@@ -48,11 +48,6 @@ TEMP_DIR_PREFIX = ".sglang-eagle3-capture."  # temporary directories of atomic_d
 _KIND_NAMES = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a fifo", stat.S_IFSOCK: "a socket",
                stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 _CREATE = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC
-
-
-def one_line(message: str, limit: int = 4000) -> str:
-    """``message`` as one printable line of at most about ``limit`` characters (the command line's last defence)."""
-    return cut(shown(message), limit)
 
 
 _OS_PROBLEMS = {  # errno -> (problem, fix) for a user's file; EACCES/EPERM depend on reading or writing

@@ -220,7 +220,7 @@ def _fc_width_check(draft: Path, manifest: Any) -> str:
     if "fc.weight" not in index:
         return f"fc width not checked: no fc.weight in {draft}"
     width = fc_input_width(index)
-    check_fc_width(manifest, width, where=f"{index['fc.weight'].file}: fc.weight")
+    check_fc_width(manifest, width, file=index['fc.weight'].file)
     return (f"fc.weight input width {width} = {len(manifest.layer_ids)} ids x "
             f"hidden {manifest.target_hidden_size}")
 

@@ -60,7 +60,7 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
         index = tensor_index(draft)
         if "fc.weight" not in index:
             raise WeightsError(draft, "fc.weight", "missing", "point at an EAGLE-3 draft checkpoint")
-        check_fc_width(manifest, fc_input_width(index), where=f"{index['fc.weight'].file}: fc.weight")
+        check_fc_width(manifest, fc_input_width(index), file=index['fc.weight'].file)
     stock_note = _stock_note(draft / "config.json", manifest)
     return Written(write_manifest(draft, manifest), manifest, fc_checked, stock_note)
 

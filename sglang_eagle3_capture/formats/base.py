@@ -43,10 +43,9 @@ def validated(ids: list[int], n_layers: int, file: str, field: str | None, origi
     """Range- and duplicate-checked layer ids; errors name ``file`` and ``field`` and carry the ids as the file wrote
     them."""
     try:
-        return check_layer_ids(ids, n_layers, where=field or "layer ids")
+        return check_layer_ids(ids, n_layers, file=file, field=field)
     except LayerIdError as e:
-        problem = e.problem.removeprefix(f"{field or 'layer ids'}: ")  # TRANSITION: a one-string LayerIdError
-        raise FormatError(file, field, f"{problem} (as written: {brief(original)})",
+        raise FormatError(file, field, f"{e.problem} (as written: {brief(original)})",
                           "correct the file, or pass --layer-ids explicitly") from e
 
 

@@ -31,8 +31,8 @@ from ..layer_ids import check_layer_ids, layer_ids_of_loop, split_capture
 
 
 class CaptureError(Eagle3CaptureError, RuntimeError):
-    """A forward whose final-norm capture does not belong to the batch (:meth:`FcFeed._last_layer_output`); raised
-    rather than feed the draft mislabelled states. A ``RuntimeError`` as before."""
+    """A forward whose captures do not belong to the batch (:meth:`FcFeed._count`, :meth:`FcFeed._last_layer_output`);
+    raised rather than feed the draft mislabelled states. A ``RuntimeError`` as before."""
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,14 @@ def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str
 
     Example::
 
-        >>> p = plan_capture([30, -1, 2], 61, where="eagle3_manifest.json: layer_ids")
+        >>> p = plan_capture([30, -1, 2], 61, where="eagle3_manifest.json")
         >>> p.loop_indices, p.chunk_order, p.captures_last_layer
         ((0, 3, 31), (2, 0, 1), False)
-        >>> p = plan_capture([60, -1], 61, where="eagle3_manifest.json: layer_ids")
+        >>> p = plan_capture([60, -1], 61, where="eagle3_manifest.json")
         >>> p.loop_indices, p.chunk_order, p.captures_last_layer
         ((0,), (1, 0), True)
     """
-    ids = check_layer_ids(list(layer_ids), num_hidden_layers, where=where)
+    ids = check_layer_ids(list(layer_ids), num_hidden_layers, file=where)
     loop, last, order = split_capture(ids, num_hidden_layers)
     return CapturePlan(layer_ids=ids, loop_indices=loop, chunk_order=order, where=where, captures_last_layer=last)
 
@@ -113,15 +113,15 @@ class FcFeed:
     decoder stack in errors.
 
     That the chunks are the hidden states their layer ids name is proven once per process by the first-batch
-    self-check (:mod:`.selfcheck`), not here. The one per-forward check left is on the final-norm hook's tensor
-    (:meth:`_last_layer_output`), because it is state carried from the hook to this call, batch by batch.
+    self-check (:mod:`.selfcheck`), not here. Two per-forward checks are left, each for what the first batch cannot
+    prove of later ones: the count of a list of captures (:meth:`_count`) and the final-norm hook's tensor
+    (:meth:`_last_layer_output`), state carried from the hook to this call, batch by batch.
     """
 
     __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "_last", "_hook", "__weakref__")
 
     def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0, *,
-                 model_name: str, container: str | None = None) -> None:
-        del container  # TRANSITION: ignored until benchmarks/selfcheck_standin.py, test_families.py stop passing it
+                 model_name: str) -> None:
         self.plan = plan
         self.layers = layers
         self.num_hidden_layers = num_hidden_layers
@@ -172,10 +172,22 @@ class FcFeed:
                                "SGLang release, or a draft that does not use the last layer")
         return last
 
+    def _count(self, aux: Any) -> None:
+        """A list of captures is counted on every forward (one ``len``): SGLang counts a packed tensor itself
+        (``AuxHiddenStatePacker``) but never a list, and a later batch whose path captured fewer layers than the
+        first (which the self-check proved) would otherwise hand the fc a narrower input or other layers' chunks."""
+        want = len(self.plan.loop_indices)
+        got = 0 if aux is None else len(aux) if isinstance(aux, (list, tuple)) else want
+        if got != want:
+            raise CaptureError(self.plan.where, "layer_ids", f"{self.model_name}.forward captured {got} of {want} aux "
+                               "hidden states for this batch", "serve with a supported SGLang release (this forward "
+                               "path does not capture every configured layer)")
+
     def __call__(self, model: Any, out: Any, input_ids: Any, positions: Any, forward_batch: Any) -> Any:
         """Return ``(hidden_states, fc input)`` for the model output ``out`` (and dump the fc input)."""
         hidden, aux = out if isinstance(out, tuple) else (out, None)
         if self.plan is not None:
+            self._count(aux)
             last = self._last_layer_output(hidden, aux) if self.plan.captures_last_layer else None
             aux = to_fc_order(aux, self.plan, last)
         elif isinstance(aux, (list, tuple)):  # stock wiring with a dump: pack as LogitsProcessor would

@@ -80,7 +80,7 @@ def _install_math(model: Any, plan: DraftPlan) -> None:
     """Check the fc SGLang built and add the flag implementations SGLang's class lacks."""
     inner = model.model
     if plan.manifest is not None:
-        check_fc_width(plan.manifest, int(inner.fc.weight.shape[1]), where=f"{plan.config_file}: SGLang's fc")
+        check_fc_width(plan.manifest, int(inner.fc.weight.shape[1]), file=plan.config_file, field="fc.weight")
     if not plan.mla and plan.flags["norm_before_residual"]:
         first = inner.layers[0]
         first.forward = types.MethodType(_first_layer_forward_norm_before_residual, first)

@@ -89,7 +89,7 @@ def test_draft_config_and_manifest(info, target, fdir):
     assert manifest.target_architecture == target.config.architectures[0]
     check_target(manifest, target.config, where=f"{fdir}/target/config.json")
     draft = load_fixture_draft(fdir, target)
-    check_fc_width(manifest, draft.config.fc_in_features, where=f"{fdir}/draft/config.json")
+    check_fc_width(manifest, draft.config.fc_in_features, file=f"{fdir}/draft/config.json")
     cfg = json.loads((fdir / "draft" / "config.json").read_text())
     # Stock SGLang reads capture ids only from eagle_config (spec_aux_hidden_state.py); none there -> default.
     assert "eagle_aux_hidden_state_layer_ids" not in cfg["eagle_config"]

@@ -164,7 +164,7 @@ def test_manifest_show_exits_2_on_a_refused_field_and_0_on_odd_metadata(tmp_path
 
 def test_check_fc_width():
     m = _kimi_manifest()
-    check_fc_width(m, 3 * 7168, where="d/model.safetensors: fc.weight")
+    check_fc_width(m, 3 * 7168, file="d/model.safetensors")
     with pytest.raises(ManifestError) as e:
         check_fc_width(m, 4 * 7168, file="d/model.safetensors")
     assert (e.value.file, e.value.field) == ("d/model.safetensors", "fc.weight") and e.value.fix

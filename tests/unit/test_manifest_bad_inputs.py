@@ -40,9 +40,6 @@ class Case:
 
 def assert_names(err, file, field) -> None:
     """``err`` names ``file`` and a field matching ``field``, and says how to fix it."""
-    if err.legacy:  # TRANSITION (removed at integration): a reader not yet raising (file, field, problem, fix)
-        assert str(file) in str(err) and f"'{field}'" in str(err) and "fix:" in str(err), str(err)
-        return
     assert err.file == str(file), (err.file, str(err))
     assert err.field is not None and re.fullmatch(field, err.field), (err.field, str(err))
     assert err.fix, str(err)

@@ -42,7 +42,7 @@ def test_installed_sglang_is_supported():
 def test_unsupported_versions_are_refused_with_the_fix(version):
     with pytest.raises(UnsupportedSGLangVersion) as e:
         check_sglang_version(version)
-    assert (e.value.file, e.value.field) == (None, None) and not e.value.legacy
+    assert (e.value.file, e.value.field) == (None, None)
     assert version in e.value.problem and "pip install sglang==" in e.value.fix
 
 

@@ -10,7 +10,6 @@ import stat
 
 import pytest
 
-from sglang_eagle3_capture import errors, userfiles
 from sglang_eagle3_capture.errors import InputError, SampleError
 from sglang_eagle3_capture.userfiles import (
     TEMP_DIR_PREFIX,
@@ -27,7 +26,7 @@ from sglang_eagle3_capture.userfiles import (
 def _parse_error(text, error=InputError):
     with pytest.raises(error) as e:
         parse_json(text.encode() if isinstance(text, str) else text, where="doc.json", error=error, fix="rewrite it")
-    assert e.value.file == "doc.json" and e.value.fix.endswith("rewrite it") and not e.value.legacy
+    assert e.value.file == "doc.json" and e.value.fix.endswith("rewrite it")
     return e.value
 
 
@@ -133,10 +132,6 @@ def test_without_a_fix_the_os_problem_gives_it(tmp_path, monkeypatch):
     with pytest.raises(InputError) as e:
         path_kind(p)
     assert e.value.fix == "make it (and the directories above it) readable by this user"
-
-
-def test_shown_and_brief_are_the_errors_modules():
-    assert userfiles.shown is errors.shown and userfiles.brief is errors.brief  # TRANSITION re-export
 
 
 # --- writing ---------------------------------------------------------------------------------------------------------
