@@ -5,9 +5,9 @@ The three Engines run one after another in one subprocess (one ``import sglang``
 (``SGLANG_EAGLE3_CAPTURE_DUMP``, written in each scheduler process) holds what the target handed the draft's fc;
 its prefill batch (two prompts) must equal HF ``hidden_states[0, 2, 5]`` (``[0]`` bit-exact, the rest within the
 fp32 tolerance).
-Each Engine starting at all means the draft-side check (serving/draft.py ``check_target_wiring``, run in the draft
-worker right after the target configured its capture) found the target feeding the manifest's ids; EAGLE-3 must
-then have verified drafts and produced HF's greedy tokens.
+Each Engine starting at all means the three runtime gates passed (resolution, configure, the first-batch self-check
+that compares each fc chunk with the model's own modules); EAGLE-3 must then have verified drafts and produced HF's
+greedy tokens.
 """
 
 import json
