@@ -179,7 +179,7 @@ class FcFeed:
         want = len(self.plan.loop_indices)
         got = 0 if aux is None else len(aux) if isinstance(aux, (list, tuple)) else want
         if got != want:
-            raise CaptureError(self.plan.where, "layer_ids", f"{self.model_name}.forward captured {got} of {want} aux "
+            raise CaptureError(self.plan.where, None, f"{self.model_name}.forward captured {got} of {want} aux "
                                "hidden states for this batch", "serve with a supported SGLang release (this forward "
                                "path does not capture every configured layer)")
 

@@ -379,7 +379,7 @@ def test_a_list_is_counted_reordered_and_packed():
     stack.norm(x, residual)
     with pytest.raises(CaptureError) as e:
         feed(stack, (hidden, chunks[:2]), None, None, None)  # SGLang's list path never counts: the feed does
-    assert (e.value.file, e.value.field) == ("m.json", "layer_ids") and "2 of 3" in e.value.problem
+    assert e.value.file == "m.json" and "2 of 3" in e.value.problem and e.value.fix
     stack.norm(x, residual)
     with pytest.raises(CaptureError) as e:
         feed(stack, hidden, None, None, None)
@@ -395,4 +395,4 @@ def test_an_identity_list_is_packed_and_counted_too():
     assert torch.equal(out[1], torch.cat(chunks, -1))
     with pytest.raises(CaptureError) as e:
         feed(stack, (torch.zeros(2, 4), chunks[:1]), None, None, None)
-    assert e.value.field == "layer_ids" and "1 of 2" in e.value.problem
+    assert e.value.file == "m.json" and "1 of 2" in e.value.problem
