@@ -7,6 +7,12 @@ trustworthy); SGLang's own server_info must report the setting it ran; and with 
 draft the layers it was trained on, some verify must accept more than one draft token (accept length > 2), which
 only a multi-step draft can do. (1, 1, 2) is test_engine_harness.py's; the full grid (1,1,2) (3,1,4) (5,1,6) (3,2,6)
 (4,4,16) (2,4,8) on both fixtures was checked the same way when B7/B8 were written (cpu_runtime docstring).
+
+Then the plugin under those settings (chain 3/1/4, tree 3/2/6, the tree also at TP 2): fixtures/tiny's draft with a
+manifest [-1, 1, 4] as its only layer ids; what the target hands the draft (the plugin's dump of the prefill and
+target-verify batches) and what the draft's fc is fed (a test-only spy in the engine's processes, the draft-extend
+batches after prefill and after each verify) equal HF hidden_states[0, 2, 5] at the rows of the committed and
+accepted tokens, the embedding bit-exact; the first-batch self-check passes on every rank.
 """
 
 import json
@@ -86,7 +92,8 @@ def test_multi_step_draft_accepts_more_than_one_token(runs, name, setting):
 # --- The plugin under multi-step settings: what the draft's fc is fed, checked against HF -------------------------
 
 CAPTURE_IDS = (-1, 1, 4)  # on fixtures/tiny's 7-layer target: the embedding, layers 1 and 4 (HF hidden_states 0, 2, 5)
-CAPTURE_SETTINGS = [(3, 1, 4), (3, 2, 6)]  # a chain and a tree; the tree also at TP 2
+# (steps, topk, draft tokens, tp_size): a chain and a tree, the tree also at TP 2 (gloo; B4)
+CAPTURE_CASES = [(3, 1, 4, 1), (3, 2, 6, 1), (3, 2, 6, 2)]
 PASSED = "eagle3-capture self-check passed"
 
 # A start-up hook for the engine's processes, written into the test's tmp dir and put first on PYTHONPATH (Python
@@ -191,9 +198,8 @@ def _check_feed(tensors, key, meta, sequence, hf, hidden, shift):
     return len(accepted)
 
 
-@pytest.mark.parametrize("setting", CAPTURE_SETTINGS, ids=[f"{s[0]}-{s[1]}-{s[2]}" for s in CAPTURE_SETTINGS])
-@pytest.mark.parametrize("tp", [1, 2], ids=["tp1", "tp2"])
-def test_plugin_feeds_hf_hidden_states_under_multi_step(setting, tp, tmp_path):
+@pytest.mark.parametrize("case", CAPTURE_CASES, ids=[f"{s}-{k}-{d}-tp{tp}" for s, k, d, tp in CAPTURE_CASES])
+def test_plugin_feeds_hf_hidden_states_under_multi_step(case, tmp_path):
     """Manifest [-1, 1, 4]: the target's dumped aux states (prefill and target-verify batches) and the draft's fc
     input (draft-extend batches) equal HF hidden_states[0, 2, 5] at the rows of the committed and accepted tokens;
     the self-check passes on every rank; output equals HF greedy."""
@@ -202,8 +208,7 @@ def test_plugin_feeds_hf_hidden_states_under_multi_step(setting, tp, tmp_path):
     from fixtures.samples import load_target
     from support.hf_reference import hf_greedy, hf_layer_outputs
 
-    if tp == 2 and setting != (3, 2, 6):
-        pytest.skip("TP 2 runs for the tree only (time)")
+    *setting, tp = case
     directory = SPECS["tiny"].directory
     prompt = json.loads((directory / "prompts.json").read_text())[0]
     draft = _capture_draft(tmp_path)
@@ -211,9 +216,12 @@ def test_plugin_feeds_hf_hidden_states_under_multi_step(setting, tp, tmp_path):
     for d in (site, fc_dump):
         d.mkdir()
     (site / "sitecustomize.py").write_text(FC_SPY)
+    import os
+
     import sglang_cpu_patches
 
-    env = {"PYTHONPATH": f"{site}:{sglang_cpu_patches.cpu_env()['PYTHONPATH']}", "EAGLE3_TEST_FC_DUMP": str(fc_dump),
+    env = {"PYTHONPATH": os.pathsep.join([str(site), sglang_cpu_patches.cpu_env()["PYTHONPATH"]]),
+           "EAGLE3_TEST_FC_DUMP": str(fc_dump),
            "SGLANG_EAGLE3_CAPTURE_DUMP": str(dump), "SGLANG_EAGLE3_CAPTURE_DUMP_MAX": "64"}
     if tp == 2:
         env["SGLANG_CPU_OMP_THREADS_BIND"] = "0|1"
@@ -243,8 +251,8 @@ def test_plugin_feeds_hf_hidden_states_under_multi_step(setting, tp, tmp_path):
     for tensors, meta in draft_batches:
         n = _check_feed(tensors, "fc_input", meta, sequence, hf, hidden, shift=1)
         modes.setdefault("draft:" + meta["forward_mode"], []).append(n)
-    print(modes)
-    # Multi-step really ran with the plugin's feed: some verify accepted more than one draft token.
+    assert "draft:EXTEND" in modes and "draft:DRAFT_EXTEND_V2" in modes, modes  # after prefill, after verify
+    # Multi-step really ran with the plugin's feed: some verify accepted two draft tokens (rows: the root + 2).
     assert max(modes["TARGET_VERIFY"]) > 2, modes
     text = log.read_text(errors="replace")
     passed = [line for line in text.splitlines() if PASSED in line]
