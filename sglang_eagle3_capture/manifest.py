@@ -31,13 +31,14 @@ from .errors import LayerIdError, ManifestError, shown
 from .layer_ids import check_layer_ids
 from .schemas.manifest import FILENAME as MANIFEST_FILENAME
 from .schemas.manifest import FORMAT as MANIFEST_FORMAT
-from .schemas.manifest import HEAD, MANIFEST, PROVENANCE, REWRITE, WRITE_HINT
+from .schemas.manifest import HEAD, MANIFEST, PROVENANCE, REWRITE, TARGET, WRITE_HINT
 from .schemas.manifest import VERSION as MANIFEST_VERSION
 from .target_config import architecture_family, decoder_field_prefix, target_dims
 from .userfiles import path_kind, read_json_object, write_file_atomic
 
 __all__ = ["MANIFEST_FILENAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "WRITE_HINT", "Manifest", "check_fc_width",
-           "check_target", "find_manifest", "manifest_from_dict", "manifest_path", "read_manifest", "write_manifest"]
+           "check_target", "check_target_bounds", "find_manifest", "manifest_from_dict", "manifest_path",
+           "read_manifest", "write_manifest"]
 
 
 def _document(layer_ids: Any, architecture: Any, num_hidden_layers: Any, hidden_size: Any, provenance: Any) -> dict:
@@ -158,6 +159,19 @@ def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None,
                             f"'target.hidden_size' {h} = {manifest.fc_in_features}{hint}",
                             "list exactly the hidden states the fc was trained on, and the target it was trained "
                             "against")
+
+
+def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: int, where: Any) -> None:
+    """Raise unless a manifest can hold these target dimensions, read from the target config ``where``: a value past
+    a bound only the manifest applies (e.g. more than 100000 layers) is that file's field, not the manifest's."""
+    doc = {"architecture": architecture, "num_hidden_layers": num_hidden_layers, "hidden_size": hidden_size}
+    try:
+        records.read(TARGET, doc, file=where)
+    except ManifestError as e:
+        name = (e.field or "").rsplit(".", 1)[-1]
+        field = "architectures" if name == "architecture" else decoder_field_prefix(architecture) + name
+        raise ManifestError(where, field, e.problem, "point TARGET at the target model's own config.json (no real "
+                            "model has such a value)") from None
 
 
 def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:

@@ -381,6 +381,9 @@ def atomic_directory(dst: str | os.PathLike, *, error: type[InputError] = InputE
             if e.errno == errno.ENOTDIR:
                 raise error(dst, "<dir>", "a file appeared there while this command wrote its copy",
                             "choose a new destination") from None
+            if e.errno == errno.EBUSY:  # a mount point (or a directory in use) cannot be renamed over
+                raise error(dst, "<dir>", "is a mount point or in use, so the finished copy cannot be renamed onto it",
+                            f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}") from None
             raise _write_error(error, dst, e) from None
         tmp = None
         fsync_directory(parent)

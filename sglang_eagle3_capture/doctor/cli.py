@@ -19,23 +19,27 @@ inside the commands that need them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import io
 import json
+import logging
 import math
 import os
 import re
+import signal
 import sys
 import tempfile
 import traceback
+import warnings
 from pathlib import Path
 
 from ..draft.convert import convert
-from ..errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError, brief, shown
+from ..errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError, brief, cut, shown
 from ..layer_ids import hidden_state_indices
-from ..manifest import read_manifest
+from ..manifest import manifest_path, read_manifest
 from ..readings import releases_label
-from ..userfiles import os_problem
+from ..userfiles import os_problem, path_kind
 from .candidates import describe_sources, layer_label
 from .compare import DEFAULT_MIN_COSINE, compare
 from .inspect import inspect_draft
@@ -132,6 +136,11 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    manifest = manifest_path(args.draft_dir)
+    if args.trained_with is not None and path_kind(manifest, error=UsageError) != "missing":
+        raise UsageError(None, "--trained-with", f"{brief(str(manifest), 200)} states the ids, so nothing reads "
+                         "--trained-with (it only chooses among the readings of a config without a manifest)",
+                         "drop --trained-with (the manifest wins), or remove the manifest to inspect config.json's ids")
     r = inspect_draft(args.draft_dir, args.target, sglang_version=args.sglang, trained_with=args.trained_with)
     status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
     if args.json:
@@ -393,14 +402,189 @@ def _report_bug(exc: BaseException) -> int:
     return EXIT_BUG
 
 
-def _quiet_stdout() -> None:
-    """stdout's reader went away (``... | head``): point stdout at /dev/null so nothing more is written or flushed."""
+# --- where the output goes never decides the exit status ------------------------------------------------------------
+
+
+def _to_devnull(stream) -> None:
+    """Point ``stream``'s file descriptor at /dev/null, so nothing more written or flushed there fails (also not the
+    interpreter's own flush at exit, which would turn the status into 120)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        pass  # stdout is not a file descriptor (in-process use): nothing will flush it at exit
+        pass  # not a file descriptor (in-process use): the guard drops what follows
+
+
+class _Guarded:
+    """stdout or stderr for one command: a write or flush that fails (``>/dev/full``, an I/O error, a stream closed
+    under it) is remembered and what follows is dropped, so the command runs on and its status is its own. Only
+    stdout's broken pipe (its reader went away, ``... | head``) still raises: the command stops quietly, as ``cat``
+    would (:data:`EXIT_BROKEN_PIPE`)."""
+
+    def __init__(self, inner, *, pipe_stops: bool) -> None:
+        self.inner, self.pipe_stops, self.failed = inner, pipe_stops, None
+
+    def _call(self, name: str, *args):
+        if self.failed is None:
+            try:
+                return getattr(self.inner, name)(*args)
+            except BrokenPipeError:
+                if self.pipe_stops:
+                    raise
+                self.failed = "its reader went away"
+            except (OSError, ValueError) as e:  # ValueError: the stream was closed
+                self.failed = os_problem(e, writing=True)[0] if isinstance(e, OSError) else "it is closed"
+            _to_devnull(self.inner)
+        return len(args[0]) if args else None
+
+    def write(self, text: str):
+        return self._call("write", text)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def __getattr__(self, name: str):  # isatty, fileno, encoding ... (tqdm, argparse)
+        return getattr(self.inner, name)
+
+
+def _open_standard_fds() -> None:
+    """A closed fd 0, 1 or 2 (``>&-``, ``2>&-``) becomes /dev/null: otherwise Python sets ``sys.stdout`` or
+    ``sys.stderr`` to None (``print(file=None)`` then writes the error line to stdout, breaking ``--json``) and the
+    next file this command opens gets that number (a library's write to fd 2 would land in the user's file)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                continue
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
+@contextlib.contextmanager
+def _guarded_streams():
+    """sys.stdout and sys.stderr as :class:`_Guarded` for the command; the streams it found come back after."""
+    saved = sys.stdout, sys.stderr
+    _open_standard_fds()
+    with open(os.devnull, "w") as null:  # for a stream Python found closed at startup (None)
+        out = _Guarded(sys.stdout if sys.stdout is not None else null, pipe_stops=True)
+        err = _Guarded(sys.stderr if sys.stderr is not None else null, pipe_stops=False)
+        sys.stdout, sys.stderr = out, err
+        try:
+            yield out
+        finally:
+            out.flush()
+            if out.failed is not None:
+                _say(f"{PROG}: warning: stdout: the report could not be written ({out.failed}); the exit status is "
+                     "the command's own")
+            err.flush()
+            sys.stdout, sys.stderr = saved
+
+
+# --- third-party warnings and logging never stand between the user and the one error line ---------------------------
+
+
+class _Collected(logging.Handler):
+    """Warnings (``warnings.warn``, torch's C++ warnings) and log records of WARNING and above that the command's
+    libraries emit: kept back, then shown as one escaped line each after a report, dropped after an error line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.name}: {record.getMessage()}")
+
+    def warning(self, message, category, *_args, **_kwargs) -> None:
+        self.lines.append(f"{category.__name__}: {message}")
+
+    def shown_lines(self) -> list[str]:
+        return [f"{PROG}: warning: {cut(shown(line), 600)}" for line in dict.fromkeys(self.lines)]
+
+
+@contextlib.contextmanager
+def _collected_warnings():
+    collected = _Collected()
+    root = logging.getLogger()
+    saved = warnings.showwarning
+    warnings.showwarning = collected.warning
+    root.addHandler(collected)
+    try:
+        yield collected
+    finally:
+        root.removeHandler(collected)
+        warnings.showwarning = saved
+
+
+# --- SIGTERM and SIGHUP clean up like Ctrl-C -----------------------------------------------------------------------
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: raised where the command is, so every ``finally`` runs (``convert``'s temporary
+    directory is removed); a BaseException, so no ``except Exception`` reads it as a failed write."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, _frame) -> None:
+    signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the cleanup short (kill -9 still can)
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signals_raise():
+    """SIGTERM / SIGHUP raise :class:`Terminated` during the command (only where they would have killed it: a signal
+    the caller ignores stays ignored; only in the main thread, where Python runs handlers)."""
+    saved = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                saved[signum] = signal.signal(signum, _terminate)
+        except ValueError:  # not the main thread
+            break
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def _run(argv: list[str]) -> tuple[int, bool]:
+    """``(status, reported)``: the handler's status, or the status of the one line that reported an error."""
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as e:  # argparse reports usage errors itself (status 2) and --help (status 0)
+            return int(e.code or 0), True
+        status = int(args.handler(args))
+        sys.stdout.flush()
+        return status, False
+    except Eagle3CaptureError as e:  # input, or a deployment refusal that reached the command line: one line
+        _say(f"{PROG}: {'ambiguous' if isinstance(e, AmbiguousLayerIds) else 'error'}: {e}")
+        return e.exit_code, True
+    except KeyboardInterrupt:
+        _say(f"{PROG}: interrupted")
+        return EXIT_INTERRUPTED, True
+    except Terminated as e:
+        _say(f"{PROG}: terminated ({signal.Signals(e.signum).name})")
+        return 128 + e.signum, True
+    except BrokenPipeError:  # stdout closed by its reader: stop quietly, as `cat` would
+        _to_devnull(sys.stdout)
+        return EXIT_BROKEN_PIPE, True
+    except OSError as e:  # a file the readers did not wrap (their job): still the user's file, still one line
+        if e.filename is None:
+            return _report_bug(e), True
+        err = InputError(e.filename, "<file>", *os_problem(e))
+        _say(f"{PROG}: error: {err}")
+        return err.exit_code, True
+    except Exception as e:  # noqa: BLE001 - anything else is a bug: one line, never the verdict codes
+        return _report_bug(e), True
 
 
 def _tolerant_streams() -> None:
@@ -413,31 +597,13 @@ def _tolerant_streams() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (see the module doc)."""
+    """Run the command line; returns the exit status (see the module doc). Where stdout and stderr go (a full disk,
+    a closed descriptor) never changes it; SIGTERM and SIGHUP end the command like Ctrl-C, cleaning up."""
     _tolerant_streams()
     argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:  # argparse reports usage errors itself (status 2) and --help (status 0)
-        return int(e.code or 0)
-    try:
-        status = int(args.handler(args))
-        sys.stdout.flush()
-        return status
-    except Eagle3CaptureError as e:  # input, or a deployment refusal that reached the command line: one line
-        _say(f"{PROG}: {'ambiguous' if isinstance(e, AmbiguousLayerIds) else 'error'}: {e}")
-        return e.exit_code
-    except KeyboardInterrupt:
-        _say(f"{PROG}: interrupted")
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # stdout closed by its reader: stop quietly, as `cat` would
-        _quiet_stdout()
-        return EXIT_BROKEN_PIPE
-    except OSError as e:  # a file the readers did not wrap (their job): still the user's file, still one line
-        if e.filename is None:
-            return _report_bug(e)
-        err = InputError(e.filename, "<file>", *os_problem(e))
-        _say(f"{PROG}: error: {err}")
-        return err.exit_code
-    except Exception as e:  # noqa: BLE001 - anything else is a bug: one line, never the verdict codes
-        return _report_bug(e)
+    with _guarded_streams(), _signals_raise(), _collected_warnings() as collected:
+        status, reported = _run(argv)
+        if not reported:
+            for line in collected.shown_lines():
+                _say(line)
+    return status

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Sequence
 
 from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
+from ..draft.convert import metadata_text
 from ..errors import FormatError, UsageError, WeightsError
 from ..families import family_of
 from ..formats import load_draft_config
-from ..manifest import Manifest, check_fc_width, manifest_path, write_manifest
+from ..manifest import Manifest, check_fc_width, check_target_bounds, manifest_path, write_manifest
 from ..readings import stock_sglang_capture
 from ..target_config import load_target_config, target_dims
 from ..userfiles import is_directory, is_file, path_kind
@@ -48,12 +49,13 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
         raise UsageError(draft, "DRAFT_DIR", "not a directory", "pass the draft checkpoint directory")
     target_cfg, target_file = load_target_config(target)
     arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
+    check_target_bounds(arch, n_layers, hidden, str(target_file))
     path = manifest_path(draft)
     kind = "missing" if force else path_kind(path, error=UsageError)
     if kind != "missing":
         raise UsageError(path, "<file>", "already exists" + ("" if kind == "file" else f" ({kind})"),
                          "pass --force to overwrite it")
-    provenance = {"source": source, "convention": "layer-id", **({"note": note} if note else {})}
+    provenance = metadata_text({"source": source, "convention": "layer-id", **({"note": note} if note else {})})
     manifest = Manifest(tuple(layer_ids), arch, n_layers, hidden, provenance, path=path)
     fc_checked = weights_present(draft)
     if fc_checked:

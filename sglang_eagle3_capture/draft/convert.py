@@ -22,6 +22,7 @@ the ids, builds the SGLang config and says which tensors are training-only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -29,11 +30,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ..errors import ConvertError, FormatError, ManifestError, WeightsError, brief
+from ..errors import ConvertError, FormatError, ManifestError, UsageError, WeightsError, brief
 from ..families import family_of
 from ..formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
 from ..formats.sglang_eagle_config import SGLangEagleConfigFormat
-from ..manifest import MANIFEST_FILENAME, Manifest, write_manifest
+from ..manifest import MANIFEST_FILENAME, Manifest, check_target_bounds, write_manifest
 from ..readings import stock_safe_eagle_config_ids, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
 from ..userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
@@ -127,6 +128,38 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
                                "convert a complete checkpoint")
 
 
+def metadata_text(value: Any) -> Any:
+    """``value`` with every string made valid Unicode, for metadata (a manifest's provenance): a path Python decoded
+    with surrogate escapes (a non-UTF-8 directory name, or any non-ASCII name under an ASCII locale) becomes its
+    bytes read as UTF-8, each byte that is not UTF-8 written ``\\xff``. JSON readers refuse lone surrogates, so the
+    manifest could otherwise never be read back."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, list):
+        return [metadata_text(v) for v in value]
+    if isinstance(value, dict):
+        return {metadata_text(k): metadata_text(v) for k, v in value.items()}
+    return value
+
+
+@contextlib.contextmanager
+def _utf8_path(path: Path, *, directory: bool = False):
+    """A name safetensors (which takes UTF-8 paths only) can open for ``path``: the path itself when it is UTF-8, else
+    the opened file (or, for a file still to be written, its opened directory) through /proc/self/fd."""
+    try:
+        os.fspath(path).encode("utf-8")
+        yield str(path)
+        return
+    except UnicodeEncodeError:
+        pass
+    target = path.parent if directory else path
+    fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0))
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}" if directory else f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
 def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str, str]) -> None:
     """The renamed tensors, shard by shard, into ``out_dir`` (the temporary copy of ``dst``); the files get the
     umask's mode (safetensors creates them 0600) and are fsynced. Errors name the file in ``dst``."""
@@ -136,14 +169,16 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
     for f in files:
         _, metadata = read_safetensors_header(f)
         try:
-            tensors = load_file(str(f))
+            with _utf8_path(f) as name:
+                tensors = load_file(name)
         except Exception as e:  # noqa: BLE001 - safetensors raises its own error type for corrupt data
             raise WeightsError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
                                "re-export the checkpoint") from None
         renamed = {mapping[n]: t for n, t in tensors.items() if n in mapping}
         out = out_dir / f.name
         try:
-            save_file(renamed, str(out), metadata=dict(metadata) or {"format": "pt"})
+            with _utf8_path(out, directory=True) as name:
+                save_file(renamed, name, metadata=dict(metadata) or {"format": "pt"})
         except Exception as e:  # noqa: BLE001 - SafetensorError wraps the OSError (no space, file too large ...)
             problem = os_problem(e)[0] if isinstance(e, OSError) else brief(str(e).splitlines()[0], 160)
             raise ConvertError(dst / f.name, "<file>", f"cannot write ({problem})",
@@ -172,8 +207,25 @@ def _check_dst(dst: Path) -> None:
     kind = path_kind(dst, error=ConvertError, fix=fix)
     if kind == "missing":
         return
+    if kind == "directory" and os.path.ismount(dst):  # rename onto a mount point fails (EBUSY)
+        raise ConvertError(dst, "DST", "is a mount point, which convert cannot replace with its finished copy",
+                           f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}")
     if kind != "directory" or list_directory(dst, error=ConvertError, fix=fix):
         raise ConvertError(dst, "<dir>", "exists and is not an empty directory", fix)
+
+
+def _check_trained_with(trained_with: str | None, fmt: Any, src: Path) -> None:
+    """``--trained-with`` only chooses among the readings of an SGLang-format config's ids: refused (never ignored)
+    where nothing reads it."""
+    if trained_with is None:
+        return
+    if path_kind(src / MANIFEST_FILENAME, error=ConvertError) != "missing":
+        raise UsageError(None, "--trained-with", f"SRC has {MANIFEST_FILENAME}, which states the ids; --trained-with "
+                         "only chooses among the readings of a config without one",
+                         "drop --trained-with; to convert with the manifest's ids pass them as --layer-ids")
+    if fmt is not SGLangEagleConfigFormat:
+        raise UsageError(None, "--trained-with", f"SRC is a {fmt.name} draft, whose config states how its ids count; "
+                         "--trained-with only reads an SGLang-format config's ids", "drop --trained-with")
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
@@ -201,9 +253,11 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
         if layer_ids is None:
             raise
         fmt, format_error = SGLangEagleConfigFormat, e  # ids from --layer-ids; the config must be SGLang's layout
+    _check_trained_with(trained_with, fmt, src)
     out_cfg, messages = fmt.to_sglang_config(cfg, str(cfg_file))
     target_cfg, target_where = _resolve_target(cfg, target, src)
     arch, n_layers, hidden = target_dims(target_cfg, target_where)
+    check_target_bounds(arch, n_layers, hidden, target_where)
     family = family_of(arch)
     if family is None:
         raise ConvertError(target_where, "architectures", f"{arch} has no target-family entry in "
@@ -229,6 +283,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
         prov = {"source": "manual", "convention": CONVENTION_LAYER_ID, "note": f"given to convert; {said}"}
         if resolved is not None and tuple(resolved.layer_ids) != ids:
             messages.append(f"--layer-ids {list(ids)} overrides {list(resolved.layer_ids)} read from {cfg_file}")
+    prov = metadata_text(prov)
     manifest = Manifest(ids, arch, n_layers, hidden, prov, path=dst / MANIFEST_FILENAME)
 
     cfg_target_hidden = cfg.get("target_hidden_size")
