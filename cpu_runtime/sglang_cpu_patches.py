@@ -65,9 +65,12 @@ B8  sglang.srt.layers.attention.torch_native_backend
     dimensions at index 1: 32 and 64')`` at sglang/kernels/ops/attention/decode_attention.py:762 (``acc +=
     tl.dot(p.to(v.dtype), v)``; with MLA v is k transposed, and lines 823-833 pad Lk=48 to 64 but Lv=32 to
     32, special-casing only Lk 576 and 288); (2) on fixtures/tiny-llama it runs but a generate takes 31-36 s
-    against 0.6-3 s with torch_native (startup ~23 s either way), and its tree verify (steps 3, topk 2, 6
-    draft tokens) is not greedy-equal to no speculation (prompt 0 diverges at token 3; the CPU builds the
-    QLEN_ONLY mask the triton kernels do not read). torch_native with B7/B8 is greedy-equal on both fixtures
+    against 0.6-3 s with torch_native (engine startup 23-31 s against 23-46 s, the spread being the shared
+    machine's load), so time to first output is ~55 s against ~25-50 s; and its tree verify (steps 3, topk 2, 6
+    draft tokens) is not greedy-equal to no speculation (prompt 0 diverges at token 3): on CPU SGLang builds the
+    QLEN_ONLY mask (``bs * n * n``), the triton backend reads it as FULL_MASK (``n * (seq_len + n)`` per
+    request, triton_backend.py ``mask_indptr``) and eagle_info.py ``generate_attn_arg_prefill`` pads the short
+    mask with True, so tree tokens see their siblings. torch_native with B7/B8 is greedy-equal on both fixtures
     for (steps, topk, draft tokens) = (1,1,2) (3,1,4) (5,1,6) (3,2,6) (4,4,16) (2,4,8), generates in 1-13 s
     and keeps time to first output at engine startup (25-45 s) plus about 1-5 s
     (tests/engine/test_cpu_multistep.py).
