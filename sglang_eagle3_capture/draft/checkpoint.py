@@ -247,8 +247,9 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
         "d2t": ((dvocab,), dvocab != vocab),
         "t2d": ((vocab,), dvocab != vocab),
     }
-    if config.get("bias"):
+    if config.get("bias"):  # llama.py gives o_proj a bias for "bias" too: unloaded, SGLang would serve garbage there
         exp["fc.bias"] = ((h,), True)
+        exp["midlayer.self_attn.o_proj.bias"] = ((h,), True)
     flags = resolve_flags(config, where, forbid_pair=False)  # the tensors SGLang's class builds for these flags
     if flags["norm_before_fc"]:
         exp["input_norm.weight"] = ((num_aux * t,), True)

@@ -99,7 +99,8 @@ ROPE = Record("rope parameters", (
 _ROPE = Optional(Nested(ROPE))
 # The fields SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py, llama.py) reads (draft.config.DraftConfig).
 SGLANG_DRAFT = Record("SGLang EAGLE-3 draft config.json", (
-    ARCHITECTURES,
+    Field("architectures", ListOf(Str(max_len=200), min_len=1), f'write ["{SGLANG_ARCH}"] (SGLang builds the class '
+          "architectures[0] names)"),
     Field("model_type", Optional(Str(max_len=200)), "convert a llama draft", required=False),
     Field("hidden_act", Str(choices=("silu",)), "convert a llama/silu draft", required=False, default="silu"),
     HIDDEN, HEADS, INTERMEDIATE, VOCAB, KV_HEADS, HEAD_DIM, DRAFT_VOCAB,
@@ -121,34 +122,46 @@ SGLANG_DRAFT = Record("SGLang EAGLE-3 draft config.json", (
     *FLAGS,
 ), unknown="keep", error=DraftFormatError, fix="point at the draft's config.json")
 
-# What convert needs of a draft already in SGLang's layout (formats.sglang_eagle_config); the rest is copied as is.
-SGLANG_LAYOUT = Record("SGLang-layout draft config.json", (
-    Field("architectures", ListOf(Str(choices=(SGLANG_ARCH,)), min_len=1, max_len=1), f"only {SGLANG_ARCH} drafts "
-          "(SpecForge/SGLang format) or speculators Eagle-3 drafts are converted"),
-    Field("num_hidden_layers", Const(1), "only one-layer drafts are converted", required=False, default=1),
-    *FLAGS,
-), unknown="keep", error=ConvertError, fix="point at the draft's config.json")
-
 # The tensors a one-layer SGLang draft holds follow from these (draft.checkpoint.expected_eagle3_tensors).
 TENSOR_DIMS = Record("draft dimensions", (HIDDEN, HEADS, INTERMEDIATE, VOCAB, KV_HEADS, HEAD_DIM, DRAFT_VOCAB),
                      unknown="keep", error=ConvertError, fix="point at the draft's config.json")
 
 _FAITHFUL = "this draft cannot be converted faithfully"
-# speculators' transformer_layer_config: an HF LlamaConfig (kept keys), strict where SGLang's class would differ.
-TRANSFORMER_LAYER = Record("speculators transformer_layer_config", (
-    HIDDEN, HEADS, INTERMEDIATE, VOCAB, KV_HEADS, HEAD_DIM,
-    Field("layer_types", Optional(ListOf(Str(max_len=200))), "re-save the draft with speculators", required=False),
+_NO = Optional(Const(False))
+# What SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py on llama.py) cannot run with the math the draft was trained
+# with, declared once and read by every format's convert path (SGLANG_LAYOUT, TRANSFORMER_LAYER): its qkv has no bias
+# (q/k/v biases are dropped without a word, o_proj gets one from nowhere), its LlamaMLP neither bias nor any
+# activation but silu, a tied head is the embedding (the trained lm_head is dropped), a quantization config makes it
+# quantize the layers, llama4_text reads another MLP width, and it builds num_hidden_layers decoder layers.
+HONOURED = (
     Field("model_type", Str(choices=("llama",)), f"{_FAITHFUL}: SGLang's LlamaForCausalLMEagle3 is a Llama layer (a "
           "qwen3 draft has q/k norms it has no place for)", required=False, default="llama"),
     Field("num_hidden_layers", Const(1), f"{_FAITHFUL}: only one-layer drafts are converted", required=False,
           default=1),
-    Field("attention_bias", Const(False), f"{_FAITHFUL}: SGLang's EAGLE-3 qkv has no bias", required=False,
-          default=False),
-    Field("mlp_bias", Const(False), f"{_FAITHFUL}: SGLang's LlamaMLP has no bias", required=False, default=False),
+    Field("attention_bias", _NO, f"{_FAITHFUL}: SGLang's EAGLE-3 qkv has no bias", required=False, default=False),
+    Field("mlp_bias", _NO, f"{_FAITHFUL}: SGLang's LlamaMLP has no bias", required=False, default=False),
     Field("hidden_act", Str(choices=("silu",)), f"{_FAITHFUL}: SGLang's LlamaMLP supports only silu", required=False,
           default="silu"),
-    Field("tie_word_embeddings", Const(False), f"{_FAITHFUL}: untie the embeddings", required=False, default=False),
+    Field("tie_word_embeddings", _NO, f"{_FAITHFUL}: untie the embeddings (SGLang would use the embedding as lm_head "
+          "and drop the trained one)", required=False, default=False),
+    Field("quantization_config", Const(None), f"{_FAITHFUL}: convert an unquantized draft (SGLang would quantize "
+          "its layers)", required=False),
+)
+
+# speculators' transformer_layer_config: an HF LlamaConfig (kept keys), strict where SGLang's class would differ.
+TRANSFORMER_LAYER = Record("speculators transformer_layer_config", (
+    HIDDEN, HEADS, INTERMEDIATE, VOCAB, KV_HEADS, HEAD_DIM,
+    Field("layer_types", Optional(ListOf(Str(max_len=200))), "re-save the draft with speculators", required=False),
+    *HONOURED,
 ), unknown="keep", error=ConvertError, fix="re-save the draft with speculators")
+
+# What convert needs of a draft already in SGLang's layout (formats.sglang_eagle_config); the rest is copied as is.
+SGLANG_LAYOUT = Record("SGLang-layout draft config.json", (
+    Field("architectures", ListOf(Str(choices=(SGLANG_ARCH,)), min_len=1, max_len=1), f"only {SGLANG_ARCH} drafts "
+          "(SpecForge/SGLang format) or speculators Eagle-3 drafts are converted"),
+    *HONOURED,
+    *FLAGS,
+), unknown="keep", error=ConvertError, fix="point at the draft's config.json")
 
 _METADATA_FIX = "re-save the draft with speculators"
 # speculators 0.9.0 Eagle3SpeculatorConfig's top level: convert carries these or keeps them as metadata, and

@@ -164,8 +164,8 @@ def test_one_dimension_bound_and_one_flag_list_for_config_and_checkpoint():
 
     assert config.FLAG_FIELDS is MATH_FLAGS and config.MAX_DIM == MAX_DIM == DIM.hi
     assert not hasattr(checkpoint, "MAX_DIM")
-    good = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 256,
-            "num_hidden_layers": 1}
+    good = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 256, "num_hidden_layers": 1}
     for bad in (0, True, 1.0, MAX_DIM + 1, "8"):
         with pytest.raises(ConvertError) as e:
             checkpoint.expected_eagle3_tensors({**good, "hidden_size": bad}, 3, 64, "c\x1b.json")
