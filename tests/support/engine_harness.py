@@ -51,7 +51,8 @@ def greedy(max_new_tokens: int = 8) -> dict:
 
 
 def eagle3_kwargs(draft_path) -> dict:
-    """Engine kwargs for EAGLE-3 in the only shape the CPU shim supports: one step, topk 1, 2 draft tokens."""
+    """Engine kwargs for EAGLE-3 as a 1-step chain (topk 1, 2 draft tokens), the cheapest setting; the CPU runtime also
+    runs multi-step chains and trees (cpu_runtime B7/B8, tests/engine/test_cpu_multistep.py)."""
     return dict(
         speculative_algorithm="EAGLE3",
         speculative_draft_model_path=str(draft_path),
