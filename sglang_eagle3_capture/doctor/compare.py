@@ -84,10 +84,11 @@ class CompareReport:
                 "notes": self.notes, "ok": self.ok, "summary": self.summary}
 
 
-def _check_batch(f: Path, tensors: dict) -> None:
+def _check_batch(f: Path, tensors: dict) -> dict:
     """A dumped batch as the dump writes it (:data:`~sglang_eagle3_capture.schemas.dump.BATCH`): one position (and
-    one input id) per row of ``aux_hidden_states``, positions >= 0."""
-    t = records.read(schema.BATCH, tensors, file=f)["aux_hidden_states"].shape[0]
+    one input id) per row of ``aux_hidden_states``, positions >= 0; returned as read (fp8 upcast to float32)."""
+    tensors = {k: v for k, v in records.read(schema.BATCH, tensors, file=f).items() if v is not None}
+    t = tensors["aux_hidden_states"].shape[0]
     for key in ("positions", "input_ids"):
         if key in tensors and tensors[key].shape[0] != t:
             raise SampleError(f, key, f"has {tensors[key].shape[0]} entries, expected {t} (one per row of "
@@ -95,6 +96,7 @@ def _check_batch(f: Path, tensors: dict) -> None:
     pos = tensors["positions"]
     if pos.numel() and int(pos.min()) < 0:
         raise SampleError(f, "positions", f"holds negative positions (min {int(pos.min())})", schema.FIX)
+    return tensors
 
 
 def _metadata(meta_path: Path) -> dict:
@@ -129,8 +131,7 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
         except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since the header check)
             raise SampleError(f, "<data>", f"not a readable safetensors file ({brief(str(e).splitlines()[0], 160)})",
                               schema.FIX) from None
-        _check_batch(f, tensors)
-        out.append((f, tensors, _metadata(f.with_suffix(".json"))))
+        out.append((f, _check_batch(f, tensors), _metadata(f.with_suffix(".json"))))
     return out
 
 

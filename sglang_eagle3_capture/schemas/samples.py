@@ -3,8 +3,9 @@ per on-disk layout, and the two JSON files speculators' legacy generator writes 
 
 A sample file is a dict of tensors, so its fields are :class:`Tensor` kinds (a JSON value never is one). Policy:
 ``keep`` everywhere, since pipelines add keys of their own and nothing here reads them; each declared key is typed
-strictly (dimensions, integer or floating point, finite), because its values are what the fc is scored on. The
-shapes that tie keys together (one row per token, K chunks of the hidden size) are checked by the reader.
+strictly (dense CPU tensors of the right dimensions, integer or floating point, finite; fp8 read as float32),
+because its values are what the fc is scored on. The shapes that tie keys together (one row per token, K chunks of
+the hidden size) are checked by the reader.
 """
 
 from __future__ import annotations
@@ -36,10 +37,42 @@ def _is_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+# Dtypes by name (torch is imported only once a tensor exists). fp8 hidden states are real (DeepSeek-V3 serves in
+# fp8): read, upcast to float32 for every check and all the math. Unsigned integers are read as int64 (torch
+# implements few ops on uint16/32/64). Anything else (fp4 and other packed sub-byte types, the e8m0 scale type,
+# quantized and complex tensors) is refused.
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+FP8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+INTS = ("int8", "int16", "int32", "int64", "uint8")
+UNSIGNED = ("uint16", "uint32", "uint64")
+
+
+def _dtype(value: Any) -> str:
+    return str(value.dtype).removeprefix("torch.")
+
+
+def _dense(value: Any, path: str) -> None:
+    """A dense CPU tensor whose elements each have their own bytes: never sparse, quantized or on another device
+    (``meta`` holds no data), and never more elements than its storage holds (a stride-0 or overlapping view: a
+    4 KB file could claim 10^12 rows, and every check would then allocate for each one)."""
+    if str(value.layout) != "torch.strided":
+        raise Bad(path, f"is a {str(value.layout).removeprefix('torch.')} tensor; expected a dense tensor")
+    if value.device.type != "cpu":
+        raise Bad(path, f"is on device {value.device.type!r} (holds no data here); expected a CPU tensor")
+    if value.is_quantized:
+        raise Bad(path, f"is a quantized {_dtype(value)} tensor; expected plain floats or integers")
+    needed, held = value.numel() * value.element_size(), value.untyped_storage().nbytes()
+    if value.numel() and needed > held:
+        raise Bad(path, f"claims {value.numel()} elements of shape {list(value.shape)} (strides "
+                  f"{list(value.stride())}) over a storage of {held} bytes: an expanded or overlapping view, not "
+                  "stored data")
+
+
 @dataclass(frozen=True)
 class Tensor(Kind):
-    """A torch tensor of one of ``dims`` dimensions; ``values`` ``"float"`` (finite floating point), ``"int"``
-    (integers, not bool) or ``"any"``. ``shape`` names the dimensions for messages, e.g. ``"[seq, hidden]"``."""
+    """A dense CPU torch tensor of one of ``dims`` dimensions; ``values`` ``"float"`` (finite floating point),
+    ``"int"`` (integers, not bool) or ``"any"`` (real numbers or bool). ``shape`` names the dimensions for messages,
+    e.g. ``"[seq, hidden]"``. The value read is normalized: fp8 upcast to float32, uint16/32/64 read as int64."""
 
     shape: str
     dims: tuple[int, ...]
@@ -52,15 +85,23 @@ class Tensor(Kind):
     def check(self, value: Any, path: str) -> Any:
         if not _is_tensor(value) or value.dim() not in self.dims:
             raise Bad(path, f"expected {self.describe()}, got {_what(value)}")
+        _dense(value, path)
         torch = sys.modules["torch"]
-        if self.values == "float":
-            if not value.is_floating_point():
-                raise Bad(path, f"holds {value.dtype}, expected floating-point hidden states")
-            if value.numel() and not bool(torch.isfinite(value).all()):
-                raise Bad(path, f"holds {int((~torch.isfinite(value)).sum())} non-finite values (NaN or Inf)")
-        integer = not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
-        if self.values == "int" and not integer:
-            raise Bad(path, f"holds {value.dtype}, expected integers")
+        dtype = _dtype(value)
+        floats, ints = FLOATS + FP8, INTS + UNSIGNED
+        allowed = {"float": floats, "int": ints}.get(self.values, floats + ints + ("bool",))
+        if dtype not in allowed:
+            want = {"float": "floating-point hidden states (float16/bfloat16/float32/float64 or fp8)",
+                    "int": "integers"}.get(self.values, "real numbers or bool")
+            raise Bad(path, f"holds {dtype}, expected {want}")
+        if dtype in FP8:
+            value = value.float()
+        elif dtype in UNSIGNED:
+            value = value.long()
+            if value.numel() and bool((value < 0).any()):  # past int64: no token id or position is that large
+                raise Bad(path, f"holds {dtype} values of 2**63 or more")
+        if self.values == "float" and value.numel() and not bool(torch.isfinite(value).all()):
+            raise Bad(path, f"holds {int((~torch.isfinite(value)).sum())} non-finite values (NaN or Inf)")
         return value
 
 

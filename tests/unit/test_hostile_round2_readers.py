@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from sglang_eagle3_capture.draft.checkpoint import tensor_index
 from sglang_eagle3_capture.draft.config import DraftConfig
@@ -162,3 +163,165 @@ def test_verify_refuses_an_empty_architectures_on_the_command_line(tmp_path, cap
     _edit(draft / "config.json", lambda c: c.update(architectures=[]))
     rc, _, err = run(capsys, "verify", draft, "--data", fx / "samples", "--target", fx / "target", "--no-progress")
     assert rc == 2 and "field 'architectures'" in err
+
+
+# ---- 2. tensors outside dense CPU float/int, in every sample layout and the dump -----------------------------------
+
+SEQ, H, K = 5, 8, 3
+
+
+def _as(kind: str, t: torch.Tensor) -> torch.Tensor:
+    """``t``'s shape as a tensor of ``kind``."""
+    if kind == "sparse":
+        return t.float().to_sparse()
+    if kind == "quantized":
+        return torch.quantize_per_tensor(t.float(), 0.1, 0, torch.qint8)
+    if kind == "meta":
+        return torch.empty(t.shape, dtype=t.dtype, device="meta")
+    if kind == "stride-0":  # a few bytes claiming 10^12 rows
+        return torch.zeros((1, *t.shape[1:]), dtype=t.dtype).expand(10**12, *t.shape[1:])
+    if kind == "fp4":
+        return torch.zeros(t.shape, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    dtype = {"e8m0": torch.float8_e8m0fnu, "complex": torch.complex64, "fp8-e4m3": torch.float8_e4m3fn,
+             "fp8-e5m2": torch.float8_e5m2, "uint16": torch.uint16, "uint32": torch.uint32, "uint64": torch.uint64,
+             "bool": torch.bool}[kind]
+    return t.abs().to(dtype) if dtype.is_floating_point and "e8m0" in kind else t.to(dtype)
+
+
+def _sample(layout: str) -> dict:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 100, (SEQ,), generator=g)
+    hs = [torch.randn(SEQ, H, generator=g) for _ in range(K + 1)]
+    if layout == "legacy":
+        return {"input_ids": ids, "hidden_states": hs, "loss_mask": torch.ones(SEQ, dtype=torch.long)}
+    if layout == "hs":
+        return {"hidden_states": torch.stack(hs, dim=1), "token_ids": ids}
+    if layout in ("ckpt", "ckpt.gz"):
+        return {"input_ids": ids[None], "loss_mask": torch.ones(1, SEQ, dtype=torch.long),
+                "hidden_state": hs[-1][None], "aux_hidden_state": torch.cat(hs[:-1], dim=-1)[None]}
+    return {"aux_hidden_states": torch.cat(hs[:-1], dim=-1), "positions": torch.arange(SEQ), "input_ids": ids}
+
+
+# layout -> (file name, the hidden-state key and how to reach it, the id key)
+LAYOUTS = {"legacy": ("data_0.pt", "hidden_states[0]", "input_ids"),
+           "hs": ("hs_0.safetensors", "hidden_states", "token_ids"),
+           "ckpt": ("s.ckpt", "hidden_state", "input_ids"),
+           "ckpt.gz": ("s.ckpt.gz", "hidden_state", "input_ids"),
+           "dump": ("batch_0.safetensors", "aux_hidden_states", "input_ids")}
+
+
+def _put(d: dict, key: str, kind: str) -> None:
+    if key == "hidden_states[0]":
+        d["hidden_states"][0] = _as(kind, d["hidden_states"][0])
+    else:
+        d[key] = _as(kind, d[key])
+
+
+def _write(tmp: Path, layout: str, d: dict) -> Path:
+    import gzip
+    import io
+
+    name = LAYOUTS[layout][0]
+    path = tmp / name
+    if name.endswith(".safetensors"):
+        save_file(d, str(path))
+    else:
+        buf = io.BytesIO()
+        torch.save(d, buf)
+        path.write_bytes(gzip.compress(buf.getvalue()) if name.endswith(".gz") else buf.getvalue())
+    return path
+
+
+def _read(tmp: Path, layout: str, path: Path):
+    from sglang_eagle3_capture.doctor.compare import read_dump
+    from sglang_eagle3_capture.doctor.samples import load_sample
+
+    return read_dump(tmp)[0][1] if layout == "dump" else load_sample(path)
+
+
+TORCH_ONLY = ("sparse", "quantized", "meta", "stride-0")  # torch.save keeps these; safetensors cannot hold them
+REFUSED = (*TORCH_ONLY, "fp4", "e8m0", "complex")
+CASES = [(layout, kind) for layout in LAYOUTS for kind in REFUSED
+         if not (kind in TORCH_ONLY and LAYOUTS[layout][0].endswith(".safetensors"))]
+
+
+@pytest.mark.parametrize("layout,kind", CASES, ids=[f"{a}-{b}" for a, b in CASES])
+def test_a_hidden_state_outside_dense_float_is_refused_naming_file_and_key(tmp_path, layout, kind):
+    from sglang_eagle3_capture.errors import SampleError
+
+    d = _sample(layout)
+    key = LAYOUTS[layout][1]
+    _put(d, key, kind)
+    path = _write(tmp_path, layout, d)
+    assert path.stat().st_size < 64 << 10
+    with pytest.raises(SampleError) as e:
+        _read(tmp_path, layout, path)
+    assert e.value.file == str(path) and e.value.field == key and e.value.fix
+
+
+IDS_REFUSED = [(layout, kind) for layout in LAYOUTS for kind in ("sparse", "meta", "stride-0", "complex", "fp8-e4m3")
+               if not (kind in TORCH_ONLY and LAYOUTS[layout][0].endswith(".safetensors"))]
+
+
+@pytest.mark.parametrize("layout,kind", IDS_REFUSED, ids=[f"{a}-{b}" for a, b in IDS_REFUSED])
+def test_ids_outside_dense_integers_are_refused_naming_file_and_key(tmp_path, layout, kind):
+    from sglang_eagle3_capture.errors import SampleError
+
+    d = _sample(layout)
+    key = LAYOUTS[layout][2]
+    ids = d[key]
+    d[key] = _as(kind, ids[0] if ids.dim() == 2 else ids)[None] if ids.dim() == 2 and kind != "stride-0" else \
+        _as(kind, ids)
+    path = _write(tmp_path, layout, d)
+    with pytest.raises(SampleError) as e:
+        _read(tmp_path, layout, path)
+    assert e.value.file == str(path) and e.value.field == key and e.value.fix
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kind", ["fp8-e4m3", "fp8-e5m2"])
+def test_fp8_hidden_states_are_read_as_float32(tmp_path, layout, kind):
+    d = _sample(layout)
+    key = LAYOUTS[layout][1]
+    _put(d, key, kind)
+    stored = d["hidden_states"][0] if key == "hidden_states[0]" else d[key]
+    got = _read(tmp_path, layout, _write(tmp_path, layout, d))
+    if layout == "dump":
+        t = got["aux_hidden_states"]
+    else:
+        t = got.chunks[0] if layout in ("legacy", "hs") else got.chunks[-1]
+        stored = stored[:, 0] if layout == "hs" else stored[0] if stored.dim() == 3 else stored
+    assert t.dtype == torch.float32 and torch.equal(t, stored.float())
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kind", ["uint16", "uint32", "uint64"])
+def test_unsigned_ids_are_read_as_int64_and_past_int64_refused(tmp_path, layout, kind):
+    from sglang_eagle3_capture.errors import SampleError
+
+    d = _sample(layout)
+    key = LAYOUTS[layout][2]
+    want = d[key].reshape(-1)
+    d[key] = d[key].to(getattr(torch, kind))
+    got = _read(tmp_path, layout, _write(tmp_path, layout, d))
+    ids = got[key] if layout == "dump" else got.input_ids
+    assert ids.dtype == torch.int64 and torch.equal(ids.reshape(-1), want)
+    if kind == "uint64":
+        d[key] = torch.full(d[key].shape, 2**63, dtype=torch.uint64)
+        path = _write(tmp_path, layout, d)
+        with pytest.raises(SampleError) as e:
+            _read(tmp_path, layout, path)
+        assert e.value.field == key
+
+
+@pytest.mark.parametrize("kind", ["sparse", "stride-0", "meta"])
+def test_verify_exits_2_on_such_a_sample(tmp_path, capsys, kind):
+    from support.fixture import fixture_dir
+
+    fx = fixture_dir()
+    d = torch.load(fx / "samples" / "data_0.pt", weights_only=True)
+    d["hidden_states"][1] = _as(kind, d["hidden_states"][1])
+    bad = tmp_path / "data_0.pt"
+    torch.save(d, bad)
+    rc, _, err = run(capsys, "verify", fx / "draft", "--data", bad, "--target", fx / "target", "--no-progress")
+    assert rc == 2 and str(bad) in err and "field 'hidden_states[1]'" in err
