@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from . import records
-from .errors import LayerIdError, ManifestError, shown
+from .errors import LayerIdError, ManifestError, cut, shown
 from .layer_ids import check_layer_ids
 from .schemas.manifest import FILENAME as MANIFEST_FILENAME
 from .schemas.manifest import FORMAT as MANIFEST_FORMAT
@@ -120,8 +120,9 @@ def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
     anything but a regular file standing where the manifest belongs (a directory, fifo, dangling symlink, loop)."""
     path = manifest_path(draft_dir_or_file)
     if path_kind(path, error=ManifestError, fix=REWRITE) == "missing":
+        draft = cut(shown(path.parent), 200, keep_end=True)  # a long path must not push the rest of the fix out
         raise ManifestError(path, "<file>", "no layer manifest found",
-                            f"write one with `sglang-eagle3-capture manifest write {shown(path.parent)} "
+                            f"write one with `sglang-eagle3-capture manifest write {draft} "
                             "--layer-ids=... --target TARGET` (or convert the draft with `sglang-eagle3-capture "
                             "convert SRC DST`)")
     return manifest_from_dict(read_json_object(path, fix=f"replace it with a manifest file; {REWRITE}"), path=path)

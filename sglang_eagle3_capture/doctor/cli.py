@@ -470,7 +470,7 @@ def _guarded_streams():
     """sys.stdout and sys.stderr as :class:`_Guarded` for the command; the streams it found come back after."""
     saved = sys.stdout, sys.stderr
     _open_standard_fds()
-    with open(os.devnull, "w") as null:  # for a stream Python found closed at startup (None)
+    with io.StringIO() as null:  # for a stream Python found closed at startup (None): what is written is dropped
         out = _Guarded(sys.stdout if sys.stdout is not None else null, pipe_stops=True)
         err = _Guarded(sys.stderr if sys.stderr is not None else null, pipe_stops=False)
         sys.stdout, sys.stderr = out, err
