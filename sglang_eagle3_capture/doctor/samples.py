@@ -20,7 +20,8 @@ hidden-state tensors split into ``[seq, hidden]`` chunks in stored order):
 
 The keys of each layout and of the two JSON files beside legacy samples are declared once in
 :mod:`sglang_eagle3_capture.schemas.samples`; every problem is a :class:`SampleError` naming the file, the key and the
-fix. ``torch.load`` always runs with ``weights_only=True``.
+fix. ``torch.load`` always runs with ``weights_only=True``, and only after every compressed container it would
+inflate (the gzip of a ``.ckpt.gz``, each record of torch's zip format) was bounded (:data:`MAX_RATIO`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import functools
 import gzip
 import io
 import os
+import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,10 +163,21 @@ def load_sample(path: str | Path) -> Sample:
                       "pass speculators data_*.pt, hs_*.safetensors or SpecForge *.ckpt / *.ckpt.gz files")
 
 
-# A .ckpt.gz may inflate to at most this many times its size (hidden states barely compress: real files come in
-# near 1x) or MIN_GZ_BUDGET, whichever is larger: a gzip bomb is refused after reading that much, never unpickled.
-MAX_GZ_RATIO = 16
-MIN_GZ_BUDGET = 64 << 20
+# A compressed container (a .ckpt.gz, or a record deflated inside torch's zip format) may inflate to at most this
+# many times its file's size (hidden states barely compress: real files come in near 1x; torch.save stores its
+# records uncompressed) or MIN_BUDGET, whichever is larger: a bomb is refused before torch.load reads it.
+MAX_RATIO = 16
+MIN_BUDGET = 64 << 20
+
+
+def _budget(compressed: int) -> int:
+    return max(MIN_BUDGET, MAX_RATIO * compressed)
+
+
+def _bomb(path: Path, inflated: str, compressed: int) -> SampleError:
+    return SampleError(path, "<data>", f"{inflated} more than {_budget(compressed)} bytes ({MAX_RATIO}x its "
+                       f"{compressed}; hidden states barely compress): not a sample a pipeline wrote (a "
+                       "decompression bomb?)", "pass the samples the pipeline wrote")
 
 
 def _first_line(e: BaseException) -> str:
@@ -178,19 +191,33 @@ def _first_line(e: BaseException) -> str:
 
 
 def _gunzip(path: Path, f, compressed: int) -> bytes:
-    budget = max(MIN_GZ_BUDGET, MAX_GZ_RATIO * compressed)
     out = io.BytesIO()
     try:
         with gzip.GzipFile(fileobj=f, mode="rb") as g:
             while chunk := g.read(1 << 20):
                 out.write(chunk)
-                if out.tell() > budget:
-                    raise SampleError(path, "<data>", f"inflates to more than {budget} bytes ({MAX_GZ_RATIO}x its "
-                                      f"{compressed}; hidden states barely compress): not a SpecForge sample (a gzip "
-                                      "bomb?)", "pass the samples the pipeline wrote")
+                if out.tell() > _budget(compressed):
+                    raise _bomb(path, "inflates to", compressed)
     except (OSError, EOFError, zlib.error) as e:
         raise SampleError(path, "<data>", f"not a readable gzip file ({_first_line(e)})", REGENERATE) from None
     return out.getvalue()
+
+
+def _check_zip(path: Path, source, compressed: int) -> None:
+    """A torch zip archive (what ``torch.save`` writes) whose records, as its central directory declares them (the
+    sizes torch's reader allocates and checks), fit the budget; a file of another format passes untouched."""
+    if not zipfile.is_zipfile(source):
+        source.seek(0)
+        return
+    try:
+        source.seek(0)
+        with zipfile.ZipFile(source) as z:
+            total = sum(info.file_size for info in z.infolist())
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
+        raise SampleError(path, "<data>", f"not a readable zip archive ({_first_line(e)})", REGENERATE) from None
+    source.seek(0)
+    if total > _budget(compressed):
+        raise _bomb(path, f"holds records declaring {total} bytes,", compressed)
 
 
 def _torch_load(path: Path):
@@ -198,10 +225,9 @@ def _torch_load(path: Path):
 
     with open_regular(path, error=SampleError, fix="pass the sample files the training pipeline wrote") as f:
         try:
-            if path.name.endswith(".gz"):
-                source = io.BytesIO(_gunzip(path, f, os.fstat(f.fileno()).st_size))
-            else:
-                source = f
+            size = os.fstat(f.fileno()).st_size
+            source = io.BytesIO(_gunzip(path, f, size)) if path.name.endswith(".gz") else f
+            _check_zip(path, source, size)
             return torch.load(source, map_location="cpu", weights_only=True)
         except SampleError:
             raise

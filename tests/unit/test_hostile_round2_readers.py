@@ -325,3 +325,47 @@ def test_verify_exits_2_on_such_a_sample(tmp_path, capsys, kind):
     torch.save(d, bad)
     rc, _, err = run(capsys, "verify", fx / "draft", "--data", bad, "--target", fx / "target", "--no-progress")
     assert rc == 2 and str(bad) in err and "field 'hidden_states[1]'" in err
+
+
+# ---- 3. every compressed container a sample reader opens is bounded ----------------------------------------------
+
+def _deflated(d: dict) -> bytes:
+    """``torch.save(d)`` with every zip record deflated (torch's reader inflates them; torch.save never writes so)."""
+    import io
+    import zipfile
+
+    buf, out = io.BytesIO(), io.BytesIO()
+    torch.save(d, buf)
+    src = zipfile.ZipFile(buf)
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for info in src.infolist():
+            z.writestr(info.filename, src.read(info.filename))
+    return out.getvalue()
+
+
+BOMB_LAYOUTS = {"legacy": "data_0.pt", "ckpt": "s.ckpt", "ckpt.gz": "s.ckpt.gz"}
+
+
+@pytest.mark.parametrize("layout", BOMB_LAYOUTS)
+def test_a_deflated_torch_zip_record_is_bounded_in_every_container(tmp_path, monkeypatch, layout):
+    """A record inflating past 16x its file (here 8 MiB of zeros in a ~10 KB file, the budget's floor lowered from
+    64 MiB to 1 MiB so the test stays small) is refused before torch.load reads it; within the bound it loads."""
+    import gzip
+
+    from sglang_eagle3_capture.doctor import samples
+    from sglang_eagle3_capture.errors import SampleError
+
+    monkeypatch.setattr(samples, "MIN_BUDGET", 1 << 20)
+    d = _sample(layout)
+    small = _deflated(d)
+    d["padding"] = torch.zeros(2 << 20)  # 8 MiB, deflates to a few KB: an unknown key is kept, so it would load
+    data = _deflated(d)
+    path = tmp_path / BOMB_LAYOUTS[layout]
+    gz = layout == "ckpt.gz"
+    path.write_bytes(gzip.compress(data) if gz else data)
+    assert path.stat().st_size < 64 << 10
+    with pytest.raises(SampleError) as e:
+        samples.load_sample(path)
+    assert e.value.file == str(path) and e.value.field == "<data>" and e.value.fix
+    path.write_bytes(gzip.compress(small) if gz else small)
+    assert samples.load_sample(path).chunks
