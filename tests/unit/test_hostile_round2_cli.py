@@ -110,6 +110,7 @@ def test_where_the_output_goes_never_decides_the_exit_status(case, base):
             assert read_manifest(base / "draft").layer_ids == (-1, 0, 1)
 
 
+@pytest.mark.fuzz  # a real process (or speculators' draft): the full suite, not make quick
 def test_a_full_stdout_is_named_once_on_stderr(base):
     r = sh(["manifest", "show", base / "draft", "--json"], ">/dev/full")
     assert r.returncode == 0 and len(lines(r.stderr)) == 1 and "stdout" in r.stderr and "no space" in r.stderr
@@ -144,6 +145,7 @@ def test_warnings_after_a_report_are_one_line_each(monkeypatch):
     assert lines(r.err) == [f"{PROG}: warning: UserWarning: a library's multi-line\\nwarning \\x1b[2J"]
 
 
+@pytest.mark.fuzz  # a real process (or speculators' draft): the full suite, not make quick
 def test_torch_warnings_from_a_sparse_sample_never_precede_the_error_line(tmp_path):
     """torch prints two multi-line UserWarnings while it loads a sparse CSR tensor; the error line stays alone."""
     import torch
@@ -234,6 +236,7 @@ def test_a_non_utf8_directory_name_converts_and_reads_back(base, tmp_path):
     assert read_manifest(dst).layer_ids == m.layer_ids
 
 
+@pytest.mark.fuzz  # a real process (or speculators' draft): the full suite, not make quick
 def test_an_ascii_locale_converts_a_non_ascii_path(base, tmp_path):
     src = tmp_path / "modèle" / "draft"
     shutil.copytree(base / "sf", src)
@@ -265,6 +268,7 @@ sys.exit(cli.main(sys.argv[2:]))
 """
 
 
+@pytest.mark.fuzz  # a real process: the full suite, not make quick
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_convert_leaves_no_temporary_directory(base, tmp_path, signum):
     out = tmp_path / "parent"
@@ -327,6 +331,7 @@ def test_a_manifest_bound_is_blamed_on_the_target_config(base, tmp_path, dims, f
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.fuzz  # a real process (or speculators' draft): the full suite, not make quick
 def test_trained_with_where_nothing_reads_it_is_refused(base, tmp_path, speculators_draft, kimi_target):
     r = run_cli(["inspect", base / "draft", "--trained-with", "layer-output"])
     assert r.rc == 2 and "field '--trained-with'" in r.err and "fix:" in r.err, r.err
