@@ -26,6 +26,7 @@ from ..families import family_of
 from ..formats import load_draft_config, read_draft_config
 from ..manifest import MANIFEST_FILENAME, find_manifest
 from ..readings import engine_capture, releases_label, stock_by_release, stock_sglang_capture
+from ..schemas.samples import FP8
 from ..target_config import load_target_config, target_dims
 from ..userfiles import is_directory
 from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, describe_sources
@@ -171,13 +172,16 @@ def _check_stored_layer_ids(s, n_layers: int) -> None:
 
 
 def _embedding_hits(samples, embed) -> list[list[int]]:
-    """Per sample, the stored chunks that equal ``embed[input_ids]`` exactly (in the chunk's dtype)."""
+    """Per sample, the stored chunks that equal ``embed[input_ids]`` exactly (in the chunk's dtype; a float32 chunk
+    also as fp8 stored it, since the reader upcasts fp8 hidden states)."""
     import torch
 
+    fp8 = [getattr(torch, name) for name in FP8]
     out = []
     for s in samples:
         ref = embed[s.input_ids]
-        out.append([i for i, c in enumerate(s.chunks) if torch.equal(c, ref.to(c.dtype))])
+        out.append([i for i, c in enumerate(s.chunks) if torch.equal(c, ref.to(c.dtype)) or (
+            c.dtype == torch.float32 and any(torch.equal(c, ref.to(t).float()) for t in fp8))])
     return out
 
 

@@ -119,6 +119,8 @@ SGLANG_DRAFT = Record("SGLang EAGLE-3 draft config.json", (
     Field("attention_bias", FLAG, 'write "attention_bias": true or false', required=False),
     Field("tie_word_embeddings", FLAG, 'write "tie_word_embeddings": true or false', required=False),
     Field("eagle_config", Optional(Nested(EAGLE_CONFIG)), "write eagle_config as an object", required=False),
+    Field("quantization_config", Const(None), "verify models unquantized drafts only (SGLang would quantize the "
+          "layers): verify the unquantized draft", required=False),
     *FLAGS,
 ), unknown="keep", error=DraftFormatError, fix="point at the draft's config.json")
 

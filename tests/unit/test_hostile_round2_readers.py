@@ -369,3 +369,35 @@ def test_a_deflated_torch_zip_record_is_bounded_in_every_container(tmp_path, mon
     assert e.value.file == str(path) and e.value.field == "<data>" and e.value.fix
     path.write_bytes(gzip.compress(small) if gz else small)
     assert samples.load_sample(path).chunks
+
+
+@pytest.mark.parametrize("key", ["hidden_state", "aux_hidden_state", "input_ids", "loss_mask"])
+def test_a_batch_2_specforge_ckpt_is_refused_not_read_as_its_first_row(tmp_path, key):
+    from sglang_eagle3_capture.doctor.samples import load_sample
+    from sglang_eagle3_capture.errors import SampleError
+
+    d = _sample("ckpt")
+    d[key] = torch.cat([d[key], d[key]])  # SpecForge writes one sample per file: a second row is another sample
+    path = _write(tmp_path, "ckpt", d)
+    with pytest.raises(SampleError) as e:
+        load_sample(path)
+    assert e.value.file == str(path) and e.value.field == key and e.value.fix
+
+
+def test_verify_reader_refuses_a_quantized_draft_it_cannot_model():
+    with pytest.raises(DraftFormatError) as e:
+        DraftConfig.from_dict({**GOOD, "quantization_config": {"quant_method": "fp8"}}, "c.json")
+    assert e.value.field == "quantization_config" and e.value.fix
+
+
+def test_verify_finds_the_embedding_in_fp8_samples(tmp_path):
+    """fp8 samples are upcast when read; the stored embedding chunk is still found exactly (as fp8 rounded it)."""
+    from sglang_eagle3_capture.doctor.samples import load_sample
+    from sglang_eagle3_capture.doctor.verify import _embedding_hits
+
+    embed = torch.randn(100, H)
+    d = _sample("legacy")
+    d["hidden_states"] = [embed[d["input_ids"]].to(torch.float8_e4m3fn), *(t.to(torch.float8_e4m3fn)
+                                                                          for t in d["hidden_states"][1:])]
+    sample = load_sample(_write(tmp_path, "legacy", d))
+    assert sample.chunks[0].dtype == torch.float32 and _embedding_hits([sample], embed) == [[0]]
