@@ -240,7 +240,7 @@ def _read(tmp: Path, layout: str, path: Path):
 
 
 TORCH_ONLY = ("sparse", "quantized", "meta", "stride-0")  # torch.save keeps these; safetensors cannot hold them
-REFUSED = (*TORCH_ONLY, "fp4", "e8m0", "complex")
+REFUSED = (*TORCH_ONLY, "fp4", "e8m0", "complex", "uint32", "bool")
 CASES = [(layout, kind) for layout in LAYOUTS for kind in REFUSED
          if not (kind in TORCH_ONLY and LAYOUTS[layout][0].endswith(".safetensors"))]
 
