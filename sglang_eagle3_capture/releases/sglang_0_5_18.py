@@ -8,4 +8,5 @@ from . import sglang_0_5_19
 from .sglang_0_5_23 import eager_prefill
 
 RELEASE = replace(sglang_0_5_19.RELEASE, version="0.5.18", built="2026-08-21", draft_path_from="server_args",
+                  resolution_record=False,  # speculative_hook.py l.683: assigns server_args fields in place
                   seams=sglang_0_5_19.RELEASE.with_seams(eager_prefill("chunked_prefix_uncapturable")))

@@ -64,6 +64,7 @@ RELEASE = Release(
     final_norm_captures=("gpt_oss",),  # gpt_oss.py l.726-737 (since 0.5.17: the capture loop rewrite)
     draft_path_from="runtime_context",
     has_draft_model_config=True,
+    resolution_record=True,  # arg_groups/overrides.py l.110-136; speculative_hook.py l.1255-1266 declares through it
     draft_flags={
         "norm_before_fc": DraftFlag(("eagle_config.norm_before_fc", "norm_before_fc")),
         "fc_norm": DraftFlag(("fc_norm", "use_aux_norm"), combine="any"),

@@ -33,7 +33,7 @@ from ..families import PACKED, Family
 from ..families.schema import PP_FROM_RUNTIME
 from ..layer_ids import layer_ids_of_loop
 from ..releases.schema import Release
-from . import resolution, seams, selfcheck
+from . import resolution, seams, selfcheck, setup_report
 from .capture import CapturePlan, FcFeed, plan_capture
 from .dump import dump_from_env
 from .runtime import current_tp_rank, draft_hf_config, draft_model_path
@@ -178,6 +178,7 @@ def _wrap_resolve(original: Callable) -> Callable:
     @functools.wraps(original)
     def init_spec_aux_hidden_state(self):
         original(self)  # SGLang's own resolution: self.spec_aux_config
+        report = setup_report.at_resolution(self)  # the effective speculative setup, logged once per server
         config, server_args = self.spec_aux_config, self.server_args
         path = draft_model_path(server_args)
         unpatched = {f.name: _UNAVAILABLE.get(f.name) or status(f.name) for f in families.all_families()
@@ -186,6 +187,7 @@ def _wrap_resolve(original: Callable) -> Callable:
             config=config, server_args=server_args, model_config=self.model_config,
             spec_algorithm=self.spec_algorithm, is_draft_worker=self.is_draft_worker, draft_path=path,
             draft_hf_config=lambda: draft_hf_config(config, server_args, path), unpatched=unpatched)
+        setup_report.refuse_if_strict(report)  # SGLANG_EAGLE3_CAPTURE_STRICT=1: a rewrite or contradiction
         if declared is not None:
             config.eagle_aux_hidden_state_layer_ids = declared  # configure_aux_hidden_state_capture hands it on
 
