@@ -1,7 +1,10 @@
-"""The CI gate of benchmarks/bench_e2e.py compares numbers measured in one run; check it refuses what it must, for
-every fixture it ran (fixtures/tiny and fixtures/tiny-llama by default, or those named by --fixture)."""
+"""benchmarks/bench_e2e.py without servers: the figures it derives from SGLang's meta_info and /server_info, the
+settings it runs, the rows it writes, and the CI gate (per fixture and setting, numbers of one run only)."""
 
+import csv
+import json
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -9,43 +12,153 @@ from fixtures.specs import SPECS
 from support import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_e2e import DEFAULT_FIXTURES, fixture_path, fixture_runs, gate, gate_fixtures  # noqa: E402
+from bench_e2e import (  # noqa: E402
+    DEFAULT_FIXTURES,
+    DEFAULT_SETTINGS,
+    Limits,
+    acceptance,
+    effective_settings,
+    fixture_path,
+    fixture_runs,
+    gate,
+    gate_fixtures,
+    parse_setting,
+    rows_of,
+    server_cmd,
+    settings_from,
+    write_results,
+)
+
+LIMITS = Limits(offline=0.05, first=0.2, rate=0.2, length=0.3, min_drafts=2000)
 
 
-def _rows(manifest_rate, offline, stock_rate, same_output=True, drafts=2500):
-    ref = [[1, 2, 3]]
-    return {
-        "no_spec": {"output_ids": ref},
-        "stock": {"accept_rate": stock_rate, "output_ids": ref, "proposed_drafts": drafts},
-        "manifest": {"accept_rate": manifest_rate, "offline_accuracy": offline, "proposed_drafts": drafts,
-                     "output_ids": ref if same_output else [[1, 2, 4]]},
-    }
+def _spec_row(rate, length, first, setting=(3, 1, 4), drafts=2500, output=((1, 2, 3),), offline=None):
+    steps, topk, tokens = setting
+    return {"accept_rate": rate, "accept_length": length, "per_position_acceptance": [first] + [0.0] * (steps - 1),
+            "proposed_drafts": drafts, "output_ids": [list(o) for o in output], "offline_accuracy": offline,
+            "speculative_num_steps": steps, "speculative_eagle_topk": topk, "speculative_num_draft_tokens": tokens}
+
+
+def _rows(manifest=(0.9, 3.7, 0.97), stock=(0.3, 1.8, 0.5), offline=0.98, **kw):
+    return {"no_spec": {"output_ids": [[1, 2, 3]]},
+            "stock": _spec_row(*stock, **{k: v for k, v in kw.items() if k != "output"}),
+            "manifest": _spec_row(*manifest, offline=offline, **kw)}
+
+
+def test_acceptance_from_meta_info():
+    """Two requests' histograms add entry by entry; the figures follow the module docstring's definitions."""
+    metas = [
+        {"spec_verify_ct": 4, "spec_num_correct_drafts": 8, "spec_num_proposed_drafts": 12,
+         "spec_correct_drafts_histogram": [1, 0, 1, 2]},  # 0*1 + 1*0 + 2*1 + 3*2 = 8 accepted
+        {"spec_verify_ct": 2, "spec_num_correct_drafts": 1, "spec_num_proposed_drafts": 6,
+         "spec_accept_histogram": [1, 1]},  # the older alias
+    ]
+    got = acceptance(metas, completion=20)
+    assert got["accept_histogram"] == [2, 1, 1, 2] and sum(got["accept_histogram"]) == got["verify_ct"] == 6
+    assert got["accept_length"] == pytest.approx(1 + 9 / 6, abs=1e-4)
+    assert got["sglang_accept_length"] == pytest.approx(20 / 6, abs=1e-4)
+    assert got["accept_rate"] == pytest.approx(9 / 18, abs=1e-4)
+    # position k: verify steps that accepted at least k+1 draft tokens
+    assert got["per_position_acceptance"] == pytest.approx([4 / 6, 3 / 6, 2 / 6], abs=1e-4)
+
+
+def test_acceptance_without_a_histogram_derives_no_positions():
+    got = acceptance([{"spec_verify_ct": 3, "spec_num_correct_drafts": 3, "spec_num_proposed_drafts": 3}], 7)
+    assert got["per_position_acceptance"] is None and got["accept_histogram"] is None
+    assert got["accept_rate"] == 1.0 and got["accept_length"] == 2.0
+    # a histogram that does not add up to the verify steps is not trusted either
+    bad = acceptance([{"spec_verify_ct": 3, "spec_num_correct_drafts": 1, "spec_num_proposed_drafts": 3,
+                       "spec_correct_drafts_histogram": [1, 1]}], 5)
+    assert bad["per_position_acceptance"] is None
+
+
+def test_effective_settings_are_read_from_server_info():
+    info = {"speculative_num_steps": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2,
+            "attention_backend": "torch_native", "speculative_algorithm": "EAGLE3", "model_path": "x"}
+    assert effective_settings(info) == {k: v for k, v in info.items() if k != "model_path"}
+
+
+def test_settings_parse_and_default():
+    assert parse_setting("3,2,6") == (3, 2, 6)
+    for bad in ("3,2", "3,x,6", "0,1,2", "3,1,4,5"):
+        with pytest.raises(ValueError):
+            parse_setting(bad)
+    ns = dict(speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None)
+    assert settings_from(SimpleNamespace(settings=None, **ns)) == list(DEFAULT_SETTINGS) == [(1, 1, 2), (3, 1, 4)]
+    assert settings_from(SimpleNamespace(settings=["1,1,2", "3,2,6"], **ns)) == [(1, 1, 2), (3, 2, 6)]
+    # gpu_check.py names one setting with the three --speculative-* options
+    legacy = dict(speculative_num_steps=3, speculative_eagle_topk=4, speculative_num_draft_tokens=8)
+    assert settings_from(SimpleNamespace(settings=None, **legacy)) == [(3, 4, 8)]
+    with pytest.raises(ValueError, match="not both"):
+        settings_from(SimpleNamespace(settings=["1,1,2"], **legacy))
+
+
+def test_server_cmd_runs_the_setting():
+    args = SimpleNamespace(target="T", draft="D", tp_size=1, device="cpu", server_arg=[],
+                           speculative_num_steps=1, speculative_eagle_topk=1, speculative_num_draft_tokens=2)
+    cmd = server_cmd(args, "manifest", 1234, (3, 2, 6))
+    flags = {cmd[i]: cmd[i + 1] for i in range(len(cmd) - 1) if cmd[i].startswith("--speculative")}
+    assert (flags["--speculative-num-steps"], flags["--speculative-eagle-topk"],
+            flags["--speculative-num-draft-tokens"]) == ("3", "2", "6")
+    assert "--speculative-num-steps" in server_cmd(args, "stock", 1234)  # bench_load.py: the args' setting
+    assert not any(c.startswith("--speculative") for c in server_cmd(args, "no_spec", 1234, (3, 2, 6)))
 
 
 def test_gate_passes_a_healthy_run():
-    assert gate(_rows(0.93, 0.95, 0.45), 0.05, 0.2, 2000) == []
+    assert gate(_rows(), LIMITS, (3, 1, 4)) == []
 
 
 @pytest.mark.parametrize("rows, fragment", [
-    (_rows(0.85, 0.95, 0.45), "below the draft's offline accuracy"),
-    (_rows(0.93, 0.95, 0.80), "not at least 0.2 below"),
-    (_rows(0.93, 0.95, 0.45, same_output=False), "greedy output differs"),
-    (_rows(0.93, 0.95, 0.45, drafts=1999), "fewer than 2000"),
+    (_rows(manifest=(0.9, 3.7, 0.90)), "below the draft's offline accuracy"),
+    (_rows(stock=(0.75, 1.8, 0.5)), "accept_rate 0.750 is not at least 0.2 below"),
+    (_rows(stock=(0.3, 3.5, 0.5)), "accept_length 3.500 is not at least 0.3 below"),
+    (_rows(stock=(0.3, 1.8, 0.8)), "first-position acceptance 0.800 is not at least 0.2 below"),
+    (_rows(manifest=(None, None, 0.97)), "accept_rate not measured"),
+    (_rows(output=((1, 2, 4),)), "manifest: greedy output differs"),
+    (_rows(drafts=1999), "fewer than 2000"),
+    (_rows(setting=(1, 1, 2)), "not the (3, 1, 4) asked for"),
 ])
 def test_gate_fails(rows, fragment):
-    problems = gate(rows, 0.05, 0.2, 2000)
+    problems = gate(rows, LIMITS, (3, 1, 4))
     assert any(fragment in p for p in problems), problems
 
 
-def test_gate_checks_every_fixture_and_names_the_failing_one():
-    by_fixture = {"tiny": _rows(1.0, 1.0, 0.24), "tiny-llama": _rows(0.99, 1.0, 0.85)}
-    problems = gate_fixtures(by_fixture, 0.05, 0.2, 2000)
-    assert len(problems) == 1 and problems[0].startswith("tiny-llama: stock accept rate 0.850"), problems
-    assert gate_fixtures({"tiny": _rows(1.0, 1.0, 0.24)}, 0.05, 0.2, 2000) == []
+def test_gate_first_position_falls_back_to_a_one_step_chains_accept_rate():
+    rows = _rows(manifest=(0.97, 1.97, None), stock=(0.3, 1.3, None), setting=(1, 1, 2))
+    for r in (rows["manifest"], rows["stock"]):
+        r["per_position_acceptance"] = None
+    assert gate(rows, LIMITS, (1, 1, 2)) == []
+    rows["manifest"].update(speculative_num_steps=3, speculative_num_draft_tokens=4)
+    assert any("first-position acceptance -" in p for p in gate(rows, LIMITS, (3, 1, 4)))
+
+
+def test_gate_checks_every_fixture_and_setting_and_names_the_failing_one():
+    by_fixture = {"tiny": {"3,1,4": _rows()},
+                  "tiny-llama": {"1,1,2": _rows(setting=(1, 1, 2)),
+                                 "3,1,4": _rows(stock=(0.85, 1.8, 0.5))}}
+    problems = gate_fixtures(by_fixture, LIMITS)
+    assert len(problems) == 1 and problems[0].startswith("tiny-llama 3,1,4: stock accept_rate 0.850"), problems
+    assert gate_fixtures({"tiny": {"3,1,4": _rows()}}, LIMITS) == []
+
+
+def test_rows_are_one_per_fixture_setting_and_variant(tmp_path):
+    plain = {"fixture": "tiny", "setting": "", "variant": "no_spec", "accept_length": 1.0, "output_ids": [[1]]}
+    by_setting = {s: {"no_spec": plain, **{v: {"fixture": "tiny", "setting": s, "variant": v, "accept_length": 2.0,
+                                              "per_position_acceptance": [0.9], "output_ids": [[1]]}
+                                          for v in ("stock", "manifest")}}
+                  for s in ("1,1,2", "3,1,4")}
+    rows = rows_of(by_setting)
+    assert [(r["setting"], r["variant"]) for r in rows] == [
+        ("", "no_spec"), ("1,1,2", "stock"), ("1,1,2", "manifest"), ("3,1,4", "stock"), ("3,1,4", "manifest")]
+    write_results(rows, tmp_path)
+    with open(tmp_path / "e2e.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 5 and json.loads(table[1]["per_position_acceptance"]) == [0.9]
+    assert "output_ids" not in json.loads((tmp_path / "e2e.json").read_text())[0]
 
 
 def test_default_fixtures_are_the_bundled_ones_and_names_resolve():
-    assert set(DEFAULT_FIXTURES) == set(SPECS)
+    assert set(DEFAULT_FIXTURES) <= set(SPECS)
     for name in DEFAULT_FIXTURES:
         assert fixture_path(name) == SPECS[name].directory
     assert fixture_path("fixtures/tiny-llama") == SPECS["tiny-llama"].directory.relative_to(REPO)
@@ -68,6 +181,11 @@ def test_fixture_selection():
     assert fixture_runs(["tiny"]) == [("tiny", SPECS["tiny"].directory)]
     assert [label for label, _ in fixture_runs(["tiny-llama", "tiny"])] == ["tiny-llama", "tiny"]
     assert fixture_runs(None, "/m/target", "/m/draft") == [("m", None)]
+    # another draft on a fixture's target and prompts
+    assert fixture_runs(["tiny-llama"], None, "fixtures/tiny-llama/draft-ttt") == [
+        ("tiny-llama+draft-ttt", SPECS["tiny-llama"].directory)]
+    with pytest.raises(ValueError, match="names one --fixture"):
+        fixture_runs(None, None, "/m/draft")
     with pytest.raises(ValueError, match="at most one"):
         fixture_runs(["tiny", "tiny-llama"], "/m/target")
     with pytest.raises(ValueError, match="needs --draft"):
