@@ -44,11 +44,15 @@ test-release: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# The demo: inspect shows what stock SGLang would feed the bundled draft (a mis-wired verdict, exit 1, is the
-# point), then real servers measure accept rate with and without the plugin.
+# The demo: inspect gives the verdict with the plugin (exit 0: it feeds the bundled draft its manifest's layers),
+# then asks what stock SGLang would do (--stock: a mis-wired verdict, exit 1, is the point), then real servers
+# measure accept rate with and without the plugin.
 demo: setup
-	@echo "== 1/2  sglang-eagle3-capture inspect: what stock SGLang would feed the bundled draft"
+	@echo "== 1/2  sglang-eagle3-capture inspect: the bundled draft with the plugin, then with stock SGLang"
 	@$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft --target fixtures/tiny/target; rc=$$?; \
+	  if [ $$rc -eq 0 ]; then echo "(exit 0 = consistent, as expected: the plugin feeds the draft its manifest's layers)"; \
+	  else echo "unexpected exit status $$rc (expected 0, consistent with the plugin)"; exit 1; fi
+	@$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft --target fixtures/tiny/target --stock; rc=$$?; \
 	  if [ $$rc -eq 1 ]; then echo "(exit 1 = mis-wired, as expected: stock SGLang feeds this draft the wrong layers)"; \
 	  else echo "unexpected exit status $$rc (expected 1, mis-wired)"; exit 1; fi
 	@echo "== 2/2  per bundled fixture (DeepSeek-V3 tiny, Llama tiny-llama), three real servers:"

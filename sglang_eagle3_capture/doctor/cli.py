@@ -141,7 +141,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         raise UsageError(None, "--trained-with", f"{brief(str(manifest), 200)} states the ids, so nothing reads "
                          "--trained-with (it only chooses among the readings of a config without a manifest)",
                          "drop --trained-with (the manifest wins), or remove the manifest to inspect config.json's ids")
-    r = inspect_draft(args.draft_dir, args.target, sglang_version=args.sglang, trained_with=args.trained_with)
+    r = inspect_draft(args.draft_dir, args.target, sglang_version=args.sglang, trained_with=args.trained_with,
+                      stock=args.stock, launch_args=args.launch_args)
     status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
     if args.json:
         _print_json(r.to_dict())
@@ -165,8 +166,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         if w.problem:
             _print(f"  {_join_releases(names)}: {w.problem}")
     _print("")
+    whose = "with the plugin" if r.plugin_active else "stock SGLang's"
     _print(f"plugin:      {'installed' if r.plugin_installed else 'NOT installed'} (sglang.srt.plugins entry point "
-          "eagle3_capture)")
+          f"eagle3_capture); the verdict is {whose}")
+    for line in r.setup.lines() if r.setup is not None else ():
+        _print(f"setup:       {line}")
     for reading in r.ambiguous_readings:
         _print(f"reading:     {reading.describe()}")
     _print(f"verdict:     {r.verdict.upper()}: {r.summary}")
@@ -301,7 +305,8 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--trained-with", metavar="HOW", help="how the draft was trained, when its config's ids mean "
                    "different layers for different trainers: sglang==VERSION or layer-output")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
-    i.set_defaults(handler=_cmd_inspect)
+    i.add_argument("--stock", action="store_true", help="the verdict of stock SGLang, even where the plugin is active")
+    i.set_defaults(handler=_cmd_inspect, launch_args=None)  # `-- ARGS`: launch_server arguments (_Parser)
 
     v = subparsers.add_parser("verify", help="the draft's accuracy on its training samples under each wiring")
     v.add_argument("draft_dir", metavar="DRAFT_DIR")
@@ -343,6 +348,16 @@ class _Parser(argparse.ArgumentParser):
         option, problem = named.groups() if named else (None, message)
         e = UsageError(None, option, problem, f"see `{self.prog} --help`")
         self.exit(e.exit_code, f"{self.prog}: error: {e}\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """``inspect ... -- ARGS``: ARGS are launch_server arguments (docs/setup-report.md), kept whole."""
+        args = list(sys.argv[1:] if args is None else args)
+        first = next((a for a in args if not a.startswith("-")), None)
+        if first == "inspect" and "--" in args and self.prog == PROG:
+            ns, extra = super().parse_known_args(args[:args.index("--")], namespace)
+            ns.launch_args = args[args.index("--") + 1:]
+            return ns, extra
+        return super().parse_known_args(args, namespace)
 
 
 def _positive_int(text: str) -> int:

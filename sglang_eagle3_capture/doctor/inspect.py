@@ -6,20 +6,29 @@ reads as through :mod:`sglang_eagle3_capture.formats`). What stock SGLang would 
 (:mod:`sglang_eagle3_capture.releases`) for the target's family, plus the default used when the draft
 config names no ids. Every row is shown as layer ids and HF ``output_hidden_states`` indices.
 
-The verdict concerns the release the draft would be served with: the installed SGLang when it is
-supported, else the newest supported (``--sglang`` names another): ``consistent`` when it feeds exactly
-the declared ids in the declared order, ``mis-wired`` when it feeds other tensors, ``crash`` when it would
-fail (e.g. ``captured 2 of 3 aux hidden states``), ``ambiguous`` when there is no manifest and the config's
-ids mean different layers depending on how the draft was trained
-(:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
+The verdict concerns the deployment asked about: the release the draft would be served with (the installed
+SGLang when it is supported, else the newest supported; ``--sglang`` names another), with this package's plugin
+when it is active here (installed, and not left out by ``SGLANG_PLUGINS``): the plugin feeds a draft's declared ids
+(its manifest, or marked ``eagle_config`` ids) itself, so such a draft is ``consistent`` unless the plugin's policy
+refuses it (``refused``), and the stock reading is shown as what the plugin prevents. ``--stock`` (or no active
+plugin) asks what stock SGLang would do: ``consistent`` when it feeds exactly the declared ids in the declared
+order, ``mis-wired`` when it feeds other tensors, ``crash`` when it would fail (e.g. ``captured 2 of 3 aux hidden
+states``). ``ambiguous``: there is no manifest and the config's ids mean different layers depending on how the
+draft was trained (:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
+
+With launch_server arguments (``inspect DRAFT -- ARGS``), the installed SGLang resolves them
+(:mod:`.setup_args`) and the report adds the startup report the server would log
+(:mod:`sglang_eagle3_capture.setup_report`); a rewritten speculative setting or a contradiction makes the verdict
+``contradiction`` (exit 1).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .. import policy, releases
 from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
@@ -31,6 +40,7 @@ from ..layer_ids import hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
 from ..readings import StockCapture, engine_capture, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
+from .setup_args import setup_report
 
 PLUGIN_ENTRY_POINT = ("sglang.srt.plugins", "eagle3_capture")
 
@@ -72,6 +82,8 @@ class InspectReport:
     ambiguous_readings: list = field(default_factory=list)  # formats.sglang_eagle_config.Reading, when ambiguous
     verdict: str = "consistent"
     summary: str = ""
+    plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)
+    setup: Any = None  # setup_report.SetupReport, when launch_server arguments were given
 
     @property
     def ok(self) -> bool:
@@ -91,14 +103,22 @@ class InspectReport:
                 "plugin_installed": self.plugin_installed, "serving_release": self.serving_release,
                 "ambiguous_readings": [{"layer_ids": list(r.layer_ids), "trained_by": list(r.who)}
                                        for r in self.ambiguous_readings],
-                "verdict": self.verdict, "summary": self.summary,
-                "ok": self.ok}
+                "verdict": self.verdict, "summary": self.summary, "plugin_active": self.plugin_active,
+                "setup": None if self.setup is None else self.setup.to_dict(), "ok": self.ok}
 
 
 def plugin_installed() -> bool:
     """True when this package's SGLang plugin entry point is registered in the environment."""
     group, name = PLUGIN_ENTRY_POINT
     return any(ep.name == name for ep in entry_points(group=group))
+
+
+def plugin_active(environ: Mapping[str, str] | None = None) -> bool:
+    """True when this package's SGLang plugin would load here: installed, and not left out by ``SGLANG_PLUGINS``
+    (a comma-separated whitelist of plugin names; empty or unset loads every plugin)."""
+    environ = os.environ if environ is None else environ
+    allowed = {x.strip() for x in environ.get("SGLANG_PLUGINS", "").split(",") if x.strip()}
+    return plugin_installed() and (not allowed or PLUGIN_ENTRY_POINT[1] in allowed)
 
 
 def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...]) -> str:
@@ -135,11 +155,22 @@ def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[i
 
 
 def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sglang_version: str | None = None,
-                  trained_with: str | None = None) -> InspectReport:
+                  trained_with: str | None = None, stock: bool = False,
+                  launch_args: Sequence[str] | None = None) -> InspectReport:
     """Build the :class:`InspectReport` for ``draft_dir`` (``target``: model dir or config.json, optional;
     ``sglang_version``: the release the verdict concerns, default the installed-or-newest supported one;
-    ``trained_with``: how the draft was trained, when its config's ids are ambiguous)."""
+    ``trained_with``: how the draft was trained, when its config's ids are ambiguous; ``stock``: the verdict of
+    stock SGLang even where the plugin is active; ``launch_args``: launch_server arguments to resolve)."""
     serving = _serving_release(sglang_version)
+    setup, server_args = None, None
+    if launch_args is not None:
+        installed = releases.installed_sglang_version()
+        if sglang_version is not None and sglang_version != installed:
+            raise UsageError(None, "--sglang", f"{sglang_version}, but the arguments after `--` are resolved by the "
+                             f"installed SGLang {installed}", "drop --sglang, or inspect in an environment with "
+                             f"SGLang {sglang_version}")
+        setup, server_args = setup_report(launch_args, str(draft_dir), None if target is None else str(target),
+                                          plugin=plugin_active() and not stock)
     draft = Path(draft_dir)
     cfg_path = draft / "config.json"
     draft_cfg = load_draft_config(cfg_path)
@@ -179,12 +210,33 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
     if manifest is not None:
         checks.append(_fc_width_check(draft, manifest))
     report = InspectReport(str(draft), declared, mdict, prov, messages, readings, checks, plugin_installed(),
-                           serving_release=serving.version)
+                           serving_release=serving.version, plugin_active=plugin_active() and not stock, setup=setup)
     ec = draft_cfg.get("eagle_config")
-    _decide(report, plugin_refusal(policy.Deployment(
+    deployment = policy.Deployment(
         release=serving, draft=str(draft), manifest=manifest, eagle_config=ec if isinstance(ec, Mapping) else None,
-        config_file=str(cfg_path), architecture=arch, num_hidden_layers=n_layers)))
+        config_file=str(cfg_path), architecture=arch, num_hidden_layers=n_layers, **_served(server_args, draft_cfg))
+    _decide(report, plugin_refusal(deployment), _plugin_feeds(deployment))
     return report
+
+
+def _served(server_args: Any, draft_cfg: dict) -> dict:
+    """The Deployment facts the launch arguments decide (none without arguments: the defaults)."""
+    if server_args is None:
+        return {}
+    algorithm = str(getattr(server_args, "speculative_algorithm", None) or "NONE")
+    archs = draft_cfg.get("architectures") or []
+    return {"eagle3": algorithm == "EAGLE3", "algorithm": algorithm,
+            "eagle3_draft": any("Eagle3" in str(a) for a in archs) or "speculators_model_type" in draft_cfg,
+            "two_batch_overlap": bool(getattr(server_args, "enable_two_batch_overlap", False)),
+            "pp_size": int(getattr(server_args, "pp_size", 1) or 1)}
+
+
+def _plugin_feeds(deployment: policy.Deployment) -> tuple[int, ...] | None:
+    """The layer ids the plugin wires for ``deployment`` (None: stock wiring, or a refusal)."""
+    try:
+        return policy.decide(deployment).layer_ids
+    except Eagle3CaptureError:
+        return None
 
 
 def plugin_refusal(deployment: policy.Deployment) -> str | None:
@@ -225,7 +277,31 @@ def _fc_width_check(draft: Path, manifest: Any) -> str:
             f"hidden {manifest.target_hidden_size}")
 
 
-def _decide(report: InspectReport, refusal: str | None = None) -> None:
+def _decide(report: InspectReport, refusal: str | None = None, plugin_ids: tuple[int, ...] | None = None) -> None:
+    _decide_stock(report, refusal)
+    if report.plugin_active:
+        version = report.serving_release
+        want = f"layer ids {list(report.declared.layer_ids)} (HF {report.declared.hf_indices})"
+        row = next(r for r in report.readings if r.name == f"stock SGLang {version}")
+        stock = {"consistent": "feed the same", "crash": f"crash ({row.problem})"}.get(
+            row.status, f"MIS-WIRE it with layer ids {list(row.layer_ids)} (HF {row.hf_indices})")
+        if refusal is not None:
+            report.verdict, report.summary = "refused", f"{refusal} (without the plugin: {report.summary})"
+        elif plugin_ids is not None and tuple(plugin_ids) == tuple(report.declared.layer_ids):
+            report.verdict = "consistent"
+            report.summary = (f"with the sglang-eagle3-capture plugin active here, SGLang {version} feeds the fc "
+                              f"exactly {want}; without it stock SGLang {version} would {stock}"
+                              f"{'' if row.status == 'consistent' else ', which the plugin prevents'} "
+                              "(`inspect --stock` gives the stock verdict)")
+    if report.setup is not None and report.setup.findings:
+        first = report.setup.findings[0]
+        more = f" (and {len(report.setup.findings) - 1} more)" if len(report.setup.findings) > 1 else ""
+        report.summary += f"; the launch arguments: {first.line()}{more}"
+        if report.verdict == "consistent":
+            report.verdict = "contradiction"
+
+
+def _decide_stock(report: InspectReport, refusal: str | None = None) -> None:
     version = report.serving_release
     current = next(r for r in report.readings if r.name == f"stock SGLang {version}")
     report.verdict = current.status

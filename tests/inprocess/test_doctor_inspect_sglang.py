@@ -39,21 +39,21 @@ def draft_with(tmp_path, target, eagle_ids, manifest_ids=TRAINED_ON):
 
 def test_stock_default_mis_wires_the_motivating_draft(tmp_path, target, capsys):
     d = draft_with(tmp_path, target, eagle_ids=None)  # no eagle_config ids: stock SGLang uses its default
-    rc, out, err = run(capsys, "inspect", d, "--json")
+    rc, out, err = run(capsys, "inspect", d, "--json", "--stock")  # stock SGLang's verdict
     assert (rc, err) == (1, "")
     r = json.loads(out)
     stock = {w["name"]: w for w in r["stock_sglang"]}["stock SGLang 0.5.23"]
     assert stock["layer_ids"] == sglang_0_5_23_feeds(None) != list(TRAINED_ON)
     assert stock["status"] == "mis-wired" and r["verdict"] == "mis-wired" and not r["ok"]
     assert r["declared"]["layer_ids"] == list(TRAINED_ON) and r["declared"]["hf_indices"] == [0, 2, 5]
-    rc, text, _ = run(capsys, "inspect", d)
+    rc, text, _ = run(capsys, "inspect", d, "--stock")
     assert rc == 1 and "verdict:     MIS-WIRED" in text and str(stock["layer_ids"]) in text
 
 
 def test_raw_ids_with_minus_one_crash_stock_sglang(tmp_path, target, capsys):
     d = draft_with(tmp_path, target, eagle_ids=list(TRAINED_ON))
     assert sglang_0_5_23_feeds(list(TRAINED_ON)) is None  # SGLang's loop never reaches index -1
-    rc, out, _ = run(capsys, "inspect", d, "--target", target)
+    rc, out, _ = run(capsys, "inspect", d, "--target", target, "--stock")
     assert rc == 1 and "verdict:     CRASH" in out and "captured 2 of 3" in out
 
 

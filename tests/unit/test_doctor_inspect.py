@@ -100,7 +100,7 @@ def test_the_verdict_says_the_plugin_refuses_stock_ids_that_contradict_the_manif
     d = _llama_manifest_draft(tmp_path, eagle_ids=[1, 2, 5])
     rc, out, _ = run(capsys, "inspect", d, "--json")
     r = json.loads(out)
-    assert r["verdict"] == "mis-wired" and "feeds the manifest's ids instead" not in r["summary"]
+    assert r["verdict"] == "refused" and rc == 1 and "feeds the manifest's ids instead" not in r["summary"]
     assert "plugin refuses to start" in r["summary"] and "field 'layer_ids'" in r["summary"]
 
 

@@ -1,0 +1,68 @@
+"""The startup report of the effective speculative setup (serving/setup_report.py) through real ``launch_server``
+processes on CPU, on the bundled fixtures/tiny (its draft carries a manifest).
+
+The case behind the product, ``--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens
+4``: SGLang runs 2 draft tokens; the report (log block and JSON) names the rewrite with SGLang's own resolution step
+and its source, and ``SGLANG_EAGLE3_CAPTURE_STRICT=1`` refuses to start naming the flag. Without strict mode the same
+server starts with one WARNING. A consistent setting (2 draft tokens) starts in strict mode, with a clean report.
+"""
+
+import json
+
+from fixtures.specs import SPECS
+from harness.servers import READY, Server, server_env
+from sglang_eagle3_capture.setup_report import REPORT_ENV, STRICT_ENV
+
+TINY = SPECS["tiny"].directory
+REWRITE = ["--speculative-num-draft-tokens", "4"]  # after the harness's steps 1, topk 1, draft tokens 2
+REFUSAL = "DeploymentError: field '--speculative-num-draft-tokens': 4 was rewritten to 2"
+
+
+def _env(tmp_path, **extra):
+    return server_env(SGLANG_CUDA_COREDUMP_BEFORE_CRASH_WAIT_SECS="0", **{REPORT_ENV: str(tmp_path / "setup.json")},
+                      **extra)
+
+
+def _row(report, name):
+    return next(r for r in report["settings"] if r["name"] == name)
+
+
+def test_the_rewrite_is_reported_and_strict_mode_refuses_it(tmp_path):
+    with Server(TINY / "target", tmp_path / "server.log", draft=TINY / "draft", env=_env(tmp_path, **{STRICT_ENV: "1"}),
+                extra_args=REWRITE) as server:
+        ready = server.wait(timeout=600)
+        rc = server.exit_code(timeout=180)
+        text = server.text()
+    assert not ready and READY not in text, text[-3000:]
+    assert rc not in (None, 0)
+    assert REFUSAL in text and "by SGLang's _handle_eagle_family (sglang/srt/arg_groups/speculative_hook.py:" in text
+    assert f"unset {STRICT_ENV}" in text  # the fix names the way out
+    assert "eagle3-capture:   num_draft_tokens: requested 4, effective 2 <- _handle_eagle_family" in text
+    assert text.count("eagle3-capture: speculative setup (SGLang") == 1  # one report per server
+    report = json.loads((tmp_path / "setup.json").read_text())
+    row = _row(report, "num_draft_tokens")
+    assert (row["requested"], row["effective"], row["changed_by"]) == (4, 2, "_handle_eagle_family")
+    assert row["source"].startswith("sglang/srt/arg_groups/speculative_hook.py:")
+    assert [f["field"] for f in report["findings"]] == ["--speculative-num-draft-tokens"] and not report["ok"]
+    assert report["trained"]["layer ids"] == [-1, 0, 1]
+
+
+def test_without_strict_mode_the_rewrite_is_one_warning_and_a_consistent_setting_starts_strict(tmp_path):
+    with Server(TINY / "target", tmp_path / "lax.log", draft=TINY / "draft", env=_env(tmp_path),
+                extra_args=REWRITE) as server:
+        assert server.wait(timeout=600), server.text()[-3000:]
+        text = server.text()
+    warnings = [line for line in text.splitlines() if "REWRITTEN: --speculative-num-draft-tokens" in line
+                and f"set {STRICT_ENV}=1 to refuse it" in line]
+    assert len(warnings) == 1 and "eagle3-capture: REWRITTEN" in warnings[0]  # the WARNING, apart from the block
+
+    with Server(TINY / "target", tmp_path / "strict.log", draft=TINY / "draft",
+                env=_env(tmp_path, **{STRICT_ENV: "1"})) as server:
+        assert server.wait(timeout=600), server.text()[-3000:]
+        out = server.generate([5, 6, 7, 8], max_new_tokens=4)
+        text = server.text()
+    assert len(out["output_ids"]) == 4
+    assert "eagle3-capture:   no rewrites or contradictions" in text
+    report = json.loads((tmp_path / "setup.json").read_text())
+    assert report["ok"] and _row(report, "num_draft_tokens")["effective"] == 2
+    assert (_row(report, "num_steps")["effective"], _row(report, "eagle_topk")["effective"]) == (1, 1)
