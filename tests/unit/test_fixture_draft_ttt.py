@@ -1,0 +1,94 @@
+"""The extra, test-time-trained drafts of the committed fixtures (fixtures/specs.py: DRAFTS, e.g.
+fixtures/tiny-llama/draft-ttt) and the unrolled draft steps they were trained with (fixtures/draft_train.py).
+
+Fast: the committed files are what ``fixtures/build_fixture.py --draft KEY`` writes for the spec (the fixture draft's
+config and manifest, build.json's settings); the unroll's step 0 is the teacher-forced draft, and a chain never reads
+what comes after its start. Marked ``fixture``: the offline chain accuracy re-measured from the committed weights is
+build.json's, and it rewards depth where the fixture's own draft does not.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from fixtures.draft_train import _extended, aux_of, chain_accuracy, unrolled_logits
+from fixtures.language import Language
+from fixtures.samples import load_target, make_batch
+from fixtures.specs import DRAFTS, SPECS
+from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift
+from sglang_eagle3_capture.manifest import read_manifest
+
+MAX_COMMITTED_BYTES = 1024 * 1024
+# Re-measured accuracies may differ from build.json's in the last argmax ties on another CPU, not more.
+RECORDED_TOLERANCE = 0.01
+# The TTT draft's offline 3-step chain must accept this much more than its 1-step chain (measured: build.json).
+MIN_OFFLINE_DEPTH_GAIN = 0.5
+
+
+@pytest.fixture(scope="module", params=sorted(DRAFTS))
+def dspec(request):
+    return DRAFTS[request.param]
+
+
+@pytest.fixture(scope="module")
+def build(dspec) -> dict:
+    return json.loads((dspec.directory / "build.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def target(dspec):
+    return load_target(SPECS[dspec.fixture].directory / "target")
+
+
+def _served(draft_dir, target) -> Eagle3Draft:
+    return Eagle3Draft.from_pretrained(draft_dir, target_embed=target.model.embed_tokens.weight.detach())
+
+
+def test_committed_draft_is_what_the_builder_writes_for_its_spec(dspec, build):
+    d, fixture_draft = dspec.directory, SPECS[dspec.fixture].directory / "draft"
+    assert {p.name for p in d.iterdir()} == {"config.json", "model.safetensors", "eagle3_manifest.json", "build.json"}
+    assert sum(p.stat().st_size for p in d.iterdir()) < MAX_COMMITTED_BYTES
+    # Same architecture, vocab, fc_norm, stated ids and manifest as the fixture's draft: only the weights differ.
+    for name in ("config.json", "eagle3_manifest.json"):
+        assert json.loads((d / name).read_text()) == json.loads((fixture_draft / name).read_text())
+    fixture_info = json.loads((SPECS[dspec.fixture].directory / "fixture.json").read_text())
+    assert build["training_layer_ids"] == fixture_info["training_layer_ids"] == list(read_manifest(d).layer_ids)
+    assert (build["ttt_steps"], build["draft_steps"], build["draft"], build["fixture"]) == (
+        dspec.ttt_steps, dspec.draft_steps, dspec.name, dspec.fixture)
+    assert build["seeds"] == fixture_info["seeds"]
+
+
+def test_unrolled_step_zero_is_the_teacher_forced_draft_and_chains_never_look_ahead(dspec, target):
+    info = json.loads((SPECS[dspec.fixture].directory / "fixture.json").read_text())
+    draft = _served(dspec.directory, target)
+    batch = make_batch(target, Language(**info["language"]), 4, seed=11)
+    ids, aux, _, _ = eagle3_shift(batch["ids"], aux_of(batch["states"], info["training_layer_ids"]),
+                                  batch["target_ids"], batch["loss_mask"])
+    with torch.no_grad():
+        steps = unrolled_logits(draft, _extended(ids, 3), aux, 3)
+        assert torch.equal(steps[0], draft(ids, aux))
+        # A chain from row r reads the target states up to r and its own tokens ids[r..r+2]: nothing after.
+        r = 9
+        cut = unrolled_logits(draft, ids[:, :r + 3], aux[:, :r + 1], 3)
+    for k in range(3):
+        torch.testing.assert_close(cut[k][:, r], steps[k][:, r], rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(steps[1][:, r], steps[0][:, r + 1])  # step 1 is not step 0 one row on
+
+
+@pytest.mark.fixture  # re-measures from the committed weights (make quick leaves it out)
+def test_offline_chain_accuracy_is_recorded_and_rewards_depth(dspec, build, target):
+    info = json.loads((SPECS[dspec.fixture].directory / "fixture.json").read_text())
+    heldout = make_batch(target, Language(**info["language"]), info["heldout"]["n"], info["heldout"]["seed"])
+    recorded = build["offline_chain_accuracy"]
+    fixture_draft = SPECS[dspec.fixture].directory / "draft"
+    for name, draft_dir in (("this_draft", dspec.directory), ("fixture_draft", fixture_draft)):
+        got = chain_accuracy(_served(draft_dir, target), heldout, recorded[name]["layer_ids"], dspec.eval_steps)
+        assert got["prefix"] == pytest.approx(recorded[name]["prefix"], abs=RECORDED_TOLERANCE)
+    ttt, old = recorded["this_draft"]["prefix"], recorded["fixture_draft"]["prefix"]
+    # A 3-step chain accepts 1 + prefix[0] + prefix[1] + prefix[2] tokens per verify, a 1-step one 1 + prefix[0].
+    assert ttt[1] + ttt[2] >= MIN_OFFLINE_DEPTH_GAIN
+    assert old[1] + old[2] < ttt[1] + ttt[2] - MIN_OFFLINE_DEPTH_GAIN
+    assert recorded["this_draft_sglang_default"]["prefix"][0] < ttt[0] - 0.2  # stock wiring is far below
