@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .draft.checkpoint import tensor_index, weights_present
-from .errors import DeploymentError, Eagle3CaptureError, brief
+from .errors import DeploymentError, Eagle3CaptureError, brief, cut, shown
 from .manifest import Manifest, find_manifest
 from .releases.schema import Release
 
@@ -122,9 +122,11 @@ class SetupReport:
 
     @property
     def ok(self) -> bool:
+        """True when nothing was rewritten and nothing contradicts."""
         return not self.findings
 
     def to_dict(self) -> dict:
+        """JSON-ready form (the file the server writes)."""
         return {"sglang": self.release, "changes_read_from": self.how, "settings": self.settings,
                 "trained": self.trained, "findings": [asdict(f) for f in self.findings], "notes": self.notes,
                 "ok": self.ok}
@@ -138,7 +140,7 @@ class SetupReport:
             by = f" <- {r['changed_by']}" + (f" ({r['source']})" if r["source"] else "") if r["changed_by"] else ""
             out.append(f"  {r['name']}: requested {asked}, effective {brief(r['effective'])}{by}")
         for k, v in self.trained.items():
-            out.append(f"  draft {k}: {brief(v, 200)}")
+            out.append(f"  draft {k}: {cut(shown(v), 200) if isinstance(v, str) else brief(v, 200)}")
         out += [f"  SGLang said: {n}" for n in self.notes]
         out += [f"  {f.line()}" for f in self.findings] or ["  no rewrites or contradictions"]
         return out

@@ -3,8 +3,9 @@ processes on CPU, on the bundled fixtures/tiny (its draft carries a manifest).
 
 The case behind the product, ``--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens
 4``: SGLang runs 2 draft tokens; the report (log block and JSON) names the rewrite with SGLang's own resolution step
-and its source, and ``SGLANG_EAGLE3_CAPTURE_STRICT=1`` refuses to start naming the flag. Without strict mode the same
-server starts with one WARNING. A consistent setting (2 draft tokens) starts in strict mode, with a clean report.
+and its source, and ``SGLANG_EAGLE3_CAPTURE_STRICT=1`` refuses to start naming the flag. A consistent setting (2 draft
+tokens) starts in strict mode, with a clean report. (Without strict mode a finding is one WARNING and serving goes on:
+tests/unit/test_setup_report.py, at the same seam with stand-ins.)
 """
 
 import json
@@ -47,17 +48,9 @@ def test_the_rewrite_is_reported_and_strict_mode_refuses_it(tmp_path):
     assert report["trained"]["layer ids"] == [-1, 0, 1]
 
 
-def test_without_strict_mode_the_rewrite_is_one_warning_and_a_consistent_setting_starts_strict(tmp_path):
-    with Server(TINY / "target", tmp_path / "lax.log", draft=TINY / "draft", env=_env(tmp_path),
-                extra_args=REWRITE) as server:
-        assert server.wait(timeout=600), server.text()[-3000:]
-        text = server.text()
-    warnings = [line for line in text.splitlines() if "REWRITTEN: --speculative-num-draft-tokens" in line
-                and f"set {STRICT_ENV}=1 to refuse it" in line]
-    assert len(warnings) == 1 and "eagle3-capture: REWRITTEN" in warnings[0]  # the WARNING, apart from the block
-
-    with Server(TINY / "target", tmp_path / "strict.log", draft=TINY / "draft",
-                env=_env(tmp_path, **{STRICT_ENV: "1"})) as server:
+def test_a_consistent_setting_starts_in_strict_mode(tmp_path):
+    with Server(TINY / "target", tmp_path / "strict.log", draft=TINY / "draft", env=_env(tmp_path, **{STRICT_ENV: "1"}),
+                extra_args=["--mem-fraction-static", "0.1"]) as server:  # room when other processes take memory
         assert server.wait(timeout=600), server.text()[-3000:]
         out = server.generate([5, 6, 7, 8], max_new_tokens=4)
         text = server.text()

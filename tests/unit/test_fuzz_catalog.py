@@ -108,9 +108,9 @@ def _(c):
     return {"argv": show(c.b("tiny/draft"))}
 
 
-@case("B2", "ok", "baseline: inspect (stock SGLang mis-wires the fixture by design: 1)", expect=(1,))
+@case("B2", "ok", "baseline: inspect --stock (stock SGLang mis-wires the fixture by design: 1)", expect=(1,))
 def _(c):
-    return {"argv": inspect(c.b("tiny/draft"), c.b("tiny/target"))}
+    return {"argv": inspect(c.b("tiny/draft"), c.b("tiny/target"), extra=("--stock",))}
 
 
 @case("B3", "ok", "baseline: verify legacy .pt", expect=(0,))

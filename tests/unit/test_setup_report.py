@@ -168,6 +168,32 @@ def test_a_server_args_record_is_read_as_sglang_declares_it(tmp_path):
     assert [f.field for f in sr.build(facts).findings] == ["--speculative-num-draft-tokens"]
 
 
+def test_at_the_resolution_seam_rank_0_logs_one_block_one_warning_per_finding_and_the_json(tmp_path, caplog,
+                                                                                            monkeypatch):
+    d, t = _draft(tmp_path)
+    sa = SimpleNamespace(**{**CHAIN, "speculative_num_draft_tokens": 4}, model_path=str(t))
+    sa._raw_input, sa._resolved_overrides = {}, [("_handle_eagle_family", {"speculative_num_draft_tokens": 2})]
+    runner = SimpleNamespace(is_draft_worker=False, server_args=sa, model_config=SimpleNamespace(context_len=512))
+    monkeypatch.setattr(serving, "draft_model_path", lambda server_args: str(d))
+    caplog.set_level("INFO", logger=serving.__name__)
+    report = serving.at_resolution(runner, environ={sr.REPORT_ENV: str(tmp_path / "r.json")})
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "REWRITTEN: --speculative-num-draft-tokens" in warnings[0]
+    assert sr.STRICT_ENV in warnings[0]
+    infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert sum("speculative setup (SGLang" in m for m in infos) == 1
+    assert json.loads((tmp_path / "r.json").read_text()) == json.loads(json.dumps(report.to_dict()))
+    serving.refuse_if_strict(report, environ={})  # not strict: served with the WARNING
+    with pytest.raises(sr.DeploymentError) as e:
+        serving.refuse_if_strict(report, environ={sr.STRICT_ENV: "1"})
+    assert e.value.field == "--speculative-num-draft-tokens" and e.value.fix
+    caplog.clear()
+    (tmp_path / "a-file").write_text("")  # a report path under a regular file: unwritable, even for root
+    assert serving.at_resolution(runner, environ={sr.REPORT_ENV: str(tmp_path / "a-file" / "r.json")}) is not None
+    unwritten = [r for r in caplog.records if "not written" in r.getMessage()]
+    assert len(unwritten) == 1 and unwritten[0].levelname == "WARNING"  # and serving goes on
+
+
 def test_a_report_that_cannot_be_built_is_one_warning_and_no_refusal(caplog):
     runner = SimpleNamespace(is_draft_worker=False)  # no server_args: the report cannot be built
     assert serving.at_resolution(runner, environ={sr.STRICT_ENV: "1"}) is None
