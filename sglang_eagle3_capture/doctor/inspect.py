@@ -39,6 +39,7 @@ from ..formats.sglang_eagle_config import DECIDE
 from ..layer_ids import hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
 from ..readings import StockCapture, engine_capture, stock_sglang_capture
+from ..serving.setup_report import effective_value
 from ..target_config import load_target_config, target_dims
 from .setup_args import setup_report
 
@@ -223,12 +224,16 @@ def _served(server_args: Any, draft_cfg: dict) -> dict:
     """The Deployment facts the launch arguments decide (none without arguments: the defaults)."""
     if server_args is None:
         return {}
-    algorithm = str(getattr(server_args, "speculative_algorithm", None) or "NONE")
+    release = releases.installed_or_newest()
+
+    def value(name: str) -> Any:
+        return effective_value(server_args, release, name)
+
+    algorithm = str(value("speculative_algorithm") or "NONE")
     archs = draft_cfg.get("architectures") or []
     return {"eagle3": algorithm == "EAGLE3", "algorithm": algorithm,
             "eagle3_draft": any("Eagle3" in str(a) for a in archs) or "speculators_model_type" in draft_cfg,
-            "two_batch_overlap": bool(getattr(server_args, "enable_two_batch_overlap", False)),
-            "pp_size": int(getattr(server_args, "pp_size", 1) or 1)}
+            "two_batch_overlap": bool(value("enable_two_batch_overlap")), "pp_size": int(value("pp_size") or 1)}
 
 
 def _plugin_feeds(deployment: policy.Deployment) -> tuple[int, ...] | None:

@@ -106,8 +106,8 @@ class Release:
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)  # checkpoint prefix -> module prefix
     install_excludes: tuple[str, ...] = ()  # pins to drop when installing it here (tools/install_sglang.py)
     selfcheck_routes: tuple[str, ...] = ()  # SELFCHECK_ROUTES this release's capture loops offer, in that order
-    # SGLang records its own argument rewrites as (source, {field: value}) in server_args._resolved_overrides
-    # (arg_groups/overrides.py::declare_resolution), raw inputs kept; False: it assigns the fields in place.
+    # SGLang declares its speculative argument rewrites as (source, {field: value}) in server_args._resolved_overrides
+    # (arg_groups/overrides.py::declare_resolution), raw inputs kept; False: it assigns those fields in place.
     resolution_record: bool = False
 
     def __post_init__(self) -> None:

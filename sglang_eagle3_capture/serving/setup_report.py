@@ -107,6 +107,16 @@ def requested_from_argv(server_args_class: Any, argv: Sequence[str]) -> dict[str
     return out
 
 
+def effective_value(server_args: Any, release: Release, name: str) -> Any:
+    """``name`` as SGLang runs it: its last declaration in SGLang's resolution record where the release keeps one
+    (declarations leave the raw input in place), else the field itself (assigned in place)."""
+    if release.resolution_record:
+        for _, declared in reversed(getattr(server_args, "_resolved_overrides", None) or ()):
+            if name in declared:
+                return declared[name]
+    return getattr(server_args, name, None)
+
+
 def facts_from_server_args(server_args: Any, release: Release, *, draft_path: str | None, target_path: str | None,
                            plugin_active: bool, context_length: int | None = None,
                            requested: Mapping[str, Any] | None = None, notes: Sequence[str] = ()) -> SetupFacts:
@@ -118,14 +128,10 @@ def facts_from_server_args(server_args: Any, release: Release, *, draft_path: st
         record = [(str(s), dict(d)) for s, d in getattr(server_args, "_resolved_overrides", None) or ()]
         raw = getattr(server_args, "_raw_input", None) or {}
         asked = {f: raw.get(f, getattr(server_args, f, None)) for f in names}
-        overlay: dict = {}
-        for _, declared in record:
-            overlay.update(declared)
-        effective = {f: overlay.get(f, asked[f]) for f in names}
         asked["cuda_graph"] = False if asked.get("disable_cuda_graph") else None
     else:
         asked = dict(requested or {})
-        effective = {f: getattr(server_args, f, None) for f in names}
+    effective = {f: effective_value(server_args, release, f) for f in names}
     effective["cuda_graph"] = _cuda_graph(effective)
     if context_length is not None and effective.get("context_length") is None:
         effective["context_length"] = context_length
