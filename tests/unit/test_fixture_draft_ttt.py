@@ -4,12 +4,15 @@ fixtures/tiny-llama/draft-ttt) and the unrolled draft steps they were trained wi
 Fast: the committed files are what ``fixtures/build_fixture.py --draft KEY`` writes for the spec (the fixture draft's
 config and manifest, build.json's settings); the unroll's step 0 is the teacher-forced draft, and a chain never reads
 what comes after its start. Marked ``fixture``: the offline chain accuracy re-measured from the committed weights is
-build.json's, and it rewards depth where the fixture's own draft does not.
+build.json's, and it rewards depth where the fixture's own draft does not. Marked ``slow``: the builder run again
+writes the same config and manifest and the same offline numbers (8 min on the shared 2-core machine).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -20,6 +23,7 @@ from fixtures.samples import load_target, make_batch
 from fixtures.specs import DRAFTS, SPECS
 from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift
 from sglang_eagle3_capture.manifest import read_manifest
+from support import REPO
 
 MAX_COMMITTED_BYTES = 1024 * 1024
 # Re-measured accuracies may differ from build.json's in the last argmax ties on another CPU, not more.
@@ -69,7 +73,7 @@ def test_unrolled_step_zero_is_the_teacher_forced_draft_and_chains_never_look_ah
                                   batch["target_ids"], batch["loss_mask"])
     with torch.no_grad():
         steps = unrolled_logits(draft, _extended(ids, 3), aux, 3)
-        assert torch.equal(steps[0], draft(ids, aux))
+        torch.testing.assert_close(steps[0], draft(ids, aux), rtol=1e-6, atol=1e-6)  # bit-equal here
         # A chain from row r reads the target states up to r and its own tokens ids[r..r+2]: nothing after.
         r = 9
         cut = unrolled_logits(draft, ids[:, :r + 3], aux[:, :r + 1], 3)
@@ -92,3 +96,18 @@ def test_offline_chain_accuracy_is_recorded_and_rewards_depth(dspec, build, targ
     assert ttt[1] + ttt[2] >= MIN_OFFLINE_DEPTH_GAIN
     assert old[1] + old[2] < ttt[1] + ttt[2] - MIN_OFFLINE_DEPTH_GAIN
     assert recorded["this_draft_sglang_default"]["prefix"][0] < ttt[0] - 0.2  # stock wiring is far below
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_rebuild_writes_the_committed_draft(dspec, build, tmp_path):
+    out = tmp_path / dspec.name
+    proc = subprocess.run([sys.executable, str(REPO / "fixtures" / "build_fixture.py"), "--draft",
+                           f"{dspec.fixture}/{dspec.name}", "--out", str(out)], cwd=REPO, capture_output=True,
+                          text=True, timeout=1700)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("config.json", "eagle3_manifest.json"):
+        assert json.loads((out / name).read_text()) == json.loads((dspec.directory / name).read_text())
+    rebuilt = json.loads((out / "build.json").read_text())
+    for name, recorded in build["offline_chain_accuracy"].items():
+        assert rebuilt["offline_chain_accuracy"][name]["prefix"] == pytest.approx(recorded["prefix"], abs=0.02)
