@@ -61,7 +61,7 @@ demo: setup
 	@echo "results: $(DEMO_OUT)/ (untracked; 'make bench' refreshes the committed ones)"
 
 bench: setup
-	$(PY) benchmarks/bench_e2e.py --fixture tiny --fixture tiny-llama
+	$(PY) benchmarks/bench_e2e.py --fixture tiny --fixture tiny-llama --settings 1,1,2 3,1,4 3,2,6 --num-prompts 48
 	$(PY) benchmarks/bench_capture_overhead.py
 
 gpu-check: setup
