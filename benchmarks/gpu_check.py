@@ -175,7 +175,7 @@ def stage_standin(report: Report, dry_run: bool) -> None:
         run(stack, torch.arange(3, 40, device=dev))
         report.check(stage, "permuted_capture_refused", False, "not detected")
     except SelfCheckError as e:
-        report.check(stage, "permuted_capture_refused", "it is layer id" in str(e), str(e).splitlines()[1][:200])
+        report.check(stage, "permuted_capture_refused", "it is layer id" in e.problem, e.problem[:300])
     selfcheck.disarm()
 
     def hooks(m):
@@ -345,7 +345,7 @@ def _compare_dump(dump: Path, prompts: list, states, dtype) -> dict:
     from sglang_eagle3_capture.layer_ids import hidden_state_index
 
     checked, worst, wrong = 0, 0.0, []
-    for meta_path in sorted(dump.glob("*.json")):
+    for meta_path in sorted(p.with_suffix(".json") for p in dump.glob("*.safetensors")):  # batches, not the report
         meta = json.loads(meta_path.read_text())
         t = load_file(str(meta_path.with_suffix(".safetensors")))
         ids, aux = t["input_ids"].tolist(), t["aux_hidden_states"]
