@@ -31,7 +31,10 @@ from .releases.schema import Release
 
 STRICT_ENV = "SGLANG_EAGLE3_CAPTURE_STRICT"
 REPORT_ENV = "SGLANG_EAGLE3_CAPTURE_REPORT"
-REPORT_FILENAME = "setup-report.json"  # inside SGLANG_EAGLE3_CAPTURE_DUMP's directory, when that is set
+REPORT_FILENAME = "setup-report.json"
+# under SGLANG_EAGLE3_CAPTURE_DUMP when that is set, in a subdirectory: the dump's own readers take every *.json there
+# as a batch's metadata
+REPORT_SUBDIR = "report"
 REWRITTEN, CONTRADICTION = "rewritten", "contradiction"
 
 
@@ -321,11 +324,12 @@ def strict_refusal(report: SetupReport) -> DeploymentError | None:
 
 
 def report_path(environ: Mapping[str, str]) -> Path | None:
-    """Where the JSON goes: ``SGLANG_EAGLE3_CAPTURE_REPORT``, else ``setup-report.json`` in the dump directory."""
+    """Where the JSON goes: ``SGLANG_EAGLE3_CAPTURE_REPORT``, else ``report/setup-report.json`` in the dump
+    directory (a subdirectory, so a batch reader globbing the dump's ``*.json`` never takes it for a batch)."""
     if environ.get(REPORT_ENV):
         return Path(environ[REPORT_ENV])
     if environ.get("SGLANG_EAGLE3_CAPTURE_DUMP"):
-        return Path(environ["SGLANG_EAGLE3_CAPTURE_DUMP"]) / REPORT_FILENAME
+        return Path(environ["SGLANG_EAGLE3_CAPTURE_DUMP"]) / REPORT_SUBDIR / REPORT_FILENAME
     return None
 
 

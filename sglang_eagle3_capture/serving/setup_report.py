@@ -3,7 +3,7 @@ objects: one per server, at the resolution seam of the target ``ModelRunner`` (b
 
 Every target process builds it (plain data, no tensors); the one with TP, PP and DP rank 0 logs it as one block of
 INFO lines, each finding as one WARNING, and writes it as JSON (``SGLANG_EAGLE3_CAPTURE_REPORT=PATH``, else
-``setup-report.json`` in ``SGLANG_EAGLE3_CAPTURE_DUMP``'s directory). A report that cannot be built or written logs
+``report/setup-report.json`` under ``SGLANG_EAGLE3_CAPTURE_DUMP``). A report that cannot be built or written logs
 one WARNING and serving goes on. ``SGLANG_EAGLE3_CAPTURE_STRICT=1``: every target process refuses to start on a
 finding (:func:`refuse_if_strict`), so no rank serves what rank 0 refused.
 

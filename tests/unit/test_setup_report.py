@@ -141,7 +141,7 @@ def test_strict_mode_refuses_naming_the_first_findings_flag(tmp_path):
 
 def test_the_report_path(tmp_path):
     assert sr.report_path({}) is None
-    assert sr.report_path({"SGLANG_EAGLE3_CAPTURE_DUMP": "/d"}) == sr.Path("/d") / sr.REPORT_FILENAME
+    assert sr.report_path({"SGLANG_EAGLE3_CAPTURE_DUMP": "/d"}) == sr.Path("/d") / "report" / sr.REPORT_FILENAME
     assert sr.report_path({sr.REPORT_ENV: "/r.json", "SGLANG_EAGLE3_CAPTURE_DUMP": "/d"}) == sr.Path("/r.json")
 
 
