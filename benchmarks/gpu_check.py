@@ -443,7 +443,8 @@ def stage_bench(report: Report, dry_run: bool, out: Path) -> None:
     e2e = [sys.executable, str(HERE / "bench_e2e.py"), "--device", device, "--fixture", str(FIXTURE),
            "--out-dir", str(out / "e2e"), "--log-dir", str(out / "e2e" / "logs")]
     tree = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"]
-    e2e += ["--num-prompts", "8", "--variants", "manifest"] if dry_run else ["--num-prompts", "480", *tree]
+    e2e += (["--num-prompts", "8", "--variants", "manifest", "--settings", "1,1,2"] if dry_run
+            else ["--num-prompts", "480", *tree])
     overhead = [sys.executable, str(HERE / "bench_capture_overhead.py"), "--device", device,
                 "--out-dir", str(out / "overhead")] + (["--rounds", "3", "--tokens", "128"] if dry_run else [])
     for name, cmd, result in (("e2e", e2e, out / "e2e" / "e2e.json"),
