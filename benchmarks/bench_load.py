@@ -276,8 +276,10 @@ def sigterm_run(args, prompts: list[list[int]]) -> dict:
     clients.join(120)
     new_files = sorted(_snapshot() - before_files)
     plugin_strays = [f for f in new_files if any(n in os.path.basename(f) for n in PLUGIN_NAMES)]
-    dump_files = sorted(p.name for p in dump.iterdir()) if dump.is_dir() else []
-    temporaries = [n for n in dump_files if n.endswith(".tmp") or n.startswith(".")]
+    # batches are the dump directory's files; the startup report sits in its report/ subdirectory
+    dump_files = sorted(p.name for p in dump.iterdir() if p.is_file()) if dump.is_dir() else []
+    temporaries = sorted({n for n in dump_files if n.endswith(".tmp") or n.startswith(".")}
+                         | ({str(p.relative_to(dump)) for p in dump.rglob("*.tmp")} if dump.is_dir() else set()))
     stems = {n.rsplit(".", 1)[0] for n in dump_files if not n.startswith(".")}
     incomplete = [s for s in stems if not {f"{s}.json", f"{s}.safetensors"} <= set(dump_files)]
     unreadable = []
