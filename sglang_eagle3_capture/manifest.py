@@ -31,7 +31,7 @@ from .errors import LayerIdError, ManifestError, cut, shown
 from .layer_ids import check_layer_ids
 from .schemas.manifest import FILENAME as MANIFEST_FILENAME
 from .schemas.manifest import FORMAT as MANIFEST_FORMAT
-from .schemas.manifest import HEAD, MANIFEST, PROVENANCE, REWRITE, TARGET, WRITE_HINT
+from .schemas.manifest import EXPECTED, HEAD, MANIFEST, PROVENANCE, REWRITE, TARGET, WRITE_HINT
 from .schemas.manifest import VERSION as MANIFEST_VERSION
 from .target_config import architecture_family, decoder_field_prefix, target_dims
 from .userfiles import path_kind, read_json_object, write_file_atomic
@@ -41,11 +41,15 @@ __all__ = ["MANIFEST_FILENAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "WRITE_HI
            "read_manifest", "write_manifest"]
 
 
-def _document(layer_ids: Any, architecture: Any, num_hidden_layers: Any, hidden_size: Any, provenance: Any) -> dict:
-    return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "layer_ids": layer_ids,
-            "target": {"architecture": architecture, "num_hidden_layers": num_hidden_layers,
-                       "hidden_size": hidden_size},
-            "provenance": provenance}
+def _document(layer_ids: Any, architecture: Any, num_hidden_layers: Any, hidden_size: Any, provenance: Any,
+              expected: Any = None) -> dict:
+    doc = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "layer_ids": layer_ids,
+           "target": {"architecture": architecture, "num_hidden_layers": num_hidden_layers,
+                      "hidden_size": hidden_size},
+           "provenance": provenance}
+    if expected is not None:
+        doc["expected"] = expected
+    return doc
 
 
 def _checked(doc: Any, file: Any) -> dict:
@@ -72,13 +76,16 @@ class Manifest:
     target_hidden_size: int
     provenance: dict = field(default_factory=lambda: {"source": "manual"})
     path: Path | None = field(default=None, compare=False)
+    expected: dict | None = None  # metadata (schemas.manifest.EXPECTED): what verify measured offline
+
 
     def __post_init__(self) -> None:
         ids = self.layer_ids
         if isinstance(ids, Sequence) and not isinstance(ids, (str, bytes)):
             ids = list(ids)
         prov = dict(self.provenance) if isinstance(self.provenance, Mapping) else self.provenance
-        doc = _document(ids, self.target_architecture, self.target_num_hidden_layers, self.target_hidden_size, prov)
+        doc = _document(ids, self.target_architecture, self.target_num_hidden_layers, self.target_hidden_size, prov,
+                        self.expected)
         m = _checked(doc, self.path if self.path is not None else MANIFEST_FILENAME)
         object.__setattr__(self, "layer_ids", tuple(m["layer_ids"]))
         object.__setattr__(self, "provenance", dict(m["provenance"]))
@@ -93,10 +100,25 @@ class Manifest:
         type, a missing ``source``); shown, never refused. Unknown keys are not problems: a later version adds some."""
         return records.problems(PROVENANCE, self.provenance, "provenance")
 
+    def expected_acceptance(self, topk: int) -> tuple[list[float] | None, str | None]:
+        """``(per_position, None)``: the offline per-position acceptance ``expected`` holds for ``topk``; or
+        ``(None, why)`` when there is none or the block does not read cleanly (metadata: never an error)."""
+        if self.expected is None:
+            return None, "the manifest has no 'expected' block"
+        bad = records.problems(EXPECTED, self.expected, "expected")
+        if bad:
+            return None, f"field '{bad[0][0]}': {bad[0][1]}"
+        for entry in self.expected["acceptance"]:
+            if entry["topk"] == topk:
+                return list(entry["per_position"]), None
+        have = sorted({e["topk"] for e in self.expected["acceptance"]})
+        return None, f"field 'expected.acceptance' has figures for topk {have}, not for topk {topk}"
+
     def to_dict(self) -> dict:
-        """The JSON document (``format``, ``version``, ``layer_ids``, ``target``, ``provenance``)."""
+        """The JSON document (``format``, ``version``, ``layer_ids``, ``target``, ``provenance``, ``expected`` when
+        there is one)."""
         return _document(list(self.layer_ids), self.target_architecture, self.target_num_hidden_layers,
-                         self.target_hidden_size, dict(self.provenance))
+                         self.target_hidden_size, dict(self.provenance), self.expected)
 
 
 def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest:
@@ -104,7 +126,7 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
     m = _checked(data, path if path is not None else MANIFEST_FILENAME)
     t = m["target"]
     return Manifest(tuple(m["layer_ids"]), t["architecture"], t["num_hidden_layers"], t["hidden_size"],
-                    m["provenance"], path=Path(path) if path is not None else None)
+                    m["provenance"], path=Path(path) if path is not None else None, expected=m.get("expected"))
 
 
 def manifest_path(draft_dir_or_file: str | os.PathLike) -> Path:

@@ -5,7 +5,7 @@ beside it are metadata: kept, shown escaped, never refused)."""
 from __future__ import annotations
 
 from ..errors import ManifestError
-from ..records import Anything, Bool, Const, Field, Int, ListOf, MapOf, Nested, Record, Str
+from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, Record, Str
 
 FILENAME = "eagle3_manifest.json"
 FORMAT = "sglang-eagle3-capture.manifest"
@@ -41,6 +41,29 @@ PROVENANCE = Record("manifest provenance", (
     Field("note", Str(), "free text", required=False),
 ), unknown="keep", error=ManifestError, metadata=True)
 
+# Metadata: what the draft should accept when served, as ``verify`` measured it offline (doc: docs/metrics.md,
+# "The alarm"). Forward-compatible: kept as it is, never refused; the server's alarm uses it only when it reads
+# cleanly (``expected_acceptance``), and says so once when it does not.
+ACCEPTANCE = Record("manifest expected acceptance", (
+    Field("topk", Int(lo=1, hi=1024), "the --speculative-eagle-topk these figures are for"),
+    Field("per_position", ListOf(Float(lo=0.0, hi=1.0), min_len=1),
+          "per draft position k: the fraction of verify steps that accept at least k+1 draft tokens"),
+), unknown="keep", error=ManifestError, metadata=True)
+ACCEPT_LENGTH = Record("manifest expected accept length", (
+    Field("steps", Int(lo=1, hi=1024), "the --speculative-num-steps"),
+    Field("topk", Int(lo=1, hi=1024), "the --speculative-eagle-topk"),
+    Field("draft_tokens", Int(lo=1, hi=1 << 16), "the --speculative-num-draft-tokens"),
+    Field("accept_length", Float(lo=1.0), "tokens per verify step, bonus token included"),
+), unknown="keep", error=ManifestError, metadata=True)
+EXPECTED = Record("manifest expected", (
+    Field("acceptance", ListOf(Nested(ACCEPTANCE)), "write it with `sglang-eagle3-capture verify ... "
+          "--write-expected`"),
+    Field("accept_length", ListOf(Nested(ACCEPT_LENGTH)), "write it with `sglang-eagle3-capture verify ... "
+          "--write-expected`", required=False, default=[]),
+    Field("provenance", MapOf(Anything()), "say what measured these figures (tool, version, data files, positions)",
+          required=False, default={}),
+), unknown="keep", error=ManifestError, metadata=True)
+
 MANIFEST = Record("manifest", (
     Field("format", Const(FORMAT), HEAD.field("format").fix),
     Field("version", Const(VERSION), HEAD.field("version").fix),
@@ -51,7 +74,10 @@ MANIFEST = Record("manifest", (
     # an object whose contents are metadata (PROVENANCE: kept as they are, see records.problems)
     Field("provenance", MapOf(Anything()), 'write it as an object, e.g. {"source": "manual"}', required=False,
           default={"source": "manual"}),
+    # metadata (EXPECTED), whatever it holds: a malformed block disables the alarm (said once), never the server
+    Field("expected", Anything(), "rewrite it with `sglang-eagle3-capture verify ... --write-expected`",
+          required=False),
 ), unknown="refuse", error=ManifestError,
-    fix=f"remove it; a version-{VERSION} manifest has format, version, layer_ids, target and provenance")
+    fix=f"remove it; a version-{VERSION} manifest has format, version, layer_ids, target, provenance and expected")
 
-RECORDS = (HEAD, TARGET, PROVENANCE, MANIFEST)
+RECORDS = (HEAD, TARGET, PROVENANCE, ACCEPTANCE, ACCEPT_LENGTH, EXPECTED, MANIFEST)
