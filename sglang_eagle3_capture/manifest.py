@@ -29,9 +29,9 @@ from typing import Any, Mapping, Sequence
 from . import records
 from .errors import LayerIdError, ManifestError, cut, shown
 from .layer_ids import check_layer_ids
+from .schemas.manifest import EXPECTED, HEAD, MANIFEST, PROVENANCE, REWRITE, TARGET, WRITE_HINT
 from .schemas.manifest import FILENAME as MANIFEST_FILENAME
 from .schemas.manifest import FORMAT as MANIFEST_FORMAT
-from .schemas.manifest import EXPECTED, HEAD, MANIFEST, PROVENANCE, REWRITE, TARGET, WRITE_HINT
 from .schemas.manifest import VERSION as MANIFEST_VERSION
 from .target_config import architecture_family, decoder_field_prefix, target_dims
 from .userfiles import path_kind, read_json_object, write_file_atomic

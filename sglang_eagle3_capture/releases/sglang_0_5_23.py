@@ -14,6 +14,8 @@ Read in the installed sources (``sglang/srt/``) and run on CPU (docs/releases.md
   ``norm_before_residual`` is not read. ``load_weights`` renames legacy names by substring (l.338-348).
 - Draft classes: ``LlamaForCausalLMEagle3`` (its ``set_embed`` is inherited from llama.py) and
   ``kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM``.
+- Acceptance metrics (serving/metrics.py): see :func:`metrics_init`; ``SchedulerMetricsCollectorContext``
+  (observability/metrics_collector.py l.326) says whether a scheduler is the stats-logging rank.
 - ``runtime_context.get_spec()`` holds the resolved draft path (``server_args`` keeps the raw input since 0.5.19).
 - The first-batch self-check's transient gate: ``ModelRunner.forward`` (l.1813: real batches only; dummy runs,
   graph warm-ups and captures call the model directly) and ``PrefillCudaGraphRunner.can_replay_locally``
@@ -31,6 +33,8 @@ LLAMA_EAGLE3 = "sglang.srt.models.llama_eagle3"
 MLA_EAGLE3 = "sglang.srt.models.kimi_k25_eagle3"
 INIT = ("self", "config", "quant_config", "prefix")
 PREFILL_GRAPH = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
+SCHEDULER = "sglang.srt.managers.scheduler"
+SCHEDULE_BATCH = "sglang.srt.managers.schedule_batch"
 MR_FORWARD = ("self", "forward_batch", "skip_attn_backend_init", "pp_proxy_tensors", "reinit_attn_backend",
               "split_forward_count")
 REPLAY = ("self", "batch_size", "num_tokens", "input_embeds", "replace_embeds", "prefix_lens", "is_target_verify",
@@ -41,6 +45,14 @@ def eager_prefill(*more: str) -> Seam:
     """The self-check's seam on ``PrefillCudaGraphRunner.can_replay_locally``, whose trailing parameters vary."""
     return Seam("selfcheck.eager_prefill", PREFILL_GRAPH, "PrefillCudaGraphRunner", "can_replay_locally",
                 REPLAY + more)
+
+
+def metrics_init(*more: str) -> Seam:
+    """The acceptance metrics' seam on ``Scheduler.init_metrics_collector`` (l.806; called from ``__init__`` after
+    ``load_plugins``), whose parameters vary; the other, ``Req.update_spec_correct_drafts_histogram``
+    (schedule_batch.py l.1566), is SGLang's per-request record of one verify step, called from
+    ``scheduler_components/batch_result_processor.py`` l.836."""
+    return Seam("metrics.init", SCHEDULER, "Scheduler", "init_metrics_collector", ("self", *more))
 
 
 RELEASE = Release(
@@ -59,6 +71,9 @@ RELEASE = Release(
         Seam("draft.mla.set_embed", MLA_EAGLE3, "Eagle3DeepseekV2ForCausalLM", "set_embed", ("self", "embed")),
         Seam("selfcheck.gate", MODEL_RUNNER, "ModelRunner", "forward", MR_FORWARD),
         eager_prefill("is_mixed", "batch_max_context_len", "contains_mm_inputs"),
+        metrics_init(),
+        Seam("metrics.verify", SCHEDULE_BATCH, "Req", "update_spec_correct_drafts_histogram",
+             ("self", "num_correct_drafts")),
     ),
     selfcheck_routes=(NORM_OPERANDS, FUSED_NORM, RESIDUAL_STREAM),
     final_norm_captures=("gpt_oss",),  # gpt_oss.py l.726-737 (since 0.5.17: the capture loop rewrite)

@@ -37,7 +37,7 @@ import os
 from .. import families, releases
 from ..errors import UnsupportedSGLangVersion, WiringError
 from ..releases.schema import Release
-from . import draft, guard, seams, selfcheck, target
+from . import draft, guard, metrics, seams, selfcheck, target
 from .after_import import when_imported
 from .runtime import current_tp_rank
 
@@ -109,12 +109,26 @@ def _apply_newer() -> None:
     _apply()
 
 
+def _apply_metrics() -> None:
+    """The acceptance metrics patch (:mod:`.metrics`), when SGLang's scheduler module has been executed; a seam
+    that does not fit costs the metrics only (one WARNING), never the capture or the server."""
+    try:
+        metrics.apply()
+    except Exception as e:  # noqa: BLE001 - metrics never stop a server
+        logger.warning("eagle3-capture: no per-position acceptance metrics: %s (pid %d)", e, os.getpid())
+
+
+def _arm_metrics() -> None:
+    when_imported(releases.installed_or_newest().seam("metrics.init").module, _apply_metrics)
+
+
 def register() -> None:
     """Entry point: check the SGLang version and arm the patches in this process (idempotent).
 
     The target capture patch (:mod:`.target`) and the draft-head loader patch (:mod:`.draft`) are applied
     when SGLang imports the release's trigger module (at once if already imported), with one INFO line per
-    process: what was patched, the SGLang version, pid and TP rank (``None`` until SGLang publishes it).
+    process: what was patched, the SGLang version, pid and TP rank (``None`` until SGLang publishes it); the
+    acceptance metrics patch (:mod:`.metrics`) when it imports its scheduler module.
     Outside the supported releases it raises
     :class:`~sglang_eagle3_capture.errors.UnsupportedSGLangVersion` after arming the startup guard, except for a
     release newer than the table, which is probed at the trigger and served unverified when it fits (module doc).
@@ -125,6 +139,7 @@ def register() -> None:
             raise _refuse_newer(found, f"{selfcheck.ENV}=0 turns off the first-batch self-check that stands in for "
                                        "the missing verification")
         when_imported(releases.newest().trigger_module, _apply_newer)
+        _arm_metrics()
         return
     try:
         release = releases.check_sglang_version()
@@ -133,3 +148,4 @@ def register() -> None:
         logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), e)
         raise
     when_imported(release.trigger_module, _apply)
+    _arm_metrics()
