@@ -53,7 +53,7 @@ EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # Ctrl-C; stdout closed by its re
 # Modules that add subcommands after the built-in ones, in help order: each defines ``add_subcommand(subparsers)``,
 # which adds its parser and sets ``handler=<function(args) -> int>`` with ``set_defaults``; handlers raise an
 # :class:`~sglang_eagle3_capture.errors.InputError` (e.g. :class:`UsageError`) for bad input.
-SUBCOMMAND_MODULES: list[str] = []
+SUBCOMMAND_MODULES: list[str] = ["sglang_eagle3_capture.doctor.plan"]
 
 _LAYER_ID = re.compile(r"\s*-?[0-9]{1,9}\s*")
 
@@ -200,13 +200,22 @@ def _join_releases(names: list[str]) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from .expected import _dtype
+
     if args.threads is not None:
         import torch
 
         torch.set_num_threads(args.threads)
     r = verify(args.draft_dir, args.data, target=args.target, top_k=args.top_k, batch_size=args.batch_size,
-               margin=args.margin, max_combinations=args.max_combinations, progress=not args.no_progress)
+               margin=args.margin, max_combinations=args.max_combinations, progress=not args.no_progress,
+               dtype=None if args.dtype in (None, "float32") else _dtype(args.draft_dir, args.dtype))
     status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
+    if args.write_expected:  # the draft's own rollouts: doctor/expected.py
+        from .expected import measure, write_expected
+
+        written = write_expected(args.draft_dir, measure(args.draft_dir, args.data, target=args.target,
+                                                         dtype=args.dtype))
+        print(f"expected:    written to {shown(written)}", file=sys.stderr)
     if args.json:
         _print_json(r.to_dict())
         return status
@@ -325,6 +334,10 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
                    "machine 1 is often fastest)")
     v.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument("--dtype", choices=("float32", "bfloat16", "checkpoint"), help="hold and run the draft in this "
+                   "dtype (default float32; checkpoint: the checkpoint's own, half the memory for a bf16 draft)")
+    v.add_argument("--write-expected", action="store_true", help="also write the draft's offline acceptance per "
+                   "position and predicted accept lengths (see `plan`) into the manifest's 'expected' block")
     v.set_defaults(handler=_cmd_verify)
 
     c = subparsers.add_parser("compare", help="served fc inputs (a capture dump) against training samples")

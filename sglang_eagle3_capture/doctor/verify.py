@@ -106,8 +106,9 @@ def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool =
                            "re-export or re-download the target checkpoint") from None
 
 
-def load_draft(draft_dir: str | Path, target: str | Path | None):
-    """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given."""
+def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
+    """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given (``dtype``:
+    a torch dtype to hold and compute it in; default fp32)."""
     from ..draft.model import DraftConfig, Eagle3Draft  # torch
 
     embed = head = target_where = None
@@ -121,7 +122,8 @@ def load_draft(draft_dir: str | Path, target: str | Path | None):
         if cfg.lm_head_from_target:
             head, head_file = load_target_tensor(tdir, "lm_head.weight", with_file=True)
             target_where += f" / {head_file}: tensor '*lm_head.weight'"
-    return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head, target_where=target_where)
+    return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head, target_where=target_where,
+                                       dtype=dtype)
 
 
 def _progress(iterable, total: int, enabled: bool, desc: str):
@@ -228,14 +230,15 @@ def _evaluate(model, samples, candidates: list[Candidate], top_k: int) -> float:
 
 def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | Path | None = None, top_k: int = 5,
            batch_size: int = 32, margin: float = DEFAULT_MARGIN, max_combinations: int = 64,
-           progress: bool = True) -> VerifyReport:
-    """Run the draft on ``data`` under every buildable wiring; see the module doc."""
+           progress: bool = True, dtype=None) -> VerifyReport:
+    """Run the draft on ``data`` under every buildable wiring; see the module doc (``dtype``: a torch dtype to hold
+    and run the draft in, e.g. ``torch.bfloat16`` for a bf16 checkpoint too large for fp32)."""
     import torch
 
     draft_cfg = load_draft_config(Path(draft_dir) / "config.json")
     declared = _declared(Path(draft_dir), draft_cfg, target)
     paths = expand_data_paths(data)
-    model = load_draft(draft_dir, target)
+    model = load_draft(draft_dir, target, dtype)
     n_layers = declared.num_hidden_layers
     family = family_of(declared.architecture)
     if family is None:

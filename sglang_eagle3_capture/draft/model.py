@@ -179,8 +179,11 @@ class Eagle3Draft(nn.Module):
 
     @classmethod
     def from_pretrained(cls, draft_dir: str | Path, *, target_embed: torch.Tensor | None = None,
-                        target_lm_head: torch.Tensor | None = None, target_where: str | None = None) -> "Eagle3Draft":
-        """Load an SGLang-format draft dir (``config.json`` + its safetensors) in fp32.
+                        target_lm_head: torch.Tensor | None = None, target_where: str | None = None,
+                        dtype: torch.dtype | None = None) -> "Eagle3Draft":
+        """Load an SGLang-format draft dir (``config.json`` + its safetensors) in fp32 (``dtype``: in that dtype,
+        the module built on the meta device and the loaded tensors assigned, so a bf16 checkpoint is held once in
+        memory, at its own size).
 
         Like SGLang's EAGLE-3 worker, ``target_embed`` (the target's ``embed_tokens.weight``)
         replaces the draft's embedding when hidden sizes match; without it the draft's own
@@ -201,7 +204,12 @@ class Eagle3Draft(nn.Module):
         index = tensor_index(d)
         check_checkpoint(config, index, cfg_path, target_embed=target_embed, target_lm_head=target_lm_head,
                          target_where=target_where)
-        model = cls(config)
+        if dtype is None:
+            model = cls(config)
+        else:
+            with torch.device("meta"):
+                model = cls(config)
+            model.d2t = torch.zeros(config.draft_vocab_size, dtype=torch.long)  # the file's d2t, when it has one
         weights: dict = {}
         for f in sorted({info.file for info in index.values()}):
             try:
@@ -209,29 +217,32 @@ class Eagle3Draft(nn.Module):
             except Exception as e:  # noqa: BLE001 - safetensors' own error type; the header was fine, the data not
                 raise WeightsError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
                                    "re-export or re-download the checkpoint") from None
-        model._load_checked_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head)
+        model._load_checked_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head,
+                                    dtype=dtype)
         return model.eval()
 
-    def _load_checked_weights(self, weights: dict, *, where: str, target_embed=None, target_lm_head=None) -> None:
+    def _load_checked_weights(self, weights: dict, *, where: str, target_embed=None, target_lm_head=None,
+                              dtype: torch.dtype | None = None) -> None:
         """Load checkpoint tensors by SGLang's names (``midlayer.*``, optional ``model.`` prefix, ``d2t``).
 
         Only for weights :func:`check_checkpoint` accepted (every shape, the lm_head source, d2t and missing
         weights are checked there, on the headers of the same files): :meth:`from_pretrained` runs it first."""
         own = self.state_dict()
         loaded, self.ignored_weights = {}, []
+        to = torch.float32 if dtype is None else dtype
         for name, tensor in weights.items():
             key = module_name(name)
             if key == "d2t":
                 loaded["d2t"] = tensor.long()
             elif key in own and not (key == "lm_head.weight" and self.config.lm_head_from_target):
-                loaded[key] = tensor.float()
+                loaded[key] = tensor.to(to)
             elif key != "t2d" and not (key == "lm_head.weight" and self.config.lm_head_from_target):
                 self.ignored_weights.append(name)  # SGLang's load_weights drops these without a word
         if target_embed is not None and self.config.target_hidden_size == self.config.hidden_size:
-            loaded["embed_tokens.weight"], self.embedding_source = target_embed.float(), "target"
+            loaded["embed_tokens.weight"], self.embedding_source = target_embed.to(to), "target"
         if self.config.lm_head_from_target:  # set_embed_and_head() replaces whatever the file held
-            loaded["lm_head.weight"] = target_lm_head.float()
-        self.load_state_dict(loaded, strict=False)
+            loaded["lm_head.weight"] = target_lm_head.to(to)
+        self.load_state_dict(loaded, strict=False, assign=dtype is not None)
         if self.ignored_weights:
             warnings.warn(f"{where}: SGLang ignores these weights, so they are ignored here too: "
                           f"{self.ignored_weights}")

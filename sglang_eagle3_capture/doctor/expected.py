@@ -1,0 +1,287 @@
+"""What the draft should accept when served, measured offline on its training samples (``verify --write-expected``,
+``plan``).
+
+The draft's own rollouts (:mod:`sglang_eagle3_capture.draft.rollout`: chains and top-k trees as SGLang drafts them)
+under the wiring the manifest (or config) declares, scored against the samples' tokens, which are the target's greedy
+tokens when the samples are the target's own generations. Pairing is ``verify``'s: a rollout starting at draft row
+``p`` reads the fc input at ``p`` and token ``p + 1``; its first proposal is right when it equals token ``p + 2`` and
+that row is scored (loss mask at ``p + 1``).
+
+Two readings of the same rollouts, per setting ``(steps, topk, draft_tokens)``:
+
+- **served walk** (the figures written and ranked): per sample, the first verify step starts at the first scored row
+  (the token after the prompt, which the prefill emits) and each next one ``accepted + 1`` rows later, as a server's
+  verify steps follow each other; ``per_position[k]`` = the fraction of those verify steps that accept at least
+  ``k + 1`` draft tokens, ``accept_length`` = 1 + their mean accepted draft tokens: bench_e2e's served definitions
+  (``sum(hist[k+1:]) / sum(hist)``, ``1 + correct / verify_ct``).
+- **every start**: a rollout from every scored row (the training code's offline chain accuracy,
+  fixtures/draft_train.py ``chain_accuracy`` ``prefix``); lower at later positions, since rows near the end of a
+  response cannot reach them.
+
+Samples stream one batch at a time; the draft computes in fp32, or in the checkpoint's dtype with ``dtype``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import SampleError, UsageError
+from ..formats import load_draft_config
+from .candidates import build_candidates, chunk_identities
+from .samples import expand_data_paths
+
+MAX_STEPS = 8
+
+
+@dataclass(frozen=True, order=True)
+class Setting:
+    """One speculative setting: ``--speculative-num-steps``, ``--speculative-eagle-topk``,
+    ``--speculative-num-draft-tokens``."""
+
+    steps: int
+    topk: int
+    draft_tokens: int
+
+    def label(self) -> str:
+        return f"{self.steps},{self.topk},{self.draft_tokens}"
+
+    def flags(self) -> str:
+        return (f"--speculative-num-steps {self.steps} --speculative-eagle-topk {self.topk} "
+                f"--speculative-num-draft-tokens {self.draft_tokens}")
+
+# Candidate settings, each as SGLang runs it: topk 1 is a chain (SGLang rewrites draft tokens to steps + 1); a tree
+# selects draft_tokens - 1 of its topk + (steps - 1) * topk**2 candidates.
+DEFAULT_SETTINGS = tuple(
+    [Setting(s, 1, s + 1) for s in range(1, 6)]
+    + [Setting(s, k, d) for k in (2, 4) for s in (2, 3, 4, 5) for d in (4, 6, 8, 16) if d - 1 <= k + (s - 1) * k * k
+       and d - 1 >= s])
+
+
+def runs_as_asked(s: Setting) -> str | None:
+    """``None`` when SGLang runs ``s`` as given; else why not (SGLang 0.5.23 arg_groups/speculative_hook.py sets
+    ``num_draft_tokens = steps + 1`` whenever ``topk == 1``, declared through ``declare_resolution``; a tree cannot
+    select more nodes than it drafts)."""
+    if min(s.steps, s.topk, s.draft_tokens) < 1:
+        return "every value must be at least 1"
+    if s.topk == 1 and s.draft_tokens != s.steps + 1:
+        return f"with topk 1 SGLang rewrites --speculative-num-draft-tokens to steps + 1 = {s.steps + 1}"
+    if s.topk > 1 and not 2 <= s.draft_tokens <= 1 + s.topk + (s.steps - 1) * s.topk ** 2:
+        return (f"a {s.steps}-step topk-{s.topk} tree drafts {s.topk + (s.steps - 1) * s.topk ** 2} nodes, so draft "
+                f"tokens must be in [2, {1 + s.topk + (s.steps - 1) * s.topk ** 2}]")
+    return None
+
+
+@dataclass
+class Figures:
+    """One setting's counts."""
+
+    setting: Setting
+    walk_hist: list[int] = field(default_factory=list)  # verify steps of the served walk that accepted exactly j
+    start_hist: list[int] = field(default_factory=list)  # rollouts from every scored row that accepted exactly j
+
+    @staticmethod
+    def _pp(hist: list[int], steps: int) -> list[float]:
+        n = sum(hist)
+        return [round(sum(hist[k + 1:]) / n, 4) if n else 0.0 for k in range(steps)]
+
+    @property
+    def per_position(self) -> list[float]:
+        return self._pp(self.walk_hist, self.setting.steps)
+
+    @property
+    def accept_length(self) -> float:
+        n = sum(self.walk_hist)
+        return round(1 + sum(j * c for j, c in enumerate(self.walk_hist)) / n, 4) if n else 1.0
+
+    @property
+    def per_position_every_start(self) -> list[float]:
+        return self._pp(self.start_hist, self.setting.steps)
+
+    def to_dict(self) -> dict:
+        s = self.setting
+        return {"steps": s.steps, "topk": s.topk, "draft_tokens": s.draft_tokens, "accept_length": self.accept_length,
+                "per_position": self.per_position, "verify_steps": sum(self.walk_hist),
+                "accept_histogram": self.walk_hist, "per_position_every_start": self.per_position_every_start,
+                "accept_length_every_start": round(1 + sum(self.per_position_every_start), 4),
+                "flags": s.flags()}
+
+
+@dataclass
+class ExpectedReport:
+    """What :func:`measure` found."""
+
+    draft_dir: str
+    layer_ids: tuple[int, ...]
+    files: list[str]
+    figures: list[Figures]
+    positions: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    dtype: str = "float32"
+
+    def ranked(self) -> list[Figures]:
+        """Best predicted accept length first (ties: fewer draft tokens, then fewer steps)."""
+        return sorted(self.figures, key=lambda f: (-f.accept_length, f.setting.draft_tokens, f.setting.steps))
+
+    def expected_block(self, version: str) -> dict:
+        """The manifest's ``expected`` block (schemas.manifest.EXPECTED): per topk the per-position acceptance of its
+        best setting (a chain's later positions do not depend on how many steps follow), the accept length of every
+        setting, and where the figures came from."""
+        acceptance = []
+        for topk in sorted({f.setting.topk for f in self.figures}):
+            best = max((f for f in self.figures if f.setting.topk == topk),
+                       key=lambda f: (f.setting.steps, f.accept_length) if topk == 1 else (f.accept_length,))
+            acceptance.append({"topk": topk, "per_position": best.per_position, "steps": best.setting.steps,
+                               "draft_tokens": best.setting.draft_tokens})
+        return {"acceptance": acceptance,
+                "accept_length": [{"steps": f.setting.steps, "topk": f.setting.topk,
+                                   "draft_tokens": f.setting.draft_tokens, "accept_length": f.accept_length}
+                                  for f in self.ranked()],
+                "provenance": {"tool": "sglang-eagle3-capture verify --write-expected", "version": version,
+                               "data_files": len(self.files), "data": self.files[:20], "positions": self.positions,
+                               "layer_ids": list(self.layer_ids), "dtype": self.dtype,
+                               "definition": "served walk over the samples: per_position[k] = fraction of verify "
+                                             "steps accepting >= k+1 draft tokens",
+                               "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+    def to_dict(self) -> dict:
+        return {"draft_dir": self.draft_dir, "layer_ids": list(self.layer_ids), "files": len(self.files),
+                "positions": self.positions, "tokens": self.tokens, "seconds": round(self.seconds, 3),
+                "tokens_per_s": round(self.tokens / self.seconds, 1) if self.seconds else None, "dtype": self.dtype,
+                "settings": [f.to_dict() for f in self.ranked()]}
+
+
+def _add(hist: list[int], values) -> None:
+    for v in values:
+        while len(hist) <= v:
+            hist.append(0)
+        hist[v] += 1
+
+
+def shifted_batch(samples, sources, embed):
+    """Right-padded, shifted tensors for a batch under one wiring: ``(ids, aux, tgt, mask)`` with row ``p`` reading
+    fc input ``p`` and token ``p + 1``, labelled with token ``p + 2`` where the loss mask at ``p + 1`` is set."""
+    import torch
+
+    b, t = len(samples), max(s.seq_len for s in samples)
+    h = samples[0].hidden_size
+    dtype = embed.dtype
+    ids = torch.zeros(b, t, dtype=torch.long)
+    valid = torch.zeros(b, t, dtype=torch.bool)
+    aux = torch.zeros(b, t, len(sources) * h, dtype=dtype)
+    for i, s in enumerate(samples):
+        n = s.seq_len
+        ids[i, :n] = s.input_ids
+        valid[i, :n] = True if s.loss_mask is None else s.loss_mask.bool()
+        for j, src in enumerate(sources):
+            part = (s.chunks[src.index] if src.kind == "chunk" else embed[s.input_ids] if src.kind == "embedding"
+                    else None)
+            if part is not None:
+                aux[i, :n, j * h:(j + 1) * h] = part.to(dtype)
+    lengths = torch.tensor([s.seq_len for s in samples])
+    pos = torch.arange(t - 2)
+    mask = valid[:, 1:t - 1] & ((pos[None, :] + 2) < lengths[:, None])
+    return ids[:, 1:t - 1], aux[:, :t - 2], ids[:, 2:], mask
+
+
+def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | Path | None = None,
+            settings: Sequence[Setting] = DEFAULT_SETTINGS, batch_size: int = 8, dtype: str | None = None,
+            progress: bool = False, model=None) -> ExpectedReport:
+    """Roll the draft out on ``data`` for every setting (module doc). ``dtype``: compute in that torch dtype
+    (``"checkpoint"``: the dtype of the checkpoint's fc weight) instead of fp32. ``model``: an already loaded draft."""
+    from ..draft.rollout import accepted_drafts
+    from . import verify as v
+
+    for s in settings:
+        why = runs_as_asked(s)
+        if why:
+            raise UsageError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked")
+        if s.steps > MAX_STEPS:
+            raise UsageError(None, "--settings", f"{s.label()}: more than {MAX_STEPS} steps",
+                             f"give at most {MAX_STEPS} steps")
+    draft_cfg = load_draft_config(Path(draft_dir) / "config.json")
+    declared = v._declared(Path(draft_dir), draft_cfg, target)
+    paths = expand_data_paths(data)
+    if model is None:
+        model = v.load_draft(draft_dir, target, None if dtype in (None, "float32") else _dtype(draft_dir, dtype))
+    embed = model.embed_tokens.weight.detach()
+    figures = {s: Figures(s) for s in settings}
+    report = ExpectedReport(str(draft_dir), declared.layer_ids, [str(p) for p in paths], list(figures.values()),
+                            dtype=str(embed.dtype).removeprefix("torch."))
+    sources, first, start = None, None, time.perf_counter()
+    vocab = embed.shape[0]
+    for batch in v._batches(paths, batch_size, progress):
+        for s in batch:
+            v._check_token_ids(s, vocab)
+        if first is None:
+            first = batch[0]
+            ids, _ = chunk_identities(first.chunk_layer_ids, v._embedding_hits([first], embed)[0])
+            cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=declared.num_hidden_layers, stock=[],
+                                  chunk_ids=ids, fc_chunks=first.fc_chunks)
+            if cs.manifest is None:
+                raise SampleError(first.path, None, f"the declared wiring {list(declared.layer_ids)} cannot be built "
+                                  f"from the stored tensors: {cs.manifest_problem}",
+                                  "pass samples that store those layers")
+            sources = cs.manifest.sources
+        for s in batch:
+            v._check_layout(s, first, len(first.chunks))
+        ids, aux, tgt, mask = shifted_batch(batch, sources, embed)
+        if ids.shape[1] < 1:
+            continue
+        acc = accepted_drafts(model, ids, aux, tgt, mask, list(settings))
+        report.positions += int(mask.sum())
+        report.tokens += sum(s.seq_len for s in batch)
+        for s, a in acc.items():
+            _add(figures[s].start_hist, a[a >= 0].tolist())
+            _add(figures[s].walk_hist, _walk(a))
+    report.seconds = time.perf_counter() - start
+    for f in report.figures:
+        f.walk_hist += [0] * (f.setting.steps + 1 - len(f.walk_hist))
+        f.start_hist += [0] * (f.setting.steps + 1 - len(f.start_hist))
+    return report
+
+
+def _walk(accepted) -> list[int]:
+    """Accepted draft tokens of each verify step of the served walk (module doc)."""
+    out = []
+    for row in accepted.tolist():
+        r = next((i for i, a in enumerate(row) if a >= 0), None)
+        while r is not None and r < len(row) and row[r] >= 0:
+            out.append(row[r])
+            r += row[r] + 1
+    return out
+
+
+def _dtype(draft_dir, name: str):
+    import torch
+
+    if name == "checkpoint":
+        from ..draft.checkpoint import module_name, tensor_index
+
+        index = tensor_index(draft_dir)
+        fc = next(info for n, info in index.items() if module_name(n) == "fc.weight")
+        return {"BF16": torch.bfloat16, "F16": torch.float16}.get(fc.dtype)
+    return getattr(torch, name)
+
+
+__all__ = ["DEFAULT_SETTINGS", "ExpectedReport", "Figures", "Setting", "measure", "runs_as_asked"]
+
+
+def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
+    """Replace the manifest's ``expected`` block with ``report``'s (every other field kept as read), atomically
+    (:func:`~sglang_eagle3_capture.manifest.write_manifest`); a draft without a manifest is an error."""
+    import dataclasses
+
+    from .. import __version__
+    from ..manifest import find_manifest, manifest_path, write_manifest
+
+    m = find_manifest(draft_dir)
+    if m is None:
+        raise UsageError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",
+                         "write the manifest first (sglang-eagle3-capture manifest write), then verify "
+                         "--write-expected")
+    return write_manifest(draft_dir, dataclasses.replace(m, expected=report.expected_block(__version__)))

@@ -1,0 +1,222 @@
+"""The draft's own rollouts offline, as SGLang's EAGLE-3 draft decode runs them: chains and top-k trees.
+
+Pairing is EAGLE's shift (:func:`.model.eagle3_shift`): shifted row ``r`` reads ``aux[r]`` and token ``r + 1`` and its
+step-0 proposal is scored against the target's greedy token ``tgt[r]``. A rollout starting at row ``r`` is what one
+SGLang verify step drafts after the target accepted up to that row:
+
+- **step 0** is the teacher-forced pass (:meth:`.model.Eagle3Draft.forward`: the target's states through the fc, the
+  draft-extend of SGLang);
+- **step k >= 1** (speculative/eagle_worker_v2.py ``draft_forward``, models/llama_eagle3.py) sits at position
+  ``r + k``, reads the token proposed at step ``k - 1`` and, in place of ``fc(target states)``, that step's *pre-norm*
+  output (``hidden_states_to_aux``, width H, so SGLang skips the fc); each layer attends to its step-0 keys at
+  positions ``<= r`` (the draft-extend KV) and to its own keys of steps ``1..k`` of the same top-k *slot* (SGLang's
+  draft-decode KV is per slot: kernels/ops/speculative/cache_locs.py ``generate_draft_decode_kv_indices`` reads
+  ``topk_id``'s own cache locations; a slot's history is not re-gathered when a later step keeps a child of
+  another slot).
+- **top-k trees** mirror speculative/spec_utils.py ``select_top_k_tokens`` (step 0: the top-k of the softmax over the
+  draft vocab; step k: each slot's top-k times its cumulative score, the best ``topk`` of those ``topk**2`` are the
+  next step's slots, their hidden state the parent slot's output) and speculative/eagle_utils.py
+  ``organize_draft_results`` (every candidate of every step in that order, ``topk`` at step 0 then ``topk**2`` per
+  step; the ``num_draft_tokens - 1`` best scores are the tree). Draft ids are mapped to target ids through ``d2t``
+  (SGLang's ``hot_token_id``). With ``topk == 1`` SGLang drafts the greedy chain (``argmax``).
+
+Accept length of a rollout (greedy verify) = 1 + the depth of the deepest selected node whose whole path equals the
+target's greedy tokens ``tgt[r], tgt[r + 1], ...`` at scored rows (a chain stops at the first unscored row). The code
+is this package's own; only the order of candidates and the selection rule are SGLang's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from .model import Eagle3Draft, rope
+
+if TYPE_CHECKING:
+    from ..doctor.expected import Setting  # steps, topk, draft_tokens
+
+__all__ = ["accepted_drafts", "fc_input", "per_position", "selected", "tree_candidates", "unrolled_logits"]
+
+QUERY_CHUNK = 512  # attention queries per block on long sequences (bounds the score matrix)
+
+
+def fc_input(draft: Eagle3Draft, aux: torch.Tensor) -> torch.Tensor:
+    """Step 0's hidden input: ``fc(fc_norm(input_norm(aux)))``, the fc skipped when ``aux`` is already H wide (as
+    ``Eagle3Draft._body`` and llama_eagle3.py)."""
+    c = draft.config
+    h = aux.to(draft.fc.weight.dtype)
+    if h.shape[-1] == c.hidden_size:
+        return h
+    if draft.input_norm is not None:
+        h = draft.input_norm(h)
+    if draft.fc_norm is not None:
+        h = torch.cat([n(ch) for n, ch in zip(draft.fc_norm, h.chunk(c.num_aux_hidden_states, dim=-1))], dim=-1)
+    return draft.fc(h)
+
+
+def _attend(attn, x: torch.Tensor, step: int, cache: list) -> torch.Tensor:
+    """One attention of step ``step`` for ``x`` ``[B, S, T, in]`` (S top-k slots; 1 at step 0): keys are step 0's at
+    positions ``<= r`` and the slot's own keys of steps ``1..step``; appends this step's keys to ``cache``."""
+    c = attn.c
+    b, s, t, _ = x.shape
+    positions = (torch.arange(t, device=x.device) + step).expand(b * s, t)
+    q = rope(attn.q_proj(x).view(b * s, t, c.num_attention_heads, c.head_dim), positions, c.rope_theta)
+    k = rope(attn.k_proj(x).view(b * s, t, c.num_key_value_heads, c.head_dim), positions, c.rope_theta)
+    v = attn.v_proj(x).view(b * s, t, c.num_key_value_heads, c.head_dim)
+    cache.append((k.view(b, s, t, *k.shape[2:]), v.view(b, s, t, *v.shape[2:])))
+    rep = c.num_attention_heads // c.num_key_value_heads
+    parts = [[kk.expand(b, s, *kk.shape[2:]).reshape(b * s, *kk.shape[2:]) for kk in kv] for kv in cache]
+    keys = [p[0] for p in parts]
+    values = [p[1] for p in parts]
+    q = q.transpose(1, 2)
+    outs = []
+    for t0 in range(0, t, t if t <= QUERY_CHUNK else QUERY_CHUNK):
+        t1 = min(t, t0 + QUERY_CHUNK) if t > QUERY_CHUNK else t
+        n = t1 - t0
+        causal = torch.ones(n, t1, dtype=torch.bool, device=x.device).tril(t0)
+        diagonal = torch.eye(n, dtype=torch.bool, device=x.device)
+        kv = [torch.cat([part[0][:, :t1]] + [p[:, t0:t1] for p in part[1:]], dim=1)
+              .repeat_interleave(rep, dim=2).transpose(1, 2) for part in (keys, values)]
+        mask = torch.cat([causal] + [diagonal] * step, dim=1)  # extend KV up to r, then this slot's own steps
+        outs.append(F.scaled_dot_product_attention(q[:, :, t0:t1], *kv, attn_mask=mask, scale=c.head_dim ** -0.5))
+    o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
+    return attn.o_proj(o.transpose(1, 2).reshape(b, s, t, -1))
+
+
+def _step(draft: Eagle3Draft, tokens: torch.Tensor, h: torch.Tensor, step: int, caches: list[list]):
+    """One draft forward: ``tokens`` ``[B, S, T]`` (target ids), ``h`` ``[B, S, T, H]`` (step 0: the fc output;
+    later: the previous step's pre-norm output). Returns ``(logits [B, S, T, draft_vocab], pre-norm output)``."""
+    x, residual = h, None
+    embeds = draft.embed_tokens(tokens)
+    for layer, cache in zip(draft.layers, caches):
+        if layer.is_input_layer:
+            residual = x
+            x = layer.hidden_norm(x)
+            residual = x if layer.norm_before_residual else residual
+            x = torch.cat([layer.input_layernorm(embeds), x], dim=-1)
+        else:
+            x, residual = layer.hidden_norm(x, residual)
+        x = _attend(layer.self_attn, x, step, cache)
+        x, residual = layer.post_attention_layernorm(x, residual)
+        x = layer.mlp(x)
+    normed, out = draft.norm(x, residual)  # out: hidden_states_to_aux, fed to the next step
+    head = draft.embed_tokens.weight if draft.lm_head is None else draft.lm_head.weight
+    return F.linear(normed, head), out
+
+
+def unrolled_logits(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    """Teacher-forced chain: draft logits ``[B, T, draft_vocab]`` of each of ``steps`` unrolled draft steps (module
+    doc), differentiable (test-time training). ``aux``: ``[B, T, fc width]`` (shifted, as for
+    :meth:`Eagle3Draft.forward`); ``ids``: ``[B, T + steps - 1]``, the shifted ids with room for the later steps'
+    tokens (step k reads ``ids[:, k:k+T]``, the target's tokens: on a chain whose proposals are right so far they are
+    the draft's own). Step 0 equals ``draft(ids[:, :T], aux)``."""
+    t = aux.shape[1]
+    h = fc_input(draft, aux)[:, None]
+    caches: list[list] = [[] for _ in draft.layers]
+    out = []
+    for k in range(steps):
+        logits, h = _step(draft, ids[:, None, k:k + t], h, k, caches)
+        out.append(logits[:, 0])
+    return out
+
+
+def _shifted(x: torch.Tensor, k: int, fill) -> torch.Tensor:
+    """``x[:, k:]`` padded back to ``x``'s length with ``fill`` (row r of the result is row r + k)."""
+    k = min(k, x.shape[1])
+    return torch.cat([x[:, k:], x.new_full((x.shape[0], k), fill)], dim=1) if k else x
+
+
+@torch.no_grad()
+def accepted_drafts(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor,
+                    settings: list[Setting]) -> dict[Setting, torch.Tensor]:
+    """Per setting, the draft tokens a greedy verify accepts from a rollout starting at every row: ``[B, T]`` ints
+    (``-1`` where ``mask`` is false: not a start). ``ids``, ``aux``, ``tgt``, ``mask``: shifted (``eagle3_shift``):
+    row r reads ``aux[r]``, token ``ids[r]``, and its step-0 proposal is right when it equals ``tgt[r]``.
+
+    Settings sharing a ``topk`` share one rollout of their largest ``steps`` (a tree's first steps do not depend on
+    how many follow)."""
+    out: dict[Setting, torch.Tensor] = {}
+    for topk in sorted({s.topk for s in settings}):
+        group = [s for s in settings if s.topk == topk]
+        steps = max(s.steps for s in group)
+        cands = tree_candidates(draft, ids, aux, tgt, mask, steps, topk)
+        for s in group:
+            out[s] = _accepted(cands, s, mask)
+    return out
+
+
+def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[tuple]:
+    """The candidates of every step in ``organize_draft_results``'s order: per step ``(scores, depth, right, tokens)``,
+    each ``[B, T, n]`` (``n`` = topk at step 0, topk**2 after); ``right``: the node's whole path equals the target's."""
+    b, t = ids.shape
+    h = fc_input(draft, aux)[:, None]
+    caches: list[list] = [[] for _ in draft.layers]
+    logits, h = _step(draft, ids[:, None], h, 0, caches)
+    cands = []
+    slot_right = mask[:, None].clone()  # [B, 1, T]: the root's path (empty) is right where the row is a start
+    scores = None
+    for k in range(steps):
+        lg = logits.float()
+        if topk == 1:  # SGLang's topk-1 path: argmax, score 1
+            p, idx = torch.ones_like(lg[..., :1]), lg.argmax(-1, keepdim=True)
+        else:
+            p, idx = torch.softmax(lg, dim=-1).topk(topk, dim=-1)  # [B, S, T, topk]
+        tokens = draft.to_target_ids(idx)
+        scored = _shifted(mask, k, False)[:, None, :, None]
+        right = slot_right[..., None] & scored & (tokens == _shifted(tgt, k, -1)[:, None, :, None])
+        s_slots = p.shape[1]
+        if k == 0:  # select_top_k_tokens step 0: topk_p (b, 1, topk)
+            cand_scores = p[:, 0]  # [B, T, topk]
+            keep_scores, keep = cand_scores, torch.arange(topk).expand(b, t, topk)
+            flat_tokens, flat_right = tokens[:, 0], right[:, 0]
+        else:  # later steps: scores (b, topk, 1) x topk_p (b, topk, topk), flattened slot-major
+            expand = scores.permute(0, 2, 1)[..., None] * p.permute(0, 2, 1, 3)  # [B, T, S, topk]
+            cand_scores = expand.flatten(2)
+            flat_tokens = tokens.permute(0, 2, 1, 3).flatten(2)
+            flat_right = right.permute(0, 2, 1, 3).flatten(2)
+            keep_scores, keep = (cand_scores.max(-1, keepdim=True) if topk == 1 else cand_scores.topk(topk, dim=-1))
+        cands.append((cand_scores, k, flat_right, flat_tokens))
+        if k == steps - 1:
+            break
+        parent = keep // topk if k else torch.zeros_like(keep)  # slot of the previous step each kept node came from
+        next_tokens = torch.gather(flat_tokens, 2, keep).permute(0, 2, 1)  # [B, topk, T]
+        slot_right = torch.gather(flat_right, 2, keep).permute(0, 2, 1)
+        hp = parent.permute(0, 2, 1)  # [B, topk, T]
+        h = torch.gather(h.expand(b, s_slots, *h.shape[2:]), 1, hp[..., None].expand(-1, -1, -1, h.shape[-1]))
+        scores = keep_scores.permute(0, 2, 1)  # [B, topk, T]
+        logits, h = _step(draft, next_tokens, h, k + 1, caches)
+    return cands
+
+
+def selected(cands: list[tuple], s: Setting) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The tree of setting ``s`` (``organize_draft_results``: the ``draft_tokens - 1`` best scores among the first
+    ``s.steps`` steps' candidates, in candidate order): ``(candidate index, token, depth, right)``, each
+    ``[B, T, draft_tokens - 1]``."""
+    part = cands[:s.steps]
+    scores = torch.cat([c[0] for c in part], dim=-1)
+    depth = torch.cat([torch.full_like(c[2], c[1] + 1, dtype=torch.long) for c in part], dim=-1)
+    right = torch.cat([c[2] for c in part], dim=-1)
+    tokens = torch.cat([c[3] for c in part], dim=-1)
+    n = min(s.draft_tokens - 1, scores.shape[-1])
+    if s.topk == 1:  # the chain: every step is drafted
+        sel = torch.arange(n).expand(*scores.shape[:2], n)
+    else:
+        sel = torch.sort(torch.topk(scores, n, dim=-1).indices, dim=-1).values
+    return sel, *(torch.gather(x, 2, sel) for x in (tokens, depth, right))
+
+
+def _accepted(cands: list[tuple], s: Setting, mask: torch.Tensor) -> torch.Tensor:
+    """Accepted draft tokens per start for setting ``s``: the depth of the deepest selected node whose path is right
+    (0 when none is)."""
+    _, _, depth, right = selected(cands, s)
+    acc = (depth * right).max(-1).values
+    return torch.where(mask, acc, torch.full_like(acc, -1))
+
+
+def per_position(accepted: torch.Tensor, steps: int) -> list[float]:
+    """``per_position[k]``: the fraction of starts that accept at least ``k + 1`` draft tokens (bench_e2e's served
+    figure, ``sum(hist[k+1:]) / sum(hist)``)."""
+    a = accepted[accepted >= 0]
+    return [float((a >= k + 1).float().mean()) if a.numel() else 0.0 for k in range(steps)]
