@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from . import releases
-from .config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from .config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
 from .errors import Eagle3CaptureError, UnsupportedSGLangVersion, WiringError, brief
 from .families import Family, all_families, family_of
 from .layer_ids import EMBEDDING_LAYER_ID, check_layer_ids, hidden_state_indices, layer_id_of_index, split_capture
@@ -52,8 +52,11 @@ class Deployment:
 
     @property
     def declares(self) -> bool:
-        """True when the draft declares layer ids (a manifest, or eagle_config ids marked with the convention)."""
-        return self.manifest is not None or (self.eagle_config is not None and CONVENTION_KEY in self.eagle_config)
+        """True when the draft declares layer ids (a manifest, eagle_config ids marked with the convention, or the
+        fail-closed object standing for a manifest's ids)."""
+        ec = self.eagle_config
+        marks = ec is not None and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
+        return self.manifest is not None or marks
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,13 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
                               "order, e.g. [-1, 2, 30]")
         marked = tuple(marked)
     m = d.manifest
+    fail_closed = ec is not None and is_fail_closed(ec.get(IDS_KEY))
+    if m is None and fail_closed:
+        raise WiringError(d.config_file, cfg_field, f"is sglang-eagle3-capture's fail-closed object, which stands for "
+                          f"the layer ids in the draft's eagle3_manifest.json, but the draft {d.draft} has none (or it "
+                          "is not a local directory)", "restore eagle3_manifest.json beside config.json and serve the "
+                          "local directory, or write it with `sglang-eagle3-capture manifest write DIR "
+                          "--layer-ids=...`")
     if m is None:
         return None if marked is None else (marked, d.config_file, cfg_field)
     if d.target_config is not None:
@@ -154,7 +164,7 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
         raise WiringError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' is "
                           f"{list(marked)} (marked as layer ids)", "make them equal (the manifest is what the fc was "
                           "trained on) or remove the ids from eagle_config")
-    if marked is None and ec is not None and IDS_KEY in ec:
+    if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
         stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release)
         want = sorted(hidden_state_indices(m.layer_ids))
         if stock.problem or sorted(stock.loop_indices) != want:

@@ -16,6 +16,12 @@ family (:mod:`.families`):
   IndexError, the other list families drop it silently and the fc fails on its width).
 
 The "shift" is SGLang's output-of-layer reading, which is exactly :func:`.layer_ids.hidden_state_index`.
+
+The fail-closed object (:data:`.config_keys.FAIL_CLOSED_IDS`) in place of the ids is no id list: every stock rule
+raises on it in ``set_eagle3_layers_to_capture`` (``layer_ids[0]``: ``KeyError: 0``; ``val + 1`` over its string
+key, and ``max(...) == N`` then ``val + 1``: ``TypeError``), which SGLang calls while the target's ModelRunner
+initialises, so the server refuses to start (:attr:`StockCapture.refuses_at_startup`).
+:func:`fail_closed_eagle_config_ids` chooses between the ids and that object.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from . import families, releases
-from .config_keys import IDS_KEY
+from .config_keys import FAIL_CLOSED_IDS, IDS_KEY, is_fail_closed
 from .errors import FormatError, brief
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
@@ -33,8 +39,9 @@ from .records import is_int
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 from .target_config import path_get
 
-__all__ = ["StockCapture", "default_low_mid_high_indices", "engine_capture", "releases_label", "stock_by_release",
-           "stock_rule", "stock_safe_eagle_config_ids", "stock_sglang_capture"]
+__all__ = ["FailClosedIds", "StockCapture", "default_low_mid_high_indices", "engine_capture",
+           "fail_closed_eagle_config_ids", "releases_label", "stock_by_release", "stock_rule",
+           "stock_safe_eagle_config_ids", "stock_sglang_capture"]
 
 DRAFT_CONFIG = "the draft's config.json"  # what the errors name as their file
 
@@ -51,9 +58,12 @@ class StockCapture:
     fed_layer_ids: tuple[int, ...]  # what the fc receives, in the order it receives it
     problem: str | None  # None when SGLang would run; else what goes wrong
     engine: str = "SGLang"
+    refuses_at_startup: bool = False  # the problem stops the server before it serves (nothing is ever fed)
 
     def describe(self) -> str:
         """One line for humans (used by the CLI)."""
+        if self.refuses_at_startup and not self.loop_indices:
+            return f"stock SGLang {self.sglang_version}: {self.problem}"
         ids = "absent" if self.config_ids is None else list(self.config_ids)
         who, key = ("stock SGLang", "eagle_config ids") if self.engine == "SGLang" else ("", "config ids")
         out = (f"{who} {self.sglang_version}".strip() + f": {key} {ids} -> {self.rule} -> loop indices "
@@ -109,6 +119,8 @@ def _read_ids_like_sglang(draft_config: Mapping) -> tuple[bool, list[int] | None
         return True, None
     use_aux = ec.get("use_aux_hidden_state", True)
     ids = ec.get(IDS_KEY)
+    if is_fail_closed(ids):
+        return bool(use_aux), ids
     return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}")
 
 
@@ -144,6 +156,9 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
         return StockCapture(rel.version, fam.name, None, "no aux capture", (), (),
                             "eagle_config.use_aux_hidden_state is false: nothing is captured and the fc is skipped "
                             "(SGLang's width check), so the draft never sees target layers")
+    if is_fail_closed(ids):
+        return StockCapture(rel.version, fam.name, None, "fail-closed", (), (), _FAIL_CLOSED_PROBLEM[
+            stock_rule(fam, rel)], refuses_at_startup=True)
     if ids is None:
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:
@@ -152,7 +167,22 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
     fed = layer_ids_of_loop(loop, n)
     if n in loop and fam.name in rel.final_norm_captures:  # the family captures loop index N at its final norm
         fed = (*fed, last_layer_id(n))
-    return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, _problem(fam, rel, loop, fed, n))
+    problem = _problem(fam, rel, loop, fed, n)
+    at_startup = fam.stock_past_loop == N_INDEX_ERROR and any(i >= n for i in loop)
+    return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem,
+                        refuses_at_startup=at_startup and problem is not None)
+
+
+_WHY = (f"eagle_config.{IDS_KEY} is sglang-eagle3-capture's fail-closed object (no id list expresses the manifest "
+        "to stock SGLang), so the server refuses to start: set_eagle3_layers_to_capture raises ")
+# NOTE: what each stock rule's set_eagle3_layers_to_capture (e.g. models/deepseek_v2.py, models/llama.py,
+# models/gpt_oss.py in 0.5.23) does with a one-key object, called from the target ModelRunner's initialisation.
+_FAIL_CLOSED_PROBLEM = {
+    SHIFT_IF_FIRST_IS_1: _WHY + "KeyError: 0 (`if layer_ids and layer_ids[0] == 1`)",
+    ALWAYS_SHIFT: _WHY + 'TypeError: can only concatenate str (not "int") to str (`[val + 1 for val in layer_ids]`)',
+    KEEP_IF_MAX_IS_N: _WHY + 'TypeError: can only concatenate str (not "int") to str (`max(layer_ids) == '
+                             'num_layers` is false, then `[val + 1 for val in layer_ids]`)',
+}
 
 
 def _problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n: int) -> str | None:
@@ -190,6 +220,10 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
     """
     fam, n = _family(family), num_hidden_layers
     key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
+    if is_fail_closed(ids):
+        return StockCapture(reader.name, fam.name, None, f"{key}: the fail-closed object", (), (),
+                            f"{key} is sglang-eagle3-capture's fail-closed object, not an id list: this reader fails "
+                            "on it", engine="")
     if ids is None:
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:
@@ -249,3 +283,43 @@ def stock_safe_eagle_config_ids(layer_ids: Sequence[int], *, family: Family | st
     if rule == SHIFT_IF_FIRST_IS_1 and len(loop) > 1 and loop[0] == 1:
         loop = loop[1:] + loop[:1]
     return loop
+
+
+@dataclass(frozen=True)
+class FailClosedIds:
+    """What ``convert`` and ``manifest write --fail-closed`` write as ``eagle_config.eagle_aux_hidden_state_layer_ids``
+    for a manifest: ``value`` (the stock-safe ids, or :data:`~.config_keys.FAIL_CLOSED_IDS`); ``exact``: every
+    supported stock release feeds the manifest's ids exactly from ``value``; ``why``: per release, what the best id
+    list would make stock SGLang do instead (empty when exact)."""
+
+    value: Any
+    exact: bool
+    why: tuple[str, ...] = ()
+
+
+def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: int, *,
+                                 family: Family | str) -> FailClosedIds:
+    """The ``eagle_config`` ids value that makes every supported stock SGLang release either feed ``layer_ids``
+    exactly, in their order, or refuse to start: :func:`stock_safe_eagle_config_ids` when each supported release
+    feeds them exactly from it, else :data:`~.config_keys.FAIL_CLOSED_IDS`. The inexpressible cases are those the
+    stock rules and loops cannot reach: a lone layer id 0 on DeepSeek (read as output-of-layer), layer ``N-1`` (past
+    the loop, except GPT-OSS), an fc order that is not ascending (captures arrive in loop order), layer id -1 where a
+    release's loop crashes at the embedding.
+
+    Example::
+
+        >>> fail_closed_eagle_config_ids([-1, 2, 30], 61, family="deepseek_v2").value
+        [0, 3, 31]
+        >>> fail_closed_eagle_config_ids([30, 2], 61, family="deepseek_v2").exact
+        False
+    """
+    fam = _family(family)
+    ids = stock_safe_eagle_config_ids(layer_ids, family=fam)
+    why = []
+    for release in releases.all_releases():
+        if not release.supported:
+            continue
+        c = stock_sglang_capture({"eagle_config": {IDS_KEY: ids}}, num_hidden_layers, family=fam, release=release)
+        if c.fed_layer_ids != tuple(layer_ids) or c.problem:
+            why.append(c.describe())
+    return FailClosedIds(ids, True) if not why else FailClosedIds(dict(FAIL_CLOSED_IDS), False, tuple(why))

@@ -84,7 +84,7 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 
 def _cmd_manifest_write(args: argparse.Namespace) -> int:
     written = write_draft_manifest(args.draft_dir, parse_layer_ids(args.layer_ids), args.target, source=args.source,
-                                   note=args.note, force=args.force)
+                                   note=args.note, force=args.force, fail_closed=args.fail_closed)
     _print(*written.lines())
     return 0
 
@@ -173,6 +173,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         _print(f"setup:       {line}")
     for reading in r.ambiguous_readings:
         _print(f"reading:     {reading.describe()}")
+    if r.stock_outcome:
+        _print(f"no plugin:   stock SGLang: {r.stock_outcome}")
     _print(f"verdict:     {r.verdict.upper()}: {r.summary}")
     return status
 
@@ -287,6 +289,8 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("--source", default="manual", help="provenance.source (default: manual)")
     w.add_argument("--note", help="provenance.note: free text, e.g. how the ids were established")
     w.add_argument("--force", action="store_true", help="replace an existing manifest")
+    w.add_argument("--fail-closed", action="store_true", help="also rewrite DRAFT_DIR/config.json where stock SGLang "
+                   "(no plugin) would feed the fc other layers: ids it reads right, or a value it refuses at startup")
     w.set_defaults(handler=_cmd_manifest_write)
     s = msub.add_parser("show", help="print a draft's manifest")
     s.add_argument("draft_dir", metavar="DRAFT_DIR")

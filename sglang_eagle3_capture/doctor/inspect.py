@@ -13,7 +13,11 @@ when it is active here (installed, and not left out by ``SGLANG_PLUGINS``): the 
 refuses it (``refused``), and the stock reading is shown as what the plugin prevents. ``--stock`` (or no active
 plugin) asks what stock SGLang would do: ``consistent`` when it feeds exactly the declared ids in the declared
 order, ``mis-wired`` when it feeds other tensors, ``crash`` when it would fail (e.g. ``captured 2 of 3 aux hidden
-states``). ``ambiguous``: there is no manifest and the config's ids mean different layers depending on how the
+states``), ``refused-at-startup`` when it would refuse to start (the fail-closed object ``convert`` and ``manifest
+write --fail-closed`` write where no id list can express the manifest to stock SGLang). Whatever the verdict,
+:attr:`InspectReport.stock_outcome` says what a server without the plugin does with the draft on every supported
+release: ``fed exactly``, ``refuses at startup``, or ``silently mis-fed`` (what ``--fail-closed`` removes).
+``ambiguous``: there is no manifest and the config's ids mean different layers depending on how the
 draft was trained (:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
 
 With launch_server arguments (``inspect DRAFT -- ARGS``), the installed SGLang resolves them
@@ -53,7 +57,7 @@ class WiringRow:
     name: str
     layer_ids: tuple[int, ...]
     rule: str
-    status: str  # "declared", "consistent", "mis-wired", "crash"
+    status: str  # "declared", "consistent", "mis-wired", "crash", "refused-at-startup"
     problem: str | None = None
 
     @property
@@ -85,6 +89,7 @@ class InspectReport:
     summary: str = ""
     plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)
     setup: Any = None  # setup_report.SetupReport, when launch_server arguments were given
+    stock_outcome: str = ""  # without the plugin, on every supported release (see the module doc)
 
     @property
     def ok(self) -> bool:
@@ -105,7 +110,8 @@ class InspectReport:
                 "ambiguous_readings": [{"layer_ids": list(r.layer_ids), "trained_by": list(r.who)}
                                        for r in self.ambiguous_readings],
                 "verdict": self.verdict, "summary": self.summary, "plugin_active": self.plugin_active,
-                "setup": None if self.setup is None else self.setup.to_dict(), "ok": self.ok}
+                "setup": None if self.setup is None else self.setup.to_dict(), "stock_outcome": self.stock_outcome,
+                "ok": self.ok}
 
 
 def plugin_installed() -> bool:
@@ -122,9 +128,9 @@ def plugin_active(environ: Mapping[str, str] | None = None) -> bool:
     return plugin_installed() and (not allowed or PLUGIN_ENTRY_POINT[1] in allowed)
 
 
-def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...]) -> str:
+def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...], at_startup: bool = False) -> str:
     if problem:
-        return "crash"
+        return "refused-at-startup" if at_startup else "crash"
     return "consistent" if tuple(fed) == tuple(declared) else "mis-wired"
 
 
@@ -132,7 +138,10 @@ def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
     key = "eagle_config ids" if c.engine == "SGLang" else "config ids"
     ids = f"no {key}" if c.config_ids is None else f"{key} {list(c.config_ids)}"
     rule = f"{ids} -> {c.rule} -> loop indices {list(c.loop_indices)}"
-    return WiringRow(name, c.fed_layer_ids, rule, _status(c.fed_layer_ids, c.problem, declared), c.problem)
+    if c.refuses_at_startup and not c.loop_indices:
+        rule = "eagle_config ids: the fail-closed object"
+    return WiringRow(name, c.fed_layer_ids, rule, _status(c.fed_layer_ids, c.problem, declared, c.refuses_at_startup),
+                     c.problem)
 
 
 def _serving_release(version: str | None) -> releases.Release:
@@ -217,7 +226,28 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         release=serving, draft=str(draft), manifest=manifest, eagle_config=ec if isinstance(ec, Mapping) else None,
         config_file=str(cfg_path), architecture=arch, num_hidden_layers=n_layers, **_served(server_args, draft_cfg))
     _decide(report, plugin_refusal(deployment), _plugin_feeds(deployment))
+    report.stock_outcome = stock_outcome(readings)
+    if manifest is not None and "silently mis-fed" in report.stock_outcome:
+        report.messages.append(f"without the plugin, stock SGLang would feed this draft's fc other hidden states "
+                               f"({report.stock_outcome}). Fix: `sglang-eagle3-capture manifest write {draft} "
+                               f"--layer-ids={','.join(map(str, manifest.layer_ids))} --target TARGET --force "
+                               "--fail-closed` rewrites config.json so that it is fed exactly or refused at startup")
     return report
+
+
+def stock_outcome(readings: Sequence[WiringRow]) -> str:
+    """What a server without the plugin does with the draft, over the supported releases' rows of ``readings``:
+    ``fed exactly``, ``refuses at startup``, or ``silently mis-fed``, with the releases where it differs."""
+    names = {f"stock SGLang {r.version}" for r in releases.all_releases() if r.supported}
+    rows = [r for r in readings if r.name in names]
+    words = {"consistent": "fed exactly", "refused-at-startup": "refuses at startup", "mis-wired": "silently mis-fed",
+             "crash": "fails at the first forward"}
+    by: dict[str, list[str]] = {}
+    for r in rows:
+        by.setdefault(words.get(r.status, r.status), []).append(r.name.removeprefix("stock SGLang "))
+    if len(by) == 1:
+        return f"{next(iter(by))} on every supported release"
+    return "; ".join(f"{what} on {', '.join(versions)}" for what, versions in by.items())
 
 
 def _served(server_args: Any, draft_cfg: dict) -> dict:
@@ -282,13 +312,17 @@ def _fc_width_check(draft: Path, manifest: Any) -> str:
             f"hidden {manifest.target_hidden_size}")
 
 
+_SAFE = ("consistent", "refused-at-startup")  # what stock SGLang does that needs no plugin to prevent
+
+
 def _decide(report: InspectReport, refusal: str | None = None, plugin_ids: tuple[int, ...] | None = None) -> None:
     _decide_stock(report, refusal)
     if report.plugin_active:
         version = report.serving_release
         want = f"layer ids {list(report.declared.layer_ids)} (HF {report.declared.hf_indices})"
         row = next(r for r in report.readings if r.name == f"stock SGLang {version}")
-        stock = {"consistent": "feed the same", "crash": f"crash ({row.problem})"}.get(
+        stock = {"consistent": "feed the same", "crash": f"crash ({row.problem})",
+                 "refused-at-startup": "refuse to start"}.get(
             row.status, f"MIS-WIRE it with layer ids {list(row.layer_ids)} (HF {row.hf_indices})")
         if refusal is not None:
             report.verdict, report.summary = "refused", f"{refusal} (without the plugin: {report.summary})"
@@ -296,7 +330,7 @@ def _decide(report: InspectReport, refusal: str | None = None, plugin_ids: tuple
             report.verdict = "consistent"
             report.summary = (f"with the sglang-eagle3-capture plugin active here, SGLang {version} feeds the fc "
                               f"exactly {want}; without it stock SGLang {version} would {stock}"
-                              f"{'' if row.status == 'consistent' else ', which the plugin prevents'} "
+                              f"{'' if row.status in _SAFE else ', which the plugin prevents'} "
                               "(`inspect --stock` gives the stock verdict)")
     if report.setup is not None and report.setup.findings:
         first = report.setup.findings[0]
@@ -315,6 +349,9 @@ def _decide_stock(report: InspectReport, refusal: str | None = None) -> None:
         report.summary = f"stock SGLang {version} feeds the fc exactly {want}"
     elif current.status == "crash":
         report.summary = f"stock SGLang {version} would crash for this draft: {current.problem}"
+    elif current.status == "refused-at-startup":
+        report.summary = (f"stock SGLang {version} refuses to start with this draft, so it never feeds its fc other "
+                          f"hidden states ({current.problem})")
     else:
         report.summary = (f"stock SGLang {version} would MIS-WIRE this draft: it feeds layer ids "
                           f"{list(current.layer_ids)} (HF {current.hf_indices}) where the draft was trained on {want}")

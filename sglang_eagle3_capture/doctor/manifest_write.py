@@ -3,24 +3,34 @@
 Everything is read and checked first (the target's dimensions, the ids against them, the draft's fc width when it has
 weights, whether a manifest already stands there); the manifest is written last, atomically, so a command that
 fails leaves the draft as it was. What stands at the manifest's path, valid or not, is the user's until ``force``.
-When the draft's ``config.json`` would make stock SGLang feed other layers, the result carries a note saying so.
+
+The draft's ``config.json`` is the user's too: when it would make a supported stock SGLang release (a server where the
+plugin does not run) feed other layers than the manifest names, the result carries a note saying so and what
+``fail_closed`` (``--fail-closed``) would write there: the ids that make every supported stock release feed the
+manifest exactly, or, where no id list can, the fail-closed object stock SGLang refuses at startup
+(:func:`~sglang_eagle3_capture.readings.fail_closed_eagle_config_ids`). Only with ``fail_closed`` is config.json
+rewritten (first, atomically; put back if the manifest cannot be written), the value it held kept in the manifest's
+``provenance.fail_closed``.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+from .. import releases
+from ..config_keys import IDS_KEY, is_fail_closed
 from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
 from ..draft.convert import metadata_text
 from ..errors import FormatError, UsageError, WeightsError
 from ..families import family_of
 from ..formats import load_draft_config
 from ..manifest import Manifest, check_fc_width, check_target_bounds, manifest_path, write_manifest
-from ..readings import stock_sglang_capture
+from ..readings import fail_closed_eagle_config_ids, stock_sglang_capture
 from ..target_config import load_target_config, target_dims
-from ..userfiles import is_directory, is_file, path_kind
+from ..userfiles import is_directory, is_file, path_kind, read_bytes, write_file_atomic
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,7 @@ class Written:
     manifest: Manifest
     fc_checked: bool
     note: str | None = None  # the draft's config.json disagrees with the manifest (what stock SGLang would feed)
+    config_written: bool = False  # --fail-closed rewrote config.json
 
     def lines(self) -> list[str]:
         """The command's report."""
@@ -42,8 +53,10 @@ class Written:
 
 
 def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target: str | Path, *,
-                         source: str = "manual", note: str | None = None, force: bool = False) -> Written:
-    """Check and write ``draft_dir``'s manifest (see the module doc); raises an ``InputError`` naming the file."""
+                         source: str = "manual", note: str | None = None, force: bool = False,
+                         fail_closed: bool = False) -> Written:
+    """Check and write ``draft_dir``'s manifest (see the module doc); ``fail_closed``: also rewrite its config.json
+    where stock SGLang would feed other layers. Raises an ``InputError`` naming the file."""
     draft = Path(draft_dir)
     if not is_directory(draft, error=UsageError, fix="pass the draft checkpoint directory"):
         raise UsageError(draft, "DRAFT_DIR", "not a directory", "pass the draft checkpoint directory")
@@ -63,17 +76,73 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
         if "fc.weight" not in index:
             raise WeightsError(draft, "fc.weight", "missing", "point at an EAGLE-3 draft checkpoint")
         check_fc_width(manifest, fc_input_width(index), file=index['fc.weight'].file)
-    stock_note = _stock_note(draft / "config.json", manifest)
-    return Written(write_manifest(draft, manifest), manifest, fc_checked, stock_note)
+    cfg_path = draft / "config.json"
+    change = _config_change(cfg_path, manifest)
+    if change is None:
+        return Written(write_manifest(draft, manifest), manifest, fc_checked)
+    if not fail_closed:
+        return Written(write_manifest(draft, manifest), manifest, fc_checked, f"note: {change.note}; pass "
+                       f"--fail-closed to write that into {cfg_path} (the value it holds is kept in the manifest's "
+                       "provenance)")
+    prov = dict(manifest.provenance, fail_closed=metadata_text(change.record))
+    manifest = Manifest(manifest.layer_ids, arch, n_layers, hidden, prov, path=path)
+    original = read_bytes(cfg_path, error=FormatError, fix="make the draft's config.json readable")
+    write_file_atomic(cfg_path, json.dumps(change.config, indent=2) + "\n", error=FormatError,
+                      fix="make the draft's config.json writable, or run without --fail-closed")
+    try:
+        written = write_manifest(draft, manifest)
+    except BaseException:
+        write_file_atomic(cfg_path, original, error=FormatError)  # leave the draft as it was
+        raise
+    return Written(written, manifest, fc_checked, f"rewrote {cfg_path}: {change.what}", config_written=True)
 
 
-def _stock_note(cfg_path: Path, manifest: Manifest) -> str | None:
-    """A note when stock SGLang, reading ``cfg_path``, would feed other layers than ``manifest`` names."""
+@dataclass(frozen=True)
+class ConfigChange:
+    """What ``--fail-closed`` writes into a draft's config.json: the new document, what changes, why, and the
+    provenance record of the replaced value."""
+
+    config: dict
+    what: str
+    note: str
+    record: dict
+
+
+def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
+    """None when every supported stock SGLang release, reading ``cfg_path``, feeds exactly the manifest's ids (or
+    refuses the draft at startup), or when there is no config.json or no family entry; else the change that makes
+    it so."""
     family = family_of(manifest.target_architecture)
     if family is None or not is_file(cfg_path, error=FormatError, fix="replace it with the draft's config.json"):
         return None
-    stock = stock_sglang_capture(load_draft_config(cfg_path), manifest.target_num_hidden_layers, family=family)
-    if stock.fed_layer_ids == manifest.layer_ids and not stock.problem:
+    cfg, n, ids = load_draft_config(cfg_path), manifest.target_num_hidden_layers, manifest.layer_ids
+    wrong = []
+    for release in (r for r in releases.all_releases() if r.supported):
+        stock = stock_sglang_capture(cfg, n, family=family, release=release)
+        if not stock.refuses_at_startup and (stock.fed_layer_ids != ids or stock.problem):
+            wrong.append(stock)
+    if not wrong:
         return None
-    return (f"note: {cfg_path} disagrees with the manifest: {stock.describe()}; "
-            "`sglang-eagle3-capture convert SRC DST --layer-ids=...` writes a config that agrees")
+    ec = cfg.get("eagle_config")
+    ec = dict(ec) if isinstance(ec, dict) else {}
+    value = fail_closed_eagle_config_ids(ids, n, family=family)
+    new_ec = {**ec, IDS_KEY: value.value}
+    new = {**cfg, "eagle_config": new_ec}
+    what = f"eagle_config.{IDS_KEY} {_shown(ec.get(IDS_KEY))} -> {_shown(value.value)}"
+    if is_fail_closed(value.value) and cfg.get("num_aux_hidden_states") is None:
+        new["num_aux_hidden_states"] = len(ids)  # SGLang's draft classes count the fc's inputs from it
+        what += f", num_aux_hidden_states absent -> {len(ids)}"
+    outcome = ("ids every supported stock SGLang release reads as the manifest's" if value.exact else
+               "so that stock SGLang refuses to start with this draft (no id list can express "
+               f"{list(ids)} to it: {value.why[-1]})")
+    note = (f"{cfg_path} disagrees with the manifest: {wrong[-1].describe()}; --fail-closed would set {what}, "
+            f"{outcome}")
+    record = {"file": str(cfg_path), "field": f"eagle_config.{IDS_KEY}", "replaced_value": ec.get(IDS_KEY),
+              "replaced_num_aux_hidden_states": cfg.get("num_aux_hidden_states"), "stock_sglang": wrong[-1].describe()}
+    return ConfigChange(new, what, note, record)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "absent"
+    return "the fail-closed object" if is_fail_closed(value) else json.dumps(value)

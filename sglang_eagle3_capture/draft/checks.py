@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config_keys import IDS_KEY as IDS_FIELD
+from ..config_keys import is_fail_closed
 from ..errors import DraftHeadError, shown
 from ..manifest import Manifest
 from ..target_config import cfg_get
@@ -57,6 +58,8 @@ def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
     ec_ids, top_ids = _eagle(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
     ec_f, top_f, num_f = f"eagle_config.{IDS_FIELD}", IDS_FIELD, "num_aux_hidden_states"
     default = (3, "<absent: SGLang's default of 3>")
+    if is_fail_closed(ec_ids):  # plan_draft requires num_aux_hidden_states beside it; the plugin's draft __init__
+        ec_ids, mla_count = None, (num, num_f)  # hands the MLA class the manifest's ids in its place
 
     def first(*options):
         return next(((len(v) if f != num_f else v, f) for v, f in options if v), default)
@@ -65,6 +68,8 @@ def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
     if mla:
         out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = next(
             ((len(v), f) for v, f in ((ec_ids, ec_f), (top_ids, top_f)) if v is not None), default)
+        if is_fail_closed(_eagle(cfg, IDS_FIELD)):
+            out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = mla_count
     else:
         out["llama_eagle3.LlamaModel"] = first((num, num_f), (ec_ids, ec_f))
     return out
@@ -95,6 +100,17 @@ def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None
         raise DraftHeadError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
                              "target hidden states and skip the fc",
                              "remove it (an EAGLE-3 draft always consumes them)")
+    if is_fail_closed(_eagle(cfg, IDS_FIELD)):
+        fld = f"eagle_config.{IDS_FIELD}"
+        if manifest is None:
+            raise DraftHeadError(where, fld, "is sglang-eagle3-capture's fail-closed object, which stands for the ids "
+                                 "in the draft's eagle3_manifest.json, but the draft has no manifest",
+                                 "restore eagle3_manifest.json beside config.json, or write it with `manifest write "
+                                 "DIR --layer-ids=...`")
+        if cfg_get(cfg, "num_aux_hidden_states") is None:
+            raise DraftHeadError(where, "num_aux_hidden_states", f"missing beside {fld}, the fail-closed object, so "
+                                 "SGLang cannot count the fc's inputs", f"set it to {len(manifest.layer_ids)}, the "
+                                 "manifest's layer count (`manifest write --fail-closed` writes both)")
     if manifest is not None:
         _check_against_manifest(cfg, manifest, mla, where)
     flags = resolve_flags(cfg, where, error=DraftHeadError)

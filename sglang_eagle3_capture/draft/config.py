@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import records, releases
-from ..config_keys import IDS_KEY
+from ..config_keys import IDS_KEY, is_fail_closed
 from ..errors import DraftFormatError
 from ..releases.schema import Release
 from ..schemas.draft import FLAG, MAX_DIM, SGLANG_ARCH, SGLANG_DRAFT  # noqa: F401  (MAX_DIM: the one bound)
@@ -107,6 +107,10 @@ class DraftConfig:
         flags = resolve_flags(cfg, where, forbid_pair=False)  # SGLang builds what the flags say, the pair included
         eagle = c["eagle_config"] or {}
         num_aux = c["num_aux_hidden_states"]
+        if num_aux is None and is_fail_closed(eagle.get(IDS_KEY)):
+            raise DraftFormatError(where, "num_aux_hidden_states", f"missing beside eagle_config.{IDS_KEY}, which is "
+                                   "sglang-eagle3-capture's fail-closed object (no count of the fc's inputs)",
+                                   "set num_aux_hidden_states to the number of layer ids in the draft's manifest")
         if num_aux is None:  # llama_eagle3.py: explicit attr > eagle_config layer_ids > default 3
             num_aux = len(eagle.get(IDS_KEY) or ()) or 3
         tie, dvs = bool(c["tie_word_embeddings"]), c["draft_vocab_size"]

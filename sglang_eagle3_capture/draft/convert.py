@@ -14,10 +14,12 @@ The output holds (written to a temporary sibling, then renamed, so a failure lea
 - ``eagle3_manifest.json``, the source of truth for the wiring.
 
 ``eagle_config.eagle_aux_hidden_state_layer_ids`` holds the manifest's ids as capture-loop (HF)
-indices, ordered so that the newest supported stock SGLang, even without the plugin, captures exactly the
-manifest's hidden states (:func:`~sglang_eagle3_capture.readings.stock_safe_eagle_config_ids`); when that
-is impossible the report says so. The source format's reader (:mod:`sglang_eagle3_capture.formats`) reads
-the ids, builds the SGLang config and says which tensors are training-only.
+indices, ordered so that every supported stock SGLang, even without the plugin, captures exactly the
+manifest's hidden states (:func:`~sglang_eagle3_capture.readings.stock_safe_eagle_config_ids`); when no id list
+can say that to every supported release, it holds the fail-closed object instead, which stock SGLang refuses at
+startup (:func:`~sglang_eagle3_capture.readings.fail_closed_eagle_config_ids`), and the report says so: a draft
+``convert`` writes is fed exactly or not served, never fed other hidden states. The source format's reader
+(:mod:`sglang_eagle3_capture.formats`) reads the ids, builds the SGLang config and says which tensors are training-only.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ..families import family_of
 from ..formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
 from ..formats.sglang_eagle_config import SGLangEagleConfigFormat
 from ..manifest import MANIFEST_FILENAME, Manifest, check_target_bounds, write_manifest
-from ..readings import stock_safe_eagle_config_ids, stock_sglang_capture
+from ..readings import fail_closed_eagle_config_ids
 from ..target_config import load_target_config, target_dims
 from ..userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
 from .checkpoint import (
@@ -283,6 +285,11 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
         prov = {"source": "manual", "convention": CONVENTION_LAYER_ID, "note": f"given to convert; {said}"}
         if resolved is not None and tuple(resolved.layer_ids) != ids:
             messages.append(f"--layer-ids {list(ids)} overrides {list(resolved.layer_ids)} read from {cfg_file}")
+    fail_closed = fail_closed_eagle_config_ids(ids, n_layers, family=family)
+    if not fail_closed.exact:
+        src_ec = cfg.get("eagle_config")
+        prov["fail_closed"] = {"field": f"eagle_config.{IDS_KEY}", "source_value": (
+            src_ec.get(IDS_KEY) if isinstance(src_ec, Mapping) else None), "stock_sglang": list(fail_closed.why)}
     prov = metadata_text(prov)
     manifest = Manifest(ids, arch, n_layers, hidden, prov, path=dst / MANIFEST_FILENAME)
 
@@ -293,7 +300,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     k = len(ids)
     out_cfg.update(target_hidden_size=hidden, num_aux_hidden_states=k)
     eagle_config = dict(out_cfg.get("eagle_config") or {})
-    eagle_config.update({IDS_KEY: stock_safe_eagle_config_ids(ids, family=family), "use_aux_hidden_state": True})
+    eagle_config.update({IDS_KEY: fail_closed.value, "use_aux_hidden_state": True})
     out_cfg["eagle_config"] = eagle_config
     out_cfg[CONVERTED_MARKER_KEY] = MANIFEST_FILENAME
 
@@ -308,9 +315,10 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
                            "it was trained against")
     _check_tensors(index, mapping, expected_eagle3_tensors(out_cfg, k, hidden, str(cfg_file)), src)
 
-    stock = stock_sglang_capture(out_cfg, n_layers, family=family)
-    if stock.fed_layer_ids != tuple(ids) or stock.problem:
-        messages.append(f"without the plugin, {stock.describe()}; the manifest says {list(ids)}: serve with the plugin")
+    if not fail_closed.exact:
+        messages.append(f"no eagle_config ids make every supported stock SGLang feed the manifest's {list(ids)} (e.g. "
+                        f"{fail_closed.why[-1]}); config.json carries the fail-closed object instead: stock SGLang "
+                        "refuses to start with this draft, the sglang-eagle3-capture plugin serves it")
 
     weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
     not_copied = tuple(n for n in list_directory(src, error=ConvertError, fix="make SRC readable") if n not in weights)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .. import records
-from ..config_keys import CONVENTION_KEY, IDS_KEY
-from ..errors import AmbiguousLayerIds, UsageError, brief
+from ..config_keys import CONVENTION_KEY, IDS_KEY, is_fail_closed
+from ..errors import AmbiguousLayerIds, FormatError, UsageError, brief
 from ..families import family_of
 from ..readings import releases_label, stock_by_release
 from ..schemas.draft import SGLANG_LAYOUT
@@ -53,7 +53,7 @@ class Reading:
 def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
     """Every meaning the config's ids can have on its target, each with who trains that way (see module doc)."""
     ec = draft_config.get("eagle_config") or {}
-    ids = tuple(sorted(ec.get(IDS_KEY) or ()))
+    ids = () if is_fail_closed(ec.get(IDS_KEY)) else tuple(sorted(ec.get(IDS_KEY) or ()))
     out = [Reading(ids, (LAYER_OUTPUT_TRAINERS,))]
     arch, n_layers, _ = target_dims(target_hf_config, "target config")
     family = family_of(arch)
@@ -109,6 +109,11 @@ class SGLangEagleConfigFormat:
         and ``trained_with`` does not pick one. ``use_aux_hidden_state`` and the convention mark were checked with
         the config (:data:`~..schemas.draft.EAGLE_CONFIG`)."""
         ec = cfg["eagle_config"]
+        if is_fail_closed(ec[IDS_KEY]):
+            raise FormatError(file, FIELD, "is sglang-eagle3-capture's fail-closed object (stock SGLang refuses it at "
+                              "startup), not ids: the draft's ids are in its eagle3_manifest.json",
+                              "read the manifest beside this config.json (`sglang-eagle3-capture manifest show DIR`); "
+                              "if it was lost, write it again with `manifest write DIR --layer-ids=...`")
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{FIELD}'"
         original = list(ec[IDS_KEY])

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from ..config_keys import CONVENTION_KEY, FAIL_CLOSED_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from ..errors import ConvertError, DraftFormatError, FormatError
-from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, Optional, Record, Str
+from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, OneOf, Optional, Record, Str
 
 MAX_DIM = 1 << 24  # no draft dimension comes near it; bounds what a config alone can make this package allocate
 MAX_IDS = 100_000  # ids in one list: more than any target has layers
@@ -67,8 +67,22 @@ DRAFT_VOCAB = _dim("draft_vocab_size", "set it to the draft's lm_head rows, or r
                    required=False)
 FLAGS = tuple(_flag(name) for name in (*MATH_FLAGS, "use_aux_norm"))
 
+# The fail-closed object (config_keys.FAIL_CLOSED_IDS) passes the schema; each reader then accepts it only beside a
+# manifest (policy.declared_ids, draft.checks.plan_draft) and the format readers refuse it (it is no training format).
+FAIL_CLOSED = MapOf(Str(max_len=4000), max_len=1)
+
+
+@dataclass(frozen=True)
+class IdsOrFailClosed(OneOf):
+    """An id list, or the fail-closed object; a list's error names its item (``...layer_ids[1]``), as ``IDS``'s."""
+
+    def check(self, value: Any, path: str) -> Any:
+        return (FAIL_CLOSED if isinstance(value, dict) else IDS).check(value, path)
+
+
 EAGLE_CONFIG = Record("eagle_config", (
-    Field(IDS_KEY, Optional(IDS), _IDS_FIX, required=False),
+    Field(IDS_KEY, Optional(IdsOrFailClosed((IDS, FAIL_CLOSED))), _IDS_FIX + f" (or {{{FAIL_CLOSED_KEY!r}: ...}}, "
+          "written by sglang-eagle3-capture, beside the draft's eagle3_manifest.json)", required=False),
     Field("layer_ids", Optional(IDS), _IDS_FIX, required=False),  # vLLM's older reader
     Field(CONVENTION_KEY, Str(choices=(LAYER_ID_CONVENTION,)), f"set it to {LAYER_ID_CONVENTION!r} or remove it",
           required=False),

@@ -28,6 +28,7 @@ Chunks arrive in manifest order (the capture patch permutes them), so fc columns
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import types
@@ -35,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import releases
+from ..config_keys import IDS_KEY, is_fail_closed
 from ..draft.checks import DraftPlan, plan_draft
+from ..layer_ids import hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, find_manifest
 from ..releases.schema import Seam
 from ..target_config import cfg_get
@@ -93,11 +96,29 @@ def _install_math(model: Any, plan: DraftPlan) -> None:
     logger.info("eagle3-capture: draft %s: fc consumes layer ids %s; flags %s", plan.draft_dir, ids, plan.flags)
 
 
+@contextlib.contextmanager
+def _manifest_ids_for_counting(config: Any, plan: DraftPlan):
+    """While SGLang builds the draft: the manifest's ids (as capture-loop indices) in place of the fail-closed object,
+    so that a class counting the fc's inputs from ``eagle_config`` ids (kimi_k25_eagle3._get_eagle_aux_layer_count
+    takes ``len()`` of them before num_aux_hidden_states) counts the manifest's; restored afterwards."""
+    ec = cfg_get(config, "eagle_config")
+    if plan.manifest is None or not isinstance(ec, dict) or not is_fail_closed(ec.get(IDS_KEY)):
+        yield
+        return
+    sentinel = ec[IDS_KEY]
+    ec[IDS_KEY] = hidden_state_indices(plan.manifest.layer_ids)
+    try:
+        yield
+    finally:
+        ec[IDS_KEY] = sentinel
+
+
 def _patched_init(original, mla: bool):
     @functools.wraps(original)
     def __init__(self, config, *args, **kwargs):
         plan = _draft_plan(config, mla)
-        original(self, config, *args, **kwargs)
+        with _manifest_ids_for_counting(config, plan):
+            original(self, config, *args, **kwargs)
         _install_math(self, plan)
         setattr(self, STATE_ATTR, plan)
 

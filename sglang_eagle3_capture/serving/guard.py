@@ -24,7 +24,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config_keys import CONVENTION_KEY
+from ..config_keys import CONVENTION_KEY, IDS_KEY, is_fail_closed
 from ..errors import Eagle3CaptureError, InputError
 from ..manifest import MANIFEST_FILENAME
 from ..userfiles import path_kind, read_json_object
@@ -55,7 +55,8 @@ def declares_layer_ids(draft_path: Any) -> str | None:
         return None
     cfg = read_json_object(config, fix=fix, error=InputError)
     ec = cfg.get("eagle_config")
-    return str(config) if isinstance(ec, dict) and CONVENTION_KEY in ec else None
+    declared = isinstance(ec, dict) and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
+    return str(config) if declared else None
 
 
 def _is_eagle3(runner: Any, server_args: Any) -> bool:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from sglang_eagle3_capture.config_keys import CONVERTED_MARKER_KEY
+from sglang_eagle3_capture.config_keys import CONVERTED_MARKER_KEY, is_fail_closed
 from sglang_eagle3_capture.draft.convert import convert
 from sglang_eagle3_capture.errors import ConvertError, WeightsError
 from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
@@ -91,10 +91,15 @@ def test_layer_ids_override_and_first_loop_index_1_is_reordered(speculators_draf
     assert stock_sglang_capture(cfg, 61, family="deepseek_v2").fed_layer_ids == (0, 2, 30)
 
 
-def test_non_ascending_override_is_reported_for_stock_sglang(speculators_draft, kimi_target, tmp_path):
+def test_non_ascending_override_makes_stock_sglang_refuse_the_draft(speculators_draft, kimi_target, tmp_path):
     report = convert(speculators_draft, tmp_path / "out", target=kimi_target, layer_ids=[30, -1, 2])
-    assert read_manifest(tmp_path / "out").layer_ids == (30, -1, 2)
-    assert any("without the plugin" in line and "[-1, 2, 30]" in line for line in report.messages)
+    m = read_manifest(tmp_path / "out")
+    assert m.layer_ids == (30, -1, 2)
+    assert any("fail-closed object" in line and "[30, -1, 2]" in line for line in report.messages)
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert is_fail_closed(cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"]) and cfg["num_aux_hidden_states"] == 3
+    assert stock_sglang_capture(cfg, 61, family="deepseek_v2").refuses_at_startup
+    assert m.provenance["fail_closed"]["field"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
 
 
 def test_sharded_checkpoint_keeps_its_shards(speculators_draft, kimi_target, tmp_path):
