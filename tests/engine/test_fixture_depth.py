@@ -39,7 +39,7 @@ def runs():
     settings = [None, (1, 1, 2), (3, 1, 4)]
     described = [engine_run(FIXTURE_DIR / "target", prompts, sampling_params=SAMPLING,
                             engine_kwargs=_kwargs(*s) if s else None) for s in settings]
-    return dict(zip(settings, run_engines(described, plugins="eagle3_capture", timeout=600)))
+    return dict(zip(settings, run_engines(described, plugins="eagle3_capture", timeout=1500)))
 
 
 def _accept_length(run) -> float:
