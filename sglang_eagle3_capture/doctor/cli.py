@@ -42,6 +42,7 @@ from ..readings import releases_label
 from ..userfiles import os_problem, path_kind
 from .candidates import describe_sources, layer_label
 from .compare import DEFAULT_MIN_COSINE, compare
+from .expected import _dtype, measure, write_expected
 from .inspect import inspect_draft
 from .manifest_write import write_draft_manifest
 from .verify import DEFAULT_MARGIN, verify
@@ -202,8 +203,6 @@ def _join_releases(names: list[str]) -> str:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .expected import _dtype
-
     if args.threads is not None:
         import torch
 
@@ -213,8 +212,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                dtype=None if args.dtype in (None, "float32") else _dtype(args.draft_dir, args.dtype))
     status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
     if args.write_expected:  # the draft's own rollouts: doctor/expected.py
-        from .expected import measure, write_expected
-
         written = write_expected(args.draft_dir, measure(args.draft_dir, args.data, target=args.target,
                                                          dtype=args.dtype))
         print(f"expected:    written to {shown(written)}", file=sys.stderr)

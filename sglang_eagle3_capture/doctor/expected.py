@@ -23,14 +23,18 @@ Samples stream one batch at a time; the draft computes in fp32, or in the checkp
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from .. import __version__
 from ..errors import SampleError, UsageError
 from ..formats import load_draft_config
+from ..manifest import find_manifest, manifest_path, write_manifest
+from . import verify as v
 from .candidates import build_candidates, chunk_identities
 from .samples import expand_data_paths
 
@@ -156,10 +160,10 @@ class ExpectedReport:
 
 
 def _add(hist: list[int], values) -> None:
-    for v in values:
-        while len(hist) <= v:
+    for n in values:
+        while len(hist) <= n:
             hist.append(0)
-        hist[v] += 1
+        hist[n] += 1
 
 
 def shifted_batch(samples, sources, embed):
@@ -193,8 +197,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
             progress: bool = False, model=None) -> ExpectedReport:
     """Roll the draft out on ``data`` for every setting (module doc). ``dtype``: compute in that torch dtype
     (``"checkpoint"``: the dtype of the checkpoint's fc weight) instead of fp32. ``model``: an already loaded draft."""
-    from ..draft.rollout import accepted_drafts
-    from . import verify as v
+    from ..draft.rollout import accepted_drafts  # torch
 
     for s in settings:
         why = runs_as_asked(s)
@@ -274,11 +277,6 @@ __all__ = ["DEFAULT_SETTINGS", "ExpectedReport", "Figures", "Setting", "measure"
 def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
     """Replace the manifest's ``expected`` block with ``report``'s (every other field kept as read), atomically
     (:func:`~sglang_eagle3_capture.manifest.write_manifest`); a draft without a manifest is an error."""
-    import dataclasses
-
-    from .. import __version__
-    from ..manifest import find_manifest, manifest_path, write_manifest
-
     m = find_manifest(draft_dir)
     if m is None:
         raise UsageError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",

@@ -11,6 +11,7 @@ import argparse
 import re
 
 from ..errors import UsageError
+from .cli import _positive_int, _print, _print_json
 from .expected import DEFAULT_SETTINGS, ExpectedReport, Setting, measure, runs_as_asked
 
 _SETTING = re.compile(r"\s*([0-9]{1,4}),([0-9]{1,4}),([0-9]{1,5})\s*")
@@ -51,8 +52,6 @@ def lines(r: ExpectedReport, top: int | None = None) -> list[str]:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from .cli import _print, _print_json
-
     if args.threads is not None:
         import torch
 
@@ -68,8 +67,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    from .cli import _positive_int
-
     p = subparsers.add_parser("plan", help="the speculative settings to serve the draft with, from its samples")
     p.add_argument("draft_dir", metavar="DRAFT_DIR")
     p.add_argument("--data", nargs="+", required=True, metavar="FILE", help="training samples (as verify reads them) "

@@ -27,15 +27,22 @@ is this package's own; only the order of candidates and the selection rule are S
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
 from .model import Eagle3Draft, rope
 
-if TYPE_CHECKING:
-    from ..doctor.expected import Setting  # steps, topk, draft_tokens
+
+class Setting(Protocol):
+    """A speculative setting (doctor/expected.py ``Setting``): ``--speculative-num-steps``, ``-eagle-topk``,
+    ``-num-draft-tokens``."""
+
+    steps: int
+    topk: int
+    draft_tokens: int
+
 
 __all__ = ["accepted_drafts", "fc_input", "per_position", "selected", "tree_candidates", "unrolled_logits"]
 

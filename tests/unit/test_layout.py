@@ -9,7 +9,7 @@ from support import REPO
 PACKAGE = REPO / "sglang_eagle3_capture"
 NAME = "sglang_eagle3_capture"
 LAZY_OK = ("torch", "safetensors", "sglang", "tqdm", "setproctitle", "matplotlib")
-LAZY_PACKAGE_OK = {f"{NAME}.draft.model"}  # imports torch at module level
+LAZY_PACKAGE_OK = {f"{NAME}.draft.model", f"{NAME}.draft.rollout"}  # import torch at module level
 VERSION = re.compile(r"\b0\.5\.\d+")  # an SGLang release
 
 
