@@ -97,6 +97,7 @@ def test_stock_sglang_refuses_to_start_with_an_inexpressible_manifest(case, mode
 
 EXACT = {  # case: (fixture, layer ids): the fixture draft's trained ids, or others stock SGLang reads right
     "deepseek-embedding-first": ("tiny", [-1, 0, 1]),
+    "deepseek-first-loop-index-1": ("tiny", [0, 1, 2]),  # written [2, 3, 1]: [1, ...] would be shifted
     "llama-without-embedding": ("tiny-llama", [0, 4, 5]),
 }
 _PLUGIN_RUNS: dict[str, dict] = {}
