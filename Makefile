@@ -1,4 +1,5 @@
-# make test      : the whole test suite on CPU against the newest supported SGLang (builds the environment first)
+# make test      : the whole test suite on CPU against the newest supported SGLang (builds the environment first),
+#                  except the fixture rebuilds (marker slow, 10-20 min): make test-slow
 # make quick     : the core unit tests (no fuzz, network or fixture re-measurement), -x, in under a minute; uses
 #                  the environment as it is (make setup builds it)
 # make demo      : the main job on the bundled tiny models; results go to demo-results/ (untracked)
@@ -20,7 +21,7 @@ STAMP := $(VENV)/.installed-$(SGLANG)-$(ENV_KEY)-$(shell echo "$(CURDIR)" | sha2
 PYTEST_ARGS ?=
 DEMO_OUT ?= demo-results
 
-.PHONY: setup test quick test-release demo bench lint gpu-check gpu-check-dry-run clean-venv
+.PHONY: setup test test-slow quick test-release demo bench lint gpu-check gpu-check-dry-run clean-venv
 
 setup: $(STAMP)
 
@@ -30,7 +31,11 @@ $(STAMP): pyproject.toml tools/install_sglang.py tools/constraints.txt
 	touch $@
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Rebuild the committed fixtures from nothing and check them against their criteria (deliberate; slow).
+test-slow: setup
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 QUICK_MARKERS := not fuzz and not network and not fixture
 
