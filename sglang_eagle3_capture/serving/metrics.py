@@ -25,6 +25,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from .. import acceptance, releases
@@ -32,6 +33,7 @@ from ..acceptance import Alarm, Settings, Tally
 from ..manifest import find_manifest
 from . import seams
 from .runtime import draft_model_path
+from .setup_report import effective_value
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +100,6 @@ class _Counter:
         self._steps = 0
 
     def _start(self) -> None:
-        from .setup_report import effective_value
-
         release = releases.installed_or_newest()
         steps = int(effective_value(self.server_args, release, "speculative_num_steps") or 1)
         topk = int(effective_value(self.server_args, release, "speculative_eagle_topk") or 1)
@@ -169,8 +169,6 @@ def _stop(e: Exception) -> None:
 
 
 def _flush_forever() -> None:
-    import time
-
     while True:
         time.sleep(FLUSH_SECONDS)
         flush()
@@ -188,8 +186,6 @@ def flush() -> None:
 
 
 def _speculating(server_args: Any) -> bool:
-    from .setup_report import effective_value
-
     algorithm = effective_value(server_args, releases.installed_or_newest(), "speculative_algorithm")
     return bool(algorithm) and str(getattr(algorithm, "name", algorithm)).upper() not in ("NONE", "")
 

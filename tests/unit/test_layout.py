@@ -8,7 +8,8 @@ from support import REPO
 
 PACKAGE = REPO / "sglang_eagle3_capture"
 NAME = "sglang_eagle3_capture"
-LAZY_OK = ("torch", "safetensors", "sglang", "tqdm", "setproctitle", "matplotlib")
+# prometheus_client: its value class follows PROMETHEUS_MULTIPROC_DIR at import, which SGLang sets at startup
+LAZY_OK = ("torch", "safetensors", "sglang", "tqdm", "setproctitle", "matplotlib", "prometheus_client")
 LAZY_PACKAGE_OK = {f"{NAME}.draft.model", f"{NAME}.draft.rollout"}  # import torch at module level
 VERSION = re.compile(r"\b0\.5\.\d+")  # an SGLang release
 
