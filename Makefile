@@ -37,7 +37,7 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
-QUICK_MARKERS := not fuzz and not network and not fixture
+QUICK_MARKERS := not fuzz and not network and not fixture and not slow
 
 quick:
 	@test -x $(PY) || { echo "no environment at $(VENV): run make setup first"; exit 1; }
