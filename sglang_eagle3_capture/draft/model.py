@@ -111,7 +111,9 @@ class _Layer(nn.Module):
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.mlp = _MLP(c)
 
-    def forward(self, positions, embeds, x, residual):
+    def forward(self, positions, embeds, x, residual, attend=None):
+        """``attend(self_attn, x)`` in place of ``self_attn(x, positions)`` when given (draft/rollout.py: the draft
+        decode's own KV)."""
         if self.is_input_layer:
             residual = x
             x = self.hidden_norm(x)
@@ -119,7 +121,7 @@ class _Layer(nn.Module):
             x = torch.cat([self.input_layernorm(embeds), x], dim=-1)
         else:
             x, residual = self.hidden_norm(x, residual)
-        x = self.self_attn(x, positions)
+        x = self.self_attn(x, positions) if attend is None else attend(self.self_attn, x)
         x, residual = self.post_attention_layernorm(x, residual)
         return self.mlp(x), residual
 

@@ -98,16 +98,8 @@ def _step(draft: Eagle3Draft, tokens: torch.Tensor, h: torch.Tensor, step: int, 
     x, residual = h, None
     embeds = draft.embed_tokens(tokens)
     for layer, cache in zip(draft.layers, caches):
-        if layer.is_input_layer:
-            residual = x
-            x = layer.hidden_norm(x)
-            residual = x if layer.norm_before_residual else residual
-            x = torch.cat([layer.input_layernorm(embeds), x], dim=-1)
-        else:
-            x, residual = layer.hidden_norm(x, residual)
-        x = _attend(layer.self_attn, x, step, cache)
-        x, residual = layer.post_attention_layernorm(x, residual)
-        x = layer.mlp(x)
+        x, residual = layer(None, embeds, x, residual,
+                            attend=lambda attn, y, cache=cache: _attend(attn, y, step, cache))
     normed, out = draft.norm(x, residual)  # out: hidden_states_to_aux, fed to the next step
     head = draft.embed_tokens.weight if draft.lm_head is None else draft.lm_head.weight
     return F.linear(normed, head), out
