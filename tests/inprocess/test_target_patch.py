@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from sglang_eagle3_capture import families, releases
-from sglang_eagle3_capture.serving import draft, seams, selfcheck, target
+from sglang_eagle3_capture.serving import draft, metrics, seams, selfcheck, target
 
 # Modules of classes that inherit a family's seams without being seam owners (subclasses the patch must reach).
 SUBCLASS_MODULES = ("sglang.srt.models.kimi_k25", "sglang.srt.models.mistral", "sglang.srt.models.ministral3",
@@ -143,16 +143,16 @@ def test_registry_invariants():
 
 @pytest.mark.release
 def test_every_seam_of_the_release_and_every_family_probes_and_reverts_exactly():
-    """The release table and the family table, against the installed SGLang: every seam (target and draft side)
-    has the owner and parameter names it records, no attribute is patched twice, and applying both patches then
-    reverting them leaves every owner's ``__dict__`` exactly as it was (identity of every entry)."""
+    """The release table and the family table, against the installed SGLang: every seam (target side, draft side,
+    acceptance metrics) has the owner and parameter names it records, no attribute is patched twice, and applying the
+    patches then reverting them leaves every owner's ``__dict__`` exactly as it was (identity of every entry)."""
     release = releases.check_sglang_version()
-    target_seams, draft_seams = _target_seams(), draft._patch().seams
+    target_seams, draft_seams, metric_seams = _target_seams(), draft._patch().seams, metrics.patch().seams
     gate_seams = selfcheck.gate_patch(release).seams  # the self-check's transient patch
-    assert set(release.seams) <= set(target_seams) | set(draft_seams) | set(gate_seams)  # nothing left out
+    assert set(release.seams) <= set(target_seams) | set(draft_seams) | set(gate_seams) | set(metric_seams)
     for family in families.all_families():
         assert set(family.seams()) <= set(target_seams), family.name
-    every = (*target_seams, *draft_seams)
+    every = (*target_seams, *draft_seams, *metric_seams)
     keys = [(s.module, s.owner, s.attr) for s in every]
     assert len(set(keys)) == len(keys)
     owners = {}
@@ -165,15 +165,16 @@ def test_every_seam_of_the_release_and_every_family_probes_and_reverts_exactly()
             assert tuple(inspect.signature(original).parameters) == seam.params, seam.name
         owners[id(owner)] = owner
     before = {k: dict(vars(o)) for k, o in owners.items()}
-    assert target.apply() is True and draft.apply_draft_head_patch() is True
+    assert target.apply() is True and draft.apply_draft_head_patch() is True and metrics.apply() is True
     try:
-        assert target.is_patched() and draft.is_draft_head_patched()
+        assert target.is_patched() and draft.is_draft_head_patched() and seams.is_applied(metrics.patch())
         for seam in every:
             value = vars(seams.owner_of(seam, import_=False))[seam.attr]
             assert value is None if seam.params is None else getattr(value, seams.MARK, False) is True, seam.name
     finally:
         target.revert()
         draft.revert_draft_head_patch()
+        metrics.revert()
     after = {k: dict(vars(o)) for k, o in owners.items()}
     assert {k: _same(before[k], after[k]) for k in before} == {k: [] for k in before}
     assert not target.is_patched() and not draft.is_draft_head_patched()

@@ -274,9 +274,10 @@ def test_a_signal_during_convert_leaves_no_temporary_directory(base, tmp_path, s
     out = tmp_path / "parent"
     out.mkdir()
     ready = tmp_path / "ready"
+    # the signal's default disposition in the child: under nohup (SIGHUP ignored) the CLI rightly keeps it ignored
     p = subprocess.Popen([sys.executable, "-c", _SLOW_CONVERT, str(ready), "convert", str(base / "sf"),
                           str(out / "dst"), "--target", str(base / "kimi")], cwd=REPO, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not ready.exists() and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
