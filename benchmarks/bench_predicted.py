@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from fixtures.draft_train import aux_of  # noqa: E402
 from fixtures.language import EOS, SEP, Language, pad_batch  # noqa: E402
 from fixtures.samples import forward_states, load_target, make_batch  # noqa: E402
-from sglang_eagle3_capture.doctor.expected import Figures, Setting, _add, _walk  # noqa: E402
+from sglang_eagle3_capture.doctor.expected import Figures, Setting  # noqa: E402
 from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift  # noqa: E402
 from sglang_eagle3_capture.draft.rollout import accepted_drafts  # noqa: E402
 
@@ -80,10 +80,7 @@ def _figures(draft, batch, layer_ids, settings, rows=None) -> dict[Setting, dict
     out = {}
     for s, a in acc.items():
         f = Figures(s)
-        _add(f.walk_hist, _walk(torch.where(starts, a, -1)))
-        _add(f.start_hist, a[a >= 0].tolist())
-        f.walk_hist += [0] * (s.steps + 1 - len(f.walk_hist))
-        f.start_hist += [0] * (s.steps + 1 - len(f.start_hist))
+        f.add(a, starts)
         out[s] = f
     return out
 
@@ -127,8 +124,8 @@ def main() -> int:
                     "gap": round(r["accept_length"] - p.accept_length, 4),
                     "served_per_position": r.get("per_position_acceptance"),
                     "predicted_per_position": p.per_position,
-                    "served_verify_steps": r["verify_ct"], "predicted_verify_steps": sum(p.walk_hist),
-                    "served_histogram": r.get("accept_histogram"), "predicted_histogram": p.walk_hist,
+                    "served_verify_steps": r["verify_ct"], "predicted_verify_steps": p.walk.verify_steps,
+                    "served_histogram": r.get("accept_histogram"), "predicted_histogram": p.walk.histogram,
                     "prompts": n,
                     "past_eos_accept_length": q.accept_length, "past_eos_per_position": q.per_position,
                     "past_eos_gap": round(r["accept_length"] - q.accept_length, 4),

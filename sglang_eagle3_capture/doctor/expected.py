@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import __version__
+from ..acceptance import Tally
 from ..errors import SampleError, UsageError
 from ..formats import load_draft_config
 from ..manifest import find_manifest, manifest_path, write_manifest
@@ -81,35 +82,48 @@ def runs_as_asked(s: Setting) -> str | None:
 
 @dataclass
 class Figures:
-    """One setting's counts."""
+    """One setting's counts: the served walk's verify steps and the rollouts from every scored row, each as an
+    accepted-drafts histogram (:class:`~sglang_eagle3_capture.acceptance.Tally`, the serving side's counter)."""
 
     setting: Setting
-    walk_hist: list[int] = field(default_factory=list)  # verify steps of the served walk that accepted exactly j
-    start_hist: list[int] = field(default_factory=list)  # rollouts from every scored row that accepted exactly j
+    walk: Tally = field(init=False)  # verify steps of the served walk
+    start: Tally = field(init=False)  # rollouts from every scored row
+
+    def __post_init__(self) -> None:
+        self.walk, self.start = Tally(self.setting.steps), Tally(self.setting.steps)
+
+    def add(self, accepted, starts=None) -> None:
+        """One batch's accepted draft tokens per row (``-1``: no rollout there); ``starts``: the rows where a served
+        walk may begin (default: every rollout row)."""
+        import torch
+
+        for n in _walk(accepted if starts is None else torch.where(starts, accepted, -1)):
+            self.walk.record(n)
+        for n in accepted[accepted >= 0].tolist():
+            self.start.record(n)
 
     @staticmethod
-    def _pp(hist: list[int], steps: int) -> list[float]:
-        n = sum(hist)
-        return [round(sum(hist[k + 1:]) / n, 4) if n else 0.0 for k in range(steps)]
+    def _pp(tally: Tally) -> list[float]:
+        return [round(p, 4) if p is not None else 0.0 for p in tally.per_position()]
 
     @property
     def per_position(self) -> list[float]:
-        return self._pp(self.walk_hist, self.setting.steps)
+        return self._pp(self.walk)
 
     @property
     def accept_length(self) -> float:
-        n = sum(self.walk_hist)
-        return round(1 + sum(j * c for j, c in enumerate(self.walk_hist)) / n, 4) if n else 1.0
+        length = self.walk.accept_length()
+        return round(length, 4) if length is not None else 1.0
 
     @property
     def per_position_every_start(self) -> list[float]:
-        return self._pp(self.start_hist, self.setting.steps)
+        return self._pp(self.start)
 
     def to_dict(self) -> dict:
         s = self.setting
         return {"steps": s.steps, "topk": s.topk, "draft_tokens": s.draft_tokens, "accept_length": self.accept_length,
-                "per_position": self.per_position, "verify_steps": sum(self.walk_hist),
-                "accept_histogram": self.walk_hist, "per_position_every_start": self.per_position_every_start,
+                "per_position": self.per_position, "verify_steps": self.walk.verify_steps,
+                "accept_histogram": self.walk.histogram, "per_position_every_start": self.per_position_every_start,
                 "accept_length_every_start": round(1 + sum(self.per_position_every_start), 4),
                 "flags": s.flags()}
 
@@ -157,13 +171,6 @@ class ExpectedReport:
                 "positions": self.positions, "tokens": self.tokens, "seconds": round(self.seconds, 3),
                 "tokens_per_s": round(self.tokens / self.seconds, 1) if self.seconds else None, "dtype": self.dtype,
                 "settings": [f.to_dict() for f in self.ranked()]}
-
-
-def _add(hist: list[int], values) -> None:
-    for n in values:
-        while len(hist) <= n:
-            hist.append(0)
-        hist[n] += 1
 
 
 def shifted_batch(samples, sources, embed):
@@ -239,12 +246,8 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
         report.positions += int(mask.sum())
         report.tokens += sum(s.seq_len for s in batch)
         for s, a in acc.items():
-            _add(figures[s].start_hist, a[a >= 0].tolist())
-            _add(figures[s].walk_hist, _walk(a))
+            figures[s].add(a)
     report.seconds = time.perf_counter() - start
-    for f in report.figures:
-        f.walk_hist += [0] * (f.setting.steps + 1 - len(f.walk_hist))
-        f.start_hist += [0] * (f.setting.steps + 1 - len(f.start_hist))
     return report
 
 
@@ -271,9 +274,6 @@ def _dtype(draft_dir, name: str):
     return getattr(torch, name)
 
 
-__all__ = ["DEFAULT_SETTINGS", "ExpectedReport", "Figures", "Setting", "measure", "runs_as_asked"]
-
-
 def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
     """Replace the manifest's ``expected`` block with ``report``'s (every other field kept as read), atomically
     (:func:`~sglang_eagle3_capture.manifest.write_manifest`); a draft without a manifest is an error."""
@@ -283,3 +283,6 @@ def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
                          "write the manifest first (sglang-eagle3-capture manifest write), then verify "
                          "--write-expected")
     return write_manifest(draft_dir, dataclasses.replace(m, expected=report.expected_block(__version__)))
+
+
+__all__ = ["DEFAULT_SETTINGS", "ExpectedReport", "Figures", "Setting", "measure", "runs_as_asked", "write_expected"]
