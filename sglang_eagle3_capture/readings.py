@@ -40,7 +40,7 @@ from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1
 from .target_config import path_get
 
 __all__ = ["FailClosedIds", "StockCapture", "default_low_mid_high_indices", "engine_capture",
-           "fail_closed_eagle_config_ids", "releases_label", "stock_by_release", "stock_rule",
+           "fail_closed_eagle_config_ids", "releases_label", "stock_by_release", "stock_on_supported", "stock_rule",
            "stock_safe_eagle_config_ids", "stock_sglang_capture"]
 
 DRAFT_CONFIG = "the draft's config.json"  # what the errors name as their file
@@ -253,6 +253,12 @@ def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: F
     return out
 
 
+def stock_on_supported(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str) -> list[StockCapture]:
+    """What each supported release in the table, stock, makes of ``draft_config`` (oldest first)."""
+    return [stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=r)
+            for r in releases.all_releases() if r.supported]
+
+
 def releases_label(versions: Sequence[str]) -> str:
     """``stock SGLang A`` for one release, ``stock SGLang A .. B`` for consecutive releases ``A`` to ``B``."""
     return f"stock SGLang {versions[0]}" + (f" .. {versions[-1]}" if len(versions) > 1 else "")
@@ -315,11 +321,6 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
     """
     fam = _family(family)
     ids = stock_safe_eagle_config_ids(layer_ids, family=fam)
-    why = []
-    for release in releases.all_releases():
-        if not release.supported:
-            continue
-        c = stock_sglang_capture({"eagle_config": {IDS_KEY: ids}}, num_hidden_layers, family=fam, release=release)
-        if c.fed_layer_ids != tuple(layer_ids) or c.problem:
-            why.append(c.describe())
+    why = [c.describe() for c in stock_on_supported({"eagle_config": {IDS_KEY: ids}}, num_hidden_layers, family=fam)
+           if c.fed_layer_ids != tuple(layer_ids) or c.problem]
     return FailClosedIds(ids, True) if not why else FailClosedIds(dict(FAIL_CLOSED_IDS), False, tuple(why))

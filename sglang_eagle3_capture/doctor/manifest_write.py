@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import releases
 from ..config_keys import IDS_KEY, is_fail_closed
 from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
 from ..draft.convert import metadata_text
@@ -28,7 +27,7 @@ from ..errors import FormatError, UsageError, WeightsError
 from ..families import family_of
 from ..formats import load_draft_config
 from ..manifest import Manifest, check_fc_width, check_target_bounds, manifest_path, write_manifest
-from ..readings import fail_closed_eagle_config_ids, stock_sglang_capture
+from ..readings import fail_closed_eagle_config_ids, stock_on_supported
 from ..target_config import load_target_config, target_dims
 from ..userfiles import is_directory, is_file, path_kind, read_bytes, write_file_atomic
 
@@ -116,11 +115,8 @@ def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
     if family is None or not is_file(cfg_path, error=FormatError, fix="replace it with the draft's config.json"):
         return None
     cfg, n, ids = load_draft_config(cfg_path), manifest.target_num_hidden_layers, manifest.layer_ids
-    wrong = []
-    for release in (r for r in releases.all_releases() if r.supported):
-        stock = stock_sglang_capture(cfg, n, family=family, release=release)
-        if not stock.refuses_at_startup and (stock.fed_layer_ids != ids or stock.problem):
-            wrong.append(stock)
+    wrong = [stock for stock in stock_on_supported(cfg, n, family=family)
+             if not stock.refuses_at_startup and (stock.fed_layer_ids != ids or stock.problem)]
     if not wrong:
         return None
     ec = cfg.get("eagle_config")
