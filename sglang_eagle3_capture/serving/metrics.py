@@ -97,7 +97,7 @@ class _Counter:
         self._flushed: Tally | None = None
         self._logged: Tally | None = None
         self._draft = self._target = "DRAFT"
-        self._steps = 0
+        self._steps = 0  # = tally.verify_steps, kept apart: that one is a sum over the histogram, this is the hot path
 
     def _start(self) -> None:
         release = releases.installed_or_newest()
