@@ -28,8 +28,8 @@ from typing import Any, Mapping, Sequence
 
 from . import records
 from .errors import LayerIdError, ManifestError, cut, shown
-from .layer_ids import check_layer_ids
-from .schemas.manifest import EXPECTED, HEAD, MANIFEST, PROVENANCE, REWRITE, TARGET, WRITE_HINT
+from .layer_ids import FINAL_NORM, check_layer_ids
+from .schemas.manifest import EXPECTED, FINAL_NORM_VERSION, HEAD, MANIFEST, PROVENANCE, REWRITE, TARGET, WRITE_HINT
 from .schemas.manifest import FILENAME as MANIFEST_FILENAME
 from .schemas.manifest import FORMAT as MANIFEST_FORMAT
 from .schemas.manifest import VERSION as MANIFEST_VERSION
@@ -43,7 +43,9 @@ __all__ = ["MANIFEST_FILENAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "WRITE_HI
 
 def _document(layer_ids: Any, architecture: Any, num_hidden_layers: Any, hidden_size: Any, provenance: Any,
               expected: Any = None) -> dict:
-    doc = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "layer_ids": layer_ids,
+    final = isinstance(layer_ids, list) and FINAL_NORM in layer_ids
+    doc = {"format": MANIFEST_FORMAT, "version": FINAL_NORM_VERSION if final else MANIFEST_VERSION,
+           "layer_ids": layer_ids,
            "target": {"architecture": architecture, "num_hidden_layers": num_hidden_layers,
                       "hidden_size": hidden_size},
            "provenance": provenance}
@@ -58,6 +60,11 @@ def _checked(doc: Any, file: Any) -> dict:
     records.read(HEAD, doc, file=file)
     m = records.read(MANIFEST, doc, file=file)
     n = m["target"]["num_hidden_layers"]
+    if FINAL_NORM in m["layer_ids"] and m["version"] < FINAL_NORM_VERSION:
+        # an older reader would not know the token: the version says the document needs a reader that does
+        raise ManifestError(file, "version", f"is {m['version']}, but field 'layer_ids' lists \"{FINAL_NORM}\", "
+                            f"which version {FINAL_NORM_VERSION} introduced", f"set version to {FINAL_NORM_VERSION}; "
+                            f"or {REWRITE}")
     try:
         check_layer_ids(m["layer_ids"], n, file=file, field="layer_ids")
     except LayerIdError as e:

@@ -17,10 +17,10 @@ from . import releases
 from .config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
 from .errors import Eagle3CaptureError, UnsupportedSGLangVersion, WiringError, brief
 from .families import Family, all_families, family_of
-from .layer_ids import EMBEDDING_LAYER_ID, check_layer_ids, hidden_state_indices, layer_id_of_index, split_capture
+from .layer_ids import (EMBEDDING_LAYER_ID, FINAL_NORM, check_layer_ids, hidden_state_indices, is_layer_id,
+                        layer_id_of_index, split_capture)
 from .manifest import WRITE_HINT, Manifest, check_target
 from .readings import stock_sglang_capture
-from .records import is_int
 from .releases.schema import Release
 
 TARGET = "target config (--model-path)"
@@ -142,7 +142,7 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
                               f"set it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output of "
                               "layer k) or remove it")
         marked = ec.get(IDS_KEY)
-        if not isinstance(marked, list) or not all(is_int(i) for i in marked):
+        if not isinstance(marked, list) or not all(is_layer_id(i) for i in marked):
             raise WiringError(d.config_file, cfg_field, f"expected a list of integer layer ids next to "
                               f"'{CONVENTION_KEY}', got {brief(marked)}", "list the layers the fc consumes, in fc "
                               "order, e.g. [-1, 2, 30]")
@@ -166,8 +166,9 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
                           "trained on) or remove the ids from eagle_config")
     if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
         stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release)
-        want = sorted(hidden_state_indices(m.layer_ids))
-        if stock.problem or sorted(stock.loop_indices) != want:
+        want = sorted(hidden_state_indices(i for i in m.layer_ids if i != FINAL_NORM))
+        # no stock reading captures the final norm's output: an id list beside such a manifest always means other
+        if stock.problem or sorted(stock.loop_indices) != want or FINAL_NORM in m.layer_ids:
             raise WiringError(mfile, "layer_ids", f"is {list(m.layer_ids)} (loop indices {want}), but {d.config_file} "
                               f"field '{cfg_field}' means something else to SGLang: {stock.describe()}",
                               f"set eagle_config.{IDS_KEY} to {list(m.layer_ids)} and eagle_config.{CONVENTION_KEY} "

@@ -34,7 +34,7 @@ from .config_keys import FAIL_CLOSED_IDS, IDS_KEY, is_fail_closed
 from .errors import FormatError, brief
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
-from .layer_ids import EMBEDDING_LAYER_ID, hidden_state_indices, last_layer_id, layer_ids_of_loop
+from .layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices, last_layer_id, layer_ids_of_loop
 from .records import is_int
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 from .target_config import path_get
@@ -274,6 +274,8 @@ def stock_safe_eagle_config_ids(layer_ids: Sequence[int], *, family: Family | st
     membership in ascending loop order. For ``always-shift`` and ``keep-if-max-is-N`` (GPT-OSS; layer ids are at
     most N-1, so never read as loop indices): the layer ids themselves.
     :mod:`.draft.convert` writes these; the plugin's loader compares a converted config's ids with them.
+    :data:`~.layer_ids.FINAL_NORM` has no stock expression at all (no stock loop or rule captures the final norm's
+    output): ``ValueError``; :func:`fail_closed_eagle_config_ids` answers the fail-closed object for it.
 
     Example::
 
@@ -282,6 +284,8 @@ def stock_safe_eagle_config_ids(layer_ids: Sequence[int], *, family: Family | st
         >>> stock_safe_eagle_config_ids([0, 29, 57], family="deepseek_v2")
         [30, 58, 1]
     """
+    if FINAL_NORM in layer_ids:
+        raise ValueError(f"layer ids {list(layer_ids)}: no stock SGLang id list captures {FINAL_NORM!r}")
     rule = stock_rule(family, release)
     if rule in (ALWAYS_SHIFT, KEEP_IF_MAX_IS_N):  # ids <= N-1 < N: both read them as output-of-layer ids
         return list(layer_ids)
@@ -310,7 +314,8 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
     feeds them exactly from it, else :data:`~.config_keys.FAIL_CLOSED_IDS`. The inexpressible cases are those the
     stock rules and loops cannot reach: a lone layer id 0 on DeepSeek (read as output-of-layer), layer ``N-1`` (past
     the loop, except GPT-OSS), an fc order that is not ascending (captures arrive in loop order), layer id -1 where a
-    release's loop crashes at the embedding.
+    release's loop crashes at the embedding, and ``"final_norm"`` (the final norm's output: no stock release
+    captures it, GPT-OSS's own final-norm capture included, which takes the norm's input).
 
     Example::
 
@@ -318,8 +323,14 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
         [0, 3, 31]
         >>> fail_closed_eagle_config_ids([30, 2], 61, family="deepseek_v2").exact
         False
+        >>> fail_closed_eagle_config_ids([-1, 1, "final_norm"], 7, family="llama").exact
+        False
     """
     fam = _family(family)
+    if FINAL_NORM in layer_ids:
+        why = (f"no stock SGLang release captures the final norm's output ({FINAL_NORM!r}): every stock capture loop "
+               "takes residual streams, before the norm",)
+        return FailClosedIds(dict(FAIL_CLOSED_IDS), False, why)
     ids = stock_safe_eagle_config_ids(layer_ids, family=fam)
     why = [c.describe() for c in stock_on_supported({"eagle_config": {IDS_KEY: ids}}, num_hidden_layers, family=fam)
            if c.fed_layer_ids != tuple(layer_ids) or c.problem]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..draft.convert import convert
 from ..errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError, brief, cut, shown
-from ..layer_ids import hidden_state_indices
+from ..layer_ids import FINAL_NORM, hidden_state_indices
 from ..manifest import manifest_path, read_manifest
 from ..readings import releases_label
 from ..userfiles import os_problem, path_kind
@@ -56,17 +56,19 @@ EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # Ctrl-C; stdout closed by its re
 # :class:`~sglang_eagle3_capture.errors.InputError` (e.g. :class:`UsageError`) for bad input.
 SUBCOMMAND_MODULES: list[str] = ["sglang_eagle3_capture.doctor.plan"]
 
-_LAYER_ID = re.compile(r"\s*-?[0-9]{1,9}\s*")
+_LAYER_ID = re.compile(r"\s*(-?[0-9]{1,9}|" + FINAL_NORM + r")\s*")
 
 
-def parse_layer_ids(text: str) -> list[int]:
-    """``"-1,2,30"`` -> ``[-1, 2, 30]`` (ASCII digits); anything else is a :class:`UsageError` naming the option."""
+def parse_layer_ids(text: str) -> list[int | str]:
+    """``"-1,2,final_norm"`` -> ``[-1, 2, "final_norm"]`` (ASCII digits, or the token); anything else is a
+    :class:`UsageError` naming the option."""
     parts = text.split(",")
     bad = next((part for part in parts if not _LAYER_ID.fullmatch(part)), None)
     if bad is not None:
         raise UsageError(None, "--layer-ids", f"{brief(text, 80)} is not a comma-separated list of integers "
-                         f"({brief(bad, 40)}: only ASCII digits, optionally after '-')", "e.g. --layer-ids=-1,2,30")
-    return [int(part) for part in parts]
+                         f"({brief(bad, 40)}: only ASCII digits, optionally after '-', or {FINAL_NORM})",
+                         f"e.g. --layer-ids=-1,2,30 or --layer-ids=-1,2,{FINAL_NORM}")
+    return [FINAL_NORM if part.strip() == FINAL_NORM else int(part) for part in parts]
 
 
 def _normalise_argv(argv: list[str]) -> list[str]:
@@ -96,8 +98,10 @@ def _cmd_manifest_show(args: argparse.Namespace) -> int:
         _print_json(m.to_dict())
         return 0
     _print(f"manifest:      {m.path}")
-    _print(f"layer ids:     {list(m.layer_ids)}  (-1 = embedding output, k = output of decoder layer k)")
-    _print(f"HF indices:    {hidden_state_indices(m.layer_ids)}  (output_hidden_states / SGLang capture loop)")
+    _print(f"layer ids:     {list(m.layer_ids)}  (-1 = embedding output, k = output of decoder layer k, "
+           f"{FINAL_NORM} = the final norm's output)")
+    _print(f"HF indices:    {hidden_state_indices(m.layer_ids)}  (output_hidden_states / SGLang capture loop; "
+           f"{FINAL_NORM} is HF hidden_states[{m.target_num_hidden_layers}], no loop index)")
     _print(f"target:        {m.target_architecture}, {m.target_num_hidden_layers} layers, "
            f"hidden {m.target_hidden_size}")
     _print(f"fc in width:   {m.fc_in_features}")
@@ -281,7 +285,8 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     w = msub.add_parser("write", help="write DRAFT_DIR/eagle3_manifest.json")
     w.add_argument("draft_dir", metavar="DRAFT_DIR")
     w.add_argument("--layer-ids", required=True,
-                   help="layer ids the fc consumes, in fc order, e.g. --layer-ids=-1,2,30")
+                   help="layer ids the fc consumes, in fc order, e.g. --layer-ids=-1,2,30 or -1,2,final_norm (the final "
+                   "norm's output)")
     w.add_argument("--target", required=True, metavar="TARGET", help="target model directory or its config.json")
     w.add_argument("--source", default="manual", help="provenance.source (default: manual)")
     w.add_argument("--note", help="provenance.note: free text, e.g. how the ids were established")
@@ -298,7 +303,7 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("dst", metavar="DST")
     c.add_argument("--target", metavar="TARGET", help="target model directory or its config.json "
                    "(default: the speculators verifier path, when local)")
-    c.add_argument("--layer-ids", help="override the ids read from SRC, e.g. --layer-ids=-1,2,30")
+    c.add_argument("--layer-ids", help="override the ids read from SRC, e.g. --layer-ids=-1,2,30 or -1,2,final_norm")
     c.add_argument("--trained-with", metavar="HOW", help="how an SGLang-format draft was trained, when its ids mean "
                    "different layers for different trainers: sglang==VERSION or layer-output")
     c.set_defaults(handler=_cmd_convert)

@@ -37,7 +37,7 @@ class ChunkResult:
     """One served chunk against every training tensor."""
 
     index: int
-    served_layer_id: int | None
+    served_layer_id: int | str | None  # a layer id, "final_norm" included
     expected: int
     mean_cos: list[float]
     min_cos: list[float]
@@ -215,7 +215,7 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     dump = read_dump(dump_dir)
     runs_ids = {tuple(meta["layer_ids"]) for _, _, meta in dump if meta.get("layer_ids") is not None}
     if len(runs_ids) > 1:
-        raise SampleError(dump_dir, "layer_ids", f"its batches say different layer ids ({brief(sorted(runs_ids))}): "
+        raise SampleError(dump_dir, "layer_ids", f"its batches say different layer ids ({brief(sorted(runs_ids, key=str))}): "
                           "batches of several server runs", "give each run its own dump directory (or remove the "
                           "other run's files)")
     h, k = first.hidden_size, len(first.fc_chunks)

@@ -10,7 +10,8 @@ to tell one server run from another, is judged.
 from __future__ import annotations
 
 from ..errors import SampleError
-from ..records import Field, Int, ListOf, Optional, Record
+from ..layer_ids import FINAL_NORM
+from ..records import Const, Field, Int, ListOf, OneOf, Optional, Record
 from .samples import Tensor
 
 FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
@@ -22,10 +23,12 @@ BATCH = Record("capture dump batch", (
     Field("input_ids", Tensor("[T]", (1,), "int"), FIX, required=False),  # absent when embeddings were served
 ), unknown="keep", error=SampleError, fix=FIX)
 
-# Written beside each batch: layer_ids, loop_indices, chunk_order, source, model_class, tp_rank, pid, ppid,
-# process_title, sglang_version, package_version, batch, run, forward_mode, shapes, dtypes (kept, never judged).
+# Written beside each batch: layer_ids, loop_indices, last_layer_at_final_norm, final_norm_output, chunk_order,
+# source, model_class, tp_rank, pid, ppid, process_title, sglang_version, package_version, batch, run, forward_mode,
+# shapes, dtypes (kept, never judged).
 METADATA = Record("capture dump metadata", (
-    Field("layer_ids", Optional(ListOf(Int(), max_len=MAX_LAYER_IDS)), FIX, required=False),
+    Field("layer_ids", Optional(ListOf(OneOf((Int(), Const(FINAL_NORM))), max_len=MAX_LAYER_IDS)), FIX,
+          required=False),
 ), unknown="keep", error=SampleError, fix=FIX)
 
 RECORDS = (BATCH, METADATA)

@@ -5,11 +5,14 @@ beside it are metadata: kept, shown escaped, never refused)."""
 from __future__ import annotations
 
 from ..errors import ManifestError
-from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, Record, Str
+from ..layer_ids import FINAL_NORM
+from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, OneOf, Record, Str
 
 FILENAME = "eagle3_manifest.json"
 FORMAT = "sglang-eagle3-capture.manifest"
-VERSION = 1
+VERSION = 1  # what a manifest of integer layer ids is written as (every release of this package reads it)
+FINAL_NORM_VERSION = 2  # the version that added the "final_norm" token; a manifest listing it is written as this
+VERSIONS = (VERSION, FINAL_NORM_VERSION)
 WRITE_HINT = "sglang-eagle3-capture manifest write DRAFT_DIR --layer-ids=-1,2,30 --target TARGET"
 REWRITE = f"rewrite it with `{WRITE_HINT}`"
 
@@ -20,7 +23,8 @@ MAX_HIDDEN_SIZE = 1 << 20
 # Read first, alone: a manifest of another format or version is named as such before its other fields are judged.
 HEAD = Record("manifest header", (
     Field("format", Const(FORMAT), f"this is not an sglang-eagle3-capture manifest; {REWRITE}"),
-    Field("version", Const(VERSION), f"upgrade sglang-eagle3-capture (this one reads version {VERSION}), or {REWRITE}"),
+    Field("version", OneOf(tuple(Const(v) for v in VERSIONS)), f"upgrade sglang-eagle3-capture (this one reads "
+          f"versions {', '.join(map(str, VERSIONS))}), or {REWRITE}"),
 ), unknown="keep", error=ManifestError, fix=REWRITE)
 
 TARGET = Record("manifest target", (
@@ -66,10 +70,10 @@ EXPECTED = Record("manifest expected", (
 
 MANIFEST = Record("manifest", (
     Field("format", Const(FORMAT), HEAD.field("format").fix),
-    Field("version", Const(VERSION), HEAD.field("version").fix),
-    Field("layer_ids", ListOf(Int(lo=-1, hi=MAX_LAYERS), min_len=1),
+    Field("version", OneOf(tuple(Const(v) for v in VERSIONS)), HEAD.field("version").fix),
+    Field("layer_ids", ListOf(OneOf((Int(lo=-1, hi=MAX_LAYERS), Const(FINAL_NORM))), min_len=1),
           "list each layer the fc consumes once, in fc order, e.g. [-1, 2, 30] (-1 = embedding output, k = output of "
-          f"decoder layer k); or {REWRITE}"),
+          f"decoder layer k, \"{FINAL_NORM}\" = the final norm's output); or {REWRITE}"),
     Field("target", Nested(TARGET), "write {\"architecture\": ..., \"num_hidden_layers\": ..., \"hidden_size\": ...}"),
     # an object whose contents are metadata (PROVENANCE: kept as they are, see records.problems)
     Field("provenance", MapOf(Anything()), 'write it as an object, e.g. {"source": "manual"}', required=False,
@@ -78,6 +82,6 @@ MANIFEST = Record("manifest", (
     Field("expected", Anything(), "rewrite it with `sglang-eagle3-capture verify ... --write-expected`",
           required=False),
 ), unknown="refuse", error=ManifestError,
-    fix=f"remove it; a version-{VERSION} manifest has format, version, layer_ids, target, provenance and expected")
+    fix="remove it; a manifest has format, version, layer_ids, target, provenance and expected")
 
 RECORDS = (HEAD, TARGET, PROVENANCE, ACCEPTANCE, ACCEPT_LENGTH, EXPECTED, MANIFEST)

@@ -14,7 +14,9 @@ exists as the residual sum inside the final norm, ``residual_batch.final_norm(hi
 self.norm)`` after the loop (a family in a release table's ``final_norm_captures``, such as GPT-OSS, captures it
 there itself when N is in its list, which the plugin never puts there). The plugin reads it from ``self.norm``'s
 output pair ``(normed, hidden + residual)`` with a forward hook (:meth:`FcFeed.attach`) and appends it after the
-loop's chunks, which keeps the combined order ascending.
+loop's chunks, which keeps the combined order ascending. The layer id ``"final_norm"`` (HF
+``hidden_states[N]``, the post-norm state) is that norm's own output, ``output[0]`` of the pair (the output itself
+for a norm called without a residual), taken by the same hook and appended after everything else.
 
 A :class:`CapturePlan` states, for a list of layer ids in fc order, which loop indices SGLang must
 capture and how to permute the K chunks into fc order. The permutation is fixed when the plan is made, so
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import Eagle3CaptureError
-from ..layer_ids import check_layer_ids, layer_ids_of_loop, split_capture
+from ..layer_ids import FINAL_NORM, check_layer_ids, layer_ids_of_loop, split_capture
 
 
 class CaptureError(Eagle3CaptureError, RuntimeError):
@@ -41,8 +43,8 @@ class CapturePlan:
 
     ``layer_ids[j]`` is fc chunk ``j``; ``loop_indices`` is the ascending list SGLang's loop captures
     (so the packer's chunk ``c`` is ``loop_indices[c]``); ``captures_last_layer`` adds the last decoder
-    layer's output, taken at the final norm, as chunk ``len(loop_indices)``; ``chunk_order[j]`` is the
-    chunk (in that combined, ascending order) that becomes fc chunk ``j``.
+    layer's output, taken at the final norm, as chunk ``len(loop_indices)``; ``captures_final_norm`` adds the final
+    norm's output after that; ``chunk_order[j]`` is the chunk (in that combined order) that becomes fc chunk ``j``.
     """
 
     layer_ids: tuple[int, ...]
@@ -50,11 +52,17 @@ class CapturePlan:
     chunk_order: tuple[int, ...]
     where: str
     captures_last_layer: bool = False
+    captures_final_norm: bool = False
 
     @property
     def is_identity(self) -> bool:
         """True when the packer's output already is the fc input (ascending ids, nothing appended)."""
-        return not self.captures_last_layer and self.chunk_order == tuple(range(len(self.chunk_order)))
+        return not self.hooks_final_norm and self.chunk_order == tuple(range(len(self.chunk_order)))
+
+    @property
+    def hooks_final_norm(self) -> bool:
+        """True when a chunk comes from the final norm (its input, its output, or both)."""
+        return self.captures_last_layer or self.captures_final_norm
 
 
 def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str) -> CapturePlan:
@@ -70,16 +78,21 @@ def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str
         >>> p = plan_capture([60, -1], 61, where="eagle3_manifest.json")
         >>> p.loop_indices, p.chunk_order, p.captures_last_layer
         ((0,), (1, 0), True)
+        >>> p = plan_capture([-1, 1, "final_norm"], 7, where="eagle3_manifest.json")
+        >>> p.loop_indices, p.chunk_order, p.captures_last_layer, p.captures_final_norm
+        ((0, 2), (0, 1, 2), False, True)
     """
     ids = check_layer_ids(list(layer_ids), num_hidden_layers, file=where)
     loop, last, order = split_capture(ids, num_hidden_layers)
-    return CapturePlan(layer_ids=ids, loop_indices=loop, chunk_order=order, where=where, captures_last_layer=last)
+    return CapturePlan(layer_ids=ids, loop_indices=loop, chunk_order=order, where=where, captures_last_layer=last,
+                       captures_final_norm=FINAL_NORM in ids)
 
 
-def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None) -> Any:
+def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None, normed: Any = None) -> Any:
     """The fc input ``[T, K*H]``: the loop's captures ``aux`` in ascending loop order (the packed ``[T, K'*H]``
     tensor, or a list of ``[T, H]`` chunks; ``None`` when the loop captures nothing) plus ``last``, the last
-    layer's output ``[T, H]`` when the plan captures it, in fc order.
+    layer's output ``[T, H]`` when the plan captures it, plus ``normed``, the final norm's output ``[T, H]`` when
+    the plan captures it, in fc order.
 
     Returns a packed ``aux`` itself when the plan is the identity, else a new tensor (one copy, so it never
     aliases the residual storage ``last`` borrows). Shape-only logic, so the same kernels run for every batch.
@@ -96,8 +109,9 @@ def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None) -> Any:
         else:
             h = aux.shape[-1] // len(plan.loop_indices)
             chunks = [aux.narrow(-1, c * h, h) for c in range(len(plan.loop_indices))]
-    if plan.captures_last_layer:
-        chunks.append(last.to(chunks[0].dtype) if chunks else last)
+    for wanted, value in ((plan.captures_last_layer, last), (plan.captures_final_norm, normed)):
+        if wanted:
+            chunks.append(value.to(chunks[0].dtype) if chunks else value)
     if len(chunks) == 1:
         return chunks[0].clone()
     return torch.cat([chunks[c] for c in plan.chunk_order], dim=-1)
@@ -118,7 +132,8 @@ class FcFeed:
     (:meth:`_last_layer_output`), state carried from the hook to this call, batch by batch.
     """
 
-    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "_last", "_hook", "__weakref__")
+    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "_last", "_normed", "_hook",
+                 "__weakref__")
 
     def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0, *,
                  model_name: str) -> None:
@@ -128,6 +143,7 @@ class FcFeed:
         self.dump = dump
         self.model_name = model_name
         self._last = None  # the final norm's hidden + residual, between the hook and __call__
+        self._normed = None  # the final norm's output, likewise
         self._hook = None
 
     def fed_layer_ids(self, current_loop: Any) -> tuple[int, ...] | None:
@@ -140,8 +156,8 @@ class FcFeed:
         return layer_ids_of_loop(self.layers, self.num_hidden_layers)
 
     def attach(self, model: Any) -> None:
-        """Hook ``model.norm`` (the final norm) when the plan captures the last layer's output."""
-        if self.plan is not None and self.plan.captures_last_layer:
+        """Hook ``model.norm`` (the final norm) when the plan captures its input or its output."""
+        if self.plan is not None and self.plan.hooks_final_norm:
             self._hook = model.norm.register_forward_hook(self._take_last_layer_output)
 
     def detach(self) -> None:
@@ -151,26 +167,28 @@ class FcFeed:
             self._hook = None
 
     def _take_last_layer_output(self, module: Any, args: tuple, output: Any) -> None:
-        # RMSNorm(x, residual) returns (normed, x + residual): the last layer's output. Called with no
-        # residual (never in these families' final norms, kept for completeness), x itself is that output.
-        self._last = output[1] if isinstance(output, tuple) else args[0]
+        # RMSNorm(x, residual) returns (normed, x + residual): the last layer's output, and the post-norm state.
+        # Called with no residual (never in these families' final norms, kept for completeness), x itself is the
+        # last layer's output and the output is the normed tensor.
+        pair = isinstance(output, tuple)
+        self._last = output[1] if pair else args[0]
+        self._normed = output[0] if pair else output
 
-    def _last_layer_output(self, hidden: Any, aux: Any) -> Any:
-        """The final-norm hook's tensor for this batch. Checked on every forward, unlike anything else here: the
-        self-check proves the first batch only, and a later batch whose path skips the hooked norm (or lays its
-        tokens out otherwise at the norm than in the loop) would otherwise feed the previous batch's tensor, or rows
-        of other tokens, without any error."""
-        last, self._last = self._last, None
+    def _last_layer_output(self, hidden: Any, aux: Any, taken: Any, what: str) -> Any:
+        """The final-norm hook's tensor ``taken`` (its input or its output, ``what``) for this batch. Checked on every
+        forward, unlike anything else here: the self-check proves the first batch only, and a later batch whose path
+        skips the hooked norm (or lays its tokens out otherwise at the norm than in the loop) would otherwise feed the
+        previous batch's tensor, or rows of other tokens, without any error."""
         if hidden.shape[0] == 0:  # an idle or empty batch skips the final norm
             return hidden.new_empty(hidden.shape)
         rows = aux[0].shape[0] if isinstance(aux, (list, tuple)) and aux else getattr(aux, "shape", (None,))[0]
-        if last is None or last.shape != hidden.shape or (rows is not None and last.shape[0] != rows):
-            got = None if last is None else tuple(last.shape)
-            raise CaptureError(self.plan.where, None, f"the last decoder layer's output was not taken at "
-                               f"{self.model_name}'s final norm for this batch (got {got}, hidden states "
-                               f"{tuple(hidden.shape)}, loop captures with {rows} rows)", "serve with a supported "
-                               "SGLang release, or a draft that does not use the last layer")
-        return last
+        if taken is None or taken.shape != hidden.shape or (rows is not None and taken.shape[0] != rows):
+            got = None if taken is None else tuple(taken.shape)
+            raise CaptureError(self.plan.where, None, f"{what} was not taken at {self.model_name}'s final norm for "
+                               f"this batch (got {got}, hidden states {tuple(hidden.shape)}, loop captures with "
+                               f"{rows} rows)", "serve with a supported SGLang release, or a draft that does not use "
+                               "the last layer")
+        return taken
 
     def _count(self, aux: Any) -> None:
         """A list of captures is counted on every forward (one ``len``): SGLang counts a packed tensor itself
@@ -188,8 +206,12 @@ class FcFeed:
         hidden, aux = out if isinstance(out, tuple) else (out, None)
         if self.plan is not None:
             self._count(aux)
-            last = self._last_layer_output(hidden, aux) if self.plan.captures_last_layer else None
-            aux = to_fc_order(aux, self.plan, last)
+            last, normed, self._last, self._normed = self._last, self._normed, None, None
+            if self.plan.captures_last_layer:
+                last = self._last_layer_output(hidden, aux, last, "the last decoder layer's output")
+            if self.plan.captures_final_norm:
+                normed = self._last_layer_output(hidden, aux, normed, "the final norm's output")
+            aux = to_fc_order(aux, self.plan, last, normed)
         elif isinstance(aux, (list, tuple)):  # stock wiring with a dump: pack as LogitsProcessor would
             import torch
 

@@ -11,7 +11,8 @@ nothing within it:
   a :class:`~.resolution.DeclaredLayerIds`'s :class:`~.capture.CapturePlan` instead of SGLang's reading of the
   ids (subclasses and wrappers that delegate to it, e.g. DeepSeek-V3, Kimi-K2.5, Mistral, inherit it);
 - per family, each decoder stack's own ``forward``: hand its output to the stack's :class:`~.capture.FcFeed`, which
-  puts the captures (and the last layer's output, taken by a forward hook on the final norm instance) in fc order;
+  puts the captures (and the last layer's output and the final norm's output, taken by a forward hook on the final
+  norm instance) in fc order;
 - a new class attribute ``_eagle3_capture_feed`` on each decoder stack, ``None`` (no feed: nothing extra runs).
 
 A family whose module cannot be imported or whose seams changed is left unpatched and recorded
@@ -63,7 +64,8 @@ def _model_meta(plan: CapturePlan | None, model: Any, where: str, family: Family
         order, last = list(range(len(ids))), False
     else:
         ids, order, last = list(plan.layer_ids), list(plan.chunk_order), plan.captures_last_layer
-    return {"layer_ids": ids, "loop_indices": loop, "last_layer_at_final_norm": last, "chunk_order": order,
+    return {"layer_ids": ids, "loop_indices": loop, "last_layer_at_final_norm": last,
+            "final_norm_output": plan is not None and plan.captures_final_norm, "chunk_order": order,
             "source": where, "model_class": type(model).__name__, "family": family.name,
             "tp_rank": current_tp_rank(), "pp_rank": getattr(_pp_group(model, family), "rank_in_group", None)}
 
@@ -121,8 +123,9 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
     selfcheck.arm(stack, plan, family, num_hidden_layers=n_layers, where=declared.where)  # the third gate
     logger.info("eagle3-capture: %s feeds the draft layer ids %s (from %s) = loop indices %s%s, chunk order %s "
                 "(tp_rank %s)", type(model).__name__, list(plan.layer_ids), declared.where, layers,
-                " + the final norm's input" if plan.captures_last_layer else "", list(plan.chunk_order),
-                current_tp_rank())
+                "".join(t for t, on in ((" + the final norm's input", plan.captures_last_layer),
+                                        (" + the final norm's output", plan.captures_final_norm)) if on),
+                list(plan.chunk_order), current_tp_rank())
 
 
 def fed_layer_ids(target_model: Any) -> tuple[int, ...] | None:

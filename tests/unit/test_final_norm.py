@@ -1,0 +1,180 @@
+"""The post-norm final state, the layer id "final_norm" (issue 20 section 1), without SGLang: the convention, the
+manifest (token, version), the CLI, the fail-closed choice and the FcFeed's hook. The capture against HF transformers
+is tests/inprocess/test_target_capture.py; through a server, tests/engine/test_final_norm_engine.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from fixtures.specs import SPECS
+from sglang_eagle3_capture import policy, releases
+from sglang_eagle3_capture.config_keys import IDS_KEY, is_fail_closed
+from sglang_eagle3_capture.doctor.cli import parse_layer_ids
+from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
+from sglang_eagle3_capture.errors import LayerIdError, ManifestError, UsageError, WiringError
+from sglang_eagle3_capture.families import all_families
+from sglang_eagle3_capture.layer_ids import FINAL_NORM, check_layer_ids, split_capture
+from sglang_eagle3_capture.manifest import Manifest, manifest_from_dict, read_manifest
+from sglang_eagle3_capture.readings import fail_closed_eagle_config_ids, stock_safe_eagle_config_ids
+from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
+
+WHERE = "draft/eagle3_manifest.json: field 'layer_ids'"
+N = 7
+
+
+def _doc(ids, version):
+    return {"format": "sglang-eagle3-capture.manifest", "version": version, "layer_ids": ids,
+            "target": {"architecture": "LlamaForCausalLM", "num_hidden_layers": N, "hidden_size": 96}}
+
+
+# ----------------------------------------------------------------------------------------------- the convention
+
+@pytest.mark.parametrize("ids", [[-1, 1, FINAL_NORM], [FINAL_NORM, -1, 1], [-1, FINAL_NORM, N - 1], [FINAL_NORM]])
+def test_the_token_is_a_layer_id_once_anywhere_in_fc_order(ids):
+    assert check_layer_ids(ids, N, file="m.json") == tuple(ids)
+
+
+@pytest.mark.parametrize("ids, field", [([-1, FINAL_NORM, FINAL_NORM], "layer_ids"), ([-1, "final"], "layer_ids[1]"),
+                                        ([-1, "Final_Norm"], "layer_ids[1]"), ([FINAL_NORM, N], "layer_ids")])
+def test_the_token_twice_or_misspelt_is_refused_naming_the_field(ids, field):
+    with pytest.raises(LayerIdError) as e:
+        check_layer_ids(ids, N, file="m.json")
+    assert (e.value.file, e.value.field) == ("m.json", field) and e.value.fix
+
+
+@pytest.mark.parametrize("ids, loop, last, order", [
+    ([-1, 1, FINAL_NORM], (0, 2), False, (0, 1, 2)),
+    ([FINAL_NORM, -1, 1], (0, 2), False, (2, 0, 1)),
+    ([N - 1, FINAL_NORM, -1], (0,), True, (1, 2, 0)),  # the norm's input (N-1) comes before its output
+    ([FINAL_NORM], (), False, (0,)),
+])
+def test_the_final_norm_output_is_appended_after_the_norm_input(ids, loop, last, order):
+    assert split_capture(ids, N) == (loop, last, order)
+    p = plan_capture(ids, N, where=WHERE)
+    assert p.captures_final_norm and not p.is_identity and FINAL_NORM not in p.loop_indices
+
+
+def test_n_minus_1_alone_does_not_capture_the_final_norm_output():
+    p = plan_capture([-1, 1, N - 1], N, where=WHERE)
+    assert p.captures_last_layer and not p.captures_final_norm
+
+
+# ----------------------------------------------------------------------------------------------- the manifest
+
+def test_a_manifest_with_the_token_is_written_as_version_2_and_read_back(tmp_path):
+    m = Manifest((-1, 1, FINAL_NORM), "LlamaForCausalLM", N, 96)
+    assert m.to_dict()["version"] == 2 and m.fc_in_features == 3 * 96
+    back = manifest_from_dict(json.loads(json.dumps(m.to_dict())))
+    assert back.layer_ids == (-1, 1, FINAL_NORM)
+    assert Manifest((-1, 1, N - 1), "LlamaForCausalLM", N, 96).to_dict()["version"] == 1  # older readers read it
+
+
+def test_version_1_with_the_token_is_refused_naming_the_version_field():
+    # an older package reads version 1: a document it could not read must not claim it
+    with pytest.raises(ManifestError) as e:
+        manifest_from_dict(_doc([-1, 1, FINAL_NORM], 1), path="d/eagle3_manifest.json")
+    assert (str(e.value.file), e.value.field) == ("d/eagle3_manifest.json", "version") and e.value.fix
+    assert manifest_from_dict(_doc([-1, 1, 6], 2)).layer_ids == (-1, 1, 6)  # version 2 without it reads too
+
+
+@pytest.mark.parametrize("doc, field", [(_doc([-1, 1, FINAL_NORM], 3), "version"),
+                                        (_doc([-1, FINAL_NORM, FINAL_NORM], 2), "layer_ids"),
+                                        (_doc([-1, "final"], 2), "layer_ids[1]")])
+def test_bad_version_or_token_is_refused(doc, field):
+    with pytest.raises(ManifestError) as e:
+        manifest_from_dict(doc, path="d/eagle3_manifest.json")
+    assert e.value.field == field and e.value.fix
+
+
+def test_cli_layer_ids_take_the_token():
+    assert parse_layer_ids("-1,2,final_norm") == [-1, 2, FINAL_NORM]
+    assert parse_layer_ids("final_norm, -1") == [FINAL_NORM, -1]
+    with pytest.raises(UsageError) as e:
+        parse_layer_ids("-1,2,finalnorm")
+    assert e.value.field == "--layer-ids"
+
+
+# ----------------------------------------------------------------------------------------------- fail-closed
+
+@pytest.mark.parametrize("family", [f.name for f in all_families()])
+def test_no_stock_id_list_expresses_the_token_so_it_is_written_fail_closed(family):
+    got = fail_closed_eagle_config_ids([-1, 1, FINAL_NORM], N, family=family)
+    assert not got.exact and is_fail_closed(got.value) and got.why
+    with pytest.raises(ValueError):
+        stock_safe_eagle_config_ids([-1, 1, FINAL_NORM], family=family)
+
+
+def test_manifest_write_fail_closed_writes_the_object_for_the_token(tmp_path):
+    spec = SPECS["tiny"].directory
+    shutil.copytree(spec / "draft", tmp_path / "d")
+    draft = tmp_path / "d"
+    n = json.loads((spec / "target" / "config.json").read_text())["num_hidden_layers"]
+    w = write_draft_manifest(draft, [-1, 1, FINAL_NORM], spec / "target", force=True, fail_closed=True)
+    assert w.config_written
+    ec = json.loads((draft / "config.json").read_text())["eagle_config"]
+    assert is_fail_closed(ec[IDS_KEY])
+    assert read_manifest(draft).layer_ids == (-1, 1, FINAL_NORM) and n > 2
+
+
+def test_an_id_list_beside_a_manifest_with_the_token_is_refused(tmp_path):
+    m = Manifest((-1, 1, FINAL_NORM), "DeepseekV3ForCausalLM", 6, 64, path=tmp_path / "m.json")
+    ec = {IDS_KEY: [0, 2, 6]}  # what a stock-safe writer would put there for [-1, 1, 5]: means N-1 to SGLang
+    d = policy.Deployment(release=releases.newest(), draft="D", manifest=m, eagle_config=ec,
+                          config_file="D/config.json", architecture="DeepseekV3ForCausalLM", num_hidden_layers=6)
+    with pytest.raises(WiringError) as e:
+        policy.decide(d)
+    assert (e.value.file, e.value.field) == (str(m.path), "layer_ids")
+    assert policy.decide(policy.Deployment(release=releases.newest(), draft="D", manifest=m, eagle_config={},
+                                           config_file="D/config.json", architecture="DeepseekV3ForCausalLM",
+                                           num_hidden_layers=6)).layer_ids == (-1, 1, FINAL_NORM)
+
+
+# ----------------------------------------------------------------------------------------------- the FcFeed
+
+class _PairNorm(torch.nn.Module):
+    """Stands in for SGLang's RMSNorm(x, residual) -> (normed, x + residual); without a residual, normed only."""
+
+    def forward(self, x, residual=None):
+        if residual is None:
+            return x * 2
+        return (x + residual) * 2, x + residual
+
+
+def _model(layers):
+    return SimpleNamespace(layers_to_capture=layers, norm=_PairNorm())
+
+
+def test_feed_takes_the_norm_output_for_the_token_and_its_input_for_n_minus_1():
+    p = plan_capture([FINAL_NORM, 5, -1], 6, where=WHERE)  # 6 layers: 5 = the norm's input, the token its output
+    layers = list(p.loop_indices)
+    model = _model(layers)
+    feed = FcFeed(p, layers, model_name="LlamaModel")
+    feed.attach(model)
+    x, residual, embed = torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 3)
+    normed, summed = model.norm(x, residual)
+    out = feed(model, (normed, [embed]), None, None, None)
+    assert torch.equal(out[1], torch.cat([normed, summed, embed], dim=-1))
+    assert not torch.equal(normed, summed)  # the two meanings of "the last state" are different tensors
+    with pytest.raises(CaptureError) as e:  # the norm did not run for this batch: never the previous batch's
+        feed(model, (normed, [embed]), None, None, None)
+    assert e.value.file == WHERE and e.value.fix
+    feed.detach()
+
+
+def test_feed_takes_a_single_tensor_norm_output_itself():
+    p = plan_capture([-1, FINAL_NORM], 6, where=WHERE)
+    layers = list(p.loop_indices)
+    model = _model(layers)
+    feed = FcFeed(p, layers, model_name="LlamaModel")
+    feed.attach(model)
+    x, embed = torch.randn(2, 3), torch.randn(2, 3)
+    normed = model.norm(x)
+    out = feed(model, (normed, [embed]), None, None, None)
+    assert torch.equal(out[1], torch.cat([embed, normed], dim=-1))
+    assert out[1].data_ptr() != normed.data_ptr()
+    feed.detach()
