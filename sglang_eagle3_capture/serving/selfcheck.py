@@ -26,6 +26,9 @@ never from the capture list, SGLang's packer, the plugin's :class:`~.capture.FcF
   norm kernel at TP > 1, which fires no module hook), bit-equal; ``residual-stream`` (where the release table lists
   it), the residual ``forward_batch.residual_stream`` holds when ``layers[k+1]``'s attention starts, bit-equal.
 - layer id ``N-1``: the fp32 sum of the final norm's operands (its input), as ``norm-operands``.
+- ``final_norm`` (the post-norm state): the final norm module's own output for this batch (``output[0]`` of
+  ``norm(hidden, residual)``, the output of a norm called without one), taken by a forward hook of this check's
+  own, bit-equal: the capture must hand on the tensor the model computed, from this batch, in its fc slot.
 
 **Bound.** Every add SGLang uses for the residual (``RMSNorm.forward_native``, flashinfer/sgl-kernel
 ``FusedAddRMSNorm``, the all-reduce fusion's add) computes ``float(x) + float(residual)`` and rounds once; the
@@ -55,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import SelfCheckError
+from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM
 from ..releases.schema import FUSED_NORM, NORM_OPERANDS, RESIDUAL_STREAM, Release
 from . import seams
 
@@ -312,11 +316,11 @@ class Session:
 
     def __init__(self, check: SelfCheck) -> None:
         self.check = check
-        self.refs: dict[int, Ref] = {}
+        self.refs: dict[int | str, Ref] = {}
         self.handles: list = []
         self.shadowed: list[tuple[Any, str]] = []
         self.passed = False
-        self.lines: list[tuple[int, int, float, str]] = []
+        self.lines: list[tuple[int, int | str, float, str]] = []
         self.tokens = 0
         self.t0 = time.perf_counter()
         self.elapsed_ms = 0.0
@@ -330,7 +334,7 @@ class Session:
     def _install(self, stack: Any) -> None:
         a, n = self.check.anatomy, self.check.num_hidden_layers
         layers = getattr(stack, a.layers)
-        for k in sorted({i for i in self.check.layer_ids if 0 <= i <= n - 2}):
+        for k in sorted({i for i in self.check.layer_ids if i != FINAL_NORM and 0 <= i <= n - 2}):
             nxt = layers[k + 1]
             norm = getattr(nxt, a.input_norm)
             where = f"{a.layers}[{k + 1}].{a.input_norm}"
@@ -349,6 +353,8 @@ class Session:
             self.handles.append(getattr(stack, a.final_norm).register_forward_pre_hook(
                 functools.partial(self._take_operands, n - 1, f"operands of the final {a.final_norm}"),
                 with_kwargs=True))
+        if FINAL_NORM in self.check.layer_ids:
+            self.handles.append(getattr(stack, a.final_norm).register_forward_hook(self._take_normed))
         self.handles.append(stack.register_forward_pre_hook(self._take_inputs, with_kwargs=True))
         self.handles.append(stack.register_forward_hook(self._verify_output))
 
@@ -380,6 +386,13 @@ class Session:
         elif k == self.check.num_hidden_layers - 1:  # a final norm handed the complete stream itself
             self.refs[k] = Ref(x[:MAX_ROWS].clone(), f"input of the final {self.check.anatomy.final_norm}",
                                x.shape[0], exact=True)
+
+    @_own_time
+    def _take_normed(self, module: Any, args: tuple, output: Any) -> None:
+        normed = output[0] if isinstance(output, tuple) else output
+        if FINAL_NORM not in self.refs and _tensor(normed):
+            self.refs[FINAL_NORM] = Ref(normed[:MAX_ROWS].clone(), f"output of the final "
+                                        f"{self.check.anatomy.final_norm}", normed.shape[0], exact=True)
 
     @_own_time
     def _take_stream(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
@@ -456,7 +469,8 @@ class Session:
             return [f"the fc input is {aux.shape[-1]} wide, not a multiple of {len(ids)} chunks"]
         problems = []
         for j, (lid, chunk) in enumerate(zip(ids, aux.split(width, dim=-1))):
-            what = "the embedding output" if lid == -1 else f"the output of decoder layer {lid}"
+            what = ("the embedding output" if lid == EMBEDDING_LAYER_ID else "the final norm's output"
+                    if lid == FINAL_NORM else f"the output of decoder layer {lid}")
             ref = self.refs.get(lid)
             if ref is None:
                 problems.append(f"fc chunk {j} (layer id {lid}): no reference for {what} was taken in this "
@@ -484,7 +498,7 @@ class Session:
         a = self.check.anatomy
         if lid == -1:
             return f"{a.embed}"
-        if lid == self.check.num_hidden_layers - 1:
+        if lid in (self.check.num_hidden_layers - 1, FINAL_NORM):
             return f"the final {a.final_norm}"
         return f"{a.layers}[{lid + 1}]"
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from sglang_eagle3_capture.errors import WiringError
-from sglang_eagle3_capture.layer_ids import hidden_state_index
+from sglang_eagle3_capture.layer_ids import FINAL_NORM, hidden_state_index
+from sglang_eagle3_capture.serving import selfcheck
 from sglang_eagle3_capture.serving import target as target_patch
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
 from support.hf_reference import hf_hidden_states, hf_layer_outputs
@@ -82,6 +83,51 @@ def test_last_layer_output_is_fed_pre_norm(runner, configure, hf_target, ids):
                 torch.testing.assert_close(out.hidden[rows], hf_normed, **TOL)  # and the LM head input is untouched
 
 
+def _prefill_with_norm_output(runner, prompts):
+    """The prefill, and the final norm's own output for it (``output[0]`` of ``norm(hidden, residual)``), taken by
+    this test's hook, not the package's."""
+    seen = []
+    hook = runner.model.model.norm.register_forward_hook(
+        lambda module, args, out: seen.append((out[0] if isinstance(out, tuple) else out).clone()))
+    try:
+        out = runner.prefill(prompts)
+    finally:
+        hook.remove()
+    assert len(seen) == 1
+    return out, seen[0]
+
+
+@pytest.mark.parametrize("ids", [[-1, 1, FINAL_NORM], [FINAL_NORM, 5, -1], [-1, 1, 5]],
+                         ids=["final-norm-last", "final-norm-first-beside-n-1", "n-1-pre-norm"])
+def test_final_norm_is_fed_post_norm_and_n_minus_1_pre_norm(runner, configure, hf_target, ids):
+    """``final_norm`` is the final norm's output: bit-equal to the tensor SGLang's norm computed (and to the LM head's
+    input), within the tolerance of HF ``hidden_states[N]``; layer id N-1 stays the pre-norm state, which differs."""
+    n = hf_target.config.num_hidden_layers
+    configure(ids)
+    assert runner.model.model.layers_to_capture == sorted(hidden_state_index(i) for i in ids
+                                                           if i not in (n - 1, FINAL_NORM))
+    out, normed = _prefill_with_norm_output(runner, PROMPTS)
+    assert selfcheck.pending() == ()  # the first-batch self-check ran on this prefill and passed
+    hidden = hf_target.config.hidden_size
+    assert out.aux.shape == (sum(map(len, PROMPTS)), len(ids) * hidden)
+    for prompt, rows in zip(PROMPTS, out.token_slices()):
+        hf = hf_hidden_states(hf_target, prompt)  # [N] post-norm (transformers' last_hidden_state)
+        pre = hf_layer_outputs(hf_target, prompt)  # [N] pre-norm
+        for chunk, layer_id in zip(out.aux[rows].split(hidden, dim=-1), ids):
+            if layer_id == FINAL_NORM:
+                assert torch.equal(chunk, normed[rows])  # the norm module's output, routed, never recomputed
+                assert torch.equal(chunk, out.hidden[rows])  # what the LM head reads
+                torch.testing.assert_close(chunk, hf[n], **TOL)
+                assert not _close(chunk, pre[n])
+            elif layer_id == n - 1:
+                torch.testing.assert_close(chunk, pre[n], **TOL)
+                assert not _close(chunk, hf[n])  # pre-norm: not HF's hidden_states[N]
+            elif layer_id == -1:
+                assert torch.equal(chunk, hf[0])
+            else:
+                torch.testing.assert_close(chunk, hf[hidden_state_index(layer_id)], **TOL)
+
+
 def test_last_layer_capture_is_released_on_reconfiguration_and_revert(runner, configure):
     configure([-1, 5])
     norm = runner.model.model.norm
@@ -89,6 +135,12 @@ def test_last_layer_capture_is_released_on_reconfiguration_and_revert(runner, co
     configure([-1, 1])
     assert len(norm._forward_hooks) == 0  # the previous feed's hook is gone, nothing extra runs
     configure([5, -1])
+    assert len(norm._forward_hooks) == 1
+    configure([FINAL_NORM, 5, -1])  # one hook takes the norm's input and its output
+    assert len(norm._forward_hooks) == 1
+    configure([-1, 1])
+    assert len(norm._forward_hooks) == 0
+    configure([-1, FINAL_NORM])
     assert len(norm._forward_hooks) == 1
     target_patch.revert()
     assert len(norm._forward_hooks) == 0  # revert leaves no hook behind on a live model
