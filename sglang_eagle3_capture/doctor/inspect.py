@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .. import policy, releases
-from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
-from ..errors import AmbiguousLayerIds, Eagle3CaptureError, ManifestError, UsageError
+from ..draft.checkpoint import draft_fc_in_features, fc_input_width, tensor_index, weights_present
+from ..errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, ManifestError, UsageError
 from ..families import Family, family_of
 from ..formats import load_draft_config, read_draft_config
 from ..formats.sglang_eagle_config import DECIDE
@@ -200,11 +200,14 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         if target_cfg is None:
             raise UsageError(draft / MANIFEST_FILENAME, None, "no manifest, so the target's layer count is unknown",
                              "pass --target TARGET (the target model directory or its config.json)")
-        arch, n_layers, _ = target_dims(target_cfg, str(target_file))
+        arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
+        fc_width = draft_fc_in_features(draft)
         try:
-            resolved = read_draft_config(draft_cfg, target_cfg, file=str(cfg_path), trained_with=trained_with)
+            resolved = read_draft_config(draft_cfg, target_cfg, file=str(cfg_path), trained_with=trained_with,
+                                         fc_in_features=fc_width)
         except AmbiguousLayerIds as e:
             return _ambiguous(draft, draft_cfg, arch, n_layers, serving, e)
+        checks.append(_read_width_check(draft, resolved.layer_ids, hidden, fc_width, str(cfg_path)))
         declared = WiringRow("no manifest: config.json read as", resolved.layer_ids,
                              resolved.provenance.get("convention", "?"), "declared")
         prov, messages, mdict = dict(resolved.provenance), list(resolved.messages), None
@@ -297,6 +300,19 @@ def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: 
     report.summary = ("the config's ids mean " + "; or ".join(r.describe() for r in error.readings)
                       + f". Fix: {DECIDE}")
     return report
+
+
+def _read_width_check(draft: Path, layer_ids: tuple, hidden: int, fc_width: int | None, cfg_file: str) -> str:
+    """The fc width against the ids config.json reads as: a line, or a FormatError (exit 2) when the checkpoint
+    contradicts the reading (the verdict would otherwise be built on ids the fc cannot take)."""
+    if fc_width is None:
+        return f"fc width not checked: no fc.weight in {draft}"
+    if fc_width != len(layer_ids) * hidden:
+        raise FormatError(cfg_file, None, f"reads as {len(layer_ids)} layer ids {list(layer_ids)}, but the draft's "
+                          f"fc.weight input width is {fc_width} ({fc_width / hidden:g} x target hidden {hidden})",
+                          "write the manifest with the ids the fc was trained on: `sglang-eagle3-capture manifest "
+                          "write DRAFT --layer-ids=... --target TARGET`")
+    return f"fc.weight input width {fc_width} = {len(layer_ids)} ids x hidden {hidden} (the ids config.json reads as)"
 
 
 def _fc_width_check(draft: Path, manifest: Any) -> str:

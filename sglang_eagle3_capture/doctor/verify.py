@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import releases
-from ..draft.checkpoint import tensor_index
+from ..draft.checkpoint import draft_fc_in_features, tensor_index
 from ..errors import AmbiguousLayerIds, ManifestError, SampleError, UsageError, WeightsError, brief
 from ..families import family_of
 from ..formats import load_draft_config, read_draft_config
@@ -325,7 +325,7 @@ def _declared(draft: Path, draft_cfg: dict, target: str | Path | None) -> _Decla
     arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
     cfg_file = str(draft / "config.json")
     try:
-        resolved = read_draft_config(draft_cfg, target_cfg, file=cfg_file)
+        resolved = read_draft_config(draft_cfg, target_cfg, file=cfg_file, fc_in_features=draft_fc_in_features(draft))
     except AmbiguousLayerIds as e:
         return _Declared(e.readings[0].layer_ids, "ambiguous config", cfg_file, arch, n_layers, hidden,
                          tuple(e.readings))

@@ -267,3 +267,12 @@ def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
         raise WeightsError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "
                            "k x target hidden]", _FIX)
     return fc.shape[1]
+
+
+def draft_fc_in_features(draft_dir: str | Path) -> int | None:
+    """The input width of the draft's ``fc.weight``, or None when the directory holds no weights or no ``fc.weight``
+    (weights that are there but unreadable raise, as :func:`tensor_index` does)."""
+    if not weights_present(draft_dir):
+        return None
+    index = tensor_index(draft_dir)
+    return fc_input_width(index) if "fc.weight" in index else None

@@ -43,6 +43,7 @@ from ..userfiles import atomic_directory, finish_file, list_directory, os_proble
 from .checkpoint import (
     INDEX_FILENAME,
     expected_eagle3_tensors,
+    draft_fc_in_features,
     fc_input_width,
     read_index,
     read_safetensors_header,
@@ -269,7 +270,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     resolved, read_error = None, format_error
     if format_error is None:
         try:
-            resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file), trained_with)
+            resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file), trained_with,
+                                     fc_in_features=draft_fc_in_features(src))
         except FormatError as e:
             if layer_ids is None:
                 raise

@@ -72,12 +72,14 @@ def detect_format(draft_config: Any, *, file: str = "config.json"):
 
 
 def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json",
-                      trained_with: str | None = None) -> ResolvedLayerIds:
+                      trained_with: str | None = None, fc_in_features: int | None = None) -> ResolvedLayerIds:
     """The layer ids of a draft ``config.json`` dict (:func:`check_draft_config` first), read by its format;
     ``trained_with`` (``sglang==X`` or ``layer-output``) settles what an SGLang-format id list meant
-    (:class:`AmbiguousLayerIds` otherwise)."""
+    (:class:`AmbiguousLayerIds` otherwise); ``fc_in_features`` (the draft's ``fc.weight`` input width, None when
+    there are no weights) settles whether a speculators list's trailing final layer is an fc input."""
     cfg = check_draft_config(draft_config, file)
-    return detect_format(cfg, file=file).layer_ids(cfg, target_hf_config, file, trained_with)
+    return detect_format(cfg, file=file).layer_ids(cfg, target_hf_config, file, trained_with,
+                                                   fc_in_features=fc_in_features)
 
 
 def load_json(path: str | Path, what: str) -> dict:

@@ -26,7 +26,8 @@ class EagleDefaultFormat:
         return eagle3 and IDS_KEY not in cfg
 
     @staticmethod
-    def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None) -> ResolvedLayerIds:
+    def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None, *,
+                  fc_in_features: int | None = None) -> ResolvedLayerIds:
         """The fixed low/mid/high default, marked inferred."""
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         indices = default_low_mid_high_indices(n_layers)

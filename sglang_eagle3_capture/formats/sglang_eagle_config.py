@@ -104,7 +104,8 @@ class SGLangEagleConfigFormat:
         return isinstance(ec, Mapping) and IDS_KEY in ec
 
     @staticmethod
-    def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None) -> ResolvedLayerIds:
+    def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None, *,
+                  fc_in_features: int | None = None) -> ResolvedLayerIds:
         """The layer ids the list means (see the module doc); :class:`AmbiguousLayerIds` when the meanings differ
         and ``trained_with`` does not pick one. ``use_aux_hidden_state`` and the convention mark were checked with
         the config (:data:`~..schemas.draft.EAGLE_CONFIG`)."""

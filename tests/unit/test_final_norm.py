@@ -178,3 +178,27 @@ def test_feed_takes_a_single_tensor_norm_output_itself():
     assert torch.equal(out[1], torch.cat([embed, normed], dim=-1))
     assert out[1].data_ptr() != normed.data_ptr()
     feed.detach()
+
+
+# ----------------------------------------------------------------------------------------------- readers
+
+def test_inspect_reads_a_speculators_trailing_final_layer_by_the_fc_width(tmp_path, capsys):
+    """issue 20: speculators ids [0, 2, 7] on a 7-layer Llama whose fc takes 3 chunks are [-1, 1, 6] (speculators
+    0.9's vLLM extraction stores index 7 before the final norm), never [-1, 1]; without weights: ambiguous, exit 3."""
+    from sglang_eagle3_capture.doctor.inspect import inspect_draft
+    from support.cli import run
+    from support.draft_dirs import make_speculators_draft
+    from support.tiny_models import build_family_target
+
+    target = build_family_target("llama", tmp_path / "target", num_hidden_layers=7)
+    draft = make_speculators_draft(tmp_path / "draft", target, [0, 2, 7])
+    hidden = json.loads((target / "config.json").read_text())["hidden_size"]
+    report = inspect_draft(draft, target)
+    assert report.declared.layer_ids == (-1, 1, 6)
+    assert any(f"{3 * hidden} = 3 ids" in c for c in report.checks)  # the width check is printed
+    (draft / "model.safetensors").unlink()
+    report = inspect_draft(draft, target)
+    assert report.verdict == "ambiguous"
+    assert {tuple(r.layer_ids) for r in report.ambiguous_readings} == {(-1, 1), (-1, 1, 6)}
+    rc, _, _ = run(capsys, "inspect", draft, "--target", target)
+    assert rc == 3

@@ -47,9 +47,9 @@ def speculators_config(**overrides):
     return cfg
 
 
-def read_speculators(cfg, target, file="config.json"):
+def read_speculators(cfg, target, file="config.json", fc_in_features=None):
     """speculators' own format reader (the registry would pick it for these configs)."""
-    return SpeculatorsFormat.layer_ids(cfg, target, file)
+    return SpeculatorsFormat.layer_ids(cfg, target, file, fc_in_features=fc_in_features)
 
 
 def test_motivating_case_speculators_kimi_k25_embed_layer3_layer31():
@@ -86,12 +86,41 @@ def test_speculators_absent_ids_use_speculators_default_marked_inferred():
     assert len(r.messages) == 1 and "inferred" in r.messages[0] and "[2, 30, 58]" in r.messages[0]
 
 
-def test_speculators_issue_1065_final_layer_dropped_with_message():
+def test_speculators_issue_1065_final_layer_dropped_when_the_fc_takes_one_state_fewer():
     target = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 93, "hidden_size": 4096}
-    r = read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[2, 46, 91, 93]), target)
+    r = read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[2, 46, 91, 93]), target,
+                         fc_in_features=3 * 4096)
     assert r.layer_ids == (1, 45, 90)
     assert r.provenance["original_ids"] == [2, 46, 91, 93]
     assert any("dropped" in m and "1065" in m for m in r.messages)
+
+
+def test_speculators_final_layer_is_a_pre_norm_fc_input_when_the_fc_takes_it():
+    # issue 20: [0, 2, 7] on a 7-layer Llama with fc.weight [H, 3H] is speculators 0.9's vLLM extraction of HF
+    # indices 0, 2 and 7, index 7 before the final norm: layer ids [-1, 1, 6], never [-1, 1]
+    target = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 7, "hidden_size": 96}
+    r = read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[0, 2, 7]), target,
+                         fc_in_features=3 * 96)
+    assert r.layer_ids == (-1, 1, 6)
+    assert r.provenance["original_ids"] == [0, 2, 7]
+
+
+def test_speculators_final_layer_without_weights_is_ambiguous_naming_both_readings():
+    target = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 7, "hidden_size": 96}
+    with pytest.raises(AmbiguousLayerIds) as e:
+        read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[0, 2, 7]), target, "c.json")
+    assert (e.value.file, e.value.field, e.value.exit_code) == ("c.json", "eagle_aux_hidden_state_layer_ids", 3)
+    assert {r.layer_ids for r in e.value.readings} == {(-1, 1), (-1, 1, 6)}
+
+
+@pytest.mark.parametrize("width", [2 * 96 - 96, 4 * 96])
+def test_speculators_final_layer_with_an_fc_of_another_width_is_refused(width):
+    target = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 7, "hidden_size": 96}
+    with pytest.raises(FormatError) as e:
+        read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[0, 2, 7]), target, "c.json",
+                         fc_in_features=width)
+    assert (e.value.file, e.value.field) == ("c.json", "eagle_aux_hidden_state_layer_ids") and e.value.fix
+    assert not isinstance(e.value, AmbiguousLayerIds)
 
 
 def test_speculators_final_layer_not_last_is_refused():
