@@ -22,6 +22,7 @@ _MODULES = (
     "glm4_moe",
     "minimax_m2",
     "glm4_moe_lite",
+    "apertus",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 

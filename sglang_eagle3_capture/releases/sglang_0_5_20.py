@@ -11,7 +11,7 @@ from .schema import FUSED_NORM, NORM_OPERANDS, PROVEN_SEAM_PROBE
 from .sglang_0_5_23 import eager_prefill, metrics_init
 
 RELEASE = replace(sglang_0_5_21.RELEASE, version="0.5.20", built="2026-09-18", proven=PROVEN_SEAM_PROBE,
-                  embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite"),
+                  embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite", "apertus"),
                   # scheduler.py: init_metrics_collector(self, tp_rank, pp_rank, dp_rank) through 0.5.20
                   seams=sglang_0_5_21.RELEASE.with_seams(eager_prefill(),
                                                          metrics_init("tp_rank", "pp_rank", "dp_rank")),

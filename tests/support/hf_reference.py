@@ -10,8 +10,12 @@ def load_hf(model_dir, *, as_sglang_stores_it: bool = False):
     """The checkpoint in ``model_dir`` as transformers' own model, fp32, eval mode.
 
     ``as_sglang_stores_it``: round the parameters SGLang keeps in a lower precision whatever ``--dtype`` says, so
-    that the comparison measures the capture, not that rounding. Only GPT-OSS's attention sinks: SGLang keeps them
-    in bf16 unless the attention backend is trtllm_mha (models/gpt_oss.py:425-431), about 1e-4 on the tiny target.
+    that the comparison measures the capture, not that rounding: GPT-OSS's attention sinks, which SGLang keeps in
+    bf16 unless the attention backend is trtllm_mha (models/gpt_oss.py:425-431), about 1e-4 on the tiny target;
+    Apertus's xIELU coefficients: SGLang creates ``alpha_p``, ``alpha_n`` and ``beta`` in bf16
+    (layers/activation.py:322-342, ``XIELU(dtype=torch.bfloat16)``), loads the checkpoint into them and computes
+    ``softplus(alpha_p)`` and ``beta + softplus(alpha_n)`` in bf16 (370-371), about 4e-3 on the tiny target; HF's
+    parameters are set so that its fp32 formula yields those bf16 coefficients (to fp32 rounding).
     """
     from transformers import AutoModelForCausalLM
 
@@ -20,6 +24,15 @@ def load_hf(model_dir, *, as_sglang_stores_it: bool = False):
         with torch.no_grad():
             for layer in model.model.layers:
                 layer.self_attn.sinks.copy_(layer.self_attn.sinks.to(torch.bfloat16).float())
+    if as_sglang_stores_it and model.config.model_type == "apertus":
+        with torch.no_grad():
+            for layer in model.model.layers:
+                act = layer.mlp.act_fn
+                beta = act.beta.to(torch.bfloat16)
+                coef_p = torch.nn.functional.softplus(act.alpha_p.to(torch.bfloat16)).float()
+                coef_n = (beta + torch.nn.functional.softplus(act.alpha_n.to(torch.bfloat16))).float()
+                act.alpha_p.copy_(torch.log(torch.expm1(coef_p)))  # HF: softplus(alpha_p) = coef_p
+                act.alpha_n.copy_(torch.log(torch.expm1(coef_n - beta.float())))  # HF: beta + softplus(alpha_n)
     return model
 
 

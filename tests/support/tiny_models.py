@@ -7,8 +7,8 @@
   deepseek_yarn, ``layers/rotary_embedding/factory.py::get_rope_cpu``) and ``moe_layer_freq``
   (``models/deepseek_v2.py``), as real DeepSeek-V3 configs do.
 - ``build_family_target``: the same for every other target family (:data:`FAMILY_TARGETS`: Llama, TeleFLM, Qwen2,
-  Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash), 6 layers, hidden 64, with transformers'
-  own classes and the keys SGLang's CPU path reads.
+  Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash, Apertus), 6 layers, hidden 64,
+  with transformers' own classes and the keys SGLang's CPU path reads.
 - ``build_tiny_draft``: an EAGLE-3 draft in the layout SGLang's ``LlamaForCausalLMEagle3``
   (``models/llama_eagle3.py``) loads: config.json + model.safetensors with ``fc``, ``midlayer.*``,
   ``norm``, ``lm_head``, ``d2t``, ``t2d``. The embedding comes from the target at load time.
@@ -122,6 +122,10 @@ FAMILY_TARGETS = {
                                            **_MOE),
                                       extra_keys={"first_k_dense_replace": 1, "moe_layer_freq": 1,
                                                   "num_nextn_predict_layers": 0, **_SGLANG_CONFIG_KEYS}),
+    # xIELU MLP (no gate_proj); rope "default" instead of the config's llama3 scaling default (not under test here).
+    "apertus": TinyFamilyTarget("ApertusConfig", "ApertusForCausalLM",
+                                dict(intermediate_size=128, rope_parameters={"rope_type": "default",
+                                                                             "rope_theta": 10000.0})),
 }
 
 

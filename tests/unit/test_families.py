@@ -81,7 +81,8 @@ def test_stock_rule_per_release(family, rules):
 @pytest.mark.parametrize("family, first_ok", [("llama", "0.5.22"), ("glm4_moe", "0.5.21"),
                                               ("glm4_moe_lite", "0.5.21"), ("gpt_oss", "0.5.17"),
                                               ("deepseek_v2", "0.5.15.post1"), ("qwen3", "0.5.11"),
-                                              ("qwen_moe", "0.5.11"), ("minimax_m2", "0.5.11"), ("qwen2", "0.5.11")])
+                                              ("qwen_moe", "0.5.11"), ("minimax_m2", "0.5.11"), ("qwen2", "0.5.11"),
+                                              ("apertus", "0.5.22")])
 def test_embedding_reachable_from(family, first_ok):
     """Loop index 0 crashes (``hidden_states + residual`` with no residual) in every release before ``first_ok``."""
     versions = [r.version for r in releases.all_releases()]
@@ -253,6 +254,56 @@ def test_an_architecture_without_a_family_is_refused_naming_the_families(tmp_pat
     for f in families.all_families():
         assert f"{f.name} (" in e.value.problem and f.architectures[0] in e.value.problem
 
+
+
+# Architectures of SGLang 0.5.23 model files with an EAGLE-3 hook that no family serves (docs/families.md, "Every
+# model file"): a draft that declares layer ids on one must stop the server at startup, never run on stock wiring.
+REFUSED = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration",
+           "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3VLForConditionalGeneration",
+           "Qwen3VLMoeForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Gemma3ForCausalLM",
+           "Gemma3ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
+           "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration", "LongcatFlashForCausalLM",
+           "BailingMoEForCausalLM", "BailingMoeV2ForCausalLM", "Glm5NextForConditionalGeneration",
+           "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM", "Llama4ForConditionalGeneration", "MindSporeForCausalLM")
+
+
+@pytest.mark.parametrize("arch", REFUSED)
+def test_a_refused_architecture_is_refused_at_startup(tmp_path, arch):
+    assert families.family_of(arch) is None
+    with pytest.raises(WiringError) as e:
+        _resolve(tmp_path, arch, [-1, 1, 4], releases.newest().version)
+    assert e.value.field == "architectures" and arch in e.value.problem and e.value.fix
+
+
+def _coverage_rows() -> dict[str, str]:
+    """docs/families.md's table of model files: file -> verdict (a family name, or "refused")."""
+    from support import REPO
+
+    text = (REPO / "docs" / "families.md").read_text()
+    section = text.split("## Every model file of SGLang 0.5.23 with an EAGLE-3 hook", 1)[1].split("\n### ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`") and cells[0].endswith(".py`"):
+            assert cells[0] not in rows, cells[0]
+            rows[cells[0].strip("`")] = cells[2].replace("**", "").replace("(new)", "").strip()
+    return rows
+
+
+def test_the_model_file_table_has_one_row_per_installed_file_with_an_eagle3_hook():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("sglang")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("SGLang is not installed")
+    models = Path(next(iter(spec.submodule_search_locations))) / "srt" / "models"
+    hooked = {f.name for f in models.glob("*.py") if "def set_eagle3_layers_to_capture" in f.read_text()}
+    rows = _coverage_rows()
+    assert set(rows) == hooked
+    names = {f.name for f in families.all_families()}
+    assert set(rows.values()) <= names | {"refused"}
+    assert names <= set(rows.values())  # every family is some file's verdict
 
 # --- the patch engine on class hierarchies -----------------------------------------------------------------------
 
