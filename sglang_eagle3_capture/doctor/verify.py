@@ -30,6 +30,7 @@ from ..schemas.samples import FP8
 from ..target_config import load_target_config, target_dims
 from ..userfiles import is_directory
 from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, describe_sources
+from .norm_state import POST_NORM, NormState, NormStates
 from .samples import HS_SAFETENSORS, LEGACY_DATA_CONFIG, expand_data_paths, load_sample
 
 DEFAULT_MARGIN = 0.05
@@ -54,6 +55,7 @@ class VerifyReport:
     margin: float = DEFAULT_MARGIN
     declared_by: str = "manifest"  # what stated the wiring checked: "manifest", "config.json", or "ambiguous config"
     readings: tuple = ()  # the config's possible meanings when it is ambiguous (formats.sglang_eagle_config.Reading)
+    norm_states: list = field(default_factory=list)  # per stored tensor: pre- or post-norm (doctor/norm_state.py)
     ok: bool = False
     ambiguous: bool = False
     summary: str = ""
@@ -78,6 +80,7 @@ class VerifyReport:
             "unbuildable": cs.unbuildable, "notes": cs.notes, "margin": self.margin,
             "throughput": self.throughput, "declared_by": self.declared_by,
             "readings": [{"layer_ids": list(r.layer_ids), "trained_by": list(r.who)} for r in self.readings],
+            "norm_states": [n.to_dict() for n in self.norm_states],
             "ok": self.ok, "ambiguous": self.ambiguous, "summary": self.summary,
         }
 
@@ -124,6 +127,25 @@ def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
             target_where += f" / {head_file}: tensor '*lm_head.weight'"
     return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head, target_where=target_where,
                                        dtype=dtype)
+
+
+def _final_norm_weight(target: str | Path):
+    """The target's final norm weight ``[H]`` (``*model.norm.weight``), for telling pre- from post-norm states."""
+    fix = "pass the target model directory (or its config.json) as --target"
+    tdir = Path(target) if is_directory(target, error=UsageError, fix=fix) else Path(target).parent
+    return load_target_tensor(tdir, "model.norm.weight")
+
+
+def _norm_notes(found: list[NormState], sample) -> list[str]:
+    """One note per stored tensor that is the final norm's output, or the target state's reading."""
+    notes = [f"{n.name} is the final norm's output (post-norm, layer id \"final_norm\"): {n.unit_fraction:.1%} of "
+             f"{n.tokens} tokens have unit RMS divided by the target's model.norm.weight" for n in found
+             if n.reading == POST_NORM]
+    if sample.target_chunk is not None and found:
+        t = found[sample.target_chunk]
+        notes.append(f"the target state {t.name} is {t.reading} ({t.unit_fraction:.1%} of {t.tokens} tokens have unit "
+                     "RMS divided by model.norm.weight; post-norm >= 99%, pre-norm <= 50%)")
+    return notes
 
 
 def _progress(iterable, total: int, enabled: bool, desc: str):
@@ -255,6 +277,8 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                           embedding_source=f"{model.embedding_source} embed_tokens.weight", declared_by=declared.by,
                           readings=declared.readings)
     embed = model.embed_tokens.weight.detach()
+    norm_weight = None if target is None else _final_norm_weight(target)
+    states = None
     first, hits_per_chunk, fwd_s, start = None, None, 0.0, time.perf_counter()
     vocab = model.embed_tokens.weight.shape[0]
     for batch in _batches(paths, batch_size, progress):
@@ -277,8 +301,11 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             report.candidates, report.chunk_names, report.chunk_ids = cs, first.chunk_names, ids
             report.layout = first.layout
             _check_stored_layer_ids(first, n_layers)
+            states = None if norm_weight is None else NormStates(first.chunk_names, norm_weight)
         for s in batch:
             _check_layout(s, first, len(first.chunks))
+            if states is not None:
+                states.add(s.chunks)
         for hits in _embedding_hits(batch, embed):
             for i in hits:
                 hits_per_chunk[i] += 1
@@ -290,6 +317,9 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
         "reference": report.embedding_source,
         "per_tensor": [{"name": n, "files_equal": h} for n, h in zip(report.chunk_names, hits_per_chunk)],
         "embedding_tensor": next((n for n, h in zip(report.chunk_names, hits_per_chunk) if h == report.files), None)}
+    if states is not None:
+        report.norm_states = states.result()
+        report.candidates.notes.extend(_norm_notes(report.norm_states, first))
     n_wirings = len(report.candidates.candidates)
     report.throughput = {"wall_s": round(wall, 3), "draft_forward_s": round(fwd_s, 3), "wirings": n_wirings,
                          "files_per_s": round(report.files / wall, 2) if wall else None,

@@ -202,3 +202,35 @@ def test_inspect_reads_a_speculators_trailing_final_layer_by_the_fc_width(tmp_pa
     assert {tuple(r.layer_ids) for r in report.ambiguous_readings} == {(-1, 1), (-1, 1, 6)}
     rc, _, _ = run(capsys, "inspect", draft, "--target", target)
     assert rc == 3
+
+
+# ----------------------------------------------------------------------------------------------- verify: pre or post
+
+def test_verify_tells_a_post_norm_target_state_from_a_pre_norm_one(tmp_path, capsys):
+    """speculators' legacy samples store the last layer before the norm; SpecForge's .ckpt ``hidden_state`` after it.
+    The post-norm state is made here with transformers' own final norm module of the fixture's target."""
+    from transformers import AutoModelForCausalLM
+
+    from support.cli import run
+    from support.fixture import fixture_dir
+
+    fx = fixture_dir()
+    legacy = sorted((fx / "samples").glob("data_*.pt"))
+    norm = AutoModelForCausalLM.from_pretrained(str(fx / "target"), dtype=torch.float32).model.norm
+    (tmp_path / "sf").mkdir()
+    for i, p in enumerate(legacy):
+        s = torch.load(p, weights_only=True)
+        hs = s["hidden_states"]
+        with torch.no_grad():
+            post = norm(hs[3].float()[None])
+        torch.save({"input_ids": s["input_ids"], "loss_mask": s["loss_mask"], "hidden_state": post,
+                    "aux_hidden_state": torch.cat(hs[:3], dim=-1)[None]}, tmp_path / "sf" / f"data_{i}.ckpt")
+    found = {}
+    for name, data in (("legacy", legacy), ("specforge", [tmp_path / "sf"])):
+        rc, out, err = run(capsys, "verify", fx / "draft", "--data", *data, "--target", fx / "target", "--json",
+                           "--no-progress")
+        assert rc == 0, err
+        found[name] = {n["name"]: n["reading"] for n in json.loads(out)["norm_states"]}
+    assert found["legacy"] == {f"hidden_states[{i}]": "pre-norm" for i in range(4)}
+    assert found["specforge"]["hidden_state"] == "post-norm"
+    assert {v for k, v in found["specforge"].items() if k != "hidden_state"} == {"pre-norm"}
