@@ -7,7 +7,8 @@ subprocess (this file's ``__main__``): a tiny 6-layer target built with transfor
 prefill of three prompts runs per case; what the model handed its LogitsProcessor is saved. This process compares
 it with HF: the ``-1`` chunk ``torch.equal`` to ``hidden_states[0]``, every other chunk within the fp32 tolerance
 of its HF index and outside it of both neighbours, layer id 5 (N-1) against HF's last layer output *before* the
-final norm, and the chunks in the declared order.
+final norm, ``final_norm`` ``torch.equal`` to SGLang's final norm output (taken by the subprocess's own hook) and
+within the tolerance of HF ``hidden_states[N]``, and the chunks in the declared order.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 import torch
 
 from sglang_eagle3_capture import families
-from sglang_eagle3_capture.layer_ids import hidden_state_index
+from sglang_eagle3_capture.layer_ids import FINAL_NORM, hidden_state_index
 from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
 from support import REPO, subprocess_env
 from support.hf_reference import hf_hidden_states, hf_layer_outputs, load_hf
@@ -38,6 +39,9 @@ CASES = {
     "reconfigured-from": [-1, 1],
     "reconfigured": [2, 4],  # after [-1, 1]: nothing of the previous configuration may remain (Qwen-MoE flags)
     "last-alone": [5],
+    "final-norm": [-1, 1, FINAL_NORM],  # HF hidden_states[0, 2, N]: the post-norm final state
+    "pre-norm-last": [-1, 1, 5],  # the same slots with N-1: the pre-norm state, which differs
+    "final-norm-first": [FINAL_NORM, 5, -1],  # both meanings side by side, out of loop order
 }
 STOCK_LOOP = [0, 2, 4]  # layer ids [-1, 1, 3] as loop indices: stock SGLang's own capture, for the reordering check
 TOL = TOLERANCES[torch.float32]
@@ -68,9 +72,10 @@ def test_family_capture_matches_hf(name, tmp_path):
     diffs = {}
     for case, ids in CASES.items():
         c = got["cases"][case]
-        assert c["loop"] == sorted(hidden_state_index(i) for i in ids if i != N_LAYERS - 1), case  # never loop index N
+        assert c["loop"] == sorted(hidden_state_index(i) for i in ids if i not in (N_LAYERS - 1, FINAL_NORM)), case
         assert c["fed"] == tuple(ids), case  # what the draft-side check reads
-        assert c["norm_hooks"] == (1 if N_LAYERS - 1 in ids else 0), case  # the previous case's hook is gone
+        hooked = N_LAYERS - 1 in ids or FINAL_NORM in ids
+        assert c["norm_hooks"] == (1 if hooked else 0), case  # the previous case's hook is gone
         assert c["selfcheck_passed"], case  # serving/selfcheck.py took every chunk's reference and it matched
         if family.layer_flag is not None:
             assert c["flagged"] == c["loop"], case  # exactly the planned layers, none left from earlier cases
@@ -79,6 +84,12 @@ def test_family_capture_matches_hf(name, tmp_path):
         for (hf_out, hf_normed), rows in zip(per_prompt, _slices(PROMPTS)):
             chunks = c["aux"][rows].split(hidden, dim=-1)
             for j, (chunk, layer_id) in enumerate(zip(chunks, ids)):
+                if layer_id == FINAL_NORM:
+                    assert torch.equal(chunk, c["normed"][rows]), case  # the norm module's own output, bit for bit
+                    torch.testing.assert_close(chunk, hf_normed, **TOL, msg=lambda m: f"{case} final_norm: {m}")
+                    assert not _close(chunk, hf_out[N_LAYERS]), case  # not the pre-norm state
+                    case_diffs[j] = max(case_diffs[j], float((chunk - hf_normed).abs().max()))
+                    continue
                 index = hidden_state_index(layer_id)
                 if layer_id == -1:
                     assert torch.equal(chunk, hf_out[0]), case  # the embedding: routed, never computed
@@ -126,12 +137,17 @@ def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
     norm = stack.norm
     result = {"model_class": type(model).__name__, "stack_class": type(stack).__name__,
               "stack_forward_marked": bool(getattr(type(stack).forward, "__eagle3_capture__", False)), "cases": {}}
+    normed = []  # the final norm's own output per forward (output[0] of norm(hidden, residual)): this test's hook
+    norm.register_forward_hook(lambda m, a, o: normed.append((o[0] if isinstance(o, tuple) else o).clone()))
     for case, ids in CASES.items():
         model.set_eagle3_layers_to_capture(DeclaredLayerIds(ids, f"test manifest ({case})", family=family.name))
+        normed.clear()
         out = runner.prefill(PROMPTS)  # the first extend batch after configuration: the self-check runs on it
+        assert len(normed) == 1, (case, len(normed))
         flagged = [i for i, layer in enumerate(stack.layers) if getattr(layer, family.layer_flag or "-", False)]
         result["cases"][case] = {"aux": out.aux, "hidden": out.hidden, "loop": list(stack.layers_to_capture),
-                                 "fed": target.fed_layer_ids(model), "norm_hooks": len(norm._forward_hooks),
+                                 "fed": target.fed_layer_ids(model), "normed": normed[0],
+                                 "norm_hooks": len(norm._forward_hooks) - 1,  # less this test's own hook
                                  "flagged": flagged, "selfcheck_passed": selfcheck.pending() == ()}
         result["next_token_ids"] = out.next_token_ids
     # Stock SGLang's own reading, through the patched method's stock path, of ids that mean loop [0, 2, 4].
