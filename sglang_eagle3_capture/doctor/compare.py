@@ -12,7 +12,8 @@ For each matched row, every served chunk is compared with every stored training 
 similarity and max absolute difference.
 
 Verdict: served chunk ``k`` must best match the tensor the training pipeline fed fc slot ``k`` (e.g.
-``hidden_states[k]`` for speculators' legacy layout), with cosine >= ``min_cosine`` on every row.
+``hidden_states[k]`` for speculators' legacy layout), with cosine >= ``min_cosine`` and the same norm (within
+:data:`MAX_NORM_DEVIATION`) on every row: cosine alone cannot tell the final norm's output from its input.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from ..userfiles import list_directory, path_kind, read_json_object
 from .samples import expand_data_paths, load_sample
 
 DEFAULT_MIN_COSINE = 0.999
+# Cosine is blind to per-token scale, and an RMSNorm is a per-token scale (times a weight close to uniform): the final
+# norm's output and its input are >= 0.996 cosine-similar on the bundled fixtures, while their norms differ by a factor
+# 0.58 .. 8.8. A served chunk must also have its training tensor's norm, row by row, within this relative deviation.
+MAX_NORM_DEVIATION = 0.01
 MIN_LATE_RUN = 8  # a run not starting at position 0 must match this many tokens of exactly one sample
 
 
@@ -42,6 +47,7 @@ class ChunkResult:
     mean_cos: list[float]
     min_cos: list[float]
     max_abs_diff: list[float]
+    max_norm_dev: list[float] = field(default_factory=list)  # max over rows of |log(norm served / norm training)|
 
     @property
     def best(self) -> int:
@@ -49,8 +55,14 @@ class ChunkResult:
         return max(range(len(self.mean_cos)), key=lambda j: self.mean_cos[j])
 
     def matches(self, min_cosine: float) -> bool:
-        """True when the expected tensor is the best match and every row's cosine is >= ``min_cosine``."""
-        return self.best == self.expected and self.min_cos[self.expected] >= min_cosine
+        """True when the expected tensor is the best match, every row's cosine is >= ``min_cosine`` and every row's
+        norm is the training row's within :data:`MAX_NORM_DEVIATION` (pre- and post-norm states differ there)."""
+        return (self.best == self.expected and self.min_cos[self.expected] >= min_cosine
+                and self.scale_ok(self.expected))
+
+    def scale_ok(self, j: int) -> bool:
+        """True when the served rows have training tensor ``j``'s norms (within :data:`MAX_NORM_DEVIATION`)."""
+        return not self.max_norm_dev or self.max_norm_dev[j] <= MAX_NORM_DEVIATION
 
 
 @dataclass
@@ -79,7 +91,9 @@ class CompareReport:
                                    "expected": self.chunk_names[c.expected], "best_match": self.chunk_names[c.best],
                                    "match": c.matches(self.min_cosine),
                                    "vs": [{"name": n, "mean_cos": c.mean_cos[j], "min_cos": c.min_cos[j],
-                                           "max_abs_diff": c.max_abs_diff[j]} for j, n in enumerate(self.chunk_names)]}
+                                           "max_abs_diff": c.max_abs_diff[j],
+                                           "max_norm_deviation": c.max_norm_dev[j] if c.max_norm_dev else None}
+                                          for j, n in enumerate(self.chunk_names)]}
                                   for c in self.chunks],
                 "notes": self.notes, "ok": self.ok, "summary": self.summary}
 
@@ -248,12 +262,15 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     served, train = torch.cat(served_rows), torch.cat(train_rows)  # [R, K, H], [R, C, H]
     report.rows = served.shape[0]
     cos = torch.nn.functional.cosine_similarity(served[:, :, None, :], train[:, None, :, :], dim=-1)  # [R, K, C]
+    tiny = torch.finfo(torch.float32).tiny
+    ratio = served.norm(dim=-1)[:, :, None].clamp_min(tiny) / train.norm(dim=-1)[:, None, :].clamp_min(tiny)
+    norm_dev = ratio.log().abs().amax(dim=0)  # [K, C]
     for j in range(k):
         diff = (served[:, j, None, :] - train).abs().amax(dim=(0, 2))
         lids = {tuple(x) for x in report.dump_layer_ids if x}
         served_id = list(lids)[0][j] if len(lids) == 1 and len(list(lids)[0]) == k else None
         report.chunks.append(ChunkResult(j, served_id, first.fc_chunks[j], cos[:, j].mean(0).tolist(),
-                                         cos[:, j].amin(0).tolist(), diff.tolist()))
+                                         cos[:, j].amin(0).tolist(), diff.tolist(), norm_dev[j].tolist()))
     _decide(report)
     return report
 
@@ -269,7 +286,12 @@ def _decide(report: CompareReport) -> None:
     parts = []
     for c in bad:
         want = names[c.expected]
-        if c.min_cos[c.best] >= report.min_cosine:
+        if c.best == c.expected and c.min_cos[c.best] >= report.min_cosine and not c.scale_ok(c.expected):
+            parts.append(f"served chunk {c.index} points the way {want} does (min cosine {c.min_cos[c.best]:.4f}) but "
+                         f"its norms differ by up to {c.max_norm_dev[c.expected]:.1%} (log scale): one side is the "
+                         "final norm's output and the other its input (pre- vs post-norm, layer id final_norm vs "
+                         "N-1)?")
+        elif c.min_cos[c.best] >= report.min_cosine:
             parts.append(f"served chunk {c.index} is {names[c.best]}, but training fed {want} to that slot")
         else:
             parts.append(f"served chunk {c.index} matches no training tensor (closest {names[c.best]}, mean cosine "

@@ -234,3 +234,50 @@ def test_verify_tells_a_post_norm_target_state_from_a_pre_norm_one(tmp_path, cap
     assert found["legacy"] == {f"hidden_states[{i}]": "pre-norm" for i in range(4)}
     assert found["specforge"]["hidden_state"] == "post-norm"
     assert {v for k, v in found["specforge"].items() if k != "hidden_state"} == {"pre-norm"}
+
+
+# ----------------------------------------------------------------------------------------------- compare
+
+def test_compare_tells_a_served_post_norm_chunk_from_a_pre_norm_training_one(tmp_path, capsys):
+    """Cosine alone cannot (pre- and post-norm states are >= 0.996 cosine-similar on the fixtures): compare also holds
+    each row's norm. Training fc input [embed, layer 0, X] (SpecForge .ckpt ``aux_hidden_state``), served
+    [embed, layer 0, Y] from a dump whose layer ids say final_norm: matches only when X and Y are the same state."""
+    from transformers import AutoModelForCausalLM
+
+    from sglang_eagle3_capture.serving.dump import CaptureDump
+    from support.cli import run
+    from support.fixture import fixture_dir
+
+    fx = fixture_dir()
+    norm = AutoModelForCausalLM.from_pretrained(str(fx / "target"), dtype=torch.float32).model.norm
+    legacy = sorted((fx / "samples").glob("data_*.pt"))[:3]
+    rows = []
+    for kind in ("pre", "post"):
+        (tmp_path / kind).mkdir()
+    for i, p in enumerate(legacy):
+        s = torch.load(p, weights_only=True)
+        hs = s["hidden_states"]
+        with torch.no_grad():
+            post = norm(hs[3].float()[None])[0]
+        for kind, last in (("pre", hs[3]), ("post", post)):
+            torch.save({"input_ids": s["input_ids"], "loss_mask": s["loss_mask"], "hidden_state": post[None],
+                        "aux_hidden_state": torch.cat([hs[0], hs[1], last], dim=-1)[None]},
+                       tmp_path / kind / f"data_{i}.ckpt")
+        rows.append((s["input_ids"], torch.cat([hs[0], hs[1], post], dim=-1)))
+    dump = CaptureDump(tmp_path / "dump", metadata={"layer_ids": [-1, 0, FINAL_NORM], "tp_rank": 0}, max_batches=1)
+    dump(torch.cat([a for _, a in rows]), torch.cat([i for i, _ in rows]),
+         torch.cat([torch.arange(i.shape[0]) for i, _ in rows]))
+    result = {}
+    for kind in ("pre", "post"):
+        # a cosine bound the pre-norm state passes (0.996 here): only the norm check can tell them apart
+        rc, out, _ = run(capsys, "compare", "--dump", tmp_path / "dump", "--data", tmp_path / kind, "--json",
+                         "--min-cosine", "0.99")
+        result[kind] = (rc, json.loads(out))
+    rc, r = result["post"]
+    assert rc == 0 and r["ok"] and [c["served_layer_id"] for c in r["served_chunks"]] == [-1, 0, FINAL_NORM]
+    rc, r = result["pre"]
+    assert rc == 1 and not r["ok"]
+    c2 = r["served_chunks"][2]
+    assert not c2["match"] and [c["match"] for c in r["served_chunks"][:2]] == [True, True]
+    vs = {v["name"]: v for v in c2["vs"]}[c2["expected"]]
+    assert vs["min_cos"] > 0.99 and vs["max_norm_deviation"] > 0.01  # the direction agrees, the scale does not
