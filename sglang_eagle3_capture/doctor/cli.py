@@ -305,7 +305,8 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
                    "(default: the speculators verifier path, when local)")
     c.add_argument("--layer-ids", help="override the ids read from SRC, e.g. --layer-ids=-1,2,30 or -1,2,final_norm")
     c.add_argument("--trained-with", metavar="HOW", help="how an SGLang-format draft was trained, when its ids mean "
-                   "different layers for different trainers: sglang==VERSION or layer-output")
+                   "different layers for different trainers: sglang==VERSION, layer-output (a hook on the layers) or "
+                   "hf-hidden-states (HF output_hidden_states[i + 1])")
     c.set_defaults(handler=_cmd_convert)
 
 
@@ -318,7 +319,8 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--sglang", metavar="VERSION", help="the SGLang release the verdict concerns (default: the "
                    "installed one when supported, else the newest supported)")
     i.add_argument("--trained-with", metavar="HOW", help="how the draft was trained, when its config's ids mean "
-                   "different layers for different trainers: sglang==VERSION or layer-output")
+                   "different layers for different trainers: sglang==VERSION, layer-output (a hook on the layers) or "
+                   "hf-hidden-states (HF output_hidden_states[i + 1])")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     i.add_argument("--stock", action="store_true", help="the verdict of stock SGLang, even where the plugin is active")
     i.set_defaults(handler=_cmd_inspect, launch_args=None)  # `-- ARGS`: launch_server arguments (_Parser)

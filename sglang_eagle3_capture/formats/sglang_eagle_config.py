@@ -3,7 +3,10 @@
 What such a list meant depends on how the draft was trained, and the checkpoint does not say:
 
 - a trainer that hooks the target's layers (SpecForge's HF backend, NVIDIA Model Optimizer) meant "output
-  of layer ``i``", i.e. the layer ids themselves;
+  of layer ``i``", i.e. the layer ids themselves, except for the last layer ``N-1``: SpecForge's HF backend reads
+  ``output_hidden_states[i + 1]``, and transformers' ``hidden_states[N]`` is the post-norm ``last_hidden_state``
+  (layer id ``final_norm``), while a hook on the layer (Model Optimizer) sees its pre-norm output (``N-1``): two
+  readings (``trained_with``: ``hf-hidden-states`` or ``layer-output``);
 - a trainer that ran SGLang meant what that SGLang release fed for the target's family
   (:func:`~sglang_eagle3_capture.readings.stock_by_release`): e.g. DeepSeek ``[2, 30, 58]`` is layer ids
   ``[2, 30, 58]`` through 0.5.11 (always +1) but ``[1, 29, 57]`` from 0.5.13.post1 (+1 only when the first id
@@ -11,7 +14,7 @@ What such a list meant depends on how the draft was trained, and the checkpoint 
 
 When every possible meaning agrees the ids are read; when they differ the reader raises
 :class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds` listing them, unless the caller states how the draft
-was trained (``trained_with``: ``sglang==X`` or ``layer-output``). Ids marked with this package's convention
+was trained (``trained_with``: ``sglang==X``, ``layer-output`` or ``hf-hidden-states``). Ids marked with this package's convention
 (``eagle_aux_hidden_state_layer_ids_convention``) are layer ids in fc order, as written.
 """
 
@@ -24,6 +27,7 @@ from .. import records
 from ..config_keys import CONVENTION_KEY, IDS_KEY, is_fail_closed
 from ..errors import AmbiguousLayerIds, FormatError, UsageError, brief
 from ..families import family_of
+from ..layer_ids import FINAL_NORM
 from ..readings import releases_label, stock_by_release
 from ..schemas.draft import SGLANG_LAYOUT
 from ..target_config import target_dims
@@ -31,10 +35,18 @@ from .base import CONVENTION_LAYER_ID, CONVENTION_SGLANG, ResolvedLayerIds, asce
 
 FIELD = f"eagle_config.{IDS_KEY}"
 LAYER_OUTPUT = "layer-output"  # --trained-with value: a trainer that hooks layer outputs
+HF_HIDDEN_STATES = "hf-hidden-states"  # --trained-with value: a trainer that reads HF output_hidden_states[i + 1]
 LAYER_OUTPUT_TRAINERS = "a trainer that hooks layer outputs (SpecForge's HF backend, NVIDIA Model Optimizer)"
+# Where the list names the last layer (N-1) the two kinds of layer-output trainer part: transformers' hidden_states[N]
+# is the post-norm last_hidden_state (utils/output_capturing.py, tie_last_hidden_states), a hook sees the layer's
+# own, pre-norm output.
+HOOK_TRAINERS = "a trainer that hooks decoder layer outputs (NVIDIA Model Optimizer): the last one before the norm"
+HF_INDEX_TRAINERS = ("a trainer that reads HF output_hidden_states[i + 1] (SpecForge's HF backend): index N is "
+                     "transformers' post-norm last_hidden_state, layer id final_norm")
 DECIDE = ("run `sglang-eagle3-capture verify DRAFT --data SAMPLES` on a few training samples stored with every "
           "layer (it ranks each reading), then `sglang-eagle3-capture manifest write DRAFT --layer-ids=... --target "
-          "TARGET`; or pass --trained-with (sglang==VERSION or layer-output) when you know how it was trained")
+          "TARGET`; or pass --trained-with (sglang==VERSION, layer-output or hf-hidden-states) when you know how it was "
+          "trained")
 
 
 @dataclass(frozen=True)
@@ -54,8 +66,11 @@ def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
     """Every meaning the config's ids can have on its target, each with who trains that way (see module doc)."""
     ec = draft_config.get("eagle_config") or {}
     ids = () if is_fail_closed(ec.get(IDS_KEY)) else tuple(sorted(ec.get(IDS_KEY) or ()))
-    out = [Reading(ids, (LAYER_OUTPUT_TRAINERS,))]
     arch, n_layers, _ = target_dims(target_hf_config, "target config")
+    if ids and ids[-1] == n_layers - 1:  # the last layer: pre-norm to a hook, post-norm to HF's hidden_states[N]
+        out = [Reading(ids, (HOOK_TRAINERS,)), Reading((*ids[:-1], FINAL_NORM), (HF_INDEX_TRAINERS,))]
+    else:
+        out = [Reading(ids, (LAYER_OUTPUT_TRAINERS,))]
     family = family_of(arch)
     if family is None:
         return out
@@ -76,10 +91,11 @@ def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
 def _pick(found: list[Reading], trained_with: str, file: str) -> Reading:
     """The reading the stated trainer gives; UsageError when no reading of this list is that trainer's."""
     known = ", ".join(v for r in found for v in r.versions) or "none"
-    if trained_with == LAYER_OUTPUT:
-        pick = next((r for r in found if LAYER_OUTPUT_TRAINERS in r.who), None)
+    if trained_with in (LAYER_OUTPUT, HF_HIDDEN_STATES):
+        kinds = (LAYER_OUTPUT_TRAINERS, HOOK_TRAINERS if trained_with == LAYER_OUTPUT else HF_INDEX_TRAINERS)
+        pick = next((r for r in found if any(k in r.who for k in kinds)), None)
         if pick is None:
-            raise UsageError(file, FIELD, f"--trained-with {LAYER_OUTPUT}: cannot have been trained by "
+            raise UsageError(file, FIELD, f"--trained-with {trained_with}: cannot have been trained by "
                              f"{LAYER_OUTPUT_TRAINERS}: an id is past the target's last layer, so there is no such "
                              "layer output to hook",
                              f"pass sglang==VERSION with a release that runs this list ({known})")

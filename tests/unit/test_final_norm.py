@@ -281,3 +281,21 @@ def test_compare_tells_a_served_post_norm_chunk_from_a_pre_norm_training_one(tmp
     assert not c2["match"] and [c["match"] for c in r["served_chunks"][:2]] == [True, True]
     vs = {v["name"]: v for v in c2["vs"]}[c2["expected"]]
     assert vs["min_cos"] > 0.99 and vs["max_norm_deviation"] > 0.01  # the direction agrees, the scale does not
+
+
+def test_an_sglang_format_list_naming_the_last_layer_has_a_pre_and_a_post_norm_reading():
+    """A layer-output trainer's last id N-1: SpecForge's HF backend read HF hidden_states[N] (post-norm, final_norm),
+    a hook on the layer (Model Optimizer) its pre-norm output (N-1). Nothing in the config says which."""
+    from sglang_eagle3_capture.errors import AmbiguousLayerIds
+    from sglang_eagle3_capture.formats import read_draft_config
+
+    target = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": N, "hidden_size": 96}
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {IDS_KEY: [1, 3, N - 1]}}
+    with pytest.raises(AmbiguousLayerIds) as e:
+        read_draft_config(cfg, target, file="c.json")
+    assert (e.value.file, e.value.field, e.value.exit_code) == ("c.json", f"eagle_config.{IDS_KEY}", 3)
+    assert {r.layer_ids for r in e.value.readings} == {(1, 3, N - 1), (1, 3, FINAL_NORM)}
+    assert read_draft_config(cfg, target, trained_with="hf-hidden-states").layer_ids == (1, 3, FINAL_NORM)
+    assert read_draft_config(cfg, target, trained_with="layer-output").layer_ids == (1, 3, N - 1)
+    below = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {IDS_KEY: [1, 3, 4]}}
+    assert read_draft_config(below, target, trained_with="hf-hidden-states").layer_ids == (1, 3, 4)  # no N: one meaning
