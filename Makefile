@@ -30,8 +30,11 @@ $(STAMP): pyproject.toml tools/install_sglang.py tools/constraints.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# Two pytest-xdist workers, a whole test file to a worker (module-scoped state stays in one process).
+TEST_JOBS ?= 2
+
 test: setup
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # Rebuild the committed fixtures from nothing and check them against their criteria (deliberate; slow).
 test-slow: setup
