@@ -25,7 +25,7 @@ from itertools import combinations
 from math import comb
 from typing import Any, Sequence
 
-from ..layer_ids import EMBEDDING_LAYER_ID
+from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,16 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
         else:
             cs.add(f"{name} {list(fed)}", None, fed,
                    why=f"feeds {len(fed)} tensors to a {k}-chunk fc (SGLang fails at startup)")
+    last = num_layers - 1  # the other meaning of "the last state": the final norm's input or its output
+    swap = {FINAL_NORM: last, last: FINAL_NORM}
+    if FINAL_NORM in manifest_ids or last in manifest_ids:
+        other = [swap.get(i, i) for i in manifest_ids]
+        if len(set(other)) == k:
+            src, why = _by_layer(other, chunk_ids)
+            cs.add(f"manifest, pre- and post-norm swapped {other}", src, other, why)
     for d in (1, -1):
+        if FINAL_NORM in manifest_ids:
+            break  # no layer is one away from the final norm's output
         shifted = [i + d for i in manifest_ids]
         if all(EMBEDDING_LAYER_ID <= i < num_layers for i in shifted):
             src, why = _by_layer(shifted, chunk_ids)

@@ -24,6 +24,7 @@ from ..draft.checkpoint import draft_fc_in_features, tensor_index
 from ..errors import AmbiguousLayerIds, ManifestError, SampleError, UsageError, WeightsError, brief
 from ..families import family_of
 from ..formats import load_draft_config, read_draft_config
+from ..layer_ids import FINAL_NORM
 from ..manifest import MANIFEST_FILENAME, find_manifest
 from ..readings import engine_capture, releases_label, stock_by_release, stock_sglang_capture
 from ..schemas.samples import FP8
@@ -134,6 +135,24 @@ def _final_norm_weight(target: str | Path):
     fix = "pass the target model directory (or its config.json) as --target"
     tdir = Path(target) if is_directory(target, error=UsageError, fix=fix) else Path(target).parent
     return load_target_tensor(tdir, "model.norm.weight")
+
+
+def _post_norm_identities(ids: list, batch: list, weight, n_layers: int) -> tuple[list, list[str]]:
+    """``ids`` with every stored tensor the first batch reads as post-norm named ``final_norm`` (unnamed ones, and
+    ones the data calls layer N-1, the pre-norm state: the data's label is then wrong, and said so)."""
+    first = NormStates(batch[0].chunk_names, weight)
+    for s in batch:
+        first.add(s.chunks)
+    out, notes = list(ids), []
+    for i, state in enumerate(first.result()):
+        if state.reading != POST_NORM or out[i] not in (None, n_layers - 1):
+            continue
+        if out[i] == n_layers - 1:
+            notes.append(f"{state.name} is labelled layer {n_layers - 1} (pre-norm) by the data, but it is the final "
+                         f"norm's output ({state.unit_fraction:.1%} of {state.tokens} tokens have unit RMS divided by "
+                         "model.norm.weight): read as final_norm")
+        out[i] = FINAL_NORM
+    return out, notes
 
 
 def _norm_notes(found: list[NormState], sample) -> list[str]:
@@ -294,6 +313,9 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                                   "with that target)")
             emb0 = _embedding_hits([first], embed)[0]
             ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
+            if norm_weight is not None:  # a stored tensor that is the final norm's output is layer id final_norm
+                ids, more = _post_norm_identities(ids, batch, norm_weight, n_layers)
+                notes += more
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
                                   fc_chunks=first.fc_chunks, max_combinations=max_combinations)
             cs.notes[:0] = notes

@@ -299,3 +299,35 @@ def test_an_sglang_format_list_naming_the_last_layer_has_a_pre_and_a_post_norm_r
     assert read_draft_config(cfg, target, trained_with="layer-output").layer_ids == (1, 3, N - 1)
     below = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {IDS_KEY: [1, 3, 4]}}
     assert read_draft_config(below, target, trained_with="hf-hidden-states").layer_ids == (1, 3, 4)  # no N: one meaning
+
+
+def test_verify_names_a_post_norm_stored_tensor_final_norm_and_builds_the_manifest_from_it(tmp_path, capsys):
+    """Samples whose last stored tensor is the final norm's output although data_config.json calls it layer N-1:
+    verify reads it as final_norm (and says the label is wrong), so a manifest listing final_norm is built from it."""
+    from transformers import AutoModelForCausalLM
+
+    from support.cli import run
+    from support.fixture import fixture_dir
+
+    fx = fixture_dir()
+    norm = AutoModelForCausalLM.from_pretrained(str(fx / "target"), dtype=torch.float32).model.norm
+    data = tmp_path / "samples"
+    data.mkdir()
+    for p in (fx / "samples").iterdir():
+        if p.suffix == ".pt":
+            s = torch.load(p, weights_only=True)
+            with torch.no_grad():
+                s["hidden_states"][3] = norm(s["hidden_states"][3].float()[None])[0]
+            torch.save(s, data / p.name)
+        else:
+            shutil.copy(p, data / p.name)
+    draft = tmp_path / "d"
+    shutil.copytree(fx / "draft", draft)
+    write_draft_manifest(draft, [-1, 0, FINAL_NORM], fx / "target", force=True)
+    rc, out, err = run(capsys, "verify", draft, "--data", data, "--target", fx / "target", "--json", "--no-progress")
+    r = json.loads(out)
+    assert {t["name"]: t["layer_id"] for t in r["stored_tensors"]}["hidden_states[3]"] == FINAL_NORM
+    assert any("labelled layer 6" in n for n in r["notes"])
+    manifest = next(w for w in r["wirings"] if w["is_manifest"])
+    assert manifest["sources"][2] == "hidden_states[3]"
+    assert rc == 1  # the fixture's draft was trained on [-1, 0, 1], which ranks first: the manifest is wrong
