@@ -331,3 +331,17 @@ def test_verify_names_a_post_norm_stored_tensor_final_norm_and_builds_the_manife
     manifest = next(w for w in r["wirings"] if w["is_manifest"])
     assert manifest["sources"][2] == "hidden_states[3]"
     assert rc == 1  # the fixture's draft was trained on [-1, 0, 1], which ranks first: the manifest is wrong
+
+
+def test_convert_accepts_final_norm_and_writes_the_draft_fail_closed(tmp_path, capsys):
+    from support.cli import run
+    from support.draft_dirs import make_speculators_draft
+    from support.tiny_models import build_family_target
+
+    target = build_family_target("llama", tmp_path / "target", num_hidden_layers=N)
+    src = make_speculators_draft(tmp_path / "src", target, [0, 2, N])
+    rc, _, err = run(capsys, "convert", src, tmp_path / "dst", "--target", target, "--layer-ids=-1,1,final_norm")
+    assert rc == 0, err
+    assert read_manifest(tmp_path / "dst").layer_ids == (-1, 1, FINAL_NORM)
+    cfg = json.loads((tmp_path / "dst" / "config.json").read_text())
+    assert is_fail_closed(cfg["eagle_config"][IDS_KEY]) and cfg["num_aux_hidden_states"] == 3
