@@ -50,7 +50,8 @@ def _diff_release() -> str:
 DIFF_RELEASE = _diff_release()
 DIFF = REPO / "patches" / f"sglang-{DIFF_RELEASE}" / "eagle3-layer-id-capture.diff"
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
-ID_LISTS = [[3, -1, 1], [-1, 1, 3], [-1, 4], [5, -1, 1], [-1, 2, 5], [5]]  # 5: the last layer (6 layers)
+ID_LISTS = [[3, -1, 1], [-1, 1, 3], [-1, 4], [5, -1, 1], [-1, 2, 5], [5],  # 5: the last layer (6 layers)
+            ["final_norm", -1, 1], [-1, 2, 5, "final_norm"]]  # the final norm's output: its input's neighbour
 
 
 def _touched(diff_text: str) -> list[str]:
