@@ -23,6 +23,7 @@ _MODULES = (
     "minimax_m2",
     "glm4_moe_lite",
     "apertus",
+    "gemma4",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 

@@ -126,12 +126,19 @@ FAMILY_TARGETS = {
     "apertus": TinyFamilyTarget("ApertusConfig", "ApertusForCausalLM",
                                 dict(intermediate_size=128, rope_parameters={"rope_type": "default",
                                                                              "rope_theta": 10000.0})),
+    # Sliding (window 8) and full attention alternating, no per-layer embeddings, no KV sharing, no MoE; SGLang's
+    # Gemma 4 asserts a backend from its list (arg_groups/model_hook.py:636-660): intel_amx, as for GPT-OSS.
+    "gemma4": TinyFamilyTarget("Gemma4TextConfig", "Gemma4ForCausalLM",
+                               dict(intermediate_size=128, head_dim=16, sliding_window=8, hidden_size_per_layer_input=0,
+                                    vocab_size_per_layer_input=256, num_kv_shared_layers=0, per_layer_config={}),
+                               extra_keys={"swa_num_key_value_heads": 2, "swa_head_dim": 16},
+                               server_args={"attention_backend": "intel_amx"}),
 }
 
 
 def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
     kwargs = {**_FAMILY_COMMON, **FAMILY_TARGETS[name].config, "num_hidden_layers": num_hidden_layers}
-    if name == "gpt_oss":
+    if name in ("gpt_oss", "gemma4"):
         kwargs["layer_types"] = _layer_types(num_hidden_layers)
     if name == "glm4_moe_lite":
         kwargs["mlp_layer_types"] = ["dense"] + ["sparse"] * (num_hidden_layers - 1)

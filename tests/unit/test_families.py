@@ -261,7 +261,7 @@ def test_an_architecture_without_a_family_is_refused_naming_the_families(tmp_pat
 REFUSED = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration",
            "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3VLForConditionalGeneration",
            "Qwen3VLMoeForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Gemma3ForCausalLM",
-           "Gemma3ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
+           "Gemma3ForConditionalGeneration", "Gemma4ForConditionalGeneration",
            "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration", "LongcatFlashForCausalLM",
            "BailingMoEForCausalLM", "BailingMoeV2ForCausalLM", "Glm5NextForConditionalGeneration",
            "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM", "Llama4ForConditionalGeneration", "MindSporeForCausalLM")
