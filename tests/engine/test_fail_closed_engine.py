@@ -2,7 +2,7 @@
 same value ``convert`` writes, :func:`sglang_eagle3_capture.readings.fail_closed_eagle_config_ids`) is either fed
 exactly what its manifest says by stock SGLang too, or stock SGLang refuses to start with it.
 
-Two ways for the plugin not to run, each through a real ``sglang.Engine`` in subprocesses:
+Two ways for the plugin not to run, each through a real ``sglang.Engine`` in subprocesses, every case in both:
 
 - ``excluded``: ``SGLANG_PLUGINS`` names no plugin of this package (SGLang skips its entry point unloaded);
 - ``broken``: the plugin is named, but importing its entry point raises (tests/support/broken_plugin_site, first on
@@ -31,7 +31,7 @@ import sglang_cpu_patches
 from fixtures.specs import SPECS
 from sglang_eagle3_capture.config_keys import IDS_KEY, is_fail_closed
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from support.engine_harness import NO_PLUGINS, EngineRunError, greedy, run_engine
+from support.engine_harness import NO_PLUGINS, EngineRunError, engine_run, greedy, run_engine, run_engines
 from support.tiny_models import build_tiny_draft
 
 BROKEN_SITE = Path(__file__).resolve().parents[1] / "support" / "broken_plugin_site"
@@ -72,16 +72,11 @@ REFUSED = {  # case: (fixture or None for the conftest's tiny target, layer ids,
 }
 
 
-# Every case with the plugin excluded; with its import broken, one refusal and one exact case: the state SGLang is
-# left in is the same (no plugin code ran, asserted in each run), and each engine start costs about a minute of CI.
-BROKEN = ("lone-layer-0", "deepseek-first-loop-index-1")
+MODES = ("excluded", "broken")
 
 
-def _cases(cases) -> list[tuple[str, str]]:
-    return [(c, "excluded") for c in sorted(cases)] + [(c, "broken") for c in BROKEN if c in cases]
-
-
-@pytest.mark.parametrize("case, mode", _cases(REFUSED))
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", sorted(REFUSED))
 def test_stock_sglang_refuses_to_start_with_an_inexpressible_manifest(case, mode, tiny_target_dir, tmp_path):
     fixture, ids, error = REFUSED[case]
     if fixture is None:
@@ -108,28 +103,35 @@ EXACT = {  # case: (fixture, layer ids): the fixture draft's trained ids, or oth
     "deepseek-first-loop-index-1": ("tiny", [0, 1, 2]),  # written [2, 3, 1]: [1, ...] would be shifted
     "llama-without-embedding": ("tiny-llama", [0, 4, 5]),
 }
-_PLUGIN_RUNS: dict[str, dict] = {}
 
 
-def _run(target, draft, prompts, plugins, env=None, log=None) -> dict:
-    return run_engine(target, prompts, draft_path=draft, sampling_params=greedy(NEW_TOKENS), plugins=plugins,
-                      env=env, keep_log=log)
+@pytest.fixture(scope="module")
+def exact_runs(tmp_path_factory) -> dict:
+    """Per way of running (the plugin, then each mode without it): every EXACT case's Engine, one after another
+    in ONE subprocess (one ``import sglang`` per way), and that subprocess's log; the drafts are made once."""
+    drafts, runs = {}, []
+    for case, (fixture, ids) in EXACT.items():
+        target, draft = _fixture_draft(tmp_path_factory.mktemp(case), fixture, ids)
+        prompts = json.loads((SPECS[fixture].directory / "prompts.json").read_text())[:4]
+        drafts[case] = draft
+        runs.append(engine_run(target, prompts, draft_path=draft, sampling_params=greedy(NEW_TOKENS)))
+    out = {"drafts": drafts}
+    for way in ("plugin", *MODES):
+        plugins, env = ("eagle3_capture", {}) if way == "plugin" else _mode_env(way)
+        log = tmp_path_factory.mktemp(f"log-{way}") / "engine.log"
+        results = run_engines(runs, plugins=plugins, env=env, keep_log=log)
+        out[way] = (dict(zip(EXACT, results)), log.read_text(errors="replace"))
+    return out
 
 
-@pytest.mark.parametrize("case, mode", _cases(EXACT))
-def test_stock_sglang_feeds_an_expressible_manifest_exactly(case, mode, tmp_path_factory, tmp_path):
-    fixture, ids = EXACT[case]
-    target, draft = _fixture_draft(tmp_path_factory.mktemp(case), fixture, ids)
-    ec_ids = json.loads((draft / "config.json").read_text())["eagle_config"][IDS_KEY]
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", sorted(EXACT))
+def test_stock_sglang_feeds_an_expressible_manifest_exactly(case, mode, exact_runs):
+    ec_ids = json.loads((exact_runs["drafts"][case] / "config.json").read_text())["eagle_config"][IDS_KEY]
     assert isinstance(ec_ids, list)
-    prompts = json.loads((SPECS[fixture].directory / "prompts.json").read_text())[:4]
-    if case not in _PLUGIN_RUNS:
-        _PLUGIN_RUNS[case] = _run(target, draft, prompts, "eagle3_capture")
-    plugins, env = _mode_env(mode)
-    log = tmp_path / "engine.log"
-    stock = _run(target, draft, prompts, plugins, env, log)
-    _assert_plugin_did_not_run(log.read_text(errors="replace"), mode)
-    with_plugin = _PLUGIN_RUNS[case]
+    stock_by_case, log = exact_runs[mode]
+    _assert_plugin_did_not_run(log, mode)
+    stock, with_plugin = stock_by_case[case], exact_runs["plugin"][0][case]
     verify = [o["meta_info"]["spec_verify_ct"] for o in stock["outputs"]]
     assert all(v > 0 for v in verify)  # EAGLE-3 really ran
     assert [o["output_ids"] for o in stock["outputs"]] == [o["output_ids"] for o in with_plugin["outputs"]]
