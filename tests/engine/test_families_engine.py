@@ -1,5 +1,6 @@
-"""Llama, Qwen3, Qwen3-MoE and Gemma 4 (sliding/full attention alternating) targets served by ``sglang.Engine`` with the plugin and an EAGLE-3 draft whose
-manifest is ``[-1, 1, 4]`` (6-layer tiny targets, support/tiny_models.py ``build_family_target``).
+"""Llama, Qwen3, Qwen3-MoE and Gemma 4 (sliding/full attention alternating) targets served by ``sglang.Engine`` with
+the plugin and an EAGLE-3 draft whose manifest is ``[-1, 1, 4]`` (6-layer tiny targets, support/tiny_models.py
+``build_family_target``).
 
 The four Engines run one after another in one subprocess (one ``import sglang``). The capture dump
 (``SGLANG_EAGLE3_CAPTURE_DUMP``, written in each scheduler process) holds what the target handed the draft's fc;
