@@ -17,7 +17,8 @@ again once the last pending check of the process has passed.
 never from the capture list, SGLang's packer, the plugin's :class:`~.capture.FcFeed` or its final-norm hook:
 
 - layer id ``-1``: ``F.embedding`` of this rank's vocabulary shard at the batch's input ids, times the
-  embedding's float ``embed_scale`` where it has one (Gemma) (``input_embeds`` when the model is handed embeddings); rows whose id another rank owns are that rank's to check. Bit-equal.
+  embedding's float ``embed_scale`` where it has one (Gemma) (``input_embeds`` when the model is handed
+  embeddings); rows whose id another rank owns are that rank's to check. Bit-equal.
 - layer id ``k`` in ``0..N-2`` (the residual stream decoder layer ``k`` hands layer ``k+1``), the first of the
   release's routes (:data:`~sglang_eagle3_capture.releases.schema.SELFCHECK_ROUTES`) that fires at layer ``k+1``:
   ``norm-operands``, the fp32 sum of the operands of ``layers[k+1]``'s input norm, computed in a pre-hook before
