@@ -173,7 +173,8 @@ def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, 
         rng = f"[-1, {hi}]" if hi is not None else "[-1, N-1]"
         raise LayerIdError(file, field, f"layer ids {_few(bad)} are outside {rng} for a target with "
                            f"{num_hidden_layers} decoder layers", fix)
-    dups = sorted((i for i, n in Counter(layer_ids).items() if n > 1), key=lambda i: (i == FINAL_NORM, 0 if i == FINAL_NORM else i))
+    dups = sorted((i for i, n in Counter(layer_ids).items() if n > 1),
+                  key=lambda i: (i == FINAL_NORM, 0 if i == FINAL_NORM else i))
     if dups:
         raise LayerIdError(file, field, f"duplicate layer ids {_few(dups)}: each hidden state may be fed to the fc "
                            "once", fix)

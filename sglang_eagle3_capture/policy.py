@@ -17,8 +17,15 @@ from . import releases
 from .config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
 from .errors import Eagle3CaptureError, UnsupportedSGLangVersion, WiringError, brief
 from .families import Family, all_families, family_of
-from .layer_ids import (EMBEDDING_LAYER_ID, FINAL_NORM, check_layer_ids, hidden_state_indices, is_layer_id,
-                        layer_id_of_index, split_capture)
+from .layer_ids import (
+    EMBEDDING_LAYER_ID,
+    FINAL_NORM,
+    check_layer_ids,
+    hidden_state_indices,
+    is_layer_id,
+    layer_id_of_index,
+    split_capture,
+)
 from .manifest import WRITE_HINT, Manifest, check_target
 from .readings import stock_sglang_capture
 from .releases.schema import Release

@@ -285,8 +285,8 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     w = msub.add_parser("write", help="write DRAFT_DIR/eagle3_manifest.json")
     w.add_argument("draft_dir", metavar="DRAFT_DIR")
     w.add_argument("--layer-ids", required=True,
-                   help="layer ids the fc consumes, in fc order, e.g. --layer-ids=-1,2,30 or -1,2,final_norm (the final "
-                   "norm's output)")
+                   help="layer ids the fc consumes, in fc order, e.g. --layer-ids=-1,2,30 or -1,2,final_norm "
+                   "(the final norm's output)")
     w.add_argument("--target", required=True, metavar="TARGET", help="target model directory or its config.json")
     w.add_argument("--source", default="manual", help="provenance.source (default: manual)")
     w.add_argument("--note", help="provenance.note: free text, e.g. how the ids were established")

@@ -229,7 +229,8 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     dump = read_dump(dump_dir)
     runs_ids = {tuple(meta["layer_ids"]) for _, _, meta in dump if meta.get("layer_ids") is not None}
     if len(runs_ids) > 1:
-        raise SampleError(dump_dir, "layer_ids", f"its batches say different layer ids ({brief(sorted(runs_ids, key=str))}): "
+        raise SampleError(dump_dir, "layer_ids",
+                          f"its batches say different layer ids ({brief(sorted(runs_ids, key=str))}): "
                           "batches of several server runs", "give each run its own dump directory (or remove the "
                           "other run's files)")
     h, k = first.hidden_size, len(first.fc_chunks)

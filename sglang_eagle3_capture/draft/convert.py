@@ -42,8 +42,8 @@ from ..target_config import load_target_config, target_dims
 from ..userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
 from .checkpoint import (
     INDEX_FILENAME,
-    expected_eagle3_tensors,
     draft_fc_in_features,
+    expected_eagle3_tensors,
     fc_input_width,
     read_index,
     read_safetensors_header,

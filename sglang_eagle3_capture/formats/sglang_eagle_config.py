@@ -14,8 +14,8 @@ What such a list meant depends on how the draft was trained, and the checkpoint 
 
 When every possible meaning agrees the ids are read; when they differ the reader raises
 :class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds` listing them, unless the caller states how the draft
-was trained (``trained_with``: ``sglang==X``, ``layer-output`` or ``hf-hidden-states``). Ids marked with this package's convention
-(``eagle_aux_hidden_state_layer_ids_convention``) are layer ids in fc order, as written.
+was trained (``trained_with``: ``sglang==X``, ``layer-output`` or ``hf-hidden-states``). Ids marked with this
+package's convention (``eagle_aux_hidden_state_layer_ids_convention``) are layer ids in fc order, as written.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ HF_INDEX_TRAINERS = ("a trainer that reads HF output_hidden_states[i + 1] (SpecF
                      "transformers' post-norm last_hidden_state, layer id final_norm")
 DECIDE = ("run `sglang-eagle3-capture verify DRAFT --data SAMPLES` on a few training samples stored with every "
           "layer (it ranks each reading), then `sglang-eagle3-capture manifest write DRAFT --layer-ids=... --target "
-          "TARGET`; or pass --trained-with (sglang==VERSION, layer-output or hf-hidden-states) when you know how it was "
-          "trained")
+          "TARGET`; or pass --trained-with (sglang==VERSION, layer-output or hf-hidden-states) when you know how it "
+          "was trained")
 
 
 @dataclass(frozen=True)
