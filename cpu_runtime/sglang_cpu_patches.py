@@ -57,6 +57,11 @@ B8  sglang.srt.layers.attention.torch_native_backend
     QLEN_ONLY, ``bs * n * n`` (speculative/eagle_utils.py:132 ``default_tree_mask_mode``); the FULL_MASK
     layout is read too. KV is written as forward_extend writes it; SDPA with the boolean mask, per request.
     topk == 1 batches and every other mode go to B3/B5 below it. No attention sinks or sliding window here.
+B9  sglang.srt.layers.attention.torch_native_backend (DP attention)
+    ``ForwardBatch._pad_inputs_to_size`` (model_executor/forward_batch_info.py:2014 in 0.5.23), which DP attention
+    runs to pad each rank's batch to the gathered size, asks the attention backend on CPU for
+    ``get_cpu_graph_seq_len_fill_value()``; TorchNativeAttnBackend has none (AttributeError). We give it the
+    value SGLang's CPU backend returns (layers/attention/intel_amx_backend.py:198: 1, a padded request's length).
 
     Why torch_native (B7, B8) and not SGLang's ``triton`` backend under TRITON_INTERPRET=1, measured on this
     2-core CPU, 2 prompts x 16 greedy tokens, fp32: with the CPU runtime's TRITON_INTERPRET=1 the triton
@@ -394,24 +399,32 @@ def patch_draft_utils(draft_utils_module):
     patch_draft_extend_backend(draft_utils_module)
 
 
+def patch_dp_padding(torch_native_module):
+    """B9: TorchNativeAttnBackend.get_cpu_graph_seq_len_fill_value for DP attention's batch padding."""
+    cls = torch_native_module.TorchNativeAttnBackend
+    if "get_cpu_graph_seq_len_fill_value" not in vars(cls):
+        cls.get_cpu_graph_seq_len_fill_value = lambda self: 1
+
+
 def patch_torch_native_tree(torch_native_module):
-    """B5, B3, then B8 on the same module (B8 wraps B3's forward_extend and takes the topk > 1 verify batches)."""
+    """B5, B3, B8 (B8 wraps B3's forward_extend and takes the topk > 1 verify batches), then B9, on one module."""
     patch_torch_native(torch_native_module)
     patch_tree_verify(torch_native_module)
+    patch_dp_padding(torch_native_module)
 
 
 # module name -> the patch for it; sitecustomize.py applies these lazily.
 PATCHES = {
     "sglang.srt.models.deepseek_common.attention_backend_handler": patch_mla_dispatch,
     "sglang.srt.speculative.draft_utils": patch_draft_utils,  # B7, then B2
-    "sglang.srt.layers.attention.torch_native_backend": patch_torch_native_tree,  # B5, B3, then B8
+    "sglang.srt.layers.attention.torch_native_backend": patch_torch_native_tree,  # B5, B3, B8, then B9
     "sglang.srt.distributed.parallel_state": patch_no_pynccl_on_cpu,
     "sglang.srt.models.minimax_m2": patch_minimax_qk_norm,  # B6
 }
 
 
 def apply():
-    """Import the patched SGLang modules and apply B1-B8 now (idempotent). Needs CPU_ENV set beforehand."""
+    """Import the patched SGLang modules and apply B1-B9 now (idempotent). Needs CPU_ENV set beforehand."""
     import importlib
 
     for name, patch in PATCHES.items():
