@@ -65,6 +65,42 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
 
 
 @dataclass(frozen=True)
+class Yarn:
+    """YaRN RoPE scaling, the arguments SGLang's ``get_rope`` hands ``YaRNScalingRotaryEmbedding``
+    (layers/rotary_embedding/factory.py, yarn.py; defaults as there). :func:`~.model.rope` computes it."""
+
+    factor: float
+    original_max_position_embeddings: int
+    beta_fast: float = 32
+    beta_slow: float = 1
+    extrapolation_factor: float = 1
+    attn_factor: float = 1
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool = True
+
+    @classmethod
+    def from_rope(cls, rope: dict, top_level_original: int | None, where: Any, field: str) -> "Yarn":
+        """From a draft's yarn rope parameters (``field``: the key they sit under). SGLang defaults a missing
+        ``factor`` to 1 and ``original_max_position_embeddings`` to ``max_position_embeddings`` with a WARNING only;
+        both change every rotation, so a config without them is refused. A top-level
+        ``original_max_position_embeddings`` wins, as llama.py's decoder layer puts it into the rope parameters."""
+        original = top_level_original or rope.get("original_max_position_embeddings")
+        for name, value in (("factor", rope.get("factor")), ("original_max_position_embeddings", original)):
+            if value is None:
+                raise DraftFormatError(where, f"{field}.{name}", "is missing for YaRN RoPE (SGLang would guess it "
+                                       "and log a warning)", "copy it from the rope parameters the draft was trained "
+                                       "with")
+        optional = {k: rope[k] for k in ("beta_fast", "beta_slow", "extrapolation_factor", "attn_factor", "mscale",
+                                         "mscale_all_dim", "truncate") if rope.get(k) is not None}
+        return cls(factor=rope["factor"], original_max_position_embeddings=original, **optional)
+
+    def to_dict(self) -> dict:
+        """The rope-parameter keys SGLang reads back as this (``rope_type`` and ``rope_theta`` not included)."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
 class DraftConfig:
     """The fields of a draft ``config.json`` that SGLang's ``LlamaForCausalLMEagle3`` reads."""
 
@@ -80,6 +116,7 @@ class DraftConfig:
     num_aux_hidden_states: int
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
+    yarn: Yarn | None = None  # YaRN RoPE scaling; None: default RoPE
     fc_bias: bool = False  # config "bias"
     attention_bias: bool = False
     norm_before_fc: bool = False
@@ -102,7 +139,11 @@ class DraftConfig:
         if c["model_type"] == "llama4_text":
             raise DraftFormatError(where, "model_type", "llama4_text drafts are not supported (only llama)",
                                    "convert a llama/silu draft")
-        rope = c["rope_parameters"] or c["rope_scaling"] or {}
+        rope_field = "rope_parameters" if c["rope_parameters"] is not None else "rope_scaling"
+        rope = c[rope_field] or {}  # llama_eagle3.py / llama.py: rope_parameters when present, else rope_scaling
+        kind = rope.get("rope_type") or rope.get("type") or "default"  # factory.py get_rope: rope_type, else type
+        yarn = (Yarn.from_rope(rope, c["original_max_position_embeddings"], where, rope_field) if kind == "yarn"
+                else None)
         hidden, heads, vocab = c["hidden_size"], c["num_attention_heads"], c["vocab_size"]
         flags = resolve_flags(cfg, where, forbid_pair=False)  # SGLang builds what the flags say, the pair included
         eagle = c["eagle_config"] or {}
@@ -130,7 +171,7 @@ class DraftConfig:
             intermediate_size=c["intermediate_size"], num_hidden_layers=c["num_hidden_layers"], vocab_size=vocab,
             draft_vocab_size=dvs if dvs is not None else vocab,
             target_hidden_size=c["target_hidden_size"] or hidden, num_aux_hidden_states=num_aux,
-            rms_norm_eps=c["rms_norm_eps"], rope_theta=rope.get("rope_theta") or c["rope_theta"],
+            rms_norm_eps=c["rms_norm_eps"], rope_theta=rope.get("rope_theta") or c["rope_theta"], yarn=yarn,
             fc_bias=bool(c["bias"]), attention_bias=bool(c["attention_bias"]),
             norm_before_fc=flags["norm_before_fc"], fc_norm=flags["fc_norm"],
             tie_word_embeddings=tie, lm_head_from_target=(not tie and dvs is None),
@@ -146,13 +187,20 @@ class DraftConfig:
                "intermediate_size": c.intermediate_size, "num_hidden_layers": c.num_hidden_layers,
                "vocab_size": c.vocab_size, "draft_vocab_size": c.draft_vocab_size,
                "target_hidden_size": c.target_hidden_size, "num_aux_hidden_states": c.num_aux_hidden_states,
-               "rms_norm_eps": c.rms_norm_eps, "rope_parameters": {"rope_type": "default", "rope_theta": c.rope_theta},
+               "rms_norm_eps": c.rms_norm_eps, "rope_parameters": self.rope_parameters,
                "bias": c.fc_bias, "attention_bias": c.attention_bias, "norm_before_fc": c.norm_before_fc,
                "fc_norm": c.fc_norm, "tie_word_embeddings": c.tie_word_embeddings, "torch_dtype": "float32",
                "norm_before_residual": c.norm_before_residual}
         if c.lm_head_from_target:
             del cfg["draft_vocab_size"]
         return {**cfg, **extra}
+
+    @property
+    def rope_parameters(self) -> dict:
+        """The ``rope_parameters`` SGLang (and :meth:`from_dict`) reads back as this config's RoPE."""
+        if self.yarn is None:
+            return {"rope_type": "default", "rope_theta": self.rope_theta}
+        return {"rope_type": "yarn", "rope_theta": self.rope_theta, **self.yarn.to_dict()}
 
     @property
     def fc_in_features(self) -> int:

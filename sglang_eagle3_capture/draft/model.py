@@ -8,7 +8,7 @@ draft step over whole sequences:
    ``fc_norm`` only with ``fc_norm``/``use_aux_norm``; like SGLang, ``fc`` is skipped when the aux
    width already equals ``hidden_size``.
 2. layer 0: ``residual = h``; ``x = cat([input_layernorm(embed(ids)), hidden_norm(h)])`` (width 2H)
-   into q/k/v; neox RoPE (``rope_theta``, positions ``0..T-1``); causal attention with scale
+   into q/k/v; neox RoPE (``rope_theta``, default or YaRN, positions ``0..T-1``); causal attention with scale
    ``head_dim**-0.5``; ``o_proj``; ``x, residual = post_attention_layernorm(x, residual)`` (fused
    add); SwiGLU MLP. Further layers: ``x, residual = hidden_norm(x, residual)`` then the same.
 3. ``lm_head(norm(x, residual))`` over the draft vocab; ``d2t`` maps draft ids to target ids.
@@ -21,6 +21,7 @@ Also used to train the fixture's draft (fixtures/), so the fixture's math is SGL
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from torch import nn
 from ..errors import DraftFormatError, WeightsError, brief
 from ..userfiles import read_json_object
 from .checkpoint import module_name, sglang_checkpoint_name, tensor_index
-from .config import DraftConfig
+from .config import DraftConfig, Yarn
 
 __all__ = ["DraftConfig", "DraftFormatError", "Eagle3Draft", "check_checkpoint", "eagle3_shift"]
 
@@ -54,15 +55,50 @@ class RMSNorm(nn.Module):
         return x if residual is None else (x, residual)
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """Neox-style RoPE over the full head dim, as SGLang's ``RotaryEmbedding`` computes it (fp32 cos/sin).
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def rope_frequencies(d: int, theta: float, yarn: Yarn | None = None) -> tuple[torch.Tensor, float]:
+    """``(inv_freq [d/2], magnitude)``: the rotation frequencies and the factor on cos/sin. Default RoPE as SGLang's
+    ``RotaryEmbedding``; YaRN as its ``YaRNScalingRotaryEmbedding._compute_inv_freq`` and ``__init__``
+    (layers/rotary_embedding/yarn.py, 0.5.23): interpolated and extrapolated frequencies blended by a linear ramp
+    between the dimensions of ``beta_fast`` and ``beta_slow`` rotations over ``original_max_position_embeddings``,
+    and the magnitude ``mscale(factor, mscale) / mscale(factor, mscale_all_dim)`` when both are given, else
+    ``0.1 ln(factor) + 1``, times ``attn_factor``."""
+    pos_freqs = theta ** (torch.arange(0, d, 2, dtype=torch.float) / d)
+    if yarn is None:
+        return 1.0 / pos_freqs, 1.0
+
+    def dim_of(rotations: float) -> float:
+        return d * math.log(yarn.original_max_position_embeddings / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = dim_of(yarn.beta_fast), dim_of(yarn.beta_slow)
+    if yarn.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(d // 2, dtype=torch.float) - low) / (high - low)).clamp(0, 1)
+    extrapolated = (1 - ramp) * yarn.extrapolation_factor
+    inv_freq = 1.0 / (yarn.factor * pos_freqs) * (1 - extrapolated) + 1.0 / pos_freqs * extrapolated
+    if yarn.mscale is not None and yarn.mscale_all_dim is not None:
+        magnitude = _yarn_mscale(yarn.factor, yarn.mscale) / _yarn_mscale(yarn.factor, yarn.mscale_all_dim)
+    else:
+        magnitude = _yarn_mscale(yarn.factor)
+    return inv_freq, float(magnitude) * yarn.attn_factor
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, c: DraftConfig) -> torch.Tensor:
+    """Neox-style RoPE over the full head dim of config ``c`` (default or YaRN, :func:`rope_frequencies`), as
+    SGLang's rotary embeddings compute it (fp32 cos/sin, the magnitude applied before the cast).
 
     ``x``: ``[B, T, heads, D]``; ``positions``: ``[B, T]``.
     """
-    d = x.shape[-1]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float, device=x.device) / d))
-    freqs = positions.float()[..., None] * inv_freq
-    cos, sin = freqs.cos()[..., None, :].to(x.dtype), freqs.sin()[..., None, :].to(x.dtype)
+    inv_freq, magnitude = rope_frequencies(x.shape[-1], c.rope_theta, c.yarn)
+    freqs = positions.float()[..., None] * inv_freq.to(x.device)
+    cos = (freqs.cos() * magnitude)[..., None, :].to(x.dtype)
+    sin = (freqs.sin() * magnitude)[..., None, :].to(x.dtype)
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -79,8 +115,8 @@ class _Attention(nn.Module):
     def forward(self, x, positions):
         b, t, _ = x.shape
         c = self.c
-        q = rope(self.q_proj(x).view(b, t, c.num_attention_heads, c.head_dim), positions, c.rope_theta)
-        k = rope(self.k_proj(x).view(b, t, c.num_key_value_heads, c.head_dim), positions, c.rope_theta)
+        q = rope(self.q_proj(x).view(b, t, c.num_attention_heads, c.head_dim), positions, c)
+        k = rope(self.k_proj(x).view(b, t, c.num_key_value_heads, c.head_dim), positions, c)
         v = self.v_proj(x).view(b, t, c.num_key_value_heads, c.head_dim)
         rep = c.num_attention_heads // c.num_key_value_heads
         k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)

@@ -69,8 +69,8 @@ def _attend(attn, x: torch.Tensor, step: int, cache: list) -> torch.Tensor:
     c = attn.c
     b, s, t, _ = x.shape
     positions = (torch.arange(t, device=x.device) + step).expand(b * s, t)
-    q = rope(attn.q_proj(x).view(b * s, t, c.num_attention_heads, c.head_dim), positions, c.rope_theta)
-    k = rope(attn.k_proj(x).view(b * s, t, c.num_key_value_heads, c.head_dim), positions, c.rope_theta)
+    q = rope(attn.q_proj(x).view(b * s, t, c.num_attention_heads, c.head_dim), positions, c)
+    k = rope(attn.k_proj(x).view(b * s, t, c.num_key_value_heads, c.head_dim), positions, c)
     v = attn.v_proj(x).view(b * s, t, c.num_key_value_heads, c.head_dim)
     cache.append((k.view(b, s, t, *k.shape[2:]), v.view(b, s, t, *v.shape[2:])))
     rep = c.num_attention_heads // c.num_key_value_heads

@@ -103,11 +103,27 @@ DRAFT_CONFIG = Record("draft config.json", (
     NUM_AUX,
 ), unknown="keep", error=FormatError, fix="point at the draft's config.json")
 
-_ROPE_FIX = "use a draft trained with default full neox RoPE"
+_ROPE_FIX = "use a draft trained with default or YaRN full neox RoPE"
+ROPE_TYPES = ("default", "yarn")  # what SGLang's get_rope builds for the Llama draft and draft.model computes alike
+_YARN = "copy it from the rope parameters the draft was trained with"
+
+
+def _yarn_number(name: str, kind: Any = None) -> Field:
+    return Field(name, Optional(kind or Positive()), _YARN, required=False)
+
+
+# SGLang reads ``rope_type``, else ``type`` (layers/rotary_embedding/factory.py get_rope); the YaRN keys are what it
+# passes on to YaRNScalingRotaryEmbedding (layers/rotary_embedding/yarn.py), read only where the type is yarn.
 ROPE = Record("rope parameters", (
-    Field("rope_type", Str(choices=("default",)), _ROPE_FIX, required=False, default="default"),
-    Field("type", Str(choices=("default",)), _ROPE_FIX, required=False, default="default"),
+    Field("rope_type", Optional(Str(choices=ROPE_TYPES)), _ROPE_FIX, required=False),
+    Field("type", Optional(Str(choices=ROPE_TYPES)), _ROPE_FIX, required=False),
     Field("rope_theta", Positive(), "set rope_theta to the draft's RoPE base", required=False),
+    _yarn_number("factor"),
+    _yarn_number("original_max_position_embeddings", Int(lo=1, hi=1 << 40)),
+    _yarn_number("beta_fast"), _yarn_number("beta_slow"),
+    _yarn_number("attn_factor"), _yarn_number("extrapolation_factor", Float(lo=0)),
+    _yarn_number("mscale", Float(lo=0)), _yarn_number("mscale_all_dim", Float(lo=0)),
+    Field("truncate", FLAG, _YARN, required=False),
 ), unknown="keep", error=DraftFormatError, fix=_ROPE_FIX)
 
 _ROPE = Optional(Nested(ROPE))
@@ -127,6 +143,7 @@ SGLANG_DRAFT = Record("SGLang EAGLE-3 draft config.json", (
     Field("rope_theta", Positive(), "set rope_theta to the draft's RoPE base", required=False, default=10000.0),
     Field("rope_parameters", _ROPE, _ROPE_FIX, required=False),
     Field("rope_scaling", _ROPE, _ROPE_FIX, required=False),
+    Field("original_max_position_embeddings", Optional(Int(lo=1, hi=1 << 40)), _YARN, required=False),
     Field("partial_rotary_factor", Float(lo=1, hi=1), _ROPE_FIX, required=False, default=1),
     Field("rope_is_neox_style", Const(True), _ROPE_FIX, required=False, default=True),
     Field("bias", FLAG, 'write "bias": true or false (the fc\'s bias)', required=False),

@@ -11,9 +11,11 @@ states SGLang hands its LogitsProcessor are projected with SGLang's own ``lm_hea
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,7 @@ def run_sglang(draft_dir: Path, ids, aux, tmp_path: Path) -> dict:
     return torch.load(tmp_path / "io.out.pt")
 
 
-def check_against_sglang(draft_dir: Path, ids, aux, tmp_path: Path, target_embed=None):
+def check_against_sglang(draft_dir: Path, ids, aux, tmp_path: Path, target_embed=None) -> dict:
     ours = Eagle3Draft.from_pretrained(draft_dir, target_embed=target_embed)
     got = run_sglang(draft_dir, ids, aux, tmp_path)
     mine = mine_per_token(ours, ids, aux)
@@ -50,6 +52,7 @@ def check_against_sglang(draft_dir: Path, ids, aux, tmp_path: Path, target_embed
     k = ours.config.num_aux_hidden_states
     swapped = [torch.cat(a.chunk(k, dim=-1)[::-1], dim=-1) for a in aux]
     assert (mine_per_token(ours, ids, swapped) - got["logits"]).abs().max() > 1e3 * TOLERANCES[torch.float32]["atol"]
+    return got
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -57,7 +60,13 @@ def test_matches_sglang_llama_eagle3(tmp_path, variant):
     draft_dir = random_draft(tmp_path / "draft", **VARIANTS[variant])
     cfg = DraftConfig.from_dict(json.loads((draft_dir / "config.json").read_text()))
     assert cfg == DraftConfig(**{**BASE, **VARIANTS[variant]})  # to_sglang_config round-trips
-    check_against_sglang(draft_dir, *ragged_inputs(cfg), tmp_path)
+    got = check_against_sglang(draft_dir, *ragged_inputs(cfg), tmp_path)
+    if cfg.yarn is not None:  # the same weights with default RoPE are far from SGLang's: YaRN is what matched
+        plain = tmp_path / "plain-rope"
+        shutil.copytree(draft_dir, plain)
+        (plain / "config.json").write_text(json.dumps(replace(cfg, yarn=None).to_sglang_config()))
+        mine = mine_per_token(Eagle3Draft.from_pretrained(plain), *ragged_inputs(cfg))
+        assert (mine - got["logits"]).abs().max() > 1e2 * TOLERANCES[torch.float32]["atol"]
 
 
 def test_fixture_draft_matches_sglang_on_training_samples(tmp_path):

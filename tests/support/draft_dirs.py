@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from sglang_eagle3_capture.draft.config import Yarn
 from sglang_eagle3_capture.draft.model import DraftConfig, Eagle3Draft
 from sglang_eagle3_capture.manifest import Manifest, write_manifest
 from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
@@ -169,6 +170,11 @@ VARIANTS = {
     "all-options": dict(norm_before_fc=True, fc_norm=True, num_key_value_heads=2, target_hidden_size=48,
                         rope_theta=5000.0, rms_norm_eps=1e-5, fc_bias=True, attention_bias=True, num_hidden_layers=2),
     "tied": dict(tie_word_embeddings=True, draft_vocab_size=256),  # lm_head is embed_tokens
+    # YaRN without mscale keys: magnitude 0.1 ln(4) + 1 on cos/sin; a ramp over the 8 frequencies of head_dim 16
+    "yarn": dict(yarn=Yarn(factor=4.0, original_max_position_embeddings=64, beta_fast=8, beta_slow=1)),
+    # what speculators copies from a DeepSeek-V3 / Kimi-K2.5 target (their config.json rope_scaling)
+    "yarn-deepseek": dict(yarn=Yarn(factor=40.0, original_max_position_embeddings=4096, beta_fast=32, beta_slow=1,
+                                    mscale=1.0, mscale_all_dim=1.0)),
 }
 
 

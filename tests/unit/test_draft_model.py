@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift
+from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift, rope_frequencies
 from sglang_eagle3_capture.errors import DraftFormatError
 from support.draft_dirs import VARIANTS, mine_per_token, ragged_inputs, random_draft
 from support.tolerances import TOLERANCES
@@ -50,6 +50,12 @@ def test_eagle3_shift_is_speculators_shift_batch():
     (lambda c, w: c.update(architectures=["Eagle3Speculator"]), "config.json", "architectures"),
     (lambda c, w: c.update(rope_parameters={"rope_type": "llama3", "rope_theta": 1e4}), "config.json",
      "rope_parameters.rope_type"),
+    (lambda c, w: c.update(rope_parameters={"rope_type": "yarn", "original_max_position_embeddings": 64}),
+     "config.json", "rope_parameters.factor"),  # SGLang would take factor 1 with a warning
+    (lambda c, w: c.update(rope_parameters={"rope_type": "yarn", "factor": 4.0}), "config.json",
+     "rope_parameters.original_max_position_embeddings"),  # SGLang would take max_position_embeddings
+    (lambda c, w: c.update(rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                                            "beta_fast": "32"}), "config.json", "rope_parameters.beta_fast"),
     (lambda c, w: c.update(num_hidden_layers=True), "config.json", "num_hidden_layers"),  # a bool is not a count
     (lambda c, w: c.update(rms_norm_eps=0), "config.json", "rms_norm_eps"),
     (lambda c, w: w.pop("d2t"), "config.json", "d2t"),
@@ -100,3 +106,28 @@ def test_a_layer_index_in_non_ascii_digits_is_ignored_not_a_crash(tmp_path):
 def test_sglang_state_dict_names_the_single_layer_midlayer(tmp_path):
     state = Eagle3Draft.from_pretrained(random_draft(tmp_path / "d")).sglang_state_dict()
     assert "midlayer.self_attn.q_proj.weight" in state and not any(k.startswith("layers.") for k in state)
+
+
+@pytest.mark.parametrize("yarn", [VARIANTS["yarn"]["yarn"], VARIANTS["yarn-deepseek"]["yarn"]])
+def test_yarn_frequencies_equal_transformers_yarn(yarn):
+    """The YaRN frequencies and cos/sin magnitude against transformers' own ``_compute_yarn_parameters`` (an
+    implementation nobody here wrote; SGLang's is checked in tests/engine/test_draft_model_sglang.py), for settings
+    both read alike (no ``attn_factor`` / ``extrapolation_factor``, which transformers does not read)."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=16, max_position_embeddings=8192,
+                      rope_parameters={"rope_type": "yarn", "rope_theta": 5000.0, **yarn.to_dict()})
+    hf_freq, hf_factor = ROPE_INIT_FUNCTIONS["yarn"](cfg, "cpu")
+    freq, factor = rope_frequencies(16, 5000.0, yarn)
+    torch.testing.assert_close(freq, hf_freq, rtol=1e-6, atol=0)
+    assert factor == pytest.approx(hf_factor, rel=1e-12)
+    default, _ = rope_frequencies(16, 5000.0)
+    assert not torch.allclose(freq, default)  # the ramp interpolates some frequencies: a real difference to check
+
+
+def test_a_yarn_draft_round_trips_through_its_config(tmp_path):
+    d = random_draft(tmp_path / "d", **VARIANTS["yarn-deepseek"])
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["rope_parameters"]["rope_type"] == "yarn" and cfg["rope_parameters"]["factor"] == 40.0
+    assert Eagle3Draft.from_pretrained(d).config.yarn == VARIANTS["yarn-deepseek"]["yarn"]
