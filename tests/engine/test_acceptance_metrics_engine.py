@@ -128,7 +128,8 @@ def test_per_position_counters_equal_sglangs_own_figures_and_the_alarm_stays_qui
     assert len(logged) == total // LOG_EVERY
 
 
-@pytest.mark.release
+# Not release-marked: the alarm is this package's arithmetic on the counters, the same on every release; the
+# release-specific seams are what the tiny-1step case above proves on each release CI runs.
 def test_stock_ids_in_the_manifest_fire_the_alarm(tmp_path):
     """The bundled DeepSeek draft with stock SGLang's default ids [1, 2, 3] in its manifest: the plugin feeds exactly
     that (the self-check passes), the draft was trained on [-1, 0, 1], position-0 acceptance collapses."""

@@ -198,7 +198,13 @@ def _check_feed(tensors, key, meta, sequence, hf, hidden, shift):
     return len(accepted)
 
 
-@pytest.mark.parametrize("case", CAPTURE_CASES, ids=[f"{s}-{k}-{d}-tp{tp}" for s, k, d, tp in CAPTURE_CASES])
+# The chain is release-marked: on the older releases CI runs it is their multi-step proof (greedy output equal to
+# HF's, the fc fed HF hidden states in every batch kind, the self-check passing), in place of a benchmark gate.
+_CASE_PARAMS = [pytest.param(c, id=f"{c[0]}-{c[1]}-{c[2]}-tp{c[3]}",
+                             marks=[pytest.mark.release] if c == (3, 1, 4, 1) else []) for c in CAPTURE_CASES]
+
+
+@pytest.mark.parametrize("case", _CASE_PARAMS)
 def test_plugin_feeds_hf_hidden_states_under_multi_step(case, tmp_path):
     """Manifest [-1, 1, 4]: the target's dumped aux states (prefill and target-verify batches) and the draft's fc
     input (draft-extend batches) equal HF hidden_states[0, 2, 5] at the rows of the committed and accepted tokens;
