@@ -30,7 +30,8 @@ $(STAMP): pyproject.toml tools/install_sglang.py tools/constraints.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-# Two pytest-xdist workers, a whole test file to a worker (module-scoped state stays in one process).
+# Two pytest-xdist workers (make test, make test-release), a whole test file to a worker (module-scoped state
+# stays in one process).
 TEST_JOBS ?= 2
 
 test: setup
@@ -47,7 +48,7 @@ quick:
 	$(PY) -m pytest tests/unit -m "$(QUICK_MARKERS)" -x -q $(PYTEST_ARGS)
 
 test-release: setup
-	$(PY) -m pytest -m release $(PYTEST_ARGS)
+	$(PY) -m pytest -m release -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
