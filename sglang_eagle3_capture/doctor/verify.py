@@ -137,14 +137,12 @@ def _final_norm_weight(target: str | Path):
     return load_target_tensor(tdir, "model.norm.weight")
 
 
-def _post_norm_identities(ids: list, batch: list, weight, n_layers: int) -> tuple[list, list[str]]:
-    """``ids`` with every stored tensor the first batch reads as post-norm named ``final_norm`` (unnamed ones, and
-    ones the data calls layer N-1, the pre-norm state: the data's label is then wrong, and said so)."""
-    first = NormStates(batch[0].chunk_names, weight)
-    for s in batch:
-        first.add(s.chunks)
+def _post_norm_identities(ids: list, found: list[NormState], n_layers: int) -> tuple[list, list[str]]:
+    """``ids`` with every stored tensor ``found`` (the first batch's readings) reads as post-norm named
+    ``final_norm`` (unnamed ones, and ones the data calls layer N-1, the pre-norm state: the data's label is then
+    wrong, and said so)."""
     out, notes = list(ids), []
-    for i, state in enumerate(first.result()):
+    for i, state in enumerate(found):
         if state.reading != POST_NORM or out[i] not in (None, n_layers - 1):
             continue
         if out[i] == n_layers - 1:
@@ -314,7 +312,10 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             emb0 = _embedding_hits([first], embed)[0]
             ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
             if norm_weight is not None:  # a stored tensor that is the final norm's output is layer id final_norm
-                ids, more = _post_norm_identities(ids, batch, norm_weight, n_layers)
+                states = NormStates(first.chunk_names, norm_weight)
+                for s in batch:  # counted once: the loop below counts the later batches
+                    states.add(s.chunks)
+                ids, more = _post_norm_identities(ids, states.result(), n_layers)
                 notes += more
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
                                   fc_chunks=first.fc_chunks, max_combinations=max_combinations)
@@ -323,10 +324,9 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             report.candidates, report.chunk_names, report.chunk_ids = cs, first.chunk_names, ids
             report.layout = first.layout
             _check_stored_layer_ids(first, n_layers)
-            states = None if norm_weight is None else NormStates(first.chunk_names, norm_weight)
         for s in batch:
             _check_layout(s, first, len(first.chunks))
-            if states is not None:
+            if states is not None and batch[0] is not first:  # the first batch was counted above
                 states.add(s.chunks)
         for hits in _embedding_hits(batch, embed):
             for i in hits:

@@ -236,6 +236,22 @@ def test_verify_tells_a_post_norm_target_state_from_a_pre_norm_one(tmp_path, cap
     assert {v for k, v in found["specforge"].items() if k != "hidden_state"} == {"pre-norm"}
 
 
+def test_verify_counts_each_samples_tokens_once_across_batches(capsys):
+    """The first batch decides the stored tensors' names and is counted there; later batches in the loop: every
+    token once, whatever the batch size (the total is read from the samples themselves)."""
+    from support.cli import run
+    from support.fixture import fixture_dir
+
+    fx = fixture_dir()
+    legacy = sorted((fx / "samples").glob("data_*.pt"))
+    total = sum(torch.load(p, weights_only=True)["input_ids"].shape[0] for p in legacy)
+    for batch in ("1", "5", "32"):
+        rc, out, err = run(capsys, "verify", fx / "draft", "--data", *legacy, "--target", fx / "target", "--json",
+                           "--no-progress", "--batch-size", batch)
+        assert rc == 0, err
+        assert {n["tokens"] for n in json.loads(out)["norm_states"]} == {total}, batch
+
+
 # ----------------------------------------------------------------------------------------------- compare
 
 def test_compare_tells_a_served_post_norm_chunk_from_a_pre_norm_training_one(tmp_path, capsys):
