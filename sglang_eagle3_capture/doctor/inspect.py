@@ -84,7 +84,7 @@ class InspectReport:
     checks: list[str] = field(default_factory=list)
     plugin_installed: bool = False
     serving_release: str = ""  # the release the verdict concerns
-    ambiguous_readings: list = field(default_factory=list)  # formats.sglang_eagle_config.Reading, when ambiguous
+    ambiguous_readings: list = field(default_factory=list)  # formats.base.Reading, when ambiguous
     verdict: str = "consistent"
     summary: str = ""
     plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)

@@ -55,7 +55,7 @@ class VerifyReport:
     throughput: dict = field(default_factory=dict)
     margin: float = DEFAULT_MARGIN
     declared_by: str = "manifest"  # what stated the wiring checked: "manifest", "config.json", or "ambiguous config"
-    readings: tuple = ()  # the config's possible meanings when it is ambiguous (formats.sglang_eagle_config.Reading)
+    readings: tuple = ()  # the config's possible meanings when it is ambiguous (formats.base.Reading)
     norm_states: list = field(default_factory=list)  # per stored tensor: pre- or post-norm (doctor/norm_state.py)
     ok: bool = False
     ambiguous: bool = False

@@ -40,6 +40,19 @@ class ResolvedLayerIds:
     messages: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One possible meaning of an id list: the layer ids, and the trainers/releases behind it."""
+
+    layer_ids: tuple[int | str, ...]
+    who: tuple[str, ...]
+    versions: tuple[str, ...] = ()  # the SGLang releases among ``who``
+
+    def describe(self) -> str:
+        """``layer ids [..]: who, who``."""
+        return f"layer ids {list(self.layer_ids)}: {'; '.join(self.who)}"
+
+
 def fc_chunks(fc_in_features: int | None, hidden_size: int) -> int | None:
     """How many target hidden states an fc of input width ``fc_in_features`` takes (None: unknown, or not a whole
     number of ``hidden_size`` chunks, which the fc-width checks downstream report with the weights file)."""

@@ -20,7 +20,6 @@ package's convention (``eagle_aux_hidden_state_layer_ids_convention``) are layer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .. import records
@@ -31,7 +30,7 @@ from ..layer_ids import FINAL_NORM
 from ..readings import releases_label, stock_by_release
 from ..schemas.draft import SGLANG_LAYOUT
 from ..target_config import target_dims
-from .base import CONVENTION_LAYER_ID, CONVENTION_SGLANG, ResolvedLayerIds, ascending, validated
+from .base import CONVENTION_LAYER_ID, CONVENTION_SGLANG, Reading, ResolvedLayerIds, ascending, validated
 
 FIELD = f"eagle_config.{IDS_KEY}"
 LAYER_OUTPUT = "layer-output"  # --trained-with value: a trainer that hooks layer outputs
@@ -47,19 +46,6 @@ DECIDE = ("run `sglang-eagle3-capture verify DRAFT --data SAMPLES` on a few trai
           "layer (it ranks each reading), then `sglang-eagle3-capture manifest write DRAFT --layer-ids=... --target "
           "TARGET`; or pass --trained-with (sglang==VERSION, layer-output or hf-hidden-states) when you know how it "
           "was trained")
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One possible meaning of an id list: the layer ids, and the trainers/releases behind it."""
-
-    layer_ids: tuple[int, ...]
-    who: tuple[str, ...]
-    versions: tuple[str, ...] = ()  # the SGLang releases among ``who``
-
-    def describe(self) -> str:
-        """``layer ids [..]: who, who``."""
-        return f"layer ids {list(self.layer_ids)}: {'; '.join(self.who)}"
 
 
 def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:

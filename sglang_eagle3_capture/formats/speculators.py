@@ -24,8 +24,7 @@ from ..layer_ids import layer_id_of_index
 from ..readings import default_low_mid_high_indices
 from ..schemas.draft import MATH_FLAGS, SGLANG_ARCH, SPECULATORS, SPECULATORS_ARCHS  # noqa: F401 (re-exported)
 from ..target_config import target_dims
-from .base import CONVENTION_VLLM, ResolvedLayerIds, ascending, fc_chunks, validated
-from .sglang_eagle_config import Reading
+from .base import CONVENTION_VLLM, Reading, ResolvedLayerIds, ascending, fc_chunks, validated
 
 _TRAINING_ONLY = ("verifier_lm_head.weight", "verifier_norm.weight")
 
