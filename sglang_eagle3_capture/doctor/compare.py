@@ -47,7 +47,7 @@ class ChunkResult:
     mean_cos: list[float]
     min_cos: list[float]
     max_abs_diff: list[float]
-    max_norm_dev: list[float] = field(default_factory=list)  # max over rows of |log(norm served / norm training)|
+    max_norm_dev: list[float]  # max over rows of |log(norm served / norm training)|
 
     @property
     def best(self) -> int:
@@ -62,7 +62,7 @@ class ChunkResult:
 
     def scale_ok(self, j: int) -> bool:
         """True when the served rows have training tensor ``j``'s norms (within :data:`MAX_NORM_DEVIATION`)."""
-        return not self.max_norm_dev or self.max_norm_dev[j] <= MAX_NORM_DEVIATION
+        return self.max_norm_dev[j] <= MAX_NORM_DEVIATION
 
 
 @dataclass
@@ -92,7 +92,7 @@ class CompareReport:
                                    "match": c.matches(self.min_cosine),
                                    "vs": [{"name": n, "mean_cos": c.mean_cos[j], "min_cos": c.min_cos[j],
                                            "max_abs_diff": c.max_abs_diff[j],
-                                           "max_norm_deviation": c.max_norm_dev[j] if c.max_norm_dev else None}
+                                           "max_norm_deviation": c.max_norm_dev[j]}
                                           for j, n in enumerate(self.chunk_names)]}
                                   for c in self.chunks],
                 "notes": self.notes, "ok": self.ok, "summary": self.summary}
