@@ -216,9 +216,15 @@ def family_patch(family: Family) -> seams.Patch:
                        lambda seam, original: _FAMILY_WRAPPERS[seam.role](original, family))
 
 
+def present_families(release: Release) -> tuple[Family, ...]:
+    """Every family whose model files ``release`` has (not in its ``absent_families``)."""
+    return tuple(f for f in families.all_families() if f.name not in release.absent_families)
+
+
 def patches_for(release: Release, family_list: tuple[Family, ...] = ()) -> tuple[seams.Patch, ...]:
-    """The resolution patch of ``release``, then one patch per family of ``family_list`` (default: every family)."""
-    return (resolution_patch(release), *(family_patch(f) for f in family_list or families.all_families()))
+    """The resolution patch of ``release``, then one patch per family of ``family_list`` (default: every family the
+    release has)."""
+    return (resolution_patch(release), *(family_patch(f) for f in family_list or present_families(release)))
 
 
 def _patches(family: str | None = None) -> tuple[seams.Patch, ...]:
@@ -259,9 +265,12 @@ def apply() -> bool:
 
         >>> apply(); is_patched(); revert()  # doctest: +SKIP
     """
-    resolve, *rest = patches_for(releases.check_sglang_version())
+    release = releases.check_sglang_version()
+    resolve, *rest = patches_for(release)
     applied = seams.apply(resolve)
-    for family, patch in zip(families.all_families(), rest):
+    for name in release.absent_families:  # nothing to patch: SGLang itself cannot build these architectures here
+        _UNAVAILABLE[name] = f"SGLang {release.version} has no model file for it (added in a later release)"
+    for family, patch in zip(present_families(release), rest):
         try:
             applied = seams.apply(patch) or applied
         except Exception as e:  # noqa: BLE001 - one family's import error or changed seam must not disable the others

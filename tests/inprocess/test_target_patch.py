@@ -212,6 +212,24 @@ def test_a_changed_seam_leaves_its_family_unpatched_and_the_others_patched(monke
     assert target.unavailable("deepseek_v2") is None and not target.is_patched("llama")
 
 
+def test_a_family_the_release_lacks_is_left_alone_and_named_unavailable(monkeypatch):
+    from dataclasses import replace
+
+    from sglang.srt.models.apertus import ApertusForCausalLM
+
+    lacking = replace(releases.check_sglang_version(), absent_families=("apertus",))
+    monkeypatch.setattr(releases, "check_sglang_version", lambda: lacking)
+    monkeypatch.setattr(releases, "installed_or_newest", lambda: lacking)
+    original = vars(ApertusForCausalLM)["set_eagle3_layers_to_capture"]
+    assert target.apply() is True
+    assert vars(ApertusForCausalLM)["set_eagle3_layers_to_capture"] is original  # never patched
+    assert "no model file" in target.unavailable("apertus") and not target.is_patched("apertus")
+    assert target.is_patched()  # every family this release has
+    assert all(target.is_patched(f.name) for f in families.all_families() if f.name != "apertus")
+    target.revert()
+    assert target.unavailable("apertus") is None and not target.is_patched("llama")
+
+
 def test_an_inherited_forward_already_wrapped_is_wrapped_once(monkeypatch):
     """Before 0.5.21 ``Qwen3Model`` had no forward of its own and ran ``Qwen2Model.forward``: the qwen3 family's patch
     then finds the qwen2 family's wrapper through the MRO and must wrap SGLang's own function instead."""

@@ -60,7 +60,9 @@ def test_table_invariants():
         assert f.container in (PACKED, LIST) and set(f.text_config) <= set(f.architectures), f.name
     names = {f.name for f in fams}
     for r in releases.all_releases():  # the release table names only families that exist
-        assert set(r.stock_rules) | set(r.embedding_crashes) | set(r.final_norm_captures) <= names, r.version
+        named = set(r.stock_rules) | set(r.embedding_crashes) | set(r.final_norm_captures)
+        assert named | set(r.absent_families) <= names, r.version
+        assert not named & set(r.absent_families), r.version  # no fact about a family the release lacks
     assert [f.name for f in fams if f.container == PACKED] == ["deepseek_v2"]
     assert [f.name for f in fams if f.layer_flag] == ["qwen_moe"]
 

@@ -6,10 +6,11 @@ the source with ``ast``, imports and runs nothing from the wheel.
 """
 
 import sys
+from dataclasses import replace
 
 import pytest
 
-from sglang_eagle3_capture import releases
+from sglang_eagle3_capture import families, releases
 from support import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
@@ -31,3 +32,17 @@ def test_the_probe_fails_on_a_release_whose_seams_differ():
     assert "ModelRunner.init_spec_aux_hidden_state not found" in problems
     assert all(p is None for s, p in zip(static_seams.seams_of(releases.newest()), problems)
                if s.role.startswith("draft."))  # the draft classes did not change shape
+
+
+def test_a_family_a_release_lacks_is_probed_for_its_absence_not_its_seams():
+    newest = releases.newest()
+    llama = families.family_of("LlamaForCausalLM")
+    lacking = replace(newest, absent_families=(llama.name,))
+    present = {(s.module, s.owner, s.attr): s.params for s in static_seams.seams_of(newest)}
+    probed = {(s.module, s.owner, s.attr): s.params for s in static_seams.seams_of(lacking)}
+    for seam in llama.seams():
+        assert (seam.module, seam.owner, seam.attr) in present
+        if seam.role != "target.set_eagle3":
+            assert (seam.module, seam.owner, seam.attr) not in probed
+    for module, cls in llama.causal_lms:  # must not exist: a wheel that has it fails the probe ("already exists")
+        assert probed[(module, cls, "set_eagle3_layers_to_capture")] is None
