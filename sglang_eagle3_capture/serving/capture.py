@@ -132,12 +132,13 @@ class FcFeed:
     (:meth:`_last_layer_output`), state carried from the hook to this call, batch by batch.
     """
 
-    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "_last", "_normed", "_hook",
-                 "__weakref__")
+    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "final_norm", "_last", "_normed",
+                 "_hook", "__weakref__")
 
     def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0, *,
-                 model_name: str) -> None:
+                 model_name: str, final_norm: str = "norm") -> None:
         self.plan = plan
+        self.final_norm = final_norm  # the decoder stack's final norm attribute (the family table's)
         self.layers = layers
         self.num_hidden_layers = num_hidden_layers
         self.dump = dump
@@ -156,9 +157,9 @@ class FcFeed:
         return layer_ids_of_loop(self.layers, self.num_hidden_layers)
 
     def attach(self, model: Any) -> None:
-        """Hook ``model.norm`` (the final norm) when the plan captures its input or its output."""
+        """Hook the decoder stack ``model``'s final norm when the plan captures its input or its output."""
         if self.plan is not None and self.plan.hooks_final_norm:
-            self._hook = model.norm.register_forward_hook(self._take_last_layer_output)
+            self._hook = getattr(model, self.final_norm).register_forward_hook(self._take_last_layer_output)
 
     def detach(self) -> None:
         """Remove the hook :meth:`attach` installed (a later configuration replaces this feed)."""

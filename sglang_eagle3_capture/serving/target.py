@@ -56,11 +56,20 @@ def _pp_group(model: Any, family: Family) -> Any:
     return model.pp_group
 
 
+def num_decoder_layers(model: Any, family: Family) -> int:
+    """N of ``model`` (a causal LM of ``family``): ``num_hidden_layers`` of its config, or of the config's
+    ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it)."""
+    config = model.config
+    if type(model).__name__ in family.text_config:
+        config = config.text_config
+    return config.num_hidden_layers
+
+
 def _model_meta(plan: CapturePlan | None, model: Any, where: str, family: Family) -> dict:
     stack = getattr(model, family.model_attr)
     loop = list(stack.layers_to_capture)
     if plan is None:
-        ids = list(layer_ids_of_loop(loop, model.config.num_hidden_layers))
+        ids = list(layer_ids_of_loop(loop, num_decoder_layers(model, family)))
         order, last = list(range(len(ids))), False
     else:
         ids, order, last = list(plan.layer_ids), list(plan.chunk_order), plan.captures_last_layer
@@ -90,7 +99,7 @@ def _set_layer_flags(stack: Any, loop_indices: list, family: Family) -> None:
 
 
 def _feed(plan: CapturePlan | None, layers: list, dump: Any, n_layers: int, family: Family, stack: Any) -> FcFeed:
-    return FcFeed(plan, layers, dump, n_layers, model_name=type(stack).__name__)
+    return FcFeed(plan, layers, dump, n_layers, model_name=type(stack).__name__, final_norm=family.final_norm)
 
 
 def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family) -> None:
@@ -108,7 +117,11 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
                           f"{declared.family or family.name} family: its forward is not one the family table lists",
                           "report it (the family table needs this class), and serve a draft without a manifest "
                           "meanwhile")
-    n_layers = model.config.num_hidden_layers
+    n_layers = num_decoder_layers(model, family)
+    if len(getattr(stack, family.layers)) != n_layers:  # the table's config is not this stack's
+        raise WiringError(declared.file, declared.field, f"{type(stack).__name__} has "
+                          f"{len(getattr(stack, family.layers))} decoder layers, its config says {n_layers}",
+                          "report it (the family table reads the layer count from the wrong config for this class)")
     plan = declared.plan or plan_capture(declared.layer_ids, n_layers, where=declared.where)
     if pp_group.world_size > 1:
         policy.check_stage(plan.layer_ids, n_layers, stack.start_layer, stack.end_layer, pp_size=pp_group.world_size,
@@ -153,7 +166,7 @@ def _wrap_set_eagle3(original: Callable, family: Family) -> Callable:
         feed = None
         if _pp_group(self, family).is_last_rank:
             dump = dump_from_env(_model_meta(None, self, "stock SGLang set_eagle3_layers_to_capture", family))
-            n_layers = self.config.num_hidden_layers
+            n_layers = num_decoder_layers(self, family)
             feed = None if dump is None else _feed(None, stack.layers_to_capture, dump, n_layers, family, stack)
         _install_feed(stack, feed)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -22,7 +23,7 @@ from sglang_eagle3_capture.families import LIST, PACKED, Family
 from sglang_eagle3_capture.manifest import Manifest, check_target, write_manifest
 from sglang_eagle3_capture.readings import stock_rule, stock_sglang_capture
 from sglang_eagle3_capture.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1
-from sglang_eagle3_capture.serving import seams, target
+from sglang_eagle3_capture.serving import seams, selfcheck, target
 from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds, resolve_target_capture
 from support.cli import run
@@ -411,6 +412,40 @@ def test_configure_refuses_a_decoder_stack_whose_own_forward_the_table_does_not_
         seams.revert(patch)
 
 
+def test_configure_reads_the_layer_count_from_text_config_where_the_table_says_and_checks_the_stack(fake, monkeypatch):
+    monkeypatch.setenv(selfcheck.ENV, "0")  # arming it, and the rank lookup, import SGLang (the in-process tier's)
+    monkeypatch.setattr(target, "current_tp_rank", lambda: 0)
+    family = replace(_family("fake", ("Stack",)), architectures=("Wrapper",), text_config=("Wrapper",))
+    patch = target.family_patch(family)
+
+    class Wrapper:  # a multimodal class: its decoder config is config.text_config
+        pass
+
+    def model(cls, n_stack):
+        m = cls()
+        m.pp_group, m.model = SimpleNamespace(is_last_rank=True, world_size=1), fake.Stack()
+        m.model.layers, m.model.norm = [object()] * n_stack, torch.nn.Identity()
+        m.config = SimpleNamespace(num_hidden_layers=99, text_config=SimpleNamespace(num_hidden_layers=6))
+        return m
+
+    assert seams.apply(patch)
+    try:
+        wrapper = model(Wrapper, 6)
+        fake.CausalLM.set_eagle3_layers_to_capture(wrapper, DeclaredLayerIds([-1, 5, 2], "m.json", family="fake"))
+        assert wrapper.model.layers_to_capture == [0, 3]  # 5 = N-1 of text_config's 6 layers: the final norm's
+        with pytest.raises(WiringError) as e:  # a stack that is not the config's: never a guessed N
+            fake.CausalLM.set_eagle3_layers_to_capture(model(Wrapper, 5), DeclaredLayerIds([-1, 2], "m.json"))
+        assert (e.value.file, e.value.field) == ("m.json", None)
+
+        class Plain:  # not in the table's text_config: its own num_hidden_layers (99) is N, which its stack is not
+            pass
+
+        with pytest.raises(WiringError):
+            fake.CausalLM.set_eagle3_layers_to_capture(model(Plain, 6), DeclaredLayerIds([-1, 2], "m.json"))
+    finally:
+        seams.revert(patch)
+
+
 # --- the list container ---------------------------------------------------------------------------------------
 
 class _PairNorm(torch.nn.Module):
@@ -437,6 +472,19 @@ def test_a_list_is_counted_reordered_and_packed():
     with pytest.raises(CaptureError) as e:
         feed(stack, hidden, None, None, None)
     assert "0 of 3" in e.value.problem
+
+
+def test_the_final_norm_is_hooked_where_the_family_table_names_it():
+    plan = plan_capture([-1, "final_norm", 5], 6, where="m.json")
+    stack = SimpleNamespace(layers_to_capture=list(plan.loop_indices), final_layernorm=_PairNorm())  # no .norm
+    feed = FcFeed(plan, stack.layers_to_capture, None, 6, model_name="Stack", final_norm="final_layernorm")
+    feed.attach(stack)
+    x, residual, emb = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
+    hidden, _ = stack.final_layernorm(x, residual)
+    out = feed(stack, (hidden, [emb]), None, None, None)
+    assert torch.equal(out[1], torch.cat([emb, hidden, x + residual], -1))
+    feed.detach()
+    assert not stack.final_layernorm._forward_hooks
 
 
 def test_an_identity_list_is_packed_and_counted_too():
