@@ -119,9 +119,38 @@ def _read_ids_like_sglang(draft_config: Mapping) -> tuple[bool, list[int] | None
         return True, None
     use_aux = ec.get("use_aux_hidden_state", True)
     ids = ec.get(IDS_KEY)
-    if is_fail_closed(ids):
+    if is_fail_closed(ids) or _carries_token(ids):
         return bool(use_aux), ids
     return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}")
+
+
+def _carries_token(ids: Any) -> bool:
+    """An id list of integers and this package's :data:`~.layer_ids.FINAL_NORM` (a list marked as layer ids may name
+    the final norm's output; stock SGLang reads the string among its integers: :func:`_stock_on_token`)."""
+    return isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_int(i) or i == FINAL_NORM for i in ids)
+
+
+def _stock_on_token(rel: Release, fam: Family, ids: list, n: int) -> StockCapture:
+    """What stock ``rel`` does with ``ids`` that carry :data:`~.layer_ids.FINAL_NORM` (no stock id means the final
+    norm's output): ``val + 1`` (every shifting rule) and ``max(ids)`` (GPT-OSS's) raise a TypeError in
+    ``set_eagle3_layers_to_capture`` at startup; DeepSeek's heuristic with a first id other than 1 keeps the list as
+    loop indices, where the string matches no loop index, so fewer states are captured than the fc takes."""
+    rule = stock_rule(fam, rel)
+    if rule == SHIFT_IF_FIRST_IS_1 and ids[0] != 1:
+        loop = [i for i in ids if is_int(i)]
+        fed = layer_ids_of_loop(loop, n)
+        short = (f"the loop captures {len(fed)} of the {len(ids)} states the fc takes ({FINAL_NORM!r} and any id "
+                 "outside the loop match no loop index)")
+        problem = (f"{short} and fails at the first forward ('captured {len(fed)} of {len(ids)} aux hidden states')"
+                   if fam.stock_past_loop == N_COUNT_ERROR else
+                   f"{short}, silently (its list is never counted), and the draft's fc fails at the first draft extend "
+                   "on its input width")
+        return StockCapture(rel.version, fam.name, tuple(ids), "as loop indices", tuple(loop), fed, problem)
+    call = "`max(layer_ids) == num_layers`" if rule == KEEP_IF_MAX_IS_N else "`[val + 1 for val in layer_ids]`"
+    return StockCapture(rel.version, fam.name, tuple(ids), "fails on the token", (), (),
+                        f"eagle_config.{IDS_KEY} holds {FINAL_NORM!r}, this package's layer id for the final norm's "
+                        f"output, which stock SGLang cannot read: set_eagle3_layers_to_capture raises a TypeError at "
+                        f"startup ({call} over a string)", refuses_at_startup=True)
 
 
 def _loop(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
@@ -159,6 +188,8 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
     if is_fail_closed(ids):
         return StockCapture(rel.version, fam.name, None, "fail-closed", (), (), _FAIL_CLOSED_PROBLEM[
             stock_rule(fam, rel)], refuses_at_startup=True)
+    if ids is not None and FINAL_NORM in ids:
+        return _stock_on_token(rel, fam, list(ids), n)
     if ids is None:
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:
@@ -220,10 +251,11 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
     """
     fam, n = _family(family), num_hidden_layers
     key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
-    if is_fail_closed(ids):
-        return StockCapture(reader.name, fam.name, None, f"{key}: the fail-closed object", (), (),
-                            f"{key} is sglang-eagle3-capture's fail-closed object, not an id list: this reader fails "
-                            "on it", engine="")
+    if is_fail_closed(ids) or _carries_token(ids):
+        what = "the fail-closed object" if is_fail_closed(ids) else f"an id list with {FINAL_NORM!r}"
+        return StockCapture(reader.name, fam.name, None, f"{key}: {what}", (), (),
+                            f"{key} is {what}, sglang-eagle3-capture's, not integer ids: this reader fails on it",
+                            engine="")
     if ids is None:
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:

@@ -139,7 +139,7 @@ def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
     ids = f"no {key}" if c.config_ids is None else f"{key} {list(c.config_ids)}"
     rule = f"{ids} -> {c.rule} -> loop indices {list(c.loop_indices)}"
     if c.refuses_at_startup and not c.loop_indices:
-        rule = "eagle_config ids: the fail-closed object"
+        rule = "eagle_config ids: the fail-closed object" if c.rule == "fail-closed" else f"{ids} -> {c.rule}"
     return WiringRow(name, c.fed_layer_ids, rule, _status(c.fed_layer_ids, c.problem, declared, c.refuses_at_startup),
                      c.problem)
 
@@ -211,8 +211,9 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         declared = WiringRow("no manifest: config.json read as", resolved.layer_ids,
                              resolved.provenance.get("convention", "?"), "declared")
         prov, messages, mdict = dict(resolved.provenance), list(resolved.messages), None
-        messages.append(f"{draft}: no {MANIFEST_FILENAME}; the plugin would run stock wiring for this draft. Fix: "
-                        f"{WRITE_HINT}")
+        if prov.get("source") != "marked-eagle-config":  # marked ids the plugin feeds as declared (policy)
+            messages.append(f"{draft}: no {MANIFEST_FILENAME}; the plugin would run stock wiring for this draft. Fix: "
+                            f"{WRITE_HINT}")
     family = family_of(arch)
     if family is None:
         raise ManifestError(manifest.path if manifest is not None else target_file,

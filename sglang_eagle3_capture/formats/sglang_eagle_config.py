@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .. import records
-from ..config_keys import CONVENTION_KEY, IDS_KEY, is_fail_closed
+from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
 from ..errors import AmbiguousLayerIds, FormatError, UsageError, brief
 from ..families import family_of
 from ..layer_ids import FINAL_NORM
@@ -125,6 +125,12 @@ class SGLangEagleConfigFormat:
                     "convention": CONVENTION_LAYER_ID}
             return ResolvedLayerIds(validated(original, n_layers, file, FIELD, original), prov,
                                     (f"{where}: marked as layer ids by eagle_config.{CONVENTION_KEY} (fc order)",))
+        if FINAL_NORM in original:  # no stock id means the final norm's output: only a marked list names it
+            raise FormatError(file, f"{FIELD}[{original.index(FINAL_NORM)}]", f"is {FINAL_NORM!r}, this package's "
+                              "layer id for the final norm's output, in an id list stock SGLang reads as its own ids",
+                              f"mark the list as layer ids (eagle_config.{CONVENTION_KEY} = {LAYER_ID_CONVENTION!r}) "
+                              "or declare them in eagle3_manifest.json (`sglang-eagle3-capture manifest write DIR "
+                              "--layer-ids=...`)")
         messages: list[str] = []
         ascending(original, where, messages)
         found = readings(cfg, target_hf_config)

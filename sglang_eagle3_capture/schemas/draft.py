@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config_keys import CONVENTION_KEY, FAIL_CLOSED_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from ..errors import ConvertError, DraftFormatError, FormatError
+from ..layer_ids import FINAL_NORM
 from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, OneOf, Optional, Record, Str
 
 MAX_DIM = 1 << 24  # no draft dimension comes near it; bounds what a config alone can make this package allocate
@@ -24,6 +25,9 @@ SPECULATORS_ARCHS = ("Eagle3DraftModel", "Eagle3Speculator")
 
 DIM = Int(lo=1, hi=MAX_DIM)
 IDS = ListOf(Int(), max_len=MAX_IDS)  # ranges are checked against the target (layer_ids.check_layer_ids)
+# eagle_config's list may also carry the layer id "final_norm" where it is marked as this package's layer ids (the
+# reader refuses it in an unmarked list: no stock id means the final norm's output)
+MARKABLE_IDS = ListOf(OneOf((Int(), Const(FINAL_NORM))), max_len=MAX_IDS)
 OBJECT = MapOf(Anything())
 FLAG = Optional(Bool())
 
@@ -77,12 +81,13 @@ class IdsOrFailClosed(OneOf):
     """An id list, or the fail-closed object; a list's error names its item (``...layer_ids[1]``), as ``IDS``'s."""
 
     def check(self, value: Any, path: str) -> Any:
-        return (FAIL_CLOSED if isinstance(value, dict) else IDS).check(value, path)
+        return (FAIL_CLOSED if isinstance(value, dict) else MARKABLE_IDS).check(value, path)
 
 
 EAGLE_CONFIG = Record("eagle_config", (
-    Field(IDS_KEY, Optional(IdsOrFailClosed((IDS, FAIL_CLOSED))), _IDS_FIX + f" (or {{{FAIL_CLOSED_KEY!r}: ...}}, "
-          "written by sglang-eagle3-capture, beside the draft's eagle3_manifest.json)", required=False),
+    Field(IDS_KEY, Optional(IdsOrFailClosed((MARKABLE_IDS, FAIL_CLOSED))),
+          _IDS_FIX + f" (or {{{FAIL_CLOSED_KEY!r}: ...}}, written by sglang-eagle3-capture, beside the draft's "
+          "eagle3_manifest.json)", required=False),
     Field("layer_ids", Optional(IDS), _IDS_FIX, required=False),  # vLLM's older reader
     Field(CONVENTION_KEY, Str(choices=(LAYER_ID_CONVENTION,)), f"set it to {LAYER_ID_CONVENTION!r} or remove it",
           required=False),

@@ -13,7 +13,7 @@ import torch
 
 from fixtures.specs import SPECS
 from sglang_eagle3_capture import policy, releases
-from sglang_eagle3_capture.config_keys import IDS_KEY, is_fail_closed
+from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
 from sglang_eagle3_capture.doctor.cli import parse_layer_ids
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
 from sglang_eagle3_capture.errors import LayerIdError, ManifestError, UsageError, WiringError
@@ -22,6 +22,7 @@ from sglang_eagle3_capture.layer_ids import FINAL_NORM, check_layer_ids, split_c
 from sglang_eagle3_capture.manifest import Manifest, manifest_from_dict, read_manifest
 from sglang_eagle3_capture.readings import fail_closed_eagle_config_ids, stock_safe_eagle_config_ids
 from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
+from support.cli import run
 
 WHERE = "draft/eagle3_manifest.json: field 'layer_ids'"
 N = 7
@@ -132,6 +133,48 @@ def test_an_id_list_beside_a_manifest_with_the_token_is_refused(tmp_path):
     assert policy.decide(policy.Deployment(release=releases.newest(), draft="D", manifest=m, eagle_config={},
                                            config_file="D/config.json", architecture="DeepseekV3ForCausalLM",
                                            num_hidden_layers=6)).layer_ids == (-1, 1, FINAL_NORM)
+
+
+def _with_config_ids(tmp_path, fixture, ec):
+    draft = tmp_path / fixture
+    shutil.copytree(SPECS[fixture].directory / "draft", draft)
+    (draft / "eagle3_manifest.json").unlink()
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["eagle_config"] = ec
+    (draft / "config.json").write_text(json.dumps(cfg))
+    return draft, SPECS[fixture].directory / "target"
+
+
+def test_an_unmarked_config_id_list_naming_the_token_is_refused_naming_the_item(tmp_path, capsys):
+    draft, target = _with_config_ids(tmp_path, "tiny-llama", {IDS_KEY: [-1, 1, FINAL_NORM]})
+    rc, out, err = run(capsys, "inspect", draft, "--target", target)
+    assert rc == 2 and err.count("\n") == 1 and out == ""
+    assert f"{draft / 'config.json'}: field 'eagle_config.{IDS_KEY}[2]'" in err
+    assert CONVENTION_KEY in err.split("fix:")[1]  # mark it, or declare it in a manifest
+
+
+@pytest.mark.parametrize("fixture, stock_status", [
+    ("tiny-llama", "refused-at-startup"),  # Llama adds 1 to every id: "final_norm" + 1 is a TypeError at startup
+    ("tiny", "crash"),  # DeepSeek keeps ids whose first is not 1 as loop indices: the token captures nothing
+])
+def test_a_marked_config_id_list_may_name_the_token_and_stock_sglang_fails_on_it(tmp_path, capsys, fixture,
+                                                                                 stock_status):
+    ids = [-1, 1, FINAL_NORM]
+    draft, target = _with_config_ids(tmp_path, fixture, {IDS_KEY: ids, CONVENTION_KEY: LAYER_ID_CONVENTION})
+    rc, out, _ = run(capsys, "inspect", draft, "--target", target, "--json")
+    report = json.loads(out)
+    assert rc == 0 and report["declared"]["layer_ids"] == ids  # the plugin feeds the marked ids as declared
+    rc, out, _ = run(capsys, "inspect", draft, "--target", target, "--stock", "--json")
+    supported = {f"stock SGLang {v}" for v in releases.supported_versions()}
+    rows = [r for r in json.loads(out)["stock_sglang"] if r["name"] in supported]
+    assert rc == 1 and len(rows) == len(supported) and {r["status"] for r in rows} == {stock_status}, rows
+    assert all(len(r["layer_ids"]) < len(ids) for r in rows)
+    ec = {IDS_KEY: ids, CONVENTION_KEY: LAYER_ID_CONVENTION}
+    arch = json.loads((target / "config.json").read_text())["architectures"][0]
+    d = policy.Deployment(release=releases.newest(), draft="D", eagle_config=ec, config_file="D/config.json",
+                          architecture=arch, num_hidden_layers=json.loads((target / "config.json").read_text())[
+                              "num_hidden_layers"])
+    assert policy.decide(d).layer_ids == tuple(ids)  # what the plugin decides at startup with the marked list
 
 
 # ----------------------------------------------------------------------------------------------- the FcFeed
