@@ -11,7 +11,8 @@ Two ways for the plugin not to run, each through a real ``sglang.Engine`` in sub
 Inexpressible cases (stock SGLang must refuse at startup, in ``set_eagle3_layers_to_capture``, called while the
 target's ModelRunner initialises): a lone layer id 0 (DeepSeek reads ``[1]`` as output-of-layer), the last layer
 ``N-1`` (past the capture loop), an fc order that is not ascending (captures arrive in loop order), and layer id -1 on
-Llama (0.5.17 .. 0.5.21 crash at the embedding, so no id list serves every supported release). Expressible cases
+Llama (0.5.17 .. 0.5.21 crash at the embedding, so no id list serves every supported release), and the post-norm final
+state ``"final_norm"`` (no stock loop captures the final norm's output). Expressible cases
 (stock SGLang must feed exactly): the trained fixtures' drafts with ids stock SGLang reads right. Without the plugin
 there is no dump, so "exactly" is shown by what the fc's input decides: with greedy decoding, the per-request count of
 verify steps equals that of a run with the plugin (which feeds the manifest's ids, as its own engine tests prove
@@ -31,6 +32,7 @@ import sglang_cpu_patches
 from fixtures.specs import SPECS
 from sglang_eagle3_capture.config_keys import IDS_KEY, is_fail_closed
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
+from sglang_eagle3_capture.layer_ids import FINAL_NORM
 from support.engine_harness import NO_PLUGINS, EngineRunError, engine_run, greedy, run_engine, run_engines
 from support.tiny_models import build_tiny_draft
 
@@ -57,7 +59,7 @@ def _fixture_draft(tmp_path, fixture: str, layer_ids: list[int]) -> tuple[Path, 
     return spec / "target", draft
 
 
-def _tiny_draft(tmp_path, target_dir, layer_ids: list[int]) -> Path:
+def _tiny_draft(tmp_path, target_dir, layer_ids: list) -> Path:
     """A random draft for the conftest's 6-layer DeepSeek-V3 target given ``layer_ids`` the same way."""
     draft = build_tiny_draft(tmp_path / "draft", target_dir=target_dir, num_aux=len(layer_ids))
     write_draft_manifest(draft, layer_ids, target_dir, fail_closed=True)
@@ -69,6 +71,7 @@ REFUSED = {  # case: (fixture or None for the conftest's tiny target, layer ids,
     "last-layer-past-the-loop": (None, [-1, 0, 5], KEY_ERROR),
     "not-ascending": (None, [1, 0, -1], KEY_ERROR),
     "llama-embedding": ("tiny-llama", [-1, 4, 5], TYPE_ERROR),
+    "final-norm": (None, [-1, 1, FINAL_NORM], KEY_ERROR),  # no stock loop captures the final norm's output
 }
 
 
