@@ -80,6 +80,10 @@ B9  sglang.srt.layers.attention.torch_native_backend (DP attention)
     and keeps time to first output at engine startup (25-45 s) plus about 1-5 s
     (tests/engine/test_cpu_multistep.py).
 
+B10, B11 (Llama 4) live in ``sglang_cpu_llama4.py``: ``moe_forward_native`` applies a MoE's router weight to its input
+    as SGLang's AMX route does (B10), and the rotary embeddings ``Llama4Attention`` builds write in place as the CUDA
+    kernel does (B11).
+
 ``apply()`` imports the patched modules and patches them now. ``install_import_hook()`` (called by
 ``sitecustomize.py`` in this folder at interpreter start-up) patches each module right after it is first
 imported instead, through the same after-import helper the plugin uses
@@ -91,6 +95,8 @@ import copy
 import os
 import sys
 from pathlib import Path
+
+import sglang_cpu_llama4
 
 from sglang_eagle3_capture.serving.after_import import when_imported
 
@@ -420,6 +426,8 @@ PATCHES = {
     "sglang.srt.layers.attention.torch_native_backend": patch_torch_native_tree,  # B5, B3, B8, then B9
     "sglang.srt.distributed.parallel_state": patch_no_pynccl_on_cpu,
     "sglang.srt.models.minimax_m2": patch_minimax_qk_norm,  # B6
+    "sglang.srt.layers.moe.fused_moe_native": sglang_cpu_llama4.patch_router_weight_on_input,  # B10
+    "sglang.srt.models.llama4": sglang_cpu_llama4.patch_llama4_rope_in_place,  # B11
 }
 
 
