@@ -116,7 +116,8 @@ class InProcessRunner:
         self.bench_runner = bench_runner
         self.model = runner.model
         # A target's capture configuration right after loading; a draft model (no capture loop) has none.
-        loop = getattr(self.model.model, "layers_to_capture", None)
+        # (a multimodal wrapper that delegates to its language model, e.g. Llama 4's, has no ``.model``: none either)
+        loop = getattr(getattr(self.model, "model", None), "layers_to_capture", None)
         self._initial_capture = None if loop is None else (self.model.capture_aux_hidden_states, list(loop))
 
     def reset_capture(self) -> None:
@@ -137,7 +138,10 @@ class InProcessRunner:
         reqs = self._one_batch.prepare_synthetic_inputs_for_latency_test(len(prompts), None, [list(p) for p in prompts])
         self.bench_runner.clear()
         seen = {}
-        logits_processor = self.model.logits_processor
+        # The LogitsProcessor the forward really calls: a wrapper that delegates its whole forward to a language
+        # model (Llama 4's Llama4ForConditionalGeneration, mllama4.py:594-601) calls that model's.
+        delegate = getattr(self.model, "language_model", None)
+        logits_processor = getattr(delegate, "logits_processor", None) or self.model.logits_processor
         signature = inspect.signature(logits_processor.forward)
         original_forward = logits_processor.forward
 

@@ -17,9 +17,16 @@ def load_hf(model_dir, *, as_sglang_stores_it: bool = False):
     ``softplus(alpha_p)`` and ``beta + softplus(alpha_n)`` in bf16 (370-371), about 4e-3 on the tiny target; HF's
     parameters are set so that its fp32 formula yields those bf16 coefficients (to fp32 rounding).
     """
-    from transformers import AutoModelForCausalLM
+    import json
+    from pathlib import Path
 
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    import transformers
+
+    # The checkpoint's own class where transformers has it (a multimodal wrapper such as Llama 4's, which
+    # AutoModelForCausalLM would not build from its composite config), else the causal-LM auto class.
+    arch = json.loads((Path(model_dir) / "config.json").read_text())["architectures"][0]
+    cls = getattr(transformers, arch, None) if arch.endswith("ForConditionalGeneration") else None
+    model = (cls or transformers.AutoModelForCausalLM).from_pretrained(str(model_dir), dtype=torch.float32).eval()
     if as_sglang_stores_it and model.config.model_type == "gpt_oss":
         with torch.no_grad():
             for layer in model.model.layers:
@@ -58,13 +65,26 @@ def hf_hidden_states(model, prompt: list[int]) -> tuple[torch.Tensor, ...]:
 def hf_layer_outputs(model, prompt: list[int]) -> tuple[torch.Tensor, ...]:
     """Like :func:`hf_hidden_states`, but [N] is the last decoder layer's output *before* the final norm.
 
-    transformers applies ``model.model.norm`` before storing ``hidden_states[N]``; the pre-norm value is
+    transformers applies the decoder stack's ``norm`` before storing ``hidden_states[N]``; the pre-norm value is
     the norm's input, read with a forward pre-hook.
     """
     seen = {}
-    hook = model.model.norm.register_forward_pre_hook(lambda module, args: seen.__setitem__("x", args[0][0].clone()))
+    hook = decoder_stack(model).norm.register_forward_pre_hook(
+        lambda module, args: seen.__setitem__("x", args[0][0].clone()))
     try:
         states = hf_hidden_states(model, prompt)
     finally:
         hook.remove()
     return (*states[:-1], seen["x"])
+
+
+def decoder_stack(model):
+    """The decoder stack (the module holding ``layers`` and the final ``norm``) of an HF causal LM or of a multimodal
+    wrapper: ``model.model``, ``model.language_model.model`` (Llama 4) or ``model.model.language_model``."""
+    for path in ("model", "language_model.model", "model.language_model"):
+        stack = model
+        for attr in path.split("."):
+            stack = getattr(stack, attr, None)
+        if stack is not None and hasattr(stack, "layers") and hasattr(stack, "norm"):
+            return stack
+    raise AttributeError(f"{type(model).__name__}: no decoder stack with layers and a final norm")
