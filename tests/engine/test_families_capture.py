@@ -67,7 +67,7 @@ def test_family_capture_matches_hf(name, tmp_path):
     assert family is not None and got["model_class"] == arch
     assert got["stack_forward_marked"], got["stack_class"]  # its forward is one of the family patch's wrappers
     hf = load_hf(model_dir, as_sglang_stores_it=True)
-    hidden = hf.config.hidden_size
+    hidden = hf.config.get_text_config().hidden_size
     per_prompt = [(hf_layer_outputs(hf, p), hf_hidden_states(hf, p)[N_LAYERS]) for p in PROMPTS]
     diffs = {}
     for case, ids in CASES.items():
@@ -132,9 +132,11 @@ def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
     target.apply()
     assert target.is_patched(), target.status()
     runner = get_runner(model_dir, **FAMILY_TARGETS[name].server_args)
-    model, stack = runner.model, runner.model.model
+    model = runner.model
     family = families.family_of(type(model).__name__)
-    norm = stack.norm
+    lm = model.language_model if type(model).__name__ in family.text_config else model  # a wrapper delegates to it
+    stack = getattr(lm, family.model_attr)
+    norm = getattr(stack, family.final_norm)
     result = {"model_class": type(model).__name__, "stack_class": type(stack).__name__,
               "stack_forward_marked": bool(getattr(type(stack).forward, "__eagle3_capture__", False)), "cases": {}}
     normed = []  # the final norm's own output per forward (output[0] of norm(hidden, residual)): this test's hook

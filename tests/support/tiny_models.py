@@ -67,7 +67,9 @@ _MOE = dict(moe_intermediate_size=32, num_experts_per_tok=2)
 class TinyFamilyTarget:
     """How to build one family's tiny target: ``config_class``/``model_class`` in transformers, their kwargs,
     keys added to config.json after ``save_pretrained``, and ServerArgs overrides for SGLang on CPU.
-    ``architecture`` (when set) replaces ``architectures[0]``: an SGLang class that loads the same checkpoint."""
+    ``architecture`` (when set) replaces ``architectures[0]``: an SGLang class that loads the same checkpoint.
+    ``outer`` (when set): ``config_class`` is a wrapper whose decoder config is its ``text_config``; ``config`` (with
+    the common keys) becomes that ``text_config``, and ``outer`` holds the wrapper's own kwargs (``vision_config``)."""
 
     config_class: str
     model_class: str
@@ -75,6 +77,7 @@ class TinyFamilyTarget:
     extra_keys: dict = field(default_factory=dict)
     server_args: dict = field(default_factory=dict)
     architecture: str | None = None
+    outer: dict | None = None
 
 
 def _layer_types(n: int) -> list[str]:
@@ -134,6 +137,21 @@ FAMILY_TARGETS = {
                                extra_keys={"swa_num_key_value_heads": 2, "swa_head_dim": 16},
                                server_args={"attention_backend": "intel_amx"}),
 }
+# Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
+# neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
+# and MoE layers alternate (interleave step 2: layers 1, 3, 5 MoE), RoPE layers with chunked attention (chunk 16, longer
+# than every prompt) and a NoPE layer (3) with temperature tuning (floor_scale 2 so short prompts scale it); no q/k norm
+# (Maverick's setting; SGLang's non-CUDA path computes Scout's in bf16, llama4.py:353-358). A 1-layer vision tower that
+# is not run: a single-file checkpoint has no index, so SGLang serves it text-only (mllama4.py:459-466), as it does
+# text-only Llama 4 checkpoints. CPU runtime: B10 (router weight on the MoE input), B11 (in-place RoPE).
+FAMILY_TARGETS["llama4"] = TinyFamilyTarget(
+    "Llama4Config", "Llama4ForConditionalGeneration",
+    dict(intermediate_size=32, intermediate_size_mlp=128, head_dim=16, num_local_experts=4, num_experts_per_tok=1,
+         interleave_moe_layer_step=2, use_qk_norm=False, attention_chunk_size=16, floor_scale=2),
+    outer=dict(vision_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                  vision_output_dim=64, image_size=28, patch_size=14, projector_input_dim=64,
+                                  projector_output_dim=64), boi_token_index=250, eoi_token_index=251,
+               image_token_index=252))
 
 
 def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
@@ -154,7 +172,10 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
     spec = FAMILY_TARGETS[name]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config = getattr(transformers, spec.config_class)(**_family_config_kwargs(name, num_hidden_layers))
+    kwargs = _family_config_kwargs(name, num_hidden_layers)
+    if spec.outer is not None:
+        kwargs = {**spec.outer, "text_config": kwargs, "tie_word_embeddings": False}
+    config = getattr(transformers, spec.config_class)(**kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = getattr(transformers, spec.model_class)(config).to(torch.float32).eval()
