@@ -24,6 +24,7 @@ _MODULES = (
     "glm4_moe_lite",
     "apertus",
     "gemma4",
+    "llama4",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 
