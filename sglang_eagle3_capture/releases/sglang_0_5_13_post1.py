@@ -12,4 +12,5 @@ from . import sglang_0_5_15_post1
 RELEASE = replace(sglang_0_5_15_post1.RELEASE, version="0.5.13.post1", built="2026-06-15",
                   refused_because="its capture loops compute hidden_states + residual inline and crash at the "
                                   "embedding",
-                  embedding_crashes=("deepseek_v2", "llama", "glm4_moe", "glm4_moe_lite", "gpt_oss", "apertus"))
+                  embedding_crashes=("deepseek_v2", "llama", "glm4_moe", "glm4_moe_lite", "gpt_oss", "apertus",
+                                     "llama4"))
