@@ -25,6 +25,7 @@ _MODULES = (
     "apertus",
     "gemma4",
     "llama4",
+    "exaone_moe",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 
