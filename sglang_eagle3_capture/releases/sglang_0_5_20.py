@@ -1,9 +1,9 @@
 """SGLang 0.5.20 (wheel built 2026-09-18): as 0.5.21 for the plugin's seams (read from the wheel); the
 GLM-4.5, GLM-4.7-Flash and Llama 4 loops also add ``hidden_states + residual`` at layer 0 (glm4_moe.py l.1102,
-glm4_moe_lite.py l.837, llama4.py l.537). Its loops still pass the residual between layers themselves
-(``layers/communicator.py``; ``forward_batch.residual_stream`` exists from 0.5.21), so the self-check reads a
-layer's input-norm operands or its all-reduce-fusion output, and ``PrefillCudaGraphRunner.can_replay_locally`` ends
-at ``lora_ineligible``."""
+glm4_moe_lite.py l.837, llama4.py l.537; EXAONE MoE's, as in 0.5.21, at exaone_moe.py l.595). Its loops still
+pass the residual between layers themselves (``layers/communicator.py``; ``forward_batch.residual_stream`` exists
+from 0.5.21), so the self-check reads a layer's input-norm operands or its all-reduce-fusion output, and
+``PrefillCudaGraphRunner.can_replay_locally`` ends at ``lora_ineligible``."""
 
 from dataclasses import replace
 
@@ -12,7 +12,7 @@ from .schema import FUSED_NORM, NORM_OPERANDS, PROVEN_SEAM_PROBE
 from .sglang_0_5_23 import eager_prefill, metrics_init
 
 RELEASE = replace(sglang_0_5_21.RELEASE, version="0.5.20", built="2026-09-18", proven=PROVEN_SEAM_PROBE,
-                  embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite", "apertus", "llama4"),
+                  embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite", "apertus", "llama4", "exaone_moe"),
                   # scheduler.py: init_metrics_collector(self, tp_rank, pp_rank, dp_rank) through 0.5.20
                   seams=sglang_0_5_21.RELEASE.with_seams(eager_prefill(),
                                                          metrics_init("tp_rank", "pp_rank", "dp_rank")),
