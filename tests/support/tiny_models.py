@@ -136,6 +136,21 @@ FAMILY_TARGETS = {
                                     vocab_size_per_layer_input=256, num_kv_shared_layers=0, per_layer_config={}),
                                extra_keys={"swa_num_key_value_heads": 2, "swa_head_dim": 16},
                                server_args={"attention_backend": "intel_amx"}),
+    # EXAONE MoE (K-EXAONE's shape): sliding-window layers with RoPE and a global NoPE layer, "LLLG" spelled out in
+    # layer_types (window 8, longer than every prompt), layer 0 dense, the others MoE (sigmoid routing with a
+    # correction bias, 8 experts, top 2, one shared expert). is_moe_layer, which real configs carry and SGLang reads
+    # (exaone_moe.py:497), is added from mlp_layer_types. rope_theta 1e6, the real models' value: SGLang reads
+    # getattr(config, "rope_theta", 1000000) (exaone_moe.py:436), which transformers 5 keeps in rope_parameters only
+    # (with HF's default 1e4 the two models differ by 0.2 after layer 0). sliding_window_pattern null: real configs say
+    # "LLLG" there too, but SGLang's model reads only layer_types and sliding_window; the pattern is read only by the
+    # backend assert (fa3/triton/trtllm_mha, arg_groups/model_hook.py:667-681), and of those only triton exists on CPU,
+    # where SGLang 0.5.23's ExaoneMoE crashes on its sliding layers (no get_attention_sliding_window_size, so
+    # triton_backend.py:1824 finds no window indices). Without the key, torch_native runs the same layers.
+    "exaone_moe": TinyFamilyTarget("ExaoneMoeConfig", "ExaoneMoeForCausalLM",
+                                   dict(intermediate_size=128, head_dim=16, num_experts=8, num_shared_experts=1,
+                                        first_k_dense_replace=1, n_group=1, topk_group=1, sliding_window=8,
+                                        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, **_MOE),
+                                   extra_keys={"sliding_window_pattern": None}),
 }
 # Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
 # neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
@@ -158,6 +173,9 @@ def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
     kwargs = {**_FAMILY_COMMON, **FAMILY_TARGETS[name].config, "num_hidden_layers": num_hidden_layers}
     if name in ("gpt_oss", "gemma4"):
         kwargs["layer_types"] = _layer_types(num_hidden_layers)
+    if name == "exaone_moe":  # "LLLG": every fourth layer global
+        kwargs["layer_types"] = ["full_attention" if i % 4 == 3 else "sliding_attention"
+                                 for i in range(num_hidden_layers)]
     if name == "glm4_moe_lite":
         kwargs["mlp_layer_types"] = ["dense"] + ["sparse"] * (num_hidden_layers - 1)
         kwargs["rope_parameters"] = dict(YARN)
@@ -185,6 +203,8 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
         extra["rope_scaling"] = config.rope_parameters
     if spec.architecture is not None:
         extra["architectures"] = [spec.architecture]
+    if name == "exaone_moe":  # which layers are MoE, as real EXAONE MoE configs say it (SGLang reads only this)
+        extra["is_moe_layer"] = [t == "sparse" for t in config.mlp_layer_types]
     _update_json(out / "config.json", extra)
     return out
 
