@@ -56,6 +56,7 @@ class Deployment:
     pp_size: int = 1
     last_stage: tuple[int, int] | None = None
     unpatched: Mapping[str, str] = field(default_factory=dict)
+    model_impl: Any = "auto"  # --model-impl ("mindspore": no torch decoder stack, see decide)
 
     @property
     def declares(self) -> bool:
@@ -101,6 +102,13 @@ def decide(d: Deployment) -> Decision:
                               "SGLang then captures no aux hidden states and skips the draft's fc, so accept length "
                               "falls to about 1.0", "pass --speculative-algorithm EAGLE3")
         return Decision()
+    if d.model_impl == "mindspore" and d.declares:
+        raise WiringError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM whatever the "
+                          f"target's architecture ({d.architecture}), a MindSpore network from the sgl_mindspore "
+                          "package (models/mindspore.py:193, 359-360; model_loader/utils.py:228-229), not a torch "
+                          f"decoder stack: nothing can capture the layer ids the draft {d.draft} declares",
+                          "serve with --model-impl sglang (or auto), or remove the draft's manifest/marked ids to run "
+                          "stock wiring knowingly")
     family = _family(d)
     if family is None:
         return Decision()

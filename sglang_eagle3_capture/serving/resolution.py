@@ -154,7 +154,7 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
         algorithm=getattr(spec_algorithm, "name", str(spec_algorithm)),
         eagle3_draft=_is_eagle3_draft(draft_hf, ec, manifest), use_aux_hidden_state=config.eagle_use_aux_hidden_state,
         two_batch_overlap=bool(getattr(server_args, "enable_two_batch_overlap", False)), pp_size=pp, last_stage=stage,
-        unpatched=unpatched or {})
+        unpatched=unpatched or {}, model_impl=getattr(server_args, "model_impl", "auto"))
     decision = policy.decide(d)
     if decision.family is None:
         return None
