@@ -88,7 +88,8 @@ B10, B11 (Llama 4) live in ``sglang_cpu_llama4.py``: ``moe_forward_native`` appl
 ``sitecustomize.py`` in this folder at interpreter start-up) patches each module right after it is first
 imported instead, through the same after-import helper the plugin uses
 (``sglang_eagle3_capture.serving.after_import``), so processes that never import them pay nothing. Both
-are idempotent. At import time this module imports only the standard library and that helper.
+are idempotent. At import time this module imports only the standard library, that helper and
+sglang_cpu_llama4 (B10, B11; standard library only).
 """
 
 import copy
@@ -432,7 +433,7 @@ PATCHES = {
 
 
 def apply():
-    """Import the patched SGLang modules and apply B1-B9 now (idempotent). Needs CPU_ENV set beforehand."""
+    """Import the patched SGLang modules and apply B1-B11 now (idempotent). Needs CPU_ENV set beforehand."""
     import importlib
 
     for name, patch in PATCHES.items():
