@@ -244,6 +244,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     _print("  (* = the manifest's wiring; r = reference with zeroed input, not compared for the verdict)")
     for u in r.candidates.unbuildable:
         _print(f"  not buildable: {u}")
+    if r.vocabulary is not None:
+        _print("", *(f"{'vocabulary:' if i == 0 else ''.ljust(11)}  {line}" for i, line in
+                     enumerate(r.vocabulary.lines())))
     t = r.throughput
     _print("", f"throughput:  {t['files_per_s']} files/s, {t['draft_positions_per_s']} draft positions/s over "
           f"{t['wirings']} wirings ({t['wall_s']} s wall, {t['torch_threads']} torch threads)")

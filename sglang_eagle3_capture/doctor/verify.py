@@ -9,6 +9,10 @@ counts a hit when the token is among the k best draft ids mapped to target ids t
 Samples stream through in batches (right-padded, exact under causal attention) so memory stays
 bounded; every stored tensor is also compared, exactly (``torch.equal``), with the embedding lookup
 of the input ids (the target's embedding with ``--target``, else the draft's own copy).
+
+For the manifest's wiring, :mod:`.vocab_gap` also counts the scored target tokens outside the draft vocabulary, which
+serving always rejects but speculators' validation accuracy does not count as misses, and (with ``--target``) the
+top-1 that validation reports.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from ..layer_ids import FINAL_NORM
 from ..manifest import MANIFEST_FILENAME, find_manifest
 from ..readings import engine_capture, releases_label, stock_by_release, stock_sglang_capture
 from ..schemas.samples import FP8
-from ..target_config import load_target_config, target_dims
+from ..target_config import cfg_get, load_target_config, target_dims
 from ..userfiles import is_directory
 from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, describe_sources
 from .norm_state import POST_NORM, NormState, NormStates
 from .samples import HS_SAFETENSORS, LEGACY_DATA_CONFIG, expand_data_paths, load_sample
+from .vocab_gap import TargetHead, VocabGap
 
 DEFAULT_MARGIN = 0.05
 
@@ -57,6 +62,7 @@ class VerifyReport:
     declared_by: str = "manifest"  # what stated the wiring checked: "manifest", "config.json", or "ambiguous config"
     readings: tuple = ()  # the config's possible meanings when it is ambiguous (formats.base.Reading)
     norm_states: list = field(default_factory=list)  # per stored tensor: pre- or post-norm (doctor/norm_state.py)
+    vocabulary: VocabGap | None = None  # the manifest wiring's out-of-vocabulary targets (doctor/vocab_gap.py)
     ok: bool = False
     ambiguous: bool = False
     summary: str = ""
@@ -82,6 +88,7 @@ class VerifyReport:
             "throughput": self.throughput, "declared_by": self.declared_by,
             "readings": [{"layer_ids": list(r.layer_ids), "trained_by": list(r.who)} for r in self.readings],
             "norm_states": [n.to_dict() for n in self.norm_states],
+            "vocabulary": None if self.vocabulary is None else self.vocabulary.to_dict(),
             "ok": self.ok, "ambiguous": self.ambiguous, "summary": self.summary,
         }
 
@@ -226,8 +233,10 @@ def _embedding_hits(samples, embed) -> list[list[int]]:
     return out
 
 
-def _evaluate(model, samples, candidates: list[Candidate], top_k: int) -> float:
-    """Add this batch's counts to every candidate; returns seconds spent in draft forwards."""
+def _evaluate(model, samples, candidates: list[Candidate], top_k: int, gap: tuple[Candidate, VocabGap] | None = None
+              ) -> float:
+    """Add this batch's counts to every candidate (and, for ``gap``'s candidate, to its :class:`VocabGap`); returns
+    seconds spent in draft forwards."""
     import torch
 
     b, t = len(samples), max(s.seq_len for s in samples)
@@ -259,12 +268,60 @@ def _evaluate(model, samples, candidates: list[Candidate], top_k: int) -> float:
             logits = model(ids[:, 1:], aux)[:, :t - 2]
             spent += time.perf_counter() - start
             k = min(top_k, logits.shape[-1])
-            top = model.to_target_ids(logits.topk(k, dim=-1).indices)
+            best = logits.topk(k, dim=-1).indices
+            top = model.to_target_ids(best)
             hit = top == labels[..., None]
             c.positions += int(scored.sum())
             c.correct_top1 += int((hit[..., 0] & scored).sum())
             c.correct_topk += int((hit.any(-1) & scored).sum())
+            if gap is not None and c is gap[0]:  # label t+2 comes from the target's state at t+1
+                tc = samples[0].target_chunk
+                gap[1].add(labels, scored, best[..., 0], top[..., 0],
+                           None if tc is None else stacked[tc][:, 1:t - 1])
     return spent
+
+
+def _check_d2t(draft_dir: Path, d2t, vocab: int) -> None:
+    """Every draft id maps to a target id in ``[0, vocab)`` (``target = draft + d2t[draft]``): offsets, not ids."""
+    import torch
+
+    ids = torch.arange(d2t.shape[0]) + d2t
+    bad = ((ids < 0) | (ids >= vocab)).nonzero().flatten()
+    if bad.numel():
+        j = int(bad[0])
+        raise WeightsError(draft_dir, "d2t", f"maps {bad.numel()} draft ids outside the target vocabulary [0, {vocab}) "
+                           f"(draft id {j} -> {int(ids[j])}; d2t holds offsets: target id = draft id + d2t[draft id])",
+                           "re-export d2t as offsets (target ids minus arange(draft_vocab_size))")
+
+
+def _target_head(target: str | Path | None, model, sample, norm_weight, found: list[NormState] | None
+                 ) -> tuple[TargetHead | None, str]:
+    """The target's head over the draft vocabulary for :class:`VocabGap`, or ``None`` and why it cannot be built:
+    ``lm_head`` rows (the embedding when the target ties them) at the draft's target ids, and the final norm unless
+    the stored target state reads post-norm (``found``: the first batch's readings)."""
+    if target is None:
+        return None, "pass --target TARGET (its lm_head and final norm give the target's argmax over the draft " \
+                     "vocabulary)"
+    if sample.target_chunk is None:
+        return None, "the samples store no target state"
+    fix = "pass the target model directory (or its config.json) as --target"
+    tdir = Path(target) if is_directory(target, error=UsageError, fix=fix) else Path(target).parent
+    cfg, _ = load_target_config(target)
+    text = cfg_get(cfg, "text_config") or {}
+    eps = cfg_get(cfg, "rms_norm_eps", cfg_get(text, "rms_norm_eps"))
+    post = found is not None and found[sample.target_chunk].reading == POST_NORM
+    if eps is None and not post:
+        return None, "the target's config.json has no rms_norm_eps for its final norm"
+    try:
+        head = load_target_tensor(tdir, "lm_head.weight")
+    except WeightsError:
+        if not cfg_get(cfg, "tie_word_embeddings", cfg_get(text, "tie_word_embeddings", False)):
+            return None, "the target has no lm_head.weight (and does not tie it to its embedding)"
+        head = load_target_tensor(tdir, "embed_tokens.weight")
+    import torch
+
+    ids = torch.arange(model.d2t.shape[0]) + model.d2t
+    return TargetHead(head[ids], None if post else norm_weight, float(eps or 0.0)), ""
 
 
 def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | Path | None = None, top_k: int = 5,
@@ -324,6 +381,10 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             report.candidates, report.chunk_names, report.chunk_ids = cs, first.chunk_names, ids
             report.layout = first.layout
             _check_stored_layer_ids(first, n_layers)
+            if cs.manifest is not None:
+                _check_d2t(Path(draft_dir), model.d2t, vocab)
+                head, why = _target_head(target, model, first, norm_weight, None if states is None else states.result())
+                report.vocabulary = VocabGap.of_draft(model.d2t, vocab, head, why)
         for s in batch:
             _check_layout(s, first, len(first.chunks))
             if states is not None and batch[0] is not first:  # the first batch was counted above
@@ -332,7 +393,8 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             for i in hits:
                 hits_per_chunk[i] += 1
         report.files += len(batch)
-        fwd_s += _evaluate(model, batch, report.candidates.candidates, top_k)
+        gap = None if report.vocabulary is None else (report.candidates.manifest, report.vocabulary)
+        fwd_s += _evaluate(model, batch, report.candidates.candidates, top_k, gap)
     wall = time.perf_counter() - start
     report.positions = report.candidates.candidates[0].positions if report.candidates.candidates else 0
     report.embedding_check = {
