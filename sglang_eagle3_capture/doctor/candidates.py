@@ -15,7 +15,10 @@ the input ids (the embedding output, exactly, so it is always buildable), or zer
 
 Candidates with a zero chunk are *references* (how much the draft uses that input), not wirings an
 engine could feed; ``verify``'s verdict compares the manifest's wiring with the others only.
-Candidates with the same sources are merged (their names joined).
+Candidates with the same sources are merged (their names joined). A stored tensor that is an exact copy of an
+earlier one (``aliases``; speculators stores the last layer twice when the fc takes it: as an fc input and again as
+the target state) is read as that earlier one, so wirings that differ only in which copy they read are one wiring:
+no data can tell them apart.
 """
 
 from __future__ import annotations
@@ -84,9 +87,11 @@ class CandidateSet:
     notes: list[str] = field(default_factory=list)
     manifest_problem: str = ""
     _unbuilt: dict = field(default_factory=dict, repr=False)
+    aliases: dict = field(default_factory=dict)  # stored chunk index -> the earlier chunk it is an exact copy of
 
     def add(self, name: str, sources: Sequence[Source] | None, layer_ids=None, why: str = "") -> Candidate | None:
-        """Add (or merge into an existing candidate with the same sources); ``None`` sources = unbuildable."""
+        """Add (or merge into an existing candidate with the same sources, copies read as their originals);
+        ``None`` sources = unbuildable."""
         if sources is None:
             key = f"{list(layer_ids) if layer_ids is not None else ''}|{why}"
             if key in self._unbuilt:  # same ids, same reason: one line naming every wiring
@@ -97,7 +102,8 @@ class CandidateSet:
                 self._unbuilt[key] = len(self.unbuildable)
                 self.unbuildable.append(f"{name}: {why}")
             return None
-        sources = tuple(sources)
+        sources = tuple(Source("chunk", self.aliases[s.index]) if s.kind == "chunk" and s.index in self.aliases
+                        else s for s in sources)
         for c in self.candidates:
             if c.sources == sources:
                 if name not in c.names:
@@ -140,15 +146,16 @@ def _by_layer(layer_ids: Sequence[int], chunk_ids: Sequence[int | None]) -> tupl
 
 
 def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Sequence[tuple[str, Sequence[int]]],
-                     chunk_ids: Sequence[int | None], fc_chunks: Sequence[int], max_combinations: int = 64
-                     ) -> CandidateSet:
+                     chunk_ids: Sequence[int | None], fc_chunks: Sequence[int], max_combinations: int = 64,
+                     aliases: dict[int, int] | None = None) -> CandidateSet:
     """All candidate wirings for a K-chunk fc (K = ``len(manifest_ids)``); see the module doc.
 
     ``stock`` lists ``(name, fed layer ids)`` for the stock-SGLang readings; ``chunk_ids`` the layer id of each
-    stored chunk (``None`` unknown, after :func:`chunk_identities`).
+    stored chunk (``None`` unknown, after :func:`chunk_identities`); ``aliases`` maps a stored chunk that is an exact
+    copy of an earlier one to that one (:func:`copies`).
     """
     k, n_chunks = len(manifest_ids), len(chunk_ids)
-    cs = CandidateSet()
+    cs = CandidateSet(aliases=dict(aliases or {}))
     known = all(chunk_ids[i] is not None for i in fc_chunks)
     m_sources, why = _by_layer(manifest_ids, chunk_ids)
     if m_sources is None and not known and len(fc_chunks) == k:
@@ -195,7 +202,7 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
         else:
             cs.add("embedding first, then the manifest's first K-1", [Source("embedding")] + list(m_sources[:-1]),
                    [EMBEDDING_LAYER_ID] + list(manifest_ids[:-1]))
-    pool = [Source("chunk", i) for i in range(n_chunks)]
+    pool = [Source("chunk", i) for i in range(n_chunks) if i not in cs.aliases]
     if EMBEDDING_LAYER_ID not in chunk_ids:
         pool.insert(0, Source("embedding"))
     total = comb(len(pool), k)
@@ -208,6 +215,21 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
                         f"--max-combinations {max_combinations}; only the named wirings were evaluated")
     cs.add("all zeros (tokens only)", [Source("zeros")] * k)
     return cs
+
+
+def copies(samples: Sequence[Any]) -> dict[int, int]:
+    """``{j: i}`` for every stored chunk ``j`` that equals an earlier chunk ``i`` exactly (``torch.equal``) in every
+    one of ``samples`` (objects with ``chunks``); ``i`` is the first such chunk."""
+    import torch
+
+    n = len(samples[0].chunks)
+    out: dict[int, int] = {}
+    for j in range(n):
+        i = next((i for i in range(j) if i not in out and all(torch.equal(s.chunks[i], s.chunks[j]) for s in samples)),
+                 None)
+        if i is not None:
+            out[j] = i
+    return out
 
 
 def describe_sources(c: Candidate, names: Sequence[str]) -> list[str]:

@@ -34,7 +34,7 @@ from ..readings import engine_capture, releases_label, stock_by_release, stock_s
 from ..schemas.samples import FP8
 from ..target_config import cfg_get, load_target_config, target_dims
 from ..userfiles import is_directory
-from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, describe_sources
+from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, copies, describe_sources
 from .norm_state import POST_NORM, NormState, NormStates
 from .samples import HS_SAFETENSORS, LEGACY_DATA_CONFIG, expand_data_paths, load_sample
 from .vocab_gap import TargetHead, VocabGap
@@ -374,8 +374,12 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                     states.add(s.chunks)
                 ids, more = _post_norm_identities(ids, states.result(), n_layers)
                 notes += more
+            aliases = copies(batch)
+            notes += [f"{first.chunk_names[j]} equals {first.chunk_names[i]} exactly in every sample of the first "
+                      f"batch: one tensor stored twice (e.g. the last layer, as an fc input and as the target state); "
+                      "wirings that differ only in which copy they read are one wiring" for j, i in aliases.items()]
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=n_layers, stock=stock, chunk_ids=ids,
-                                  fc_chunks=first.fc_chunks, max_combinations=max_combinations)
+                                  fc_chunks=first.fc_chunks, max_combinations=max_combinations, aliases=aliases)
             cs.notes[:0] = notes
             cs.notes += dropped
             report.candidates, report.chunk_names, report.chunk_ids = cs, first.chunk_names, ids
