@@ -15,7 +15,9 @@ API
     Raises ``EngineRunError`` (with the subprocess's stderr tail) on failure or timeout.
 ``run_engines([engine_run(...), ...], *, plugins=NO_PLUGINS, env=None, timeout=900) -> list[dict]``
     Several runs (e.g. plain + EAGLE-3) one after another in one subprocess: saves one
-    ``import sglang`` (~15 s) per extra run. ``engine_run`` takes ``run_engine``'s per-run arguments.
+    ``import sglang`` (~15 s) per extra run. ``engine_run`` takes ``run_engine``'s per-run arguments, and ``env``
+    for that run alone (the engine's processes are spawned, so they start with it; e.g. ``SGLANG_PLUGINS`` per run:
+    SGLang's main process loads plugins once, at the first Engine, so put a run without the plugin first).
 
 SGLANG_PLUGINS in 0.5.23 (``sglang/srt/plugins/__init__.py::load_plugins_by_group``): an empty or unset
 value means no filter; otherwise a comma-separated whitelist of entry-point *names* (not dist names),
@@ -70,14 +72,16 @@ def run_engine(model_path, prompts, *, draft_path=None, sampling_params=None, en
     return run_engines([run], plugins=plugins, env=env, timeout=timeout, keep_log=keep_log)[0]
 
 
-def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None) -> dict:
-    """Describe one Engine run for ``run_engines`` (same meaning as ``run_engine``'s arguments)."""
+def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None, env=None) -> dict:
+    """Describe one Engine run for ``run_engines`` (same meaning as ``run_engine``'s arguments; ``env``: variables
+    set for this run only, on top of ``run_engines``' own: e.g. ``{"SGLANG_PLUGINS": NO_PLUGINS}`` for one run of a
+    subprocess that loads the plugin for the others)."""
     kwargs = {**ENGINE_DEFAULTS, "model_path": str(model_path)}
     if draft_path is not None:
         kwargs.update(eagle3_kwargs(draft_path))
     kwargs.update(engine_kwargs or {})
     return {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts],
-            "sampling_params": sampling_params or greedy()}
+            "sampling_params": sampling_params or greedy(), "env": dict(env or {})}
 
 
 def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, keep_log=None) -> list[dict]:

@@ -1,8 +1,9 @@
 """Run ``sglang.Engine`` for one or more runs, one after another, and write what it returned as JSON.
 
 Started by tests/support/engine_harness.py: ``python tests/support/engine_worker.py SPEC.json RESULT.json``. SPEC is
-``{"runs": [{"engine_kwargs", "prompts", "sampling_params"}, ...]}``: for each run an Engine is built
-with ``engine_kwargs``, generates for ``prompts`` (token-id lists) and is shut down, so several runs share
+``{"runs": [{"engine_kwargs", "prompts", "sampling_params", "env"?}, ...]}``: for each run an Engine is built
+with ``engine_kwargs`` (and ``env`` added to this process's environment while it runs, so the engine's spawned
+processes start with it), generates for ``prompts`` (token-id lists) and is shut down, so several runs share
 this process's ``import sglang``. RESULT is a list with, per run: ``outputs`` (one
 ``{"output_ids", "meta_info"}`` per prompt, in order), ``server_info`` (``Engine.get_server_info()``, incl.
 ``internal_states[*].avg_spec_accept_length``), ``startup_s`` and ``generate_s``.
@@ -10,22 +11,32 @@ Expects the environment from ``sglang_cpu_patches.cpu_env()`` (the harness sets 
 """
 
 import json
+import os
 import sys
 import time
 
 
-def run_one(engine_kwargs: dict, prompts: list, sampling_params: dict) -> dict:
+def run_one(engine_kwargs: dict, prompts: list, sampling_params: dict, env: dict | None = None) -> dict:
     import sglang
 
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})  # the engine's processes (spawned) start with it; put back after this run
     t0 = time.perf_counter()
-    engine = sglang.Engine(**engine_kwargs)
     try:
-        t1 = time.perf_counter()
-        outputs = engine.generate(input_ids=prompts, sampling_params=sampling_params)
-        t2 = time.perf_counter()
-        server_info = engine.get_server_info()
+        engine = sglang.Engine(**engine_kwargs)
+        try:
+            t1 = time.perf_counter()
+            outputs = engine.generate(input_ids=prompts, sampling_params=sampling_params)
+            t2 = time.perf_counter()
+            server_info = engine.get_server_info()
+        finally:
+            engine.shutdown()
     finally:
-        engine.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return {
         "outputs": [{"output_ids": o["output_ids"], "meta_info": o["meta_info"]} for o in outputs],
         "server_info": server_info,
