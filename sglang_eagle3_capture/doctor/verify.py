@@ -321,6 +321,9 @@ def _target_head(target: str | Path | None, model, sample, norm_weight, found: l
     import torch
 
     ids = torch.arange(model.d2t.shape[0]) + model.d2t
+    if head.dim() != 2 or head.shape[0] <= int(ids.max()) or head.shape[1] != sample.hidden_size:
+        return None, (f"the target's lm_head has shape {list(head.shape)}, not [vocab >= {int(ids.max()) + 1}, "
+                      f"{sample.hidden_size}] (the draft's target ids, the samples' hidden size)")
     return TargetHead(head[ids], None if post else norm_weight, float(eps or 0.0)), ""
 
 

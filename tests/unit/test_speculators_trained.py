@@ -169,6 +169,23 @@ def test_verify_without_the_target_bounds_speculators_figure(converted, tmp_path
     assert gap.to_dict()["out_of_vocab"] == gap.out_of_vocab > 0
 
 
+def test_verify_says_why_a_target_head_that_does_not_fit_gives_no_figure(converted, tmp_path):
+    """A target lm_head too short for the draft's target ids (another checkpoint's): the bound, and the shape named,
+    not an index error."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    target = tmp_path / "target"
+    shutil.copytree(TARGET, target)
+    weights = load_file(str(target / "model.safetensors"))
+    weights["lm_head.weight"] = weights["lm_head.weight"][:100].clone()
+    save_file(weights, str(target / "model.safetensors"))
+    make_samples(TARGET, tmp_path / "s", n=4, seed=HELDOUT_SEED, lang=st.language(), layer_ids=list(range(-1, 7)))
+    gap = verify(converted.dst, [tmp_path / "s"], target=target, progress=False, max_combinations=0).vocabulary
+    assert not gap.exact and "lm_head" in gap.why and "[100, 64]" in gap.why
+
+
 def test_verify_refuses_a_d2t_past_the_target_vocabulary(converted, tmp_path):
     """A ``d2t`` that maps draft ids past the target vocabulary (offsets for another tokenizer, or ids written where
     offsets belong, verl-SpeCo PR#66) is refused naming the tensor, not counted as a vocabulary or a crash."""
