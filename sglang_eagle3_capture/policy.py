@@ -203,6 +203,11 @@ def _wirable(d: Deployment, family: Family, ids: tuple[int, ...], file: str, fld
                           f"patch is incomplete for the {family.name} family in this process "
                           f"({d.unpatched[family.name]})", "reinstall sglang-eagle3-capture, check the log for "
                           "'eagle3-capture' errors, or serve with a supported SGLang release")
+    if d.architecture in d.release.absent_hooks:
+        raise WiringError(file, fld, f"the draft declares layer ids {list(ids)} on {d.architecture}, which has no "
+                          f"set_eagle3_layers_to_capture in SGLang {d.release.version} (SGLang cannot capture EAGLE-3 "
+                          "hidden states on it; a later release added it)",
+                          f"upgrade SGLang (the newest supported is {releases.newest().version})")
     if EMBEDDING_LAYER_ID in ids and family.name in d.release.embedding_crashes:
         raise WiringError(file, fld, f"layer id -1 (the embedding output) on {d.architecture}: the {family.name} "
                           f"family's capture loop in SGLang {d.release.version} computes hidden_states + residual "

@@ -122,14 +122,17 @@ def check(source: Source, seam: Seam) -> str | None:
 
 def seams_of(release: releases.Release) -> list[Seam]:
     """Every seam the plugin relies on in ``release``: its own, every family's it has, and the startup guard's; for a
-    family the release lacks (``absent_families``), each causal LM's hook as an attribute that must not exist."""
+    family the release lacks (``absent_families``), each causal LM's hook as an attribute that must not exist, and so
+    for a causal LM whose hook it lacks (``absent_hooks``)."""
     out = list(release.seams)
     for family in families.all_families():
         if family.name in release.absent_families:
             out += [Seam("absent.set_eagle3", m, cls, "set_eagle3_layers_to_capture", None)
                     for m, cls in family.causal_lms]
             continue
-        out += list(family.seams())
+        out += list(family.seams(release.absent_hooks))
+        out += [Seam("absent.set_eagle3", m, cls, "set_eagle3_layers_to_capture", None)
+                for m, cls in family.causal_lms if cls in release.absent_hooks]
     out.append(Seam("guard", guard.MODULE, guard.OWNER, guard.ATTR, ("self",)))
     return out
 

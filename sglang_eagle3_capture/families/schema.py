@@ -46,8 +46,9 @@ class Family:
       (``N_*``; a release's ``final_norm_captures`` says where the family captures it itself).
     - ``text_config``: architectures whose decoder dimensions live in ``config.json: text_config``.
     - ``layers``, ``embed_tokens``, ``input_norm``, ``attn``: the decoder stack's layer list and embedding, and a
-      decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23):
-      where the first-batch self-check (:mod:`sglang_eagle3_capture.serving.selfcheck`) takes its references.
+      decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23;
+      dotted into a pair where a layer holds two, LongCat-Flash's ``input_layernorm.0``): where the first-batch
+      self-check (:mod:`sglang_eagle3_capture.serving.selfcheck`) takes its references.
     """
 
     name: str
@@ -80,10 +81,11 @@ class Family:
         """Names of the decoder stacks whose forward the patch wraps."""
         return tuple(cls for _, cls in self.models)
 
-    def seams(self) -> tuple[Seam, ...]:
-        """The attributes this family's capture patch replaces (or adds), applied all or nothing."""
+    def seams(self, absent_hooks: tuple[str, ...] = ()) -> tuple[Seam, ...]:
+        """The attributes this family's capture patch replaces (or adds), applied all or nothing; ``absent_hooks``:
+        causal LMs (class names) whose ``set_eagle3_layers_to_capture`` the release lacks, left out."""
         out = [Seam("target.set_eagle3", m, cls, "set_eagle3_layers_to_capture", ("self", "layer_ids"))
-               for m, cls in self.causal_lms]
+               for m, cls in self.causal_lms if cls not in absent_hooks]
         for m, cls in self.models:
             out.append(Seam("target.forward", m, cls, "forward", self.forward_params))
             out.append(Seam("target.feed_slot", m, cls, "_eagle3_capture_feed", None))

@@ -105,6 +105,10 @@ class Release:
     # families whose model files this release does not have (added in a later release): never patched here, and
     # the static seam probe checks that their causal LMs are really absent from the wheel
     absent_families: tuple[str, ...] = ()
+    # causal LMs (class names) of a family the release has whose set_eagle3_layers_to_capture it lacks (added in a
+    # later release; SGLang itself refuses EAGLE-3 on them): the family is patched without them, a draft declaring ids
+    # on one is refused by name, and the static seam probe checks that the wheel really lacks their hook
+    absent_hooks: tuple[str, ...] = ()
     draft_flags: Mapping[str, DraftFlag] = field(default_factory=dict)
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)  # checkpoint prefix -> module prefix
     install_excludes: tuple[str, ...] = ()  # pins to drop when installing it here (tools/install_sglang.py)

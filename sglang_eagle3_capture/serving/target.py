@@ -222,10 +222,11 @@ def resolution_patch(release: Release) -> seams.Patch:
     return seams.Patch("target.resolve", (release.seam("resolve"),), lambda seam, original: _wrap_resolve(original))
 
 
-def family_patch(family: Family) -> seams.Patch:
-    """One family's capture patch: its causal LMs' ``set_eagle3_layers_to_capture`` and its decoder stacks'
-    ``forward`` (and feed slot), all or nothing."""
-    return seams.Patch(f"target.{family.name}", family.seams(),
+def family_patch(family: Family, release: Release | None = None) -> seams.Patch:
+    """One family's capture patch: its causal LMs' ``set_eagle3_layers_to_capture`` (less those ``release`` lacks,
+    its ``absent_hooks``) and its decoder stacks' ``forward`` (and feed slot), all or nothing."""
+    absent = release.absent_hooks if release is not None else ()
+    return seams.Patch(f"target.{family.name}", family.seams(absent),
                        lambda seam, original: _FAMILY_WRAPPERS[seam.role](original, family))
 
 
@@ -237,7 +238,7 @@ def present_families(release: Release) -> tuple[Family, ...]:
 def patches_for(release: Release, family_list: tuple[Family, ...] = ()) -> tuple[seams.Patch, ...]:
     """The resolution patch of ``release``, then one patch per family of ``family_list`` (default: every family the
     release has)."""
-    return (resolution_patch(release), *(family_patch(f) for f in family_list or present_families(release)))
+    return (resolution_patch(release), *(family_patch(f, release) for f in family_list or present_families(release)))
 
 
 def _patches(family: str | None = None) -> tuple[seams.Patch, ...]:
