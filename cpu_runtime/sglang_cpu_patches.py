@@ -83,13 +83,23 @@ B9  sglang.srt.layers.attention.torch_native_backend (DP attention)
 B10, B11 (Llama 4) live in ``sglang_cpu_llama4.py``: ``moe_forward_native`` applies a MoE's router weight to its input
     as SGLang's AMX route does (B10), and the rotary embeddings ``Llama4Attention`` builds write in place as the CUDA
     kernel does (B11).
+B12 sglang.srt.layers.moe.fused_moe_native (MiniMax-M3, LongCat-Flash)
+    ``moe_forward_native``, the unquantized MoE on a CPU without AMX, applies GPT-OSS's interleaved SwiGLU-OAI to
+    MiniMax-M3's non-interleaved gate/up rows, and drops the outputs of a token routed twice to one expert (LongCat's
+    zero experts are all mapped to expert 0). ``sglang_cpu_moe.patch_moe_forward_native`` takes exactly those calls
+    and runs every (token, slot) pair with SGLang's own activation functions; every other call is SGLang's own. B10
+    wraps it (a router weight applied to the input reaches B12 as a plain call).
+B13 (no code: ``CPU_ENV``) ``SGLANG_OPT_USE_BF16_ROUTER_GEMM=0``: MiniMax-M3's router otherwise computes its logits
+    with ``torch.mm(..., out_dtype=torch.float32)`` on a bf16 gate (minimax_m3.py:472-477, 717-719), an op CPU torch
+    does not have (``aten::mm.dtype``); with it off the gate is an fp32 ``ReplicatedLinear`` over fp32 input
+    (minimax_m3.py:720), HF's router.
 
 ``apply()`` imports the patched modules and patches them now. ``install_import_hook()`` (called by
 ``sitecustomize.py`` in this folder at interpreter start-up) patches each module right after it is first
 imported instead, through the same after-import helper the plugin uses
 (``sglang_eagle3_capture.serving.after_import``), so processes that never import them pay nothing. Both
 are idempotent. At import time this module imports only the standard library, that helper and
-sglang_cpu_llama4 (B10, B11; standard library only).
+sglang_cpu_llama4 (B10, B11; standard library only); B12's sglang_cpu_moe is imported when it applies.
 """
 
 import copy
@@ -109,6 +119,7 @@ CPU_ENV = {
     "SGLANG_USE_CPU_ENGINE": "1",  # sglang.srt.utils.is_cpu() -> True
     "TRITON_INTERPRET": "1",  # SGLang's Triton tree kernels run on CPU only interpreted
     "TORCHDYNAMO_DISABLE": "1",
+    "SGLANG_OPT_USE_BF16_ROUTER_GEMM": "0",  # B13: MiniMax-M3's bf16 router GEMM is CUDA-only
 }
 
 _PATCHED = "_sglang_cpu_shim_patched"
@@ -413,6 +424,14 @@ def patch_dp_padding(torch_native_module):
         cls.get_cpu_graph_seq_len_fill_value = lambda self: 1
 
 
+def patch_fused_moe_native(fused_moe_native_module):
+    """B12 (MiniMax-M3, LongCat-Flash: ``sglang_cpu_moe``), then B10 (Llama 4) around it, on one module."""
+    import sglang_cpu_moe
+
+    sglang_cpu_moe.patch_moe_forward_native(fused_moe_native_module)
+    sglang_cpu_llama4.patch_router_weight_on_input(fused_moe_native_module)
+
+
 def patch_torch_native_tree(torch_native_module):
     """B5, B3, B8 (B8 wraps B3's forward_extend and takes the topk > 1 verify batches), then B9, on one module."""
     patch_torch_native(torch_native_module)
@@ -427,13 +446,13 @@ PATCHES = {
     "sglang.srt.layers.attention.torch_native_backend": patch_torch_native_tree,  # B5, B3, B8, then B9
     "sglang.srt.distributed.parallel_state": patch_no_pynccl_on_cpu,
     "sglang.srt.models.minimax_m2": patch_minimax_qk_norm,  # B6
-    "sglang.srt.layers.moe.fused_moe_native": sglang_cpu_llama4.patch_router_weight_on_input,  # B10
+    "sglang.srt.layers.moe.fused_moe_native": patch_fused_moe_native,  # B12, then B10
     "sglang.srt.models.llama4": sglang_cpu_llama4.patch_llama4_rope_in_place,  # B11
 }
 
 
 def apply():
-    """Import the patched SGLang modules and apply B1-B11 now (idempotent). Needs CPU_ENV set beforehand."""
+    """Import the patched SGLang modules and apply B1-B12 now (idempotent). Needs CPU_ENV set beforehand."""
     import importlib
 
     for name, patch in PATCHES.items():
