@@ -26,6 +26,9 @@ _MODULES = (
     "gemma4",
     "llama4",
     "exaone_moe",
+    "minimax_m3",
+    "bailing_moe",
+    "longcat_flash",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 

@@ -13,4 +13,4 @@ RELEASE = replace(sglang_0_5_15_post1.RELEASE, version="0.5.13.post1", built="20
                   refused_because="its capture loops compute hidden_states + residual inline and crash at the "
                                   "embedding",
                   embedding_crashes=("deepseek_v2", "llama", "glm4_moe", "glm4_moe_lite", "gpt_oss", "apertus",
-                                     "llama4", "exaone_moe"))
+                                     "llama4", "exaone_moe", "longcat_flash"))

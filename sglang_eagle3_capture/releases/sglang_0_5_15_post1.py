@@ -17,7 +17,8 @@ RELEASE = Release(
     refused_because="it resolves the capture ids inline in ModelRunner.__init__ and its DeepSeek capture returns a "
                     "list: none of the seams the plugin patches exist in that shape",
     stock_rules={"gpt_oss": ALWAYS_SHIFT},
-    # apertus.py l.356, llama4.py l.542
+    # apertus.py l.356, llama4.py l.542, longcat_flash.py l.564
     embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite", "gpt_oss", "apertus", "llama4",
-                       "exaone_moe"),
+                       "exaone_moe", "longcat_flash"),
+    absent_families=("minimax_m3",),  # no minimax_m3.py / minimax_m3_vl.py in this wheel
 )

@@ -8,4 +8,6 @@ from . import sglang_0_5_18
 from .schema import PROVEN_CPU_ENGINE
 
 RELEASE = replace(sglang_0_5_18.RELEASE, version="0.5.17", built="2026-08-08", proven=PROVEN_CPU_ENGINE,
-                  install_excludes=())
+                  install_excludes=(),
+                  # minimax_m3_vl.py: no set_eagle3_layers_to_capture (nor get_embed_and_head) before 0.5.18
+                  absent_hooks=("MiniMaxM3SparseForConditionalGeneration",))

@@ -12,7 +12,9 @@ from .schema import FUSED_NORM, NORM_OPERANDS, PROVEN_SEAM_PROBE
 from .sglang_0_5_23 import eager_prefill, metrics_init
 
 RELEASE = replace(sglang_0_5_21.RELEASE, version="0.5.20", built="2026-09-18", proven=PROVEN_SEAM_PROBE,
-                  embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite", "apertus", "llama4", "exaone_moe"),
+                  # longcat_flash.py l.665 appends hidden_states + residual (residual None at loop index 0)
+                  embedding_crashes=("llama", "glm4_moe", "glm4_moe_lite", "apertus", "llama4", "exaone_moe",
+                                     "longcat_flash"),
                   # scheduler.py: init_metrics_collector(self, tp_rank, pp_rank, dp_rank) through 0.5.20
                   seams=sglang_0_5_21.RELEASE.with_seams(eager_prefill(),
                                                          metrics_init("tp_rank", "pp_rank", "dp_rank")),

@@ -11,4 +11,5 @@ from . import sglang_0_5_23
 from .schema import PROVEN_SEAM_PROBE
 
 RELEASE = replace(sglang_0_5_23.RELEASE, version="0.5.22", built="2026-10-15", proven=PROVEN_SEAM_PROBE,
-                  install_excludes=("cuda-tile",))
+                  install_excludes=("cuda-tile",),
+                  final_norm_captures=("gpt_oss",))  # minimax_m3.py l.1734-1736: the final norm captures nothing

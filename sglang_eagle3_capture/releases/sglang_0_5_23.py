@@ -76,7 +76,8 @@ RELEASE = Release(
              ("self", "num_correct_drafts")),
     ),
     selfcheck_routes=(NORM_OPERANDS, FUSED_NORM, RESIDUAL_STREAM),
-    final_norm_captures=("gpt_oss",),  # gpt_oss.py l.726-737 (since 0.5.17: the capture loop rewrite)
+    # gpt_oss.py l.726-737 (since 0.5.17: the capture loop rewrite); minimax_m3.py l.1954-1965 (0.5.23 only)
+    final_norm_captures=("gpt_oss", "minimax_m3"),
     draft_path_from="runtime_context",
     has_draft_model_config=True,
     resolution_record=True,  # arg_groups/overrides.py l.110-136; speculative_hook.py l.1255-1266 declares through it

@@ -65,7 +65,10 @@ def test_table_invariants():
         assert named | set(r.absent_families) <= names, r.version
         assert not named & set(r.absent_families), r.version  # no fact about a family the release lacks
     assert [f.name for f in fams if f.container == PACKED] == ["deepseek_v2"]
-    assert [f.name for f in fams if f.layer_flag] == ["qwen_moe"]
+    assert [f.name for f in fams if f.layer_flag] == ["qwen_moe", "minimax_m3"]
+    for r in releases.all_releases():  # an absent hook is a causal LM of a family the release has
+        hooks = {cls for f in fams if f.name not in r.absent_families for _, cls in f.causal_lms}
+        assert set(r.absent_hooks) <= hooks, r.version
 
 
 @pytest.mark.parametrize("family, rules", [
@@ -86,7 +89,8 @@ def test_stock_rule_per_release(family, rules):
                                               ("deepseek_v2", "0.5.15.post1"), ("qwen3", "0.5.11"),
                                               ("qwen_moe", "0.5.11"), ("minimax_m2", "0.5.11"), ("qwen2", "0.5.11"),
                                               ("apertus", "0.5.22"), ("llama4", "0.5.21"),
-                                              ("exaone_moe", "0.5.22")])
+                                              ("exaone_moe", "0.5.22"), ("longcat_flash", "0.5.21"),
+                                              ("bailing_moe", "0.5.11")])
 def test_embedding_reachable_from(family, first_ok):
     """Loop index 0 crashes (``hidden_states + residual`` with no residual) in every release before ``first_ok``."""
     versions = [r.version for r in releases.all_releases()]
@@ -124,9 +128,13 @@ def test_the_last_layer_fails_differently_per_family():
     qwen_moe = stock_sglang_capture(ids, 24, family="qwen_moe")
     assert qwen_moe.fed_layer_ids == (0, 12) and "IndexError" in qwen_moe.problem
     assert "self.layers[24]" in qwen_moe.problem
-    for family in ("llama", "qwen2", "qwen3", "glm4_moe", "minimax_m2"):
+    for family in ("llama", "qwen2", "qwen3", "glm4_moe", "minimax_m2", "bailing_moe", "longcat_flash"):
         c = stock_sglang_capture(ids, 24, family=family)
         assert c.fed_layer_ids == (0, 12) and "silently" in c.problem and "input width" in c.problem, family
+    minimax_m3 = stock_sglang_capture(ids, 24, family="minimax_m3", release="0.5.23")  # captured at its final norm
+    assert minimax_m3.fed_layer_ids == (0, 12, 23) and minimax_m3.problem is None
+    minimax_m3 = stock_sglang_capture(ids, 24, family="minimax_m3", release="0.5.22")  # not before 0.5.23
+    assert minimax_m3.fed_layer_ids == (0, 12) and "silently" in minimax_m3.problem
     deepseek = stock_sglang_capture(eagle([1, 12, 23]), 24, family="deepseek_v2")
     assert "captured 2 of 3 aux hidden states" in deepseek.problem
 
@@ -265,9 +273,7 @@ def test_an_architecture_without_a_family_is_refused_naming_the_families(tmp_pat
 REFUSED = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration",
            "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3VLForConditionalGeneration",
            "Qwen3VLMoeForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Gemma3ForCausalLM",
-           "Gemma3ForConditionalGeneration", "Gemma4ForConditionalGeneration",
-           "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration", "LongcatFlashForCausalLM",
-           "BailingMoEForCausalLM", "BailingMoeV2ForCausalLM", "Glm5NextForConditionalGeneration",
+           "Gemma3ForConditionalGeneration", "Gemma4ForConditionalGeneration", "Glm5NextForConditionalGeneration",
            "Llama4ForCausalLM", "MindSporeForCausalLM")
 
 
@@ -277,6 +283,35 @@ def test_a_refused_architecture_is_refused_at_startup(tmp_path, arch):
     with pytest.raises(WiringError) as e:
         _resolve(tmp_path, arch, [-1, 1, 4], releases.newest().version)
     assert e.value.field == "architectures" and arch in e.value.problem and e.value.fix
+
+
+def test_a_hook_the_release_lacks_is_left_out_of_the_patch_and_a_draft_on_it_refused(tmp_path):
+    """0.5.17's MiniMaxM3SparseForConditionalGeneration has no set_eagle3_layers_to_capture (the release table's
+    ``absent_hooks``): the family is patched without it (its text class and stack still are), and a draft that
+    declares layer ids on it is refused naming the class, the release and the fix; 0.5.18 has the hook."""
+    vl = "MiniMaxM3SparseForConditionalGeneration"
+    family = families.family_of(vl)
+    old, new = releases.get("0.5.17"), releases.get("0.5.18")
+    hooked = {release.version: {s.owner for s in target.family_patch(family, release).seams
+                                if s.role == "target.set_eagle3"} for release in (old, new)}
+    assert hooked == {"0.5.17": {"MiniMaxM3SparseForCausalLM"}, "0.5.18": {"MiniMaxM3SparseForCausalLM", vl}}
+    assert {s.owner for s in target.family_patch(family, old).seams if s.role == "target.forward"} == {"MiniMaxM3Model"}
+    tdir = tmp_path / "t"
+    tdir.mkdir()
+    dims = {"num_hidden_layers": 6, "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 512,
+            "vocab_size": 256}
+    cfg = {"architectures": [vl], "text_config": dims, **dims}
+    (tdir / "config.json").write_text(json.dumps(cfg))
+    draft = build_tiny_draft(tmp_path / "d", target_dir=tdir, num_aux=3)
+    write_manifest(draft, Manifest((-1, 1, 4), vl, 6, 64, {"source": "manual"}))
+    kwargs = dict(config=SimpleNamespace(eagle_use_aux_hidden_state=True), server_args=SimpleNamespace(pp_size=1),
+                  model_config=SimpleNamespace(hf_config=cfg), spec_algorithm=_Eagle3(), is_draft_worker=False,
+                  draft_path=str(draft), draft_hf_config=lambda: json.loads((draft / "config.json").read_text()))
+    with pytest.raises(WiringError) as e:
+        resolve_target_capture(**kwargs, release=old)
+    assert e.value.field == "layer_ids" and vl in e.value.problem and "0.5.17" in e.value.problem
+    assert "upgrade SGLang" in e.value.fix
+    assert resolve_target_capture(**kwargs, release=new).plan.loop_indices == (0, 2, 5)
 
 
 def _coverage_rows() -> dict[str, str]:
