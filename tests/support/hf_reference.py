@@ -7,7 +7,8 @@ import torch
 
 
 def load_hf(model_dir, *, as_sglang_stores_it: bool = False):
-    """The checkpoint in ``model_dir`` as transformers' own model, fp32, eval mode.
+    """The checkpoint in ``model_dir`` as transformers' own model, fp32, eval mode (from ``model_dir/hf`` where the
+    builder put transformers' own checkpoint beside the one SGLang loads).
 
     ``as_sglang_stores_it``: round the parameters SGLang keeps in a lower precision whatever ``--dtype`` says, so
     that the comparison measures the capture, not that rounding: GPT-OSS's attention sinks, which SGLang keeps in
@@ -22,11 +23,14 @@ def load_hf(model_dir, *, as_sglang_stores_it: bool = False):
 
     import transformers
 
-    # The checkpoint's own class where transformers has it (a multimodal wrapper such as Llama 4's, which
+    # transformers' own checkpoint where the builder wrote another layout for SGLang beside it (tiny_models.py), then
+    # the checkpoint's own class where transformers has it (a multimodal wrapper such as Llama 4's, which
     # AutoModelForCausalLM would not build from its composite config), else the causal-LM auto class.
-    arch = json.loads((Path(model_dir) / "config.json").read_text())["architectures"][0]
+    own = Path(model_dir) / "hf"
+    source = own if own.is_dir() else Path(model_dir)
+    arch = json.loads((source / "config.json").read_text())["architectures"][0]
     cls = getattr(transformers, arch, None) if arch.endswith("ForConditionalGeneration") else None
-    model = (cls or transformers.AutoModelForCausalLM).from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    model = (cls or transformers.AutoModelForCausalLM).from_pretrained(str(source), dtype=torch.float32).eval()
     if as_sglang_stores_it and model.config.model_type == "gpt_oss":
         with torch.no_grad():
             for layer in model.model.layers:

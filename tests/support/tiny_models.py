@@ -7,8 +7,12 @@
   deepseek_yarn, ``layers/rotary_embedding/factory.py::get_rope_cpu``) and ``moe_layer_freq``
   (``models/deepseek_v2.py``), as real DeepSeek-V3 configs do.
 - ``build_family_target``: the same for every other target family (:data:`FAMILY_TARGETS`: Llama, TeleFLM, Qwen2,
-  Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash, Apertus), 6 layers, hidden 64,
-  with transformers' own classes and the keys SGLang's CPU path reads.
+  Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash, Apertus, Gemma 4, MiniMax-M3, LongCat-Flash,
+  Bailing-MoE), 6 layers, hidden 64 (LongCat 256), with transformers' own classes and the keys SGLang's CPU path
+  reads. Where SGLang reads another config or weight layout than transformers writes (MiniMax-M3, LongCat-Flash),
+  transformers' own checkpoint goes to ``hf/`` (the reference ``hf_reference.load_hf`` loads) and the directory
+  itself holds the same weights as SGLang loads them; Bailing-MoE has no transformers class (see
+  :func:`_build_bailing`).
 - ``build_tiny_draft``: an EAGLE-3 draft in the layout SGLang's ``LlamaForCausalLMEagle3``
   (``models/llama_eagle3.py``) loads: config.json + model.safetensors with ``fc``, ``midlayer.*``,
   ``norm``, ``lm_head``, ``d2t``, ``t2d``. The embedding comes from the target at load time.
@@ -69,15 +73,27 @@ class TinyFamilyTarget:
     keys added to config.json after ``save_pretrained``, and ServerArgs overrides for SGLang on CPU.
     ``architecture`` (when set) replaces ``architectures[0]``: an SGLang class that loads the same checkpoint.
     ``outer`` (when set): ``config_class`` is a wrapper whose decoder config is its ``text_config``; ``config`` (with
-    the common keys) becomes that ``text_config``, and ``outer`` holds the wrapper's own kwargs (``vision_config``)."""
+    the common keys) becomes that ``text_config``, and ``outer`` holds the wrapper's own kwargs (``vision_config``).
 
-    config_class: str
-    model_class: str
+    ``sglang_config``: keys of SGLang's config.json only (None removes one), and ``weight_layout``: the
+    transformers conversion mapping (``conversion_mapping.py``) whose reversal writes the weight names SGLang loads;
+    with either, transformers' own checkpoint is saved to ``hf/`` as the reference. ``config_class`` None: no
+    transformers class (Bailing-MoE), ``config`` is the config.json SGLang reads."""
+
+    config_class: str | None
+    model_class: str | None
     config: dict
     extra_keys: dict = field(default_factory=dict)
     server_args: dict = field(default_factory=dict)
     architecture: str | None = None
     outer: dict | None = None
+    sglang_config: dict = field(default_factory=dict)
+    weight_layout: str | None = None
+
+    @property
+    def has_hf_class(self) -> bool:
+        """True when transformers has the model class (the in-process proof's reference is HF)."""
+        return self.model_class is not None
 
 
 def _layer_types(n: int) -> list[str]:
@@ -151,6 +167,64 @@ FAMILY_TARGETS = {
                                         first_k_dense_replace=1, n_group=1, topk_group=1, sliding_window=8,
                                         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, **_MOE),
                                    extra_keys={"sliding_window_pattern": None}),
+    # transformers' MiniMax-M3 text model (minimax_m3_vl). SGLang reads the checkpoint's own keys, which transformers'
+    # MiniMaxM3VLTextConfig drops (sparse_attention_config, moe_layer_freq) or rewrites (hidden_act "swigluoai" ->
+    # "silu"), so its config.json is a text_config as the published checkpoint carries it (model_type "minimax_m2",
+    # which SGLang parses keeping every key), and its weights are written through transformers' "minimax_m3_vl"
+    # conversion mapping reversed (w1/w2/w3 experts, gate_proj/up_proj, block_sparse_moe), less the VL prefixes.
+    # Every attention layer is dense: SGLang's sparse-attention kernels take bf16/fp16 queries only
+    # (kernels/ops/attention/minimax_sparse/common/utils.py:51). The shared expert is intermediate_size wide in SGLang
+    # (minimax_m3.py:455), hence shared_intermediate_size = intermediate_size. Partial RoPE: HF reads
+    # rope_parameters.partial_rotary_factor, SGLang rotary_dim.
+    "minimax_m3": TinyFamilyTarget("MiniMaxM3VLTextConfig", "MiniMaxM3VLForCausalLM",
+                                   dict(intermediate_size=32, shared_intermediate_size=32, dense_intermediate_size=128,
+                                        num_local_experts=8, num_experts_per_tok=2, head_dim=16, rotary_dim=8,
+                                        rms_norm_eps=1e-6,
+                                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                         "partial_rotary_factor": 0.5}),
+                                   architecture="MiniMaxM3SparseForCausalLM",
+                                   sglang_config={"model_type": "minimax_m2", "hidden_act": "swigluoai",
+                                                  "use_gemma_norm": True, "qk_norm_type": "per_head",
+                                                  "use_qk_norm": True, "n_shared_experts": 1,
+                                                  "scoring_func": "sigmoid", "use_routing_bias": True},
+                                   weight_layout="minimax_m3_vl"),
+    # LongCat-Flash (MLA like DeepSeek: the CPU runtime's B1). hidden 256: SGLang's zero (identity) experts are
+    # computed in blocks of 256 channels (kernels/ops/moe/ep_moe_kernels.py:1929-1938, none at all below 256).
+    # routed_scaling_factor 1: SGLang adds the zero experts' output unscaled (longcat_flash.py:331-335) where HF
+    # scales every routed weight (modeling_longcat_flash.py:147); at 1 both compute the same model. rms_norm_eps 1e-6:
+    # HF's q_a/kv_a latent norms hard-code it, SGLang's read the config (as for GLM-4.7-Flash). RoPE: SGLang's MLA
+    # runs only deepseek_yarn on CPU, and SGLang's LongcatFlashConfig with transformers 5.19 cannot validate "yarn"
+    # (it sets max_position_embeddings after PretrainedConfig.__init__ validates) nor run without rope_scaling
+    # (configs/longcat_flash.py:102 sets rope_scaling, an alias of rope_parameters in transformers 5, to None;
+    # models/longcat_flash.py:377 then fails): SGLang's config.json has the same yarn as "deepseek_yarn"
+    # rope_scaling, HF's (in hf/) has it as rope_parameters.
+    "longcat_flash": TinyFamilyTarget("LongcatFlashConfig", "LongcatFlashForCausalLM",
+                                      dict(hidden_size=256, num_key_value_heads=4, ffn_hidden_size=128,
+                                           expert_ffn_hidden_size=32, n_routed_experts=8, zero_expert_num=2,
+                                           moe_topk=2, kv_lora_rank=32, q_lora_rank=48, qk_rope_head_dim=16,
+                                           qk_nope_head_dim=16, v_head_dim=16, head_dim=16, rms_norm_eps=1e-6,
+                                           routed_scaling_factor=1.0, initializer_range=0.05,
+                                           rope_parameters=dict(YARN)),
+                                      sglang_config={"rope_parameters": None, "rope_theta": YARN["rope_theta"],
+                                                     "rope_scaling": {**{k: v for k, v in YARN.items()
+                                                                         if k not in ("type", "rope_theta")},
+                                                                      "rope_type": "deepseek_yarn"}}),
+    # No transformers class: config.json and the weights as inclusionAI's Ling-2.0 checkpoints carry them (see
+    # _build_bailing), read by SGLang through trust_remote_code like the published checkpoints.
+    "bailing_moe": TinyFamilyTarget(None, None,
+                                    dict(model_type="bailing_moe_v2", intermediate_size=128,
+                                         moe_intermediate_size=32, head_dim=16, hidden_act="silu",
+                                         use_qkv_bias=False, use_bias=False, use_qk_norm=True, rms_norm_eps=1e-6,
+                                         norm_head=False, embedding_dropout=0.0, rope_theta=10000.0,
+                                         partial_rotary_factor=0.5,
+                                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                                         num_experts=8, num_shared_experts=1, num_experts_per_tok=2, n_group=2,
+                                         topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+                                         first_k_dense_replace=1, score_function="sigmoid",
+                                         moe_router_enable_expert_bias=True, router_dtype="fp32",
+                                         torch_dtype="float32"),
+                                    architecture="BailingMoeV2ForCausalLM",
+                                    server_args={"trust_remote_code": True}),
 }
 # Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
 # neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
@@ -170,7 +244,8 @@ FAMILY_TARGETS["llama4"] = TinyFamilyTarget(
 
 
 def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
-    kwargs = {**_FAMILY_COMMON, **FAMILY_TARGETS[name].config, "num_hidden_layers": num_hidden_layers}
+    layers = "num_layers" if name == "longcat_flash" else "num_hidden_layers"  # HF: num_hidden_layers = 2 * num_layers
+    kwargs = {**_FAMILY_COMMON, **FAMILY_TARGETS[name].config, layers: num_hidden_layers}
     if name in ("gpt_oss", "gemma4"):
         kwargs["layer_types"] = _layer_types(num_hidden_layers)
     if name == "exaone_moe":  # "LLLG": every fourth layer global
@@ -179,7 +254,18 @@ def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
     if name == "glm4_moe_lite":
         kwargs["mlp_layer_types"] = ["dense"] + ["sparse"] * (num_hidden_layers - 1)
         kwargs["rope_parameters"] = dict(YARN)
+    if name == "minimax_m3":  # the checkpoint's own keys, which transformers' config also reads (legacy names)
+        kwargs.update(_minimax_m3_layer_keys(num_hidden_layers))
     return kwargs
+
+
+def _minimax_m3_layer_keys(n: int) -> dict:
+    """MiniMax-M3's per-layer keys as its checkpoint states them: layer 0 a dense MLP, no sparse-attention layer."""
+    dense = [0] * n
+    return {"moe_layer_freq": [0] + [1] * (n - 1),
+            "sparse_attention_config": {"sparse_attention_freq": dense, "sparse_disable_index_value": dense,
+                                        "sparse_num_index_heads": 2, "sparse_index_dim": 16, "sparse_block_size": 128,
+                                        "sparse_topk_blocks": 16, "sparse_local_block": 1, "sparse_init_block": 0}}
 
 
 def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed: int = 0) -> Path:
@@ -190,6 +276,8 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
     spec = FAMILY_TARGETS[name]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if not spec.has_hf_class:
+        return _build_bailing(out, spec, num_hidden_layers, seed)
     kwargs = _family_config_kwargs(name, num_hidden_layers)
     if spec.outer is not None:
         kwargs = {**spec.outer, "text_config": kwargs, "tie_word_embeddings": False}
@@ -197,6 +285,10 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = getattr(transformers, spec.model_class)(config).to(torch.float32).eval()
+    if spec.sglang_config or spec.weight_layout:
+        model.save_pretrained(out / "hf", safe_serialization=True)  # the reference, as transformers writes it
+    if spec.weight_layout:
+        _set_checkpoint_layout(model, spec.weight_layout)
     model.save_pretrained(out, safe_serialization=True)
     extra = dict(spec.extra_keys)
     if "rope_parameters" in config.to_dict() and name == "glm4_moe_lite":
@@ -205,13 +297,84 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
         extra["architectures"] = [spec.architecture]
     if name == "exaone_moe":  # which layers are MoE, as real EXAONE MoE configs say it (SGLang reads only this)
         extra["is_moe_layer"] = [t == "sparse" for t in config.mlp_layer_types]
-    _update_json(out / "config.json", extra)
+    if name == "minimax_m3":
+        extra.update(_minimax_m3_layer_keys(num_hidden_layers))
+    _update_json(out / "config.json", {**extra, **spec.sglang_config})
+    return out
+
+
+def _set_checkpoint_layout(model, model_type: str) -> None:
+    """Make ``model.save_pretrained`` write the weight names of ``model_type``'s original checkpoints: transformers
+    reverses the conversions a model was loaded with, ``model._weight_conversions`` (core_model_loading.py:1803-1810),
+    here the mapping registered for ``model_type`` less its renames of whole prefixes (``^language_model``...: a
+    multimodal checkpoint's, not the text model's)."""
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+
+    mapping = get_checkpoint_conversion_mapping(model_type)
+    model._weight_conversions = [c for c in mapping if not any(p.startswith("^") for p in c.source_patterns)]
+
+
+_BAILING_CONFIG_PY = '''"""The config class of this test checkpoint (sglang-eagle3-capture's tiny_models.py),
+loaded through ``trust_remote_code`` as Ling checkpoints load theirs: every config.json key becomes an attribute."""
+
+from transformers import PretrainedConfig
+
+
+class BailingMoeV2Config(PretrainedConfig):
+    model_type = "bailing_moe_v2"
+'''
+
+
+def _build_bailing(out: Path, spec: TinyFamilyTarget, num_hidden_layers: int, seed: int) -> Path:
+    """A Bailing-MoE (Ling-2.0) checkpoint without a transformers class: config.json with ``auto_map`` to a config
+    class of our own (``configuration_bailing_moe_v2.py``, every key an attribute), and seeded random weights (std
+    0.1; norms 1 + 0.1 noise) under the names inclusionAI's checkpoints use, which
+    ``BailingMoEForCausalLM.load_weights`` (bailing_moe.py:945-1088) reads: ``attention.query_key_value`` (fused),
+    ``attention.dense``, ``attention.{query,key}_layernorm``, dense ``mlp.{gate,up,down}_proj`` below
+    ``first_k_dense_replace``, then ``mlp.gate`` (+ ``expert_bias``), ``mlp.experts.E.*`` and
+    ``mlp.shared_experts.*``."""
+    c = {**_FAMILY_COMMON, **spec.config, "num_hidden_layers": num_hidden_layers, "architectures": [spec.architecture],
+         "auto_map": {"AutoConfig": "configuration_bailing_moe_v2.BailingMoeV2Config"}}
+    c.pop("initializer_range")
+    h, hd, heads, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"]
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape, std=0.1):
+        return torch.randn(*shape, generator=gen) * std
+
+    def mlp(prefix: str, inter: int) -> dict:
+        return {f"{prefix}.gate_proj.weight": rand(inter, h), f"{prefix}.up_proj.weight": rand(inter, h),
+                f"{prefix}.down_proj.weight": rand(h, inter)}
+
+    w = {"model.word_embeddings.weight": rand(c["vocab_size"], h, std=1.0), "model.norm.weight": 1 + rand(h),
+         "lm_head.weight": rand(c["vocab_size"], h)}
+    for i in range(num_hidden_layers):
+        p = f"model.layers.{i}"
+        w |= {f"{p}.input_layernorm.weight": 1 + rand(h), f"{p}.post_attention_layernorm.weight": 1 + rand(h),
+              f"{p}.attention.query_key_value.weight": rand((heads + 2 * kv) * hd, h),
+              f"{p}.attention.dense.weight": rand(h, heads * hd),
+              f"{p}.attention.query_layernorm.weight": 1 + rand(hd),
+              f"{p}.attention.key_layernorm.weight": 1 + rand(hd)}
+        if i < c["first_k_dense_replace"]:
+            w |= mlp(f"{p}.mlp", c["intermediate_size"])
+            continue
+        w |= {f"{p}.mlp.gate.weight": rand(c["num_experts"], h), f"{p}.mlp.gate.expert_bias": rand(c["num_experts"])}
+        for e in range(c["num_experts"]):
+            w |= mlp(f"{p}.mlp.experts.{e}", c["moe_intermediate_size"])
+        w |= mlp(f"{p}.mlp.shared_experts", c["moe_intermediate_size"] * c["num_shared_experts"])
+    from safetensors.torch import save_file
+
+    save_file(w, str(out / "model.safetensors"))
+    (out / "config.json").write_text(json.dumps(c, indent=2, sort_keys=True))
+    (out / "configuration_bailing_moe_v2.py").write_text(_BAILING_CONFIG_PY)
     return out
 
 
 def _update_json(path: Path, extra: dict) -> None:
     data = json.loads(path.read_text())
     data.update(extra)
+    for key in [k for k, v in extra.items() if v is None]:  # None removes a key
+        del data[key]
     path.write_text(json.dumps(data, indent=2, sort_keys=True))
 
 
