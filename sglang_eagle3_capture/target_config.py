@@ -53,15 +53,19 @@ def decoder_field_prefix(arch: str) -> str:
 
 
 def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
-    """``(architecture, num_hidden_layers, hidden_size)`` of a target HF config (dict or config object)."""
+    """``(architecture, num_hidden_layers, hidden_size)`` of a target HF config (dict or config object); the layer
+    count from the first of the family's ``layer_count_keys`` the config has (LongCat-Flash's ``num_layers``)."""
     arch = architecture(target_hf_config, where)
     prefix = decoder_field_prefix(arch)
     text = cfg_get(target_hf_config, "text_config") if prefix else target_hf_config
     if text is None:
         raise ManifestError(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
                             "point TARGET at the full model config.json")
+    family = family_of(arch)
+    layers = family.layer_count_keys if family is not None else ("num_hidden_layers",)
+    layer_key = next((k for k in layers if cfg_get(text, k) is not None), layers[0])
     dims = []
-    for key in ("num_hidden_layers", "hidden_size"):
+    for key in (layer_key, "hidden_size"):
         v = cfg_get(text, key)
         if not is_int(v) or v < 1:
             raise ManifestError(where, prefix + key, f"expected a positive integer, got {brief(v)}",

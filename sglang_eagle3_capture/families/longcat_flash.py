@@ -3,7 +3,8 @@
 A decoder layer (``LongcatFlashDecoderLayer``, 350) holds two attention and two MLP sublayers and a shortcut MoE:
 attention 0, then the MoE branch and MLP 0 both read the post-attention-0 norm, attention 1, MLP 1, and the MoE
 output joins the stream at the layer's end (``merge_branch``, 496-501). ``num_hidden_layers`` of SGLang's config is
-the number of these layers (configs/longcat_flash.py: ``num_layers`` when absent), and a layer id names the output of
+the number of these layers (configs/longcat_flash.py:81-83: ``num_layers`` when absent, as in the
+config transformers writes: the family's ``layer_count_keys``), and a layer id names the output of
 one of them: the residual stream after the MoE branch joined, which is what HF records as ``hidden_states[k+1]``
 (transformers' ``LongcatFlashDecoderLayer`` returns ``residual + mlps[1] output + shortcut MoE output``; its config's
 ``num_hidden_layers`` property is ``2 * num_layers``, the attention sublayer count, not the decoder layer count).
@@ -31,6 +32,7 @@ FAMILY = Family(
     stock_rule=ALWAYS_SHIFT,
     forward_params=FORWARD_PARAMS[:5],
     pp_group=PP_FROM_RUNTIME,
+    layer_count_keys=("num_hidden_layers", "num_layers"),  # configs/longcat_flash.py:81-83
     input_norm="input_layernorm.0",
     attn="self_attn.0",
 )

@@ -44,7 +44,9 @@ class Family:
     - ``stock_rule``: how stock SGLang reads explicit ids (:mod:`~sglang_eagle3_capture.releases.schema`
       rules; a release file may override it); ``stock_past_loop``: what stock SGLang does with loop index N
       (``N_*``; a release's ``final_norm_captures`` says where the family captures it itself).
-    - ``text_config``: architectures whose decoder dimensions live in ``config.json: text_config``.
+    - ``text_config``: architectures whose decoder dimensions live in ``config.json: text_config``;
+      ``layer_count_keys``: the config keys SGLang reads the decoder layer count from, the first present wins
+      (LongCat-Flash: ``num_layers`` where ``num_hidden_layers`` is absent).
     - ``layers``, ``embed_tokens``, ``input_norm``, ``attn``: the decoder stack's layer list and embedding, and a
       decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23;
       dotted into a pair where a layer holds two, LongCat-Flash's ``input_layernorm.0``): where the first-batch
@@ -64,6 +66,7 @@ class Family:
     model_attr: str = "model"
     final_norm: str = "norm"
     text_config: tuple[str, ...] = ()
+    layer_count_keys: tuple[str, ...] = ("num_hidden_layers",)
     layers: str = "layers"
     embed_tokens: str = "embed_tokens"
     input_norm: str = "input_layernorm"

@@ -26,6 +26,7 @@ from sglang_eagle3_capture.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N
 from sglang_eagle3_capture.serving import seams, selfcheck, target
 from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
 from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds, resolve_target_capture
+from sglang_eagle3_capture.target_config import target_dims
 from support.cli import run
 from support.tiny_models import build_tiny_draft
 
@@ -312,6 +313,17 @@ def test_a_hook_the_release_lacks_is_left_out_of_the_patch_and_a_draft_on_it_ref
     assert e.value.field == "layer_ids" and vl in e.value.problem and "0.5.17" in e.value.problem
     assert "upgrade SGLang" in e.value.fix
     assert resolve_target_capture(**kwargs, release=new).plan.loop_indices == (0, 2, 5)
+
+
+def test_longcat_layer_count_is_num_layers_where_the_config_has_no_num_hidden_layers(tmp_path):
+    """SGLang's LongcatFlashConfig takes num_hidden_layers, else num_layers (the key transformers writes; HF's own
+    num_hidden_layers is 2 * num_layers, the attention sublayers): inspect/verify/manifest write read the same."""
+    cfg = {"architectures": ["LongcatFlashForCausalLM"], "num_layers": 28, "hidden_size": 6144}
+    assert target_dims(cfg, "c") == ("LongcatFlashForCausalLM", 28, 6144)
+    assert target_dims({**cfg, "num_hidden_layers": 14}, "c")[1] == 14  # SGLang's own key first
+    with pytest.raises(ManifestError) as e:  # another family's config without num_hidden_layers is still refused
+        target_dims({**cfg, "architectures": ["LlamaForCausalLM"]}, "c")
+    assert e.value.field == "num_hidden_layers" and e.value.fix
 
 
 def _coverage_rows() -> dict[str, str]:
