@@ -7,11 +7,11 @@
   deepseek_yarn, ``layers/rotary_embedding/factory.py::get_rope_cpu``) and ``moe_layer_freq``
   (``models/deepseek_v2.py``), as real DeepSeek-V3 configs do.
 - ``build_family_target``: the same for every other target family (:data:`FAMILY_TARGETS`: Llama, TeleFLM, Qwen2,
-  Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash, Apertus, Gemma 4, MiniMax-M3, LongCat-Flash,
-  Bailing-MoE), 6 layers, hidden 64 (LongCat 256), with transformers' own classes and the keys SGLang's CPU path
-  reads. Where SGLang reads another config or weight layout than transformers writes (MiniMax-M3, LongCat-Flash),
-  transformers' own checkpoint goes to ``hf/`` (the reference ``hf_reference.load_hf`` loads) and the directory
-  itself holds the same weights as SGLang loads them; Bailing-MoE has no transformers class (see
+  Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash, Apertus, Gemma 4, MiniMax-M3 text and VL,
+  LongCat-Flash, Bailing-MoE), 6 layers, hidden 64 (LongCat 256), with transformers' own classes and the keys
+  SGLang's CPU path reads. Where SGLang reads another config or weight layout than transformers writes (MiniMax-M3,
+  LongCat-Flash), transformers' own checkpoint goes to ``hf/`` (the reference ``hf_reference.load_hf`` loads) and
+  the directory itself holds the same weights as SGLang loads them; Bailing-MoE has no transformers class (see
   :func:`_build_bailing`).
 - ``build_tiny_draft``: an EAGLE-3 draft in the layout SGLang's ``LlamaForCausalLMEagle3``
   (``models/llama_eagle3.py``) loads: config.json + model.safetensors with ``fc``, ``midlayer.*``,
@@ -89,6 +89,7 @@ class TinyFamilyTarget:
     outer: dict | None = None
     sglang_config: dict = field(default_factory=dict)
     weight_layout: str | None = None
+    vl_of: str | None = None  # the text target whose checkpoint is this multimodal class's language model
 
     @property
     def has_hf_class(self) -> bool:
@@ -198,6 +199,24 @@ FAMILY_TARGETS = {
     # (configs/longcat_flash.py:102 sets rope_scaling, an alias of rope_parameters in transformers 5, to None;
     # models/longcat_flash.py:377 then fails): SGLang's config.json has the same yarn as "deepseek_yarn"
     # rope_scaling, HF's (in hf/) has it as rope_parameters.
+    # MiniMax-M3 as published: MiniMaxM3SparseForConditionalGeneration around the text target above (its weights under
+    # language_model., its config as text_config), a one-layer vision tower config SGLang's CLIPVisionConfig accepts
+    # (minimax_vl_common.py:40-64) and no vision weights (text prompts never run the tower; SGLang leaves its
+    # parameters as allocated). The reference is the text model, HF's in hf/.
+    "minimax_m3_vl": TinyFamilyTarget("MiniMaxM3VLTextConfig", "MiniMaxM3VLForCausalLM", {},
+                                      architecture="MiniMaxM3SparseForConditionalGeneration", vl_of="minimax_m3",
+                                      sglang_config={"model_type": "minimax_m3_vl", "projector_hidden_size": 64,
+                                                     "image_token_index": 250, "video_token_index": 251,
+                                                     "vision_config": {
+                                                         "model_type": "clip_vision_model", "hidden_size": 32,
+                                                         "intermediate_size": 64, "num_hidden_layers": 1,
+                                                         "num_attention_heads": 2, "num_channels": 3,
+                                                         "image_size": 28, "patch_size": 14, "hidden_act": "gelu",
+                                                         "layer_norm_eps": 1e-5, "position_embedding_type": "rope",
+                                                         "rope_mode": "3d", "rope_theta": 10000.0,
+                                                         "vision_segment_max_frames": None,
+                                                         "img_token_compression_config": {
+                                                             "temporal_patch_size": 2, "spatial_merge_size": 2}}}),
     "longcat_flash": TinyFamilyTarget("LongcatFlashConfig", "LongcatFlashForCausalLM",
                                       dict(hidden_size=256, num_key_value_heads=4, ffn_hidden_size=128,
                                            expert_ffn_hidden_size=32, n_routed_experts=8, zero_expert_num=2,
@@ -278,6 +297,9 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
     out.mkdir(parents=True, exist_ok=True)
     if not spec.has_hf_class:
         return _build_bailing(out, spec, num_hidden_layers, seed)
+    if spec.vl_of is not None:
+        return _wrap_as_multimodal(build_family_target(spec.vl_of, out, num_hidden_layers=num_hidden_layers,
+                                                       seed=seed), spec)
     kwargs = _family_config_kwargs(name, num_hidden_layers)
     if spec.outer is not None:
         kwargs = {**spec.outer, "text_config": kwargs, "tie_word_embeddings": False}
@@ -300,6 +322,20 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
     if name == "minimax_m3":
         extra.update(_minimax_m3_layer_keys(num_hidden_layers))
     _update_json(out / "config.json", {**extra, **spec.sglang_config})
+    return out
+
+
+def _wrap_as_multimodal(out: Path, spec: TinyFamilyTarget) -> Path:
+    """Turn the text checkpoint in ``out`` into ``spec.architecture``'s: weights under ``language_model.``, the text
+    config as ``text_config`` beside ``spec.sglang_config`` (``hf/``, the reference, stays the text model)."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(out / "model.safetensors"))
+    save_file({f"language_model.{k}": v for k, v in weights.items()}, str(out / "model.safetensors"))
+    text = {k: v for k, v in json.loads((out / "config.json").read_text()).items() if k != "architectures"}
+    config = {"architectures": [spec.architecture], "text_config": text, "tie_word_embeddings": False,
+              "torch_dtype": "float32", **spec.sglang_config}
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     return out
 
 
