@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import ENGINE_DEFAULTS  # the CPU settings, shared with the benchmarks
+from harness import ENGINE_DEFAULTS, REPO  # the CPU settings, shared with the benchmarks
 
 WORKER = Path(__file__).resolve().parent / "engine_worker.py"
 NO_PLUGINS = "__no_sglang_plugins__"  # matches no entry-point name
@@ -94,6 +94,9 @@ def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, 
     if plugins is not None:
         child_env["SGLANG_PLUGINS"] = plugins
     child_env.update(env or {})
+    # after cpu_runtime (and any start-up hook a caller put first): this checkout's package, which an editable install
+    # pointing at another checkout would otherwise shadow in the subprocess (its sys.path[0] is tests/support)
+    child_env["PYTHONPATH"] = os.pathsep.join([child_env["PYTHONPATH"], str(REPO)])
     with tempfile.TemporaryDirectory(prefix="engine_run_") as tmp:
         spec_path, result_path, log_path = (Path(tmp) / n for n in ("spec.json", "result.json", "output.log"))
         spec_path.write_text(json.dumps({"runs": runs}))
