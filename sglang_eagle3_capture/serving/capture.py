@@ -220,5 +220,20 @@ class FcFeed:
         if aux is None:
             return out
         if self.dump is not None:
-            self.dump(aux, input_ids, positions, getattr(forward_batch, "forward_mode", None))
+            self.dump(aux, batch_token_ids(input_ids, forward_batch), positions,
+                      getattr(forward_batch, "forward_mode", None))
         return hidden, aux
+
+
+def batch_token_ids(input_ids: Any, forward_batch: Any) -> Any:
+    """The token ids of the batch the fc input belongs to, for the dump: the decoder stack's own ``input_ids``, or,
+    when a multimodal wrapper hands its decoder only the embeddings it computed from the batch's ids
+    (``KimiK25ForConditionalGeneration.forward`` -> ``general_mm_embed_routine``, which calls the language model with
+    ``input_ids=None``; docs/families.md cites the lines), the ForwardBatch's ``input_ids`` (a multimodal placeholder
+    row holds SGLang's pad value there). None when the request itself served embeddings
+    (``forward_batch.input_embeds``): no ids made those rows."""
+    if input_ids is not None:
+        return input_ids
+    if getattr(forward_batch, "input_embeds", None) is not None:
+        return None
+    return getattr(forward_batch, "input_ids", None)

@@ -5,7 +5,8 @@ EAGLE-3 capture (every TP rank, in its scheduler process) then writes its first 
 
 - ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.safetensors`` with ``aux_hidden_states`` ``[T, K*H]`` (chunks in fc order,
   exactly the tensor handed to the logits processor, which passes it on to the draft), ``input_ids``
-  ``[T]`` and ``positions`` ``[T]``;
+  ``[T]`` (the batch's token ids, also for a wrapper such as Kimi-K2.5 that hands its decoder embeddings, see
+  ``capture.batch_token_ids``; absent when the request served embeddings) and ``positions`` ``[T]``;
 - ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.json``: layer ids, loop indices, where the ids came from, TP/PP rank, pid,
   process title, SGLang and package versions, forward mode, shapes and dtype (``compare`` reads both back as
   :mod:`sglang_eagle3_capture.schemas.dump` declares them).
@@ -126,7 +127,7 @@ class CaptureDump:
             if torch.compiler.is_compiling() or (aux.is_cuda and torch.cuda.is_current_stream_capturing()):
                 return
             tensors = {"aux_hidden_states": aux, "input_ids": input_ids, "positions": positions}
-            tensors = {k: v for k, v in tensors.items() if v is not None}  # input_ids is None under input_embeds
+            tensors = {k: v for k, v in tensors.items() if v is not None}  # no input_ids for served embeddings
             size = sum(t.numel() * t.element_size() for t in tensors.values())
             if self.bytes_written + size > self.max_bytes:
                 if not self._warned_size:

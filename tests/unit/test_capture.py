@@ -195,3 +195,27 @@ def test_last_layer_hook_traces_under_torch_compile(monkeypatch):
         assert torch.equal(aux, torch.cat([x + residual, x * 3], dim=-1))
     assert counters["stats"]["unique_graphs"] == 1  # dynamo really compiled it (once, then reused)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("case", ["decoder ids", "wrapper embeds", "served embeds"])
+def test_dump_gets_the_batch_token_ids_when_a_wrapper_hands_its_decoder_embeddings(tmp_path, case):
+    # Kimi-K2.5's forward (general_mm_embed_routine) calls its language model with input_ids=None and the embeddings
+    # it computed from forward_batch.input_ids: the dump takes the ids from the batch, so `compare` can align the rows.
+    # A request that served its own embeddings (forward_batch.input_embeds) has no ids that made them: none dumped.
+    from safetensors.torch import load_file
+
+    from sglang_eagle3_capture.serving.dump import CaptureDump
+
+    p = plan_capture([-1, 3], 6, where=WHERE)
+    layers = list(p.loop_indices)
+    ids, positions = torch.tensor([5, 6, 7]), torch.arange(3)
+    batch = SimpleNamespace(input_ids=ids, input_embeds=torch.zeros(3, 4) if case == "served embeds" else None,
+                            forward_mode=SimpleNamespace(name="EXTEND"))
+    dump = CaptureDump(tmp_path, metadata={"tp_rank": 0}, max_batches=1)
+    FcFeed(p, layers, dump, 6, **DEEPSEEK)(_model(layers), (torch.zeros(3, 2), torch.randn(3, 4)),
+                                           ids.clone() if case == "decoder ids" else None, positions, batch)
+    (written,) = [load_file(str(f)) for f in tmp_path.glob("*.safetensors")]
+    if case == "served embeds":
+        assert "input_ids" not in written
+    else:
+        assert torch.equal(written["input_ids"], ids) and torch.equal(written["positions"], positions)
