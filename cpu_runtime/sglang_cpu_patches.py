@@ -93,13 +93,35 @@ B13 (no code: ``CPU_ENV``) ``SGLANG_OPT_USE_BF16_ROUTER_GEMM=0``: MiniMax-M3's r
     with ``torch.mm(..., out_dtype=torch.float32)`` on a bf16 gate (minimax_m3.py:472-477, 717-719), an op CPU torch
     does not have (``aten::mm.dtype``); with it off the gate is an fp32 ``ReplicatedLinear`` over fp32 input
     (minimax_m3.py:720), HF's router.
+B14 sglang.srt.managers.tokenizer_manager (Kimi-K2.5; in cpu_runtime/sglang_cpu_kimi.py)
+    ``TokenizerManager.init_tokenizer_and_processor`` (tokenizer_manager.py:608) builds a multimodal architecture's
+    processor even under ``skip_tokenizer_init`` (612-626), and ``--language-model-only``, the flag that skips it, is
+    refused for ``KimiK25ForConditionalGeneration`` (arg_groups/model_hook.py:1102-1109: not in
+    ``ServerArgs.LANGUAGE_MODEL_ONLY_ARCHITECTURES``, server_args.py:335). SGLang's Kimi-K2.5 processor reads
+    ``_processor.media_processor.media_proc_cfg`` (multimodal/processors/kimi_k25.py:546), which only the released
+    checkpoint's own remote-code processor has (its preprocessor_config.json names Moonshot's classes in
+    ``auto_map``); transformers 5.19's ``Kimi_K25Processor`` has no ``media_processor``, and this project does not
+    copy Moonshot's code into a fixture. For a ``KimiK25ForConditionalGeneration`` checkpoint with no
+    ``preprocessor_config.json``, served with ``skip_tokenizer_init`` (token ids, no images), we let that one call take
+    the branch SGLang takes for text models (637: no processor, no tokenizer) by reading ``model_config.is_multimodal``
+    as False during it. Only the tokenizer manager's front end changes: the scheduler, in its own process, builds and
+    loads the whole ``KimiK25ForConditionalGeneration``, vision tower included, and runs text through its
+    ``general_mm_embed_routine``. Images cannot be sent to such a server.
+B15 sglang.srt.models.kimi_k25_eagle3 (the Kimi MLA draft; in cpu_runtime/sglang_cpu_kimi.py)
+    ``Eagle3DeepseekV2ForCausalLM.set_embed`` and ``set_embed_and_head`` end with ``torch.cuda.empty_cache()`` and
+    ``torch.cuda.synchronize()`` (kimi_k25_eagle3.py:404-423), unconditionally; the EAGLE worker calls one of them at
+    startup to share the target's embedding (speculative/eagle_worker_v2.py:360-378), and ``synchronize`` raises
+    without a CUDA device ("Found no NVIDIA driver"). We run the two methods with ``torch.cuda.synchronize`` a no-op
+    while no CUDA device is available (restored after the call); what they do to the draft is SGLang's own code. The
+    plugin's ``draft.mla.set_embed`` seam wraps this method (its signature, read through ``__wrapped__``, is SGLang's).
 
 ``apply()`` imports the patched modules and patches them now. ``install_import_hook()`` (called by
 ``sitecustomize.py`` in this folder at interpreter start-up) patches each module right after it is first
 imported instead, through the same after-import helper the plugin uses
 (``sglang_eagle3_capture.serving.after_import``), so processes that never import them pay nothing. Both
-are idempotent. At import time this module imports only the standard library, that helper and
-sglang_cpu_llama4 (B10, B11; standard library only); B12's sglang_cpu_moe is imported when it applies.
+are idempotent. At import time this module imports only the standard library, that helper,
+sglang_cpu_llama4 (B10, B11) and sglang_cpu_kimi (B14, B15), whose own imports are the standard library's;
+B12's sglang_cpu_moe is imported when it applies.
 """
 
 import copy
@@ -107,7 +129,8 @@ import os
 import sys
 from pathlib import Path
 
-import sglang_cpu_llama4
+import sglang_cpu_kimi  # B14, B15
+import sglang_cpu_llama4  # B10, B11
 
 from sglang_eagle3_capture.serving.after_import import when_imported
 
@@ -448,11 +471,13 @@ PATCHES = {
     "sglang.srt.models.minimax_m2": patch_minimax_qk_norm,  # B6
     "sglang.srt.layers.moe.fused_moe_native": patch_fused_moe_native,  # B12, then B10
     "sglang.srt.models.llama4": sglang_cpu_llama4.patch_llama4_rope_in_place,  # B11
+    "sglang.srt.managers.tokenizer_manager": sglang_cpu_kimi.patch_kimi_text_front_end,  # B14
+    "sglang.srt.models.kimi_k25_eagle3": sglang_cpu_kimi.patch_mla_draft_cuda_sync,  # B15
 }
 
 
 def apply():
-    """Import the patched SGLang modules and apply B1-B12 now (idempotent). Needs CPU_ENV set beforehand."""
+    """Import the patched SGLang modules and apply B1-B15 now (idempotent). Needs CPU_ENV set beforehand."""
     import importlib
 
     for name, patch in PATCHES.items():
