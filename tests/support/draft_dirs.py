@@ -33,7 +33,8 @@ FAMILY = "deepseek_v2"  # the tiny DeepSeek-V3 target's family
 def target_manifest(target_dir, layer_ids, **provenance) -> Manifest:
     """A manifest for ``layer_ids`` against the target in ``target_dir``."""
     cfg = json.loads((Path(target_dir) / "config.json").read_text())
-    return Manifest(tuple(layer_ids), cfg["architectures"][0], cfg["num_hidden_layers"], cfg["hidden_size"],
+    dims = cfg.get("text_config", cfg)  # a wrapper (Kimi-K2.5) keeps the decoder's dimensions there
+    return Manifest(tuple(layer_ids), cfg["architectures"][0], dims["num_hidden_layers"], dims["hidden_size"],
                     provenance or {"source": "manual"})
 
 
@@ -76,6 +77,7 @@ def make_mla_draft(out_dir, target_dir, layer_ids=(-1, 1, 3), *, config_override
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t = json.loads((Path(target_dir) / "config.json").read_text())
+    t = t.get("text_config", t)  # a wrapper (Kimi-K2.5) keeps the decoder's config there
     keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "q_lora_rank", "kv_lora_rank",
             "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "max_position_embeddings", "rope_scaling",
             "rms_norm_eps", "vocab_size")

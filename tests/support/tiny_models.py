@@ -519,6 +519,7 @@ def build_tiny_draft(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = json.loads((Path(target_dir) / "config.json").read_text())
+    target = target.get("text_config", target)  # a wrapper (Kimi-K2.5) keeps the decoder's dimensions there
     if num_aux is None:
         num_aux = len(eagle_aux_layer_ids) if eagle_aux_layer_ids else 3
     config = _draft_config(target, eagle_aux_layer_ids, config_overrides)
