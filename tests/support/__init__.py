@@ -1,6 +1,7 @@
 """Helpers shared by the test tiers; no tests here, and nothing in this package imports a test module.
 
 - ``tiny_models``: tiny seeded checkpoints (a DeepSeek-V3 target, a Llama EAGLE-3 draft);
+- ``kimi_k25``: a tiny Kimi-K2.5 target (``KimiK25ForConditionalGeneration``), and transformers' model of it;
 - ``hf_reference``: HF transformers' model as the reference for SGLang's outputs;
 - ``tolerances``: the one table of numeric tolerances;
 - ``engine_harness`` (+ ``engine_worker``, the script it runs): ``sglang.Engine`` in a subprocess;
