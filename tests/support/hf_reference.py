@@ -92,3 +92,25 @@ def decoder_stack(model):
         if stack is not None and hasattr(stack, "layers") and hasattr(stack, "norm"):
             return stack
     raise AttributeError(f"{type(model).__name__}: no decoder stack with layers and a final norm")
+
+
+def assert_fc_input_is_hf(aux: torch.Tensor, model, prompts: list[list[int]], hf_indices: list[int]) -> list[float]:
+    """Check the packed fc input ``aux`` (``[T, K*H]``) of one prefill batch of ``prompts`` (rows as batched) against
+    HF's ``hidden_states[hf_indices[j]]`` per chunk ``j`` (index N: the last layer's output before the final norm,
+    :func:`hf_layer_outputs`): index 0, the embedding, ``torch.equal`` (routed, not computed); every other chunk
+    within the fp32 tolerance and outside it of both neighbouring indices (an off-by-one either way cannot pass).
+    Returns the max |diff| per chunk."""
+    from support.tolerances import TOLERANCES
+
+    reference = [torch.cat(per) for per in zip(*(hf_layer_outputs(model, p) for p in prompts))]
+    chunks = aux.split(aux.shape[-1] // len(hf_indices), dim=-1)
+    assert len(chunks) == len(hf_indices)
+    for chunk, index in zip(chunks, hf_indices):
+        if index == 0:
+            assert torch.equal(chunk, reference[0])
+            continue
+        torch.testing.assert_close(chunk, reference[index], **TOLERANCES[torch.float32])
+        for neighbour in (index - 1, index + 1):
+            if neighbour < len(reference):
+                assert not torch.allclose(chunk, reference[neighbour], **TOLERANCES[torch.float32]), neighbour
+    return [float((c - reference[i]).abs().max()) for c, i in zip(chunks, hf_indices)]
