@@ -98,6 +98,7 @@ spec = json.loads(sys.argv[1])
 import sglang
 assert sglang.__file__.startswith(spec["copy"]), sglang.__file__
 import torch
+torch.set_num_threads(spec["threads"])  # this process's count: fp32 sums may round differently on another
 from safetensors.torch import save_file
 from sglang_eagle3_capture.serving import target
 from harness.sglang_inprocess import get_runner
@@ -143,7 +144,8 @@ def test_patched_copy_captures_exactly_what_the_plugin_captures(patched_copy, ti
                              config_overrides={"eagle_config": ec})
     out = tmp_path / "aux.safetensors"
     spec = {"copy": str(patched_copy), "target": str(tiny_target_dir), "draft": str(draft), "out": str(out),
-            "id_lists": ID_LISTS, "prompts": PROMPTS}
+            "id_lists": ID_LISTS, "prompts": PROMPTS,
+            "threads": torch.get_num_threads()}  # an earlier test in this worker may have changed it (doctor --threads)
     env = sglang_cpu_patches.cpu_env()
     env["PYTHONPATH"] = os.pathsep.join([str(sglang_cpu_patches.SHIM_DIR), str(patched_copy), str(REPO)])
     proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(spec)], env=env, capture_output=True, text=True,

@@ -67,6 +67,9 @@ _FAMILY_COMMON = dict(vocab_size=256, hidden_size=64, num_attention_heads=4, num
 _MOE = dict(moe_intermediate_size=32, num_experts_per_tok=2)
 
 
+JSON_NULL = object()  # an extra_keys value written as JSON null (None removes the key)
+
+
 @dataclass(frozen=True)
 class TinyFamilyTarget:
     """How to build one family's tiny target: ``config_class``/``model_class`` in transformers, their kwargs,
@@ -162,12 +165,13 @@ FAMILY_TARGETS = {
     # "LLLG" there too, but SGLang's model reads only layer_types and sliding_window; the pattern is read only by the
     # backend assert (fa3/triton/trtllm_mha, arg_groups/model_hook.py:667-681), and of those only triton exists on CPU,
     # where SGLang 0.5.23's ExaoneMoE crashes on its sliding layers (no get_attention_sliding_window_size, so
-    # triton_backend.py:1824 finds no window indices). Without the key, torch_native runs the same layers.
+    # triton_backend.py:1824 finds no window indices). With the key null, torch_native runs the same layers; an absent
+    # key is not enough: transformers' ExaoneMoeConfig defaults it to 4 (configuration_exaone_moe.py:103).
     "exaone_moe": TinyFamilyTarget("ExaoneMoeConfig", "ExaoneMoeForCausalLM",
                                    dict(intermediate_size=128, head_dim=16, num_experts=8, num_shared_experts=1,
                                         first_k_dense_replace=1, n_group=1, topk_group=1, sliding_window=8,
                                         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, **_MOE),
-                                   extra_keys={"sliding_window_pattern": None}),
+                                   extra_keys={"sliding_window_pattern": JSON_NULL}),
     # transformers' MiniMax-M3 text model (minimax_m3_vl). SGLang reads the checkpoint's own keys, which transformers'
     # MiniMaxM3VLTextConfig drops (sparse_attention_config, moe_layer_freq) or rewrites (hidden_act "swigluoai" ->
     # "silu"), so its config.json is a text_config as the published checkpoint carries it (model_type "minimax_m2",
@@ -411,6 +415,7 @@ def _update_json(path: Path, extra: dict) -> None:
     data.update(extra)
     for key in [k for k, v in extra.items() if v is None]:  # None removes a key
         del data[key]
+    data.update({k: None for k, v in extra.items() if v is JSON_NULL})  # JSON_NULL writes null
     path.write_text(json.dumps(data, indent=2, sort_keys=True))
 
 
