@@ -484,6 +484,10 @@ def test_configure_reads_the_layer_count_from_text_config_where_the_table_says_a
         with pytest.raises(WiringError) as e:  # a stack that is not the config's: never a guessed N
             fake.CausalLM.set_eagle3_layers_to_capture(model(Wrapper, 5), DeclaredLayerIds([-1, 2], "m.json"))
         assert (e.value.file, e.value.field) == ("m.json", None)
+        own = model(Wrapper, 6)  # a wrapper that keeps the text config as its config (Qwen3.5-VL, qwen3_vl.py:1346)
+        own.config = own.config.text_config
+        fake.CausalLM.set_eagle3_layers_to_capture(own, DeclaredLayerIds([-1, 5, 2], "m.json", family="fake"))
+        assert own.model.layers_to_capture == [0, 3]
 
         class Plain:  # not in the table's text_config: its own num_hidden_layers (99) is N, which its stack is not
             pass
