@@ -181,6 +181,10 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
     rel, fam = _release(release), _family(family)
     n = num_hidden_layers
     use_aux, ids = _read_ids_like_sglang(draft_config)
+    if fam.name in rel.absent_families:
+        return StockCapture(rel.version, fam.name, None if ids is None else tuple(ids), "no EAGLE-3 capture", (), (),
+                            f"SGLang {rel.version} has no EAGLE-3 capture for the {fam.name} family (its model file "
+                            "or its set_eagle3_layers_to_capture is added in a later release): nothing is fed")
     if not use_aux:
         return StockCapture(rel.version, fam.name, None, "no aux capture", (), (),
                             "eagle_config.use_aux_hidden_state is false: nothing is captured and the fc is skipped "
