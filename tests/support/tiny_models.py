@@ -101,6 +101,23 @@ def _layer_types(n: int) -> list[str]:
     return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
 
 
+# The hybrid linear-attention families (Qwen3.5, Qwen3-Next): Gated DeltaNet layers with full attention every third
+# layer (both kinds among the 6), two key heads shared by four value heads (the GQA of the real models). SGLang builds
+# the layer kinds from ``full_attention_interval`` (configs/qwen3_next.py ``layers_block_type``), which real configs
+# carry and transformers does not write (it writes ``layer_types``, the same list). On CPU SGLang's mamba state pool
+# needs the overlap schedule off (arg_groups/mamba_hook.py:158: auto picks ``extra_buffer``, whose snapshots need a
+# GPU, mamba_hook.py:120) and an explicit slot count (the CPU runtime's memory fraction leaves no room to size it).
+_HYBRID_INTERVAL = 3
+_HYBRID = dict(intermediate_size=128, head_dim=16, linear_conv_kernel_dim=4, linear_key_head_dim=16,
+               linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4)
+_HYBRID_KEYS = {"full_attention_interval": _HYBRID_INTERVAL}
+HYBRID_SERVER_ARGS = {"disable_overlap_schedule": True, "max_mamba_cache_size": 16}
+
+
+def _hybrid_layer_types(n: int) -> list[str]:
+    return ["full_attention" if (i + 1) % _HYBRID_INTERVAL == 0 else "linear_attention" for i in range(n)]
+
+
 FAMILY_TARGETS = {
     "llama": TinyFamilyTarget("LlamaConfig", "LlamaForCausalLM", dict(intermediate_size=128)),
     # TeleFLMModel.forward calls super().forward(): the Llama checkpoint served by SGLang's TeleFLM class (use_mup
@@ -244,6 +261,15 @@ FAMILY_TARGETS = {
                                          torch_dtype="float32"),
                                     architecture="BailingMoeV2ForCausalLM",
                                     server_args={"trust_remote_code": True}),
+    "qwen3_5": TinyFamilyTarget("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(_HYBRID), extra_keys=_HYBRID_KEYS,
+                                server_args=HYBRID_SERVER_ARGS),
+    "qwen3_5_moe": TinyFamilyTarget("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM",
+                                    dict(_HYBRID, num_experts=8, shared_expert_intermediate_size=64, **_MOE),
+                                    extra_keys=_HYBRID_KEYS, server_args=HYBRID_SERVER_ARGS),
+    "qwen3_next": TinyFamilyTarget("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                                   dict(_HYBRID, num_experts=8, shared_expert_intermediate_size=64,
+                                        decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True, **_MOE),
+                                   extra_keys=_HYBRID_KEYS, server_args=HYBRID_SERVER_ARGS),
 }
 # Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
 # neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
@@ -270,6 +296,8 @@ def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
     if name == "exaone_moe":  # "LLLG": every fourth layer global
         kwargs["layer_types"] = ["full_attention" if i % 4 == 3 else "sliding_attention"
                                  for i in range(num_hidden_layers)]
+    if FAMILY_TARGETS[name].extra_keys is _HYBRID_KEYS:
+        kwargs["layer_types"] = _hybrid_layer_types(num_hidden_layers)
     if name == "glm4_moe_lite":
         kwargs["mlp_layer_types"] = ["dense"] + ["sparse"] * (num_hidden_layers - 1)
         kwargs["rope_parameters"] = dict(YARN)
