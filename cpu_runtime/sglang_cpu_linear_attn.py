@@ -64,6 +64,15 @@ L11 (a patch) ``Qwen3GatedDeltaNet.__init__`` (qwen3_next.py:229-254) creates it
     ``torch.get_device_module().current_device()``: a CUDA build of torch on a machine without a GPU names CUDA there
     and fails (a CPU build names cpu); during that ``__init__`` only, ``torch.get_device_module()`` without a
     device returns ``torch.cpu``.
+L12 (a patch) the commit of the accepted draft steps after a target verify:
+    ``scatter_mamba_states_after_mtp_verify`` (kernels/ops/mamba/mamba_state_scatter_triton.py:781-849, called from
+    ``HybridLinearAttnBackend.update_mamba_state_after_mtp_verify``, hybrid_linear_attn_backend.py:1601) copies each
+    request's state after its last accepted step from the verify scratch (``intermediate_ssm``,
+    ``intermediate_conv_window``) into its pool slot through Triton kernels that refuse non-CUDA tensors (344, 509).
+    On CPU tensors ``fused_mamba_state_scatter_with_mask``, ``fused_conv_window_scatter_with_mask`` and
+    ``fused_conv_window_scatter_multi`` of that module run SGLang's own torch version of the same masked scatter,
+    ``HybridLinearAttnBackend._scatter_speculative_state_with_mask`` (hybrid_linear_attn_backend.py:1619-1657:
+    ``dst[:, dst[i]] = src[:, src_row[i], step[i]]`` for every request with ``step >= 0``).
 
 Not stood in for (SGLang calls them only with AMX): ``fused_input_proj_cpu`` (qwen3_5.py:899), Qwen3-Next's
 ``fused_qkvzba_split_reshape_cat_cpu`` (qwen3_next.py:465), ``fused_rmsnorm_gated_cpu`` (fla/layernorm_gated.py:525);
@@ -260,7 +269,7 @@ def causal_conv1d_fn_cpu(x, weight, bias=None, activation="silu", conv_states=No
                          cache_indices=None, query_start_loc=None, seq_lens_cpu=None, pad_slot_id=-1, **kwargs):
     """L7: ``x`` ``[dim, total tokens]``; ``conv_states`` ``[slots, dim, W - 1]`` updated in place."""
     width = weight.shape[1]
-    out = x.new_empty(x.shape)
+    out = _empty_like(x)
     bounds = _bounds(query_start_loc, query_start_loc.shape[0] - 1, 0)
     for i, (s, e) in enumerate(bounds):
         slot = int(cache_indices[i]) if cache_indices is not None else i
@@ -284,7 +293,7 @@ def causal_conv1d_update_cpu(x, conv_state, weight, bias=None, activation=None, 
     squeeze = x.dim() == 2
     xs = x.unsqueeze(-1) if squeeze else x
     width = weight.shape[1]
-    out = xs.new_empty(xs.shape)
+    out = _empty_like(xs)  # x's strides, as the Triton kernel's empty_like: the verify path views out.transpose(1, 2)
     for i in range(xs.shape[0]):
         slot = int(conv_state_indices[i]) if conv_state_indices is not None else i
         if slot == pad_slot_id:
@@ -297,6 +306,12 @@ def causal_conv1d_update_cpu(x, conv_state, weight, bias=None, activation=None, 
                     window[:, t + 1:t + width].to(intermediate_conv_window.dtype))
         conv_state[slot] = window[:, window.shape[1] - (width - 1):].to(conv_state.dtype)
     return out.squeeze(-1) if squeeze else out
+
+
+def _empty_like(x):
+    import torch
+
+    return torch.empty_like(x)
 
 
 def _cat(a, b):
@@ -384,6 +399,45 @@ def patch_qwen3_next_device(module) -> None:
     cls.__init__ = __init__
 
 
+def patch_verify_commit(module) -> None:
+    """L12: the post-verify state scatters of kernels/ops/mamba/mamba_state_scatter_triton.py on CPU tensors run
+    SGLang's own torch scatter (``HybridLinearAttnBackend._scatter_speculative_state_with_mask``)."""
+    import functools
+    import importlib
+
+    if getattr(module, "_cpu_runtime_l12", False):
+        return
+
+    def torch_scatter(dst, src, dst_indices, steps, src_indices=None):
+        backend = importlib.import_module("sglang.srt.layers.attention.hybrid_linear_attn_backend")
+        backend.HybridLinearAttnBackend._scatter_speculative_state_with_mask(dst, src, dst_indices, steps, src_indices)
+
+    def on_cpu(original):
+        @functools.wraps(original)
+        def scatter(dst, src, dst_indices_raw, step_indices_raw, src_indices_raw=None):
+            if dst.device.type != "cpu":
+                return original(dst, src, dst_indices_raw, step_indices_raw, src_indices_raw)
+            return torch_scatter(dst, src, dst_indices_raw, step_indices_raw, src_indices_raw)
+
+        return scatter
+
+    multi = module.fused_conv_window_scatter_multi
+
+    @functools.wraps(multi)
+    def scatter_multi(pairs, dst_indices_raw, step_indices_raw, dst_indices2_raw=None, step_indices2_raw=None):
+        if pairs[0][0].device.type != "cpu":
+            return multi(pairs, dst_indices_raw, step_indices_raw, dst_indices2_raw, step_indices2_raw)
+        for dst, src in pairs:
+            torch_scatter(dst, src, dst_indices_raw, step_indices_raw)
+            if step_indices2_raw is not None:
+                torch_scatter(dst, src, dst_indices2_raw, step_indices2_raw)
+
+    module.fused_mamba_state_scatter_with_mask = on_cpu(module.fused_mamba_state_scatter_with_mask)
+    module.fused_conv_window_scatter_with_mask = on_cpu(module.fused_conv_window_scatter_with_mask)
+    module.fused_conv_window_scatter_multi = scatter_multi
+    module._cpu_runtime_l12 = True
+
+
 def register(module=None) -> None:
     """Define L1-L6 in ``torch.ops.sgl_kernel`` (once per process; an op already defined there is left alone).
 
@@ -408,4 +462,5 @@ PATCHES = {
     "sglang.kernels.ops.attention.fla.layernorm_gated": patch_gated_rmsnorm,  # L10 (Qwen3.5)
     "sglang.kernels.ops.attention.fla.fused_norm_gate": patch_fused_gated_rmsnorm,  # L10 (Qwen3-Next)
     "sglang.srt.models.qwen3_next": patch_qwen3_next_device,  # L11
+    "sglang.kernels.ops.mamba.mamba_state_scatter_triton": patch_verify_commit,  # L12
 }

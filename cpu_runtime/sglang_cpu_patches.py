@@ -93,7 +93,7 @@ B13 (no code: ``CPU_ENV``) ``SGLANG_OPT_USE_BF16_ROUTER_GEMM=0``: MiniMax-M3's r
     with ``torch.mm(..., out_dtype=torch.float32)`` on a bf16 gate (minimax_m3.py:472-477, 717-719), an op CPU torch
     does not have (``aten::mm.dtype``); with it off the gate is an fp32 ``ReplicatedLinear`` over fp32 input
     (minimax_m3.py:720), HF's router.
-L1-L11 (``sglang_cpu_linear_attn``, merged into :data:`PATCHES`): torch stand-ins for the sgl-kernel CPU ops of the
+L1-L12 (``sglang_cpu_linear_attn``, merged into :data:`PATCHES`): torch stand-ins for the sgl-kernel CPU ops of the
 hybrid linear-attention models (Qwen3.5, Qwen3-Next) and the patches that route their gated norms to SGLang's own torch
 reference; that module's doc names each op's call site, its maths and its check.
 
@@ -452,7 +452,7 @@ PATCHES = {
     "sglang.srt.models.minimax_m2": patch_minimax_qk_norm,  # B6
     "sglang.srt.layers.moe.fused_moe_native": patch_fused_moe_native,  # B12, then B10
     "sglang.srt.models.llama4": sglang_cpu_llama4.patch_llama4_rope_in_place,  # B11
-    **sglang_cpu_linear_attn.PATCHES,  # L1-L10: Qwen3.5 / Qwen3-Next linear attention (its module doc)
+    **sglang_cpu_linear_attn.PATCHES,  # L1-L12: Qwen3.5 / Qwen3-Next linear attention (its module doc)
 }
 
 

@@ -155,7 +155,7 @@ def test_decode_and_verify_conv_update_is_transformers_conv_update():
     ref = hf.causal_conv1d_update(x[:, :, None], ref_states, weight, bias, activation="silu")[:, :, 0]
     torch.testing.assert_close(out, ref, **TOL)
     assert torch.equal(states[[3, 1]], ref_states) and torch.equal(states[[0, 2]], before[[0, 2]])
-    xs = torch.randn(1, dim, 3, generator=gen)
+    xs = torch.randn(1, 3, dim, generator=gen).transpose(1, 2)  # [B, dim, S] as SGLang's verify views it
     windows = torch.zeros(2, 3, dim, width - 1)
     start = states[2].clone()
     out = la.causal_conv1d_update_cpu(xs, states, weight, bias, "silu", conv_state_indices=torch.tensor([2]),
@@ -167,6 +167,8 @@ def test_decode_and_verify_conv_update_is_transformers_conv_update():
         hf.causal_conv1d_update(xs[:, :, :t + 1], step, weight, bias, activation="silu")
         assert torch.equal(windows[1, t], step[0])
     assert torch.equal(states[2], ref_state[0]) and not windows[0].any()
+    assert out.stride() == xs.stride()  # gdn_backend.py:1060 views out.transpose(1, 2) as [B * S, dim]
+    assert torch.equal(out.transpose(1, 2).view(3, dim), out[0].T)
 
 
 def test_qk_norms_output_gate_and_split_are_transformers_attention():
