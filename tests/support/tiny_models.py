@@ -8,11 +8,11 @@
   (``models/deepseek_v2.py``), as real DeepSeek-V3 configs do.
 - ``build_family_target``: the same for every other target family (:data:`FAMILY_TARGETS`: Llama, TeleFLM, Qwen2,
   Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash, Apertus, Gemma 4, MiniMax-M3 text and VL,
-  LongCat-Flash, Bailing-MoE), 6 layers, hidden 64 (LongCat 256), with transformers' own classes and the keys
-  SGLang's CPU path reads. Where SGLang reads another config or weight layout than transformers writes (MiniMax-M3,
-  LongCat-Flash), transformers' own checkpoint goes to ``hf/`` (the reference ``hf_reference.load_hf`` loads) and
-  the directory itself holds the same weights as SGLang loads them; Bailing-MoE has no transformers class (see
-  :func:`_build_bailing`).
+  LongCat-Flash, Bailing-MoE, Qwen3.5 text, MoE and VL, Qwen3-Next), 6 layers, hidden 64 (LongCat 256), with
+  transformers' own classes and the keys SGLang's CPU path reads. Where SGLang reads another config or weight layout
+  than transformers writes (MiniMax-M3, LongCat-Flash), transformers' own checkpoint goes to ``hf/`` (the reference
+  ``hf_reference.load_hf`` loads) and the directory itself holds the same weights as SGLang loads them; Bailing-MoE
+  has no transformers class (see :func:`_build_bailing`).
 - ``build_tiny_draft``: an EAGLE-3 draft in the layout SGLang's ``LlamaForCausalLMEagle3``
   (``models/llama_eagle3.py``) loads: config.json + model.safetensors with ``fc``, ``midlayer.*``,
   ``norm``, ``lm_head``, ``d2t``, ``t2d``. The embedding comes from the target at load time.
@@ -116,6 +116,13 @@ HYBRID_SERVER_ARGS = {"disable_overlap_schedule": True, "max_mamba_cache_size": 
 
 def _hybrid_layer_types(n: int) -> list[str]:
     return ["full_attention" if (i + 1) % _HYBRID_INTERVAL == 0 else "linear_attention" for i in range(n)]
+
+
+# Qwen3.5's vision-language checkpoint (Qwen3_5ForConditionalGeneration): the decoder above in text_config, a one-block
+# vision tower that the text-only prompts never reach, and the vision special tokens inside the tiny vocabulary.
+_VL_VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                  num_position_embeddings=64)
+_VL_TOKENS = dict(image_token_id=250, video_token_id=251, vision_start_token_id=252, vision_end_token_id=253)
 
 
 FAMILY_TARGETS = {
@@ -270,6 +277,9 @@ FAMILY_TARGETS = {
                                    dict(_HYBRID, num_experts=8, shared_expert_intermediate_size=64,
                                         decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True, **_MOE),
                                    extra_keys=_HYBRID_KEYS, server_args=HYBRID_SERVER_ARGS),
+    "qwen3_5_vl": TinyFamilyTarget("Qwen3_5Config", "Qwen3_5ForConditionalGeneration", dict(_HYBRID),
+                                   extra_keys={"text_config": _HYBRID_KEYS}, server_args=HYBRID_SERVER_ARGS,
+                                   outer=dict(vision_config=dict(_VL_VISION), **_VL_TOKENS)),
 }
 # Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
 # neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
@@ -296,7 +306,7 @@ def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
     if name == "exaone_moe":  # "LLLG": every fourth layer global
         kwargs["layer_types"] = ["full_attention" if i % 4 == 3 else "sliding_attention"
                                  for i in range(num_hidden_layers)]
-    if FAMILY_TARGETS[name].extra_keys is _HYBRID_KEYS:
+    if "linear_num_value_heads" in kwargs:  # a Gated DeltaNet hybrid
         kwargs["layer_types"] = _hybrid_layer_types(num_hidden_layers)
     if name == "glm4_moe_lite":
         kwargs["mlp_layer_types"] = ["dense"] + ["sparse"] * (num_hidden_layers - 1)
@@ -436,6 +446,8 @@ def _build_bailing(out: Path, spec: TinyFamilyTarget, num_hidden_layers: int, se
 
 def _update_json(path: Path, extra: dict) -> None:
     data = json.loads(path.read_text())
+    if isinstance(extra.get("text_config"), dict):  # keys of a wrapper's text config are added to it
+        data["text_config"].update(extra.pop("text_config"))
     data.update(extra)
     for key in [k for k, v in extra.items() if v is None]:  # None removes a key
         del data[key]
