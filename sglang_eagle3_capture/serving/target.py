@@ -285,8 +285,8 @@ def apply() -> bool:
     resolve, *rest = patches_for(release)
     applied = seams.apply(resolve)
     for name in release.absent_families:  # nothing to patch: SGLang itself cannot build these architectures here
-        _UNAVAILABLE[name] = (f"SGLang {release.version} has no EAGLE-3 capture for it (its model file or its "
-                              "set_eagle3_layers_to_capture is added in a later release)")
+        _UNAVAILABLE[name] = (f"SGLang {release.version} has no model file for it, or none with an EAGLE-3 hook "
+                              "(added in a later release)")
     for family, patch in zip(present_families(release), rest):
         try:
             applied = seams.apply(patch) or applied
