@@ -5,7 +5,7 @@ with gated full-attention layers. With ``SGLANG_USE_CPU_ENGINE=1`` SGLang takes 
 the compiled CPU sgl-kernel (AMX/AVX-512, source-only: cpu_runtime/sgl_kernel is a stub). SGLang has no torch
 linear-attention path to route to instead: the GDN backend (layers/attention/linear/gdn_backend.py:183-188) and its
 kernel (linear/kernels/gdn_triton.py:27-32) bind the CPU ops whenever ``is_cpu()``, and every other choice of
-``--linear-attn-backend`` is CUDA/NPU/XPU only (GDNKernelDispatcher, gdn_backend.py:257-337). So each op below is
+``--linear-attn-backend`` is CUDA/NPU/XPU only (``GDNKernelDispatcher``, gdn_backend.py:251-337). So each op below is
 written in torch, for the shapes and the in-place effects SGLang's call site relies on, computing what SGLang's own
 non-CPU implementation of the same call computes (named per op). Everything is computed in fp32 and rounded once to
 the output dtype, as those kernels accumulate.
@@ -23,7 +23,7 @@ L3  ``fused_qk_gemma_rmsnorm_with_gate_cpu(q_gate, k, wq, wk, eps, head_dim, num
     then L2's norm.
 L4  ``fused_qkvzba_split_reshape_cat_contiguous_cpu(qkvz, ba, hk, hv, dk, dv) -> (qkv, z, b, a)``: Qwen3.5's
     projections ``[q | k | v | z]`` and ``[b | a]`` split into ``qkv`` (z stripped), ``z`` ``[T, hv, dv]``, ``b``,
-    ``a`` (qwen3_5.py:296-298, called at 1050). SGLang's own: ``qwen3_5_gdn_prefill_projection_views``
+    ``a`` (qwen3_5.py:296-298, called at 1046). SGLang's own: ``qwen3_5_gdn_prefill_projection_views``
     (kernels/ops/attention/triton_gdn_fused_proj.py:344-359), the same split as views.
 L5  ``fused_gdn_gating_cpu(A_log, a, b, dt_bias) -> (g, beta)``: ``g = -exp(A_log) * softplus(a + dt_bias)``
     (threshold 20), ``beta = sigmoid(b)``, both ``[1, T, HV]`` fp32 (gdn_backend.py:188, called at 946 and 1348).
@@ -33,9 +33,9 @@ L6  ``fused_sigmoid_gating_delta_rule_update_cpu(...) -> o``: the recurrent gate
     ``q *= K^-0.5``; per token ``h *= exp(g); v' = beta * (v - k.h); h += k v'^T; o = q.h``; the state read from
     ``initial_state_source[initial_state_indices[n]]`` (``[HV, V, K]``), written back unless
     ``disable_state_update``; with ``intermediate_states_buffer`` the state after step ``t`` is stored at
-    ``[intermediate_state_indices[n], t]`` (gdn_triton.py:30-32, called at 153 and 235). SGLang's own:
+    ``[intermediate_state_indices[n], t]`` (gdn_triton.py:30-32, called at 153 and 236). SGLang's own:
     ``kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.fused_sigmoid_gating_delta_rule_update``
-    (Triton, 576-747). Token trees (``retrieve_parent_token``) are refused: topk 1 only.
+    (Triton, 538-765). Token trees (``retrieve_parent_token``) are refused: topk 1 only.
 
 ``sgl_kernel.mamba`` (cpu_runtime/sgl_kernel/mamba.py re-exports these; gdn_backend.py:184, gdn_triton.py:28):
 
@@ -47,7 +47,7 @@ L8  ``causal_conv1d_update_cpu(x [B, dim] or [B, dim, S], conv_state, weight, bi
     continued from each slot's window for S new tokens; the slot gets the last ``W - 1`` inputs; with
     ``intermediate_conv_window`` the window after each token is stored at ``[intermediate_state_indices[b], t]``
     (gdn_backend.py:855-862 decode, 1047-1059 verify). SGLang's own: ``causal_conv1d_triton.causal_conv1d_update``
-    (1000-1130; a chain, no token tree).
+    (1021-1231; a chain, no token tree).
 L9  ``chunk_gated_delta_rule_cpu(q, k, v, g, beta, initial_state, cu_seqlens, head_first,
     use_qk_l2norm_in_kernel, initial_state_indices) -> (o, final_state, None)``: L6's recurrence per sequence of a
     prefill batch with the gates given, the final state written to its pool slot in place (gdn_triton.py:169-214;
@@ -337,42 +337,48 @@ def _gated_rmsnorm(module, x, weight, bias, z, eps, group_size=None, norm_before
                                norm_before_gate=norm_before_gate, upcast=True)
 
 
+def _replace_once(cls, name: str, make) -> None:
+    """``cls.name = make(original)``, once per class (a second call finds its own replacement and does nothing)."""
+    original = getattr(cls, name)
+    if getattr(original, "_cpu_runtime_linear_attn", False):
+        return
+    replacement = make(original)
+    replacement._cpu_runtime_linear_attn = True
+    setattr(cls, name, replacement)
+
+
 def patch_gated_rmsnorm(module) -> None:
     """L10: ``RMSNorm.forward`` of fla/layernorm_gated.py computes SGLang's own ``rms_norm_ref`` on CPU tensors."""
-    cls = module.RMSNorm
-    if getattr(cls.forward, "_cpu_runtime_l10", False):
-        return
-    original = cls.forward
 
-    def forward(self, x, z=None):
-        if x.device.type != "cpu":
-            return original(self, x, z)
-        return _gated_rmsnorm(module, x, self.weight, self.bias, z, self.eps, self.group_size, self.norm_before_gate,
-                              self.activation)
+    def make(original):
+        def forward(self, x, z=None):
+            if x.device.type != "cpu":
+                return original(self, x, z)
+            return _gated_rmsnorm(module, x, self.weight, self.bias, z, self.eps, self.group_size,
+                                  self.norm_before_gate, self.activation)
 
-    forward._cpu_runtime_l10 = True
-    cls.forward = forward
+        return forward
+
+    _replace_once(module.RMSNorm, "forward", make)
 
 
 def patch_fused_gated_rmsnorm(module) -> None:
     """L10: ``FusedRMSNormGated.forward`` of fla/fused_norm_gate.py, the same (no residual, no prenorm)."""
     import importlib
 
-    cls = module.FusedRMSNormGated
-    if getattr(cls.forward, "_cpu_runtime_l10", False):
-        return
-    original = cls.forward
     ref = importlib.import_module("sglang.kernels.ops.attention.fla.layernorm_gated")
 
-    def forward(self, x, g, residual=None, prenorm=False, residual_in_fp32=False):
-        if x.device.type != "cpu":
-            return original(self, x, g, residual, prenorm, residual_in_fp32)
-        if residual is not None or prenorm:
-            raise NotImplementedError("cpu_runtime L10: FusedRMSNormGated with a residual")
-        return _gated_rmsnorm(ref, x, self.weight, self.bias, g, self.eps, activation=self.activation)
+    def make(original):
+        def forward(self, x, g, residual=None, prenorm=False, residual_in_fp32=False):
+            if x.device.type != "cpu":
+                return original(self, x, g, residual, prenorm, residual_in_fp32)
+            if residual is not None or prenorm:
+                raise NotImplementedError("cpu_runtime L10: FusedRMSNormGated with a residual")
+            return _gated_rmsnorm(ref, x, self.weight, self.bias, g, self.eps, activation=self.activation)
 
-    forward._cpu_runtime_l10 = True
-    cls.forward = forward
+        return forward
+
+    _replace_once(module.FusedRMSNormGated, "forward", make)
 
 
 def patch_qwen3_next_device(module) -> None:
@@ -381,22 +387,19 @@ def patch_qwen3_next_device(module) -> None:
 
     import torch
 
-    cls = module.Qwen3GatedDeltaNet
-    if getattr(cls.__init__, "_cpu_runtime_l11", False):
-        return
-    original = cls.__init__
+    def make(original):
+        @functools.wraps(original)
+        def __init__(self, *args, **kwargs):
+            real = torch.get_device_module
+            torch.get_device_module = lambda device=None: torch.cpu if device is None else real(device)
+            try:
+                original(self, *args, **kwargs)
+            finally:
+                torch.get_device_module = real
 
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        real = torch.get_device_module
-        torch.get_device_module = lambda device=None: torch.cpu if device is None else real(device)
-        try:
-            original(self, *args, **kwargs)
-        finally:
-            torch.get_device_module = real
+        return __init__
 
-    __init__._cpu_runtime_l11 = True
-    cls.__init__ = __init__
+    _replace_once(module.Qwen3GatedDeltaNet, "__init__", make)
 
 
 def patch_verify_commit(module) -> None:
