@@ -114,6 +114,9 @@ B15 sglang.srt.models.kimi_k25_eagle3 (the Kimi MLA draft; in cpu_runtime/sglang
     without a CUDA device ("Found no NVIDIA driver"). We run the two methods with ``torch.cuda.synchronize`` a no-op
     while no CUDA device is available (restored after the call); what they do to the draft is SGLang's own code. The
     plugin's ``draft.mla.set_embed`` seam wraps this method (its signature, read through ``__wrapped__``, is SGLang's).
+L1-L12 (``sglang_cpu_linear_attn``, merged into :data:`PATCHES`): torch stand-ins for the sgl-kernel CPU ops of the
+hybrid linear-attention models (Qwen3.5, Qwen3-Next) and the patches that route their gated norms to SGLang's own torch
+reference; that module's doc names each op's call site, its maths and its check.
 
 ``apply()`` imports the patched modules and patches them now. ``install_import_hook()`` (called by
 ``sitecustomize.py`` in this folder at interpreter start-up) patches each module right after it is first
@@ -130,6 +133,7 @@ import sys
 from pathlib import Path
 
 import sglang_cpu_kimi  # B14, B15
+import sglang_cpu_linear_attn  # L1-L12
 import sglang_cpu_llama4  # B10, B11
 
 from sglang_eagle3_capture.serving.after_import import when_imported
@@ -473,6 +477,7 @@ PATCHES = {
     "sglang.srt.models.llama4": sglang_cpu_llama4.patch_llama4_rope_in_place,  # B11
     "sglang.srt.managers.tokenizer_manager": sglang_cpu_kimi.patch_kimi_text_front_end,  # B14
     "sglang.srt.models.kimi_k25_eagle3": sglang_cpu_kimi.patch_mla_draft_cuda_sync,  # B15
+    **sglang_cpu_linear_attn.PATCHES,  # L1-L12: Qwen3.5 / Qwen3-Next linear attention (its module doc)
 }
 
 

@@ -181,6 +181,15 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
     rel, fam = _release(release), _family(family)
     n = num_hidden_layers
     use_aux, ids = _read_ids_like_sglang(draft_config)
+    if use_aux and fam.name in rel.absent_families:
+        closed = is_fail_closed(ids)
+        why = ("the fail-closed object stops it at startup (AttributeError where the class has no "
+               "set_eagle3_layers_to_capture, TypeError where it inherits another model file's hook)" if closed else
+               "nothing is fed")
+        return StockCapture(rel.version, fam.name, None if ids is None or closed else tuple(ids), "no EAGLE-3 capture",
+                            (), (), f"SGLang {rel.version} has no EAGLE-3 capture for the {fam.name} family (its "
+                            f"model file or its set_eagle3_layers_to_capture is added in a later release): {why}",
+                            refuses_at_startup=closed)
     if not use_aux:
         return StockCapture(rel.version, fam.name, None, "no aux capture", (), (),
                             "eagle_config.use_aux_hidden_state is false: nothing is captured and the fc is skipped "

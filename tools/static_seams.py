@@ -28,6 +28,7 @@ from sglang_eagle3_capture import families, releases  # noqa: E402
 from sglang_eagle3_capture.releases.schema import Seam  # noqa: E402
 from sglang_eagle3_capture.serving import guard  # noqa: E402
 
+ABSENT = "absent.family"  # the hook of a family the release lacks (absent_families)
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sglang-eagle3-capture" / "wheels"
 
 
@@ -107,8 +108,15 @@ def _params(fn: ast.FunctionDef) -> tuple[str, ...]:
 
 
 def check(source: Source, seam: Seam) -> str | None:
-    """None when ``seam`` matches the wheel's source, else what differs."""
+    """None when ``seam`` matches the wheel's source, else what differs.
+
+    An absent family's hook (role ``absent.family``) counts only where its own model file defines it: one its class
+    inherits from another model file's class is that file's family's (Qwen3.5-VL inherits Qwen3-VL's before 0.5.22,
+    which never marks the Qwen3.5 stack's layers). An absent hook of a present family (``absent_hooks``) must be
+    missing through every base class."""
     hit = source.find(seam.module, seam.owner, seam.attr) if seam.owner else None
+    if seam.role == ABSENT and hit is not None and not hit[1].startswith(f"{seam.module}."):
+        hit = None
     if seam.params is None:
         return None if hit is None else f"{seam.name} already exists ({hit[1]})"
     if hit is None:
@@ -127,7 +135,7 @@ def seams_of(release: releases.Release) -> list[Seam]:
     out = list(release.seams)
     for family in families.all_families():
         if family.name in release.absent_families:
-            out += [Seam("absent.set_eagle3", m, cls, "set_eagle3_layers_to_capture", None)
+            out += [Seam(ABSENT, m, cls, "set_eagle3_layers_to_capture", None)
                     for m, cls in family.causal_lms]
             continue
         out += list(family.seams(release.absent_hooks))

@@ -29,6 +29,8 @@ _MODULES = (
     "minimax_m3",
     "bailing_moe",
     "longcat_flash",
+    "qwen3_5",
+    "qwen3_next",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 

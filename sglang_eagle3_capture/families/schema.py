@@ -34,7 +34,8 @@ class Family:
     - ``causal_lms``: ``(module, class)`` of every class that defines ``set_eagle3_layers_to_capture`` (its
       subclasses inherit it); ``models``: ``(module, class)`` of every decoder stack that defines its own
       ``forward`` (one that inherits it needs no entry), reached from the causal LM as ``model_attr``;
-      ``forward_params``: that forward's parameter names.
+      ``forward_params``: that forward's parameter names; ``embeds_param``: the one of them that hands the stack
+      embeddings instead of ids (``inputs_embeds`` in Qwen3-Next's forward, ``input_embeds`` elsewhere).
     - ``container``: what the loop hands on (:data:`PACKED` or :data:`LIST`); ``layer_flag``: a per-layer
       attribute the loop reads instead of ``layers_to_capture`` (Qwen2/3-MoE ``_is_layer_to_capture``, never
       cleared by SGLang); ``pp_group``: where the causal LM's pipeline group is read (:data:`PP_FROM_MODEL`
@@ -50,7 +51,9 @@ class Family:
     - ``layers``, ``embed_tokens``, ``input_norm``, ``attn``: the decoder stack's layer list and embedding, and a
       decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23;
       dotted into a pair where a layer holds two, LongCat-Flash's ``input_layernorm.0``): where the first-batch
-      self-check (:mod:`sglang_eagle3_capture.serving.selfcheck`) takes its references.
+      self-check (:mod:`sglang_eagle3_capture.serving.selfcheck`) takes its references; ``attn`` None where the
+      layers share no attention module name (hybrid stacks: ``linear_attn`` on linear layers, the attention itself on
+      full-attention layers), so the check does not take that route there.
     """
 
     name: str
@@ -63,6 +66,7 @@ class Family:
     layer_flag: str | None = None
     pp_group: str = PP_FROM_MODEL
     forward_params: tuple[str, ...] = FORWARD_PARAMS
+    embeds_param: str = "input_embeds"
     model_attr: str = "model"
     final_norm: str = "norm"
     text_config: tuple[str, ...] = ()
@@ -70,7 +74,7 @@ class Family:
     layers: str = "layers"
     embed_tokens: str = "embed_tokens"
     input_norm: str = "input_layernorm"
-    attn: str = "self_attn"
+    attn: str | None = "self_attn"
 
     def __post_init__(self) -> None:
         if self.container not in CONTAINERS or self.stock_past_loop not in STOCK_PAST_LOOP:
@@ -78,6 +82,8 @@ class Family:
                              f"{self.stock_past_loop!r} not in {CONTAINERS} / {STOCK_PAST_LOOP}")
         if self.pp_group not in (PP_FROM_MODEL, PP_FROM_RUNTIME) or not self.causal_lms or not self.models:
             raise ValueError(f"family {self.name}: needs causal_lms, models and a known pp_group")
+        if self.embeds_param not in self.forward_params:
+            raise ValueError(f"family {self.name}: embeds_param {self.embeds_param!r} not in {self.forward_params}")
 
     @property
     def model_classes(self) -> tuple[str, ...]:

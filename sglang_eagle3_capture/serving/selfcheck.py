@@ -87,9 +87,10 @@ class Anatomy:
     layers: str
     embed: str
     input_norm: str
-    attn: str
+    attn: str | None
     final_norm: str
     forward_params: tuple[str, ...]
+    embeds_param: str
     routes: tuple[str, ...]
 
     @classmethod
@@ -97,6 +98,7 @@ class Anatomy:
         """The anatomy of ``family``'s decoder stacks under ``release``."""
         return cls(layers=family.layers, embed=family.embed_tokens, input_norm=family.input_norm, attn=family.attn,
                    final_norm=family.final_norm, forward_params=tuple(family.forward_params),
+                   embeds_param=family.embeds_param,
                    routes=tuple(release.selfcheck_routes))
 
 
@@ -352,7 +354,7 @@ class Session:
                 for name in _FUSED_METHODS:
                     if callable(getattr(norm, name, None)):
                         self._shadow(norm, name, k, f"residual out of {where}.{name}")
-            if RESIDUAL_STREAM in a.routes:
+            if RESIDUAL_STREAM in a.routes and a.attn is not None:
                 self.handles.append(_attr_path(nxt, a.attn).register_forward_pre_hook(
                     functools.partial(self._take_stream, k, f"residual_stream at {a.layers}[{k + 1}].{a.attn}"),
                     with_kwargs=True))
@@ -422,7 +424,7 @@ class Session:
             i = params.index(name)
             return args[i] if i < len(args) else kwargs.get(name)
 
-        embeds = arg("input_embeds")
+        embeds = arg(self.check.anatomy.embeds_param)
         if _tensor(embeds):
             self.refs[-1] = Ref(embeds[:MAX_ROWS].clone(), "input_embeds handed to the model", embeds.shape[0],
                                 exact=True)

@@ -58,9 +58,11 @@ def _pp_group(model: Any, family: Family) -> Any:
 
 def num_decoder_layers(model: Any, family: Family) -> int:
     """N of ``model`` (a causal LM of ``family``): ``num_hidden_layers`` of its config, or of the config's
-    ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it)."""
+    ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it), unless
+    the class keeps that text config as its own ``config`` (Qwen3-VL's wrapper around another language model, as
+    Qwen3.5-VL: qwen3_vl.py:1343-1347); :func:`configure` checks N against the stack's own layer list."""
     config = model.config
-    if type(model).__name__ in family.text_config:
+    if type(model).__name__ in family.text_config and hasattr(config, "text_config"):
         config = config.text_config
     return config.num_hidden_layers
 
@@ -283,7 +285,8 @@ def apply() -> bool:
     resolve, *rest = patches_for(release)
     applied = seams.apply(resolve)
     for name in release.absent_families:  # nothing to patch: SGLang itself cannot build these architectures here
-        _UNAVAILABLE[name] = f"SGLang {release.version} has no model file for it (added in a later release)"
+        _UNAVAILABLE[name] = (f"SGLang {release.version} has no model file for it, or none with an EAGLE-3 hook "
+                              "(added in a later release)")
     for family, patch in zip(present_families(release), rest):
         try:
             applied = seams.apply(patch) or applied

@@ -8,11 +8,11 @@
   (``models/deepseek_v2.py``), as real DeepSeek-V3 configs do.
 - ``build_family_target``: the same for every other target family (:data:`FAMILY_TARGETS`: Llama, TeleFLM, Qwen2,
   Qwen3, Qwen3-MoE, Qwen2-MoE, GPT-OSS, GLM-4.5, MiniMax-M2, GLM-4.7-Flash, Apertus, Gemma 4, MiniMax-M3 text and VL,
-  LongCat-Flash, Bailing-MoE), 6 layers, hidden 64 (LongCat 256), with transformers' own classes and the keys
-  SGLang's CPU path reads. Where SGLang reads another config or weight layout than transformers writes (MiniMax-M3,
-  LongCat-Flash), transformers' own checkpoint goes to ``hf/`` (the reference ``hf_reference.load_hf`` loads) and
-  the directory itself holds the same weights as SGLang loads them; Bailing-MoE has no transformers class (see
-  :func:`_build_bailing`).
+  LongCat-Flash, Bailing-MoE, Qwen3.5 text, MoE and VL, Qwen3-Next), 6 layers, hidden 64 (LongCat 256), with
+  transformers' own classes and the keys SGLang's CPU path reads. Where SGLang reads another config or weight layout
+  than transformers writes (MiniMax-M3, LongCat-Flash), transformers' own checkpoint goes to ``hf/`` (the reference
+  ``hf_reference.load_hf`` loads) and the directory itself holds the same weights as SGLang loads them; Bailing-MoE
+  has no transformers class (see :func:`_build_bailing`).
 - ``build_tiny_draft``: an EAGLE-3 draft in the layout SGLang's ``LlamaForCausalLMEagle3``
   (``models/llama_eagle3.py``) loads: config.json + model.safetensors with ``fc``, ``midlayer.*``,
   ``norm``, ``lm_head``, ``d2t``, ``t2d``. The embedding comes from the target at load time.
@@ -102,6 +102,30 @@ class TinyFamilyTarget:
 
 def _layer_types(n: int) -> list[str]:
     return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+
+
+# The hybrid linear-attention families (Qwen3.5, Qwen3-Next): Gated DeltaNet layers with full attention every third
+# layer (both kinds among the 6), two key heads shared by four value heads (the GQA of the real models). SGLang builds
+# the layer kinds from ``full_attention_interval`` (configs/qwen3_next.py ``layers_block_type``), which real configs
+# carry and transformers does not write (it writes ``layer_types``, the same list). On CPU SGLang's mamba state pool
+# needs the overlap schedule off (arg_groups/mamba_hook.py:158: auto picks ``extra_buffer``, whose snapshots need a
+# GPU, mamba_hook.py:120) and an explicit slot count (the CPU runtime's memory fraction leaves no room to size it).
+_HYBRID_INTERVAL = 3
+_HYBRID = dict(intermediate_size=128, head_dim=16, linear_conv_kernel_dim=4, linear_key_head_dim=16,
+               linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4)
+_HYBRID_KEYS = {"full_attention_interval": _HYBRID_INTERVAL}
+HYBRID_SERVER_ARGS = {"disable_overlap_schedule": True, "max_mamba_cache_size": 16}
+
+
+def _hybrid_layer_types(n: int) -> list[str]:
+    return ["full_attention" if (i + 1) % _HYBRID_INTERVAL == 0 else "linear_attention" for i in range(n)]
+
+
+# Qwen3.5's vision-language checkpoint (Qwen3_5ForConditionalGeneration): the decoder above in text_config, a one-block
+# vision tower that the text-only prompts never reach, and the vision special tokens inside the tiny vocabulary.
+_VL_VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                  num_position_embeddings=64)
+_VL_TOKENS = dict(image_token_id=250, video_token_id=251, vision_start_token_id=252, vision_end_token_id=253)
 
 
 FAMILY_TARGETS = {
@@ -248,6 +272,18 @@ FAMILY_TARGETS = {
                                          torch_dtype="float32"),
                                     architecture="BailingMoeV2ForCausalLM",
                                     server_args={"trust_remote_code": True}),
+    "qwen3_5": TinyFamilyTarget("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(_HYBRID), extra_keys=_HYBRID_KEYS,
+                                server_args=HYBRID_SERVER_ARGS),
+    "qwen3_5_moe": TinyFamilyTarget("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM",
+                                    dict(_HYBRID, num_experts=8, shared_expert_intermediate_size=64, **_MOE),
+                                    extra_keys=_HYBRID_KEYS, server_args=HYBRID_SERVER_ARGS),
+    "qwen3_next": TinyFamilyTarget("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                                   dict(_HYBRID, num_experts=8, shared_expert_intermediate_size=64,
+                                        decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True, **_MOE),
+                                   extra_keys=_HYBRID_KEYS, server_args=HYBRID_SERVER_ARGS),
+    "qwen3_5_vl": TinyFamilyTarget("Qwen3_5Config", "Qwen3_5ForConditionalGeneration", dict(_HYBRID),
+                                   extra_keys={"text_config": _HYBRID_KEYS}, server_args=HYBRID_SERVER_ARGS,
+                                   outer=dict(vision_config=dict(_VL_VISION), **_VL_TOKENS)),
 }
 # Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
 # neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
@@ -274,6 +310,8 @@ def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
     if name == "exaone_moe":  # "LLLG": every fourth layer global
         kwargs["layer_types"] = ["full_attention" if i % 4 == 3 else "sliding_attention"
                                  for i in range(num_hidden_layers)]
+    if "linear_num_value_heads" in kwargs:  # a Gated DeltaNet hybrid
+        kwargs["layer_types"] = _hybrid_layer_types(num_hidden_layers)
     if name == "glm4_moe_lite":
         kwargs["mlp_layer_types"] = ["dense"] + ["sparse"] * (num_hidden_layers - 1)
         kwargs["rope_parameters"] = dict(YARN)
@@ -412,6 +450,8 @@ def _build_bailing(out: Path, spec: TinyFamilyTarget, num_hidden_layers: int, se
 
 def _update_json(path: Path, extra: dict) -> None:
     data = json.loads(path.read_text())
+    if isinstance(extra.get("text_config"), dict):  # keys of a wrapper's text config are added to it
+        data["text_config"].update(extra.pop("text_config"))
     data.update(extra)
     for key in [k for k, v in extra.items() if v is None]:  # None removes a key
         del data[key]

@@ -66,7 +66,7 @@ def test_table_invariants():
         assert named | set(r.absent_families) <= names, r.version
         assert not named & set(r.absent_families), r.version  # no fact about a family the release lacks
     assert [f.name for f in fams if f.container == PACKED] == ["deepseek_v2"]
-    assert [f.name for f in fams if f.layer_flag] == ["qwen_moe", "minimax_m3"]
+    assert [f.name for f in fams if f.layer_flag] == ["qwen_moe", "minimax_m3", "qwen3_5", "qwen3_next"]
     for r in releases.all_releases():  # an absent hook is a causal LM of a family the release has
         hooks = {cls for f in fams if f.name not in r.absent_families for _, cls in f.causal_lms}
         assert set(r.absent_hooks) <= hooks, r.version
@@ -79,6 +79,8 @@ def test_table_invariants():
                  "0.5.17": KEEP_IF_MAX_IS_N, "0.5.21": KEEP_IF_MAX_IS_N, "0.5.23": KEEP_IF_MAX_IS_N}),
     ("deepseek_v2", {"0.5.11": ALWAYS_SHIFT, "0.5.13.post1": SHIFT_IF_FIRST_IS_1, "0.5.23": SHIFT_IF_FIRST_IS_1}),
     ("glm4_moe_lite", {"0.5.11": ALWAYS_SHIFT, "0.5.13.post1": SHIFT_IF_FIRST_IS_1, "0.5.23": SHIFT_IF_FIRST_IS_1}),
+    ("qwen3_5", {"0.5.22": ALWAYS_SHIFT, "0.5.23": ALWAYS_SHIFT}),
+    ("qwen3_next", {v: ALWAYS_SHIFT for v in ("0.5.17", "0.5.21", "0.5.23")}),
 ])
 def test_stock_rule_per_release(family, rules):
     """SGLang's readings per release (docs/families.md; the release files cite the lines)."""
@@ -105,6 +107,21 @@ def test_llama_eagle_config_ids_are_layer_ids_in_every_release_without_minus_one
     for r in releases.all_releases():
         c = stock_sglang_capture(eagle([0, 15, 28]), 32, family="llama", release=r)
         assert (c.loop_indices, c.fed_layer_ids, c.problem) == ((1, 16, 29), (0, 15, 28), None), r.version
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_next"])
+def test_hybrid_families_stock_readings(family):
+    """Qwen3.5 and Qwen3-Next add 1 and read a per-layer flag SGLang sets on ``self.layers[i]``: -1 reaches the
+    embedding, N-1 (loop index N) fails at startup with IndexError; Qwen3.5 has no EAGLE-3 capture before 0.5.22."""
+    c = stock_sglang_capture(eagle([-1, 1, 4]), 6, family=family, release="0.5.23")
+    assert (c.loop_indices, c.fed_layer_ids, c.problem) == ((0, 2, 5), (-1, 1, 4), None)
+    c = stock_sglang_capture(eagle([-1, 1, 5]), 6, family=family, release="0.5.23")
+    assert "IndexError" in c.problem and c.refuses_at_startup
+    c = stock_sglang_capture(eagle([-1, 1, 4]), 6, family=family, release="0.5.21")
+    if family == "qwen3_5":
+        assert (c.loop_indices, c.fed_layer_ids, c.rule) == ((), (), "no EAGLE-3 capture") and "0.5.21" in c.problem
+    else:
+        assert (c.fed_layer_ids, c.problem) == ((-1, 1, 4), None)
 
 
 def test_minus_one_on_llama_crashes_before_0_5_22_only():
@@ -271,8 +288,7 @@ def test_an_architecture_without_a_family_is_refused_naming_the_families(tmp_pat
 
 # Architectures of SGLang 0.5.23 model files with an EAGLE-3 hook that no family serves (docs/families.md, "Every
 # model file"): a draft that declares layer ids on one must stop the server at startup, never run on stock wiring.
-REFUSED = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration",
-           "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3VLForConditionalGeneration",
+REFUSED = ("Qwen3VLForConditionalGeneration",
            "Qwen3VLMoeForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Gemma3ForCausalLM",
            "Gemma3ForConditionalGeneration", "Gemma4ForConditionalGeneration", "Glm5NextForConditionalGeneration",
            "Llama4ForCausalLM", "MindSporeForCausalLM")
@@ -484,6 +500,10 @@ def test_configure_reads_the_layer_count_from_text_config_where_the_table_says_a
         with pytest.raises(WiringError) as e:  # a stack that is not the config's: never a guessed N
             fake.CausalLM.set_eagle3_layers_to_capture(model(Wrapper, 5), DeclaredLayerIds([-1, 2], "m.json"))
         assert (e.value.file, e.value.field) == ("m.json", None)
+        own = model(Wrapper, 6)  # a wrapper that keeps the text config as its config (Qwen3.5-VL, qwen3_vl.py:1346)
+        own.config = own.config.text_config
+        fake.CausalLM.set_eagle3_layers_to_capture(own, DeclaredLayerIds([-1, 5, 2], "m.json", family="fake"))
+        assert own.model.layers_to_capture == [0, 3]
 
         class Plain:  # not in the table's text_config: its own num_hidden_layers (99) is N, which its stack is not
             pass

@@ -46,3 +46,20 @@ def test_a_family_a_release_lacks_is_probed_for_its_absence_not_its_seams():
             assert (seam.module, seam.owner, seam.attr) not in probed
     for module, cls in llama.causal_lms:  # must not exist: a wheel that has it fails the probe ("already exists")
         assert probed[(module, cls, "set_eagle3_layers_to_capture")] is None
+
+
+@pytest.mark.network
+def test_an_absent_family_is_not_made_present_by_a_hook_inherited_from_another_model_file():
+    """Qwen3.5 before 0.5.22: its VL classes inherit Qwen3-VL's hook (which never marks the Qwen3.5 stack's layers),
+    its text classes have none; from 0.5.22 qwen3_5_text.py defines one, so calling the family absent there fails."""
+    vl = ("sglang.srt.models.qwen3_5", "Qwen3_5ForConditionalGeneration", "set_eagle3_layers_to_capture")
+    old = static_seams.Source(static_seams.wheel("0.5.21"))
+    assert old.find(*vl)[1] == "sglang.srt.models.qwen3_vl.Qwen3VLForConditionalGeneration"
+    absent = [(s, p) for s, p in static_seams.probe("0.5.21") if s.role == static_seams.ABSENT]
+    assert {s.owner for s, _ in absent} >= {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"}
+    assert all(p is None for _, p in absent)
+    lacking = replace(releases.get("0.5.22"), absent_families=("qwen3_5",))
+    new = static_seams.Source(static_seams.wheel("0.5.22"))
+    problems = [static_seams.check(new, s) for s in static_seams.seams_of(lacking) if s.role == static_seams.ABSENT]
+    assert [p for p in problems if p] == ["Qwen3_5ForCausalLM.set_eagle3_layers_to_capture already exists "
+                                          "(sglang.srt.models.qwen3_5_text.Qwen3_5ForCausalLM)"]

@@ -246,3 +246,22 @@ def test_switch():
     assert not any(selfcheck.enabled({selfcheck.ENV: v}) for v in ("0", "false", "OFF", " no "))
     assert selfcheck.is_real_extend(si.batch(torch.arange(3), "MIXED"))
     assert not selfcheck.is_real_extend(si.batch(torch.arange(0), "EXTEND"))
+
+
+def test_the_embedding_reference_reads_the_embeddings_parameter_the_family_table_names():
+    """Qwen3-Next's decoder stack takes ``inputs_embeds`` (qwen3_next.py:964-971), every other stack ``input_embeds``:
+    the layer id -1 reference is read from the parameter the family table names (a table entry naming one the forward
+    does not have is refused when the table is built)."""
+    params = ("self", "input_ids", "positions", "forward_batch", "inputs_embeds")
+    with pytest.raises(ValueError, match="embeds_param"):
+        dataclasses.replace(si.FAMILY, name="next-like", forward_params=params)
+    family = dataclasses.replace(si.FAMILY, name="next-like", forward_params=params, embeds_param="inputs_embeds")
+    session = selfcheck.Session.__new__(selfcheck.Session)
+    session.check = SimpleNamespace(layer_ids=(-1,), anatomy=selfcheck.Anatomy.of(family, releases.newest()))
+    session.refs, session.own_s = {}, 0.0
+    embeds = torch.randn(4, 8)
+    session._take_inputs(None, (None, None, None), {"inputs_embeds": embeds})
+    assert torch.equal(session.refs[-1].value, embeds) and session.refs[-1].exact
+    session.refs = {}
+    session._take_inputs(None, (None, None, None, embeds + 1), {})  # positional, as Qwen3NextForCausalLM passes it
+    assert torch.equal(session.refs[-1].value, embeds + 1)
