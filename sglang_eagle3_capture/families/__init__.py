@@ -26,6 +26,7 @@ _MODULES = (
     "gemma4",
     "llama4",
     "exaone_moe",
+    "qwen3_vl",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 

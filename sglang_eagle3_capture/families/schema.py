@@ -45,6 +45,9 @@ class Family:
       rules; a release file may override it); ``stock_past_loop``: what stock SGLang does with loop index N
       (``N_*``; a release's ``final_norm_captures`` says where the family captures it itself).
     - ``text_config``: architectures whose decoder dimensions live in ``config.json: text_config``.
+    - ``deepstack``: the dotted ``config.json`` path of the list whose length is the number of decoder layers whose
+      output SGLang adds visual (deepstack) features to on image/video tokens (Qwen3-VL); the ids of those layers
+      name another tensor in SGLang than in HF ``hidden_states`` (docs/families.md). None: no deepstack.
     - ``layers``, ``embed_tokens``, ``input_norm``, ``attn``: the decoder stack's layer list and embedding, and a
       decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23):
       where the first-batch self-check (:mod:`sglang_eagle3_capture.serving.selfcheck`) takes its references.
@@ -63,6 +66,7 @@ class Family:
     model_attr: str = "model"
     final_norm: str = "norm"
     text_config: tuple[str, ...] = ()
+    deepstack: str | None = None
     layers: str = "layers"
     embed_tokens: str = "embed_tokens"
     input_norm: str = "input_layernorm"

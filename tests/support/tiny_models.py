@@ -80,6 +80,17 @@ class TinyFamilyTarget:
     outer: dict | None = None
 
 
+_MROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2], "mrope_interleaved": True}
+_QWEN3_VISION = dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                     num_position_embeddings=64, deepstack_visual_indexes=[0, 1, 2])
+# The special tokens' ids inside the tiny vocabulary (tiny_vl.py's tokenizer has them at the same ids).
+VISION_TOKENS = {"<|vision_start|>": 250, "<|vision_end|>": 251, "<|image_pad|>": 252, "<|video_pad|>": 253}
+# SGLang's multimodal model load takes more than the text families' 5% of free memory for its profile (its own
+# "Loaded weights leave no GPU memory for the KV cache" otherwise); max_total_tokens still bounds the pool.
+_VL_ARGS = {"mem_fraction_static": 0.2}
+_VISION_TOKENS = dict(vision_start_token_id=250, vision_end_token_id=251, image_token_id=252, video_token_id=253)
+
+
 def _layer_types(n: int) -> list[str]:
     return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
 
@@ -151,6 +162,22 @@ FAMILY_TARGETS = {
                                         first_k_dense_replace=1, n_group=1, topk_group=1, sliding_window=8,
                                         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, **_MOE),
                                    extra_keys={"sliding_window_pattern": None}),
+    # Vision-language wrappers (docs/families.md): the decoder as above in text_config, a 2-block vision tower; mrope
+    # sections sum to head_dim / 2. Qwen3-VL's deepstack adds vision features to the outputs of decoder layers 0-2
+    # (three deepstack_visual_indexes). Their image path (processor, tokenizer) is tests/support/tiny_vl.py's.
+    "qwen2_5_vl": TinyFamilyTarget("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration",
+                                   dict(intermediate_size=128, rope_parameters=_MROPE),
+                                   outer=dict(vision_config=dict(depth=2, hidden_size=32, intermediate_size=64,
+                                                                      num_heads=2, out_hidden_size=64, patch_size=14,
+                                                                      window_size=28, fullatt_block_indexes=[1]),
+                                                   **_VISION_TOKENS), server_args=_VL_ARGS),
+    "qwen3_vl": TinyFamilyTarget("Qwen3VLConfig", "Qwen3VLForConditionalGeneration",
+                                 dict(intermediate_size=128, head_dim=16, rope_parameters=_MROPE),
+                                 outer=dict(vision_config=_QWEN3_VISION, **_VISION_TOKENS), server_args=_VL_ARGS),
+    "qwen3_vl_moe": TinyFamilyTarget("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration",
+                                     dict(intermediate_size=128, head_dim=16, rope_parameters=_MROPE, num_experts=8,
+                                          decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True, **_MOE),
+                                     outer=dict(vision_config=_QWEN3_VISION, **_VISION_TOKENS), server_args=_VL_ARGS),
 }
 # Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
 # neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
@@ -320,6 +347,7 @@ def build_tiny_draft(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = json.loads((Path(target_dir) / "config.json").read_text())
+    target = {**target, **target.get("text_config", {})}  # a multimodal target's decoder dimensions
     if num_aux is None:
         num_aux = len(eagle_aux_layer_ids) if eagle_aux_layer_ids else 3
     config = _draft_config(target, eagle_aux_layer_ids, config_overrides)
