@@ -70,14 +70,18 @@ def run_engine(model_path, prompts, *, draft_path=None, sampling_params=None, en
     return run_engines([run], plugins=plugins, env=env, timeout=timeout, keep_log=keep_log)[0]
 
 
-def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None) -> dict:
-    """Describe one Engine run for ``run_engines`` (same meaning as ``run_engine``'s arguments)."""
+def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None,
+               image_data=None) -> dict:
+    """Describe one Engine run for ``run_engines`` (same meaning as ``run_engine``'s arguments; ``image_data``: per
+    prompt, a list of image file paths, handed to ``Engine.generate`` beside the token ids)."""
     kwargs = {**ENGINE_DEFAULTS, "model_path": str(model_path)}
     if draft_path is not None:
         kwargs.update(eagle3_kwargs(draft_path))
     kwargs.update(engine_kwargs or {})
-    return {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts],
-            "sampling_params": sampling_params or greedy()}
+    run = {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts], "sampling_params": sampling_params or greedy()}
+    if image_data is not None:
+        run["image_data"] = [[str(f) for f in files] for files in image_data]
+    return run
 
 
 def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, keep_log=None) -> list[dict]:

@@ -1,7 +1,7 @@
 """Run ``sglang.Engine`` for one or more runs, one after another, and write what it returned as JSON.
 
 Started by tests/support/engine_harness.py: ``python tests/support/engine_worker.py SPEC.json RESULT.json``. SPEC is
-``{"runs": [{"engine_kwargs", "prompts", "sampling_params"}, ...]}``: for each run an Engine is built
+``{"runs": [{"engine_kwargs", "prompts", "sampling_params"[, "image_data"]}, ...]}``: for each run an Engine is built
 with ``engine_kwargs``, generates for ``prompts`` (token-id lists) and is shut down, so several runs share
 this process's ``import sglang``. RESULT is a list with, per run: ``outputs`` (one
 ``{"output_ids", "meta_info"}`` per prompt, in order), ``server_info`` (``Engine.get_server_info()``, incl.
@@ -14,14 +14,15 @@ import sys
 import time
 
 
-def run_one(engine_kwargs: dict, prompts: list, sampling_params: dict) -> dict:
+def run_one(engine_kwargs: dict, prompts: list, sampling_params: dict, image_data: list | None = None) -> dict:
     import sglang
 
     t0 = time.perf_counter()
     engine = sglang.Engine(**engine_kwargs)
     try:
         t1 = time.perf_counter()
-        outputs = engine.generate(input_ids=prompts, sampling_params=sampling_params)
+        extra = {} if image_data is None else {"image_data": image_data}  # per prompt: a list of image files
+        outputs = engine.generate(input_ids=prompts, sampling_params=sampling_params, **extra)
         t2 = time.perf_counter()
         server_info = engine.get_server_info()
     finally:
