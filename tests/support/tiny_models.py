@@ -78,6 +78,7 @@ class TinyFamilyTarget:
     server_args: dict = field(default_factory=dict)
     architecture: str | None = None
     outer: dict | None = None
+    transposed: tuple[str, ...] = ()  # tensors (name suffixes) saved with dims 1 and 2 swapped: the published layout
 
 
 _MROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2], "mrope_interleaved": True}
@@ -176,8 +177,11 @@ FAMILY_TARGETS = {
                                  outer=dict(vision_config=_QWEN3_VISION, **_VISION_TOKENS), server_args=_VL_ARGS),
     "qwen3_vl_moe": TinyFamilyTarget("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration",
                                      dict(intermediate_size=128, head_dim=16, rope_parameters=_MROPE, num_experts=8,
-                                          decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True, **_MOE),
-                                     outer=dict(vision_config=_QWEN3_VISION, **_VISION_TOKENS), server_args=_VL_ARGS),
+                                          decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True,
+                                          num_experts_per_tok=2, moe_intermediate_size=16),
+                                     outer=dict(vision_config=_QWEN3_VISION, **_VISION_TOKENS),
+                                     server_args=_VL_ARGS,
+                                     transposed=("experts.gate_up_proj", "experts.down_proj")),
 }
 # Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
 # neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
@@ -225,6 +229,8 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
         torch.manual_seed(seed)
         model = getattr(transformers, spec.model_class)(config).to(torch.float32).eval()
     model.save_pretrained(out, safe_serialization=True)
+    if spec.transposed:
+        _transpose_saved(out / "model.safetensors", spec.transposed)
     extra = dict(spec.extra_keys)
     if "rope_parameters" in config.to_dict() and name == "glm4_moe_lite":
         extra["rope_scaling"] = config.rope_parameters
@@ -234,6 +240,18 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
         extra["is_moe_layer"] = [t == "sparse" for t in config.mlp_layer_types]
     _update_json(out / "config.json", extra)
     return out
+
+
+def _transpose_saved(path: Path, suffixes: tuple[str, ...]) -> None:
+    """Store the fused expert tensors as the published Qwen3-VL-MoE checkpoints do, ``[E, H, 2I]`` / ``[E, I, H]``:
+    SGLang's loader transposes them (qwen3_vl_moe.py:320), transformers 5.19 too on load (its conversion mapping's
+    ``Transpose(1, 2)``), but it saves its own ``[E, 2I, H]`` / ``[E, H, I]``. The sizes are chosen non-square."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(path))
+    for name in [n for n in tensors if n.endswith(suffixes)]:
+        tensors[name] = tensors[name].transpose(1, 2).contiguous()
+    save_file(tensors, str(path), metadata={"format": "pt"})
 
 
 def _update_json(path: Path, extra: dict) -> None:
