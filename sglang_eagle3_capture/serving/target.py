@@ -58,10 +58,11 @@ def _pp_group(model: Any, family: Family) -> Any:
 
 def num_decoder_layers(model: Any, family: Family) -> int:
     """N of ``model`` (a causal LM of ``family``): ``num_hidden_layers`` of its config, or of the config's
-    ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it)."""
+    ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it; a wrapper
+    whose ``config`` is already its text config, as Qwen3-VL-MoE's is, qwen3_vl.py:1346, has none)."""
     config = model.config
     if type(model).__name__ in family.text_config:
-        config = config.text_config
+        config = getattr(config, "text_config", config)
     return config.num_hidden_layers
 
 
