@@ -105,6 +105,9 @@ class Release:
     # families whose model files this release does not have (added in a later release): never patched here, and
     # the static seam probe checks that their causal LMs are really absent from the wheel
     absent_families: tuple[str, ...] = ()
+    # deepstack families (Family.deepstack) whose loop in this release captures layer k's output BEFORE the deepstack
+    # add (HF's hidden_states[k+1]); every other release captures it after the add on its inference path
+    deepstack_before_add: tuple[str, ...] = ()
     draft_flags: Mapping[str, DraftFlag] = field(default_factory=dict)
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)  # checkpoint prefix -> module prefix
     install_excludes: tuple[str, ...] = ()  # pins to drop when installing it here (tools/install_sglang.py)
