@@ -35,6 +35,8 @@ ISSUE_FAMILIES = {  # the architectures the issue names, and the family each bel
     "MiniMaxM2ForCausalLM": "minimax_m2", "DeepseekV3ForCausalLM": "deepseek_v2",
     "GlmMoeDsaForCausalLM": "deepseek_v2", "MistralLarge3ForCausalLM": "deepseek_v2",
     "Glm4MoeLiteForCausalLM": "glm4_moe_lite", "MistralForCausalLM": "llama", "Phi3ForCausalLM": "llama",
+    "Qwen2_5_VLForConditionalGeneration": "qwen2", "Qwen3VLForConditionalGeneration": "qwen3_vl",
+    "Qwen3VLMoeForConditionalGeneration": "qwen3_vl",
 }
 
 
@@ -61,7 +63,7 @@ def test_table_invariants():
         assert f.container in (PACKED, LIST) and set(f.text_config) <= set(f.architectures), f.name
     names = {f.name for f in fams}
     for r in releases.all_releases():  # the release table names only families that exist
-        named = set(r.stock_rules) | set(r.embedding_crashes) | set(r.final_norm_captures)
+        named = set(r.stock_rules) | set(r.embedding_crashes) | set(r.final_norm_captures) | set(r.deepstack_before_add)
         assert named | set(r.absent_families) <= names, r.version
         assert not named & set(r.absent_families), r.version  # no fact about a family the release lacks
     assert [f.name for f in fams if f.container == PACKED] == ["deepseek_v2"]
@@ -263,8 +265,7 @@ def test_an_architecture_without_a_family_is_refused_naming_the_families(tmp_pat
 # Architectures of SGLang 0.5.23 model files with an EAGLE-3 hook that no family serves (docs/families.md, "Every
 # model file"): a draft that declares layer ids on one must stop the server at startup, never run on stock wiring.
 REFUSED = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration",
-           "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3VLForConditionalGeneration",
-           "Qwen3VLMoeForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Gemma3ForCausalLM",
+           "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM", "Gemma3ForCausalLM",
            "Gemma3ForConditionalGeneration", "Gemma4ForConditionalGeneration",
            "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration", "LongcatFlashForCausalLM",
            "BailingMoEForCausalLM", "BailingMoeV2ForCausalLM", "Glm5NextForConditionalGeneration",
@@ -443,6 +444,31 @@ def test_configure_reads_the_layer_count_from_text_config_where_the_table_says_a
 
         with pytest.raises(WiringError):
             fake.CausalLM.set_eagle3_layers_to_capture(model(Plain, 6), DeclaredLayerIds([-1, 2], "m.json"))
+    finally:
+        seams.revert(patch)
+
+
+def test_a_subclass_listed_in_another_family_is_configured_as_that_family(fake, monkeypatch):
+    """Qwen3.5-VL inherits Qwen3-VL's set_eagle3_layers_to_capture over its own decoder stack: the patched method
+    configures an instance as the family its own architecture is listed in, not as the method's owner."""
+    monkeypatch.setenv(selfcheck.ENV, "0")
+    monkeypatch.setattr(target, "current_tp_rank", lambda: 0)
+    owner = _family("owner", ("Stack", "OwnForward"))
+    sub = replace(_family("sub", ("OwnForward",)), architectures=("SubLM",))
+    monkeypatch.setattr(target.families, "family_of", lambda arch: sub if arch == "SubLM" else None)
+    patch = target.family_patch(owner)
+
+    class SubLM(fake.CausalLM):
+        pass
+
+    m = SubLM()
+    m.pp_group, m.model, m.config = SimpleNamespace(is_last_rank=True, world_size=1), fake.OwnForward(), \
+        SimpleNamespace(num_hidden_layers=6)
+    m.model.layers, m.model.norm = [object()] * 6, torch.nn.Identity()
+    assert seams.apply(patch)
+    try:  # declared for the sub family (as resolution declares it from SubLM's architecture): served, not refused
+        fake.CausalLM.set_eagle3_layers_to_capture(m, DeclaredLayerIds([-1, 2], "m.json", family="sub"))
+        assert m.model.layers_to_capture == [0, 3]
     finally:
         seams.revert(patch)
 
