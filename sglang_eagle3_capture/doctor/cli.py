@@ -294,7 +294,8 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("--note", help="provenance.note: free text, e.g. how the ids were established")
     w.add_argument("--deepstack", choices=DEEPSTACK_ORDERS, help="provenance.deepstack, for a deepstack target "
                    "(Qwen3-VL): whether the training data held a deepstack layer's output before the add (HF "
-                   "hidden_states, layer hooks) or after it (captured through SGLang 0.5.19+)")
+                   "hidden_states, layer hooks) or after it (captured through an SGLang release that adds it first: "
+                   "docs/families.md, qwen3_vl)")
     w.add_argument("--force", action="store_true", help="replace an existing manifest")
     w.add_argument("--fail-closed", action="store_true", help="also rewrite DRAFT_DIR/config.json where stock SGLang "
                    "(no plugin) would feed the fc other layers: ids it reads right, or a value it refuses at startup")

@@ -28,15 +28,22 @@ from ..families import Family
 from ..families.schema import DEEPSTACK_AFTER, DEEPSTACK_BEFORE, DEEPSTACK_ORDERS
 from ..formats.base import Reading
 from ..formats.sglang_eagle_config import HF_HIDDEN_STATES, LAYER_OUTPUT
-from ..releases import Release, get
+from ..readings import releases_label
+from ..releases import Release, all_releases, get
 from ..target_config import deepstack_layer_count
 
-BEFORE_WHO = ("HF output_hidden_states or a layer hook (SpecForge's HF backend, Model Optimizer); "
-              "SGLang 0.5.17-0.5.18; SGLang 0.5.19+ with rl_on_policy_target")
-AFTER_WHO = "data captured through SGLang 0.5.19-0.5.23 (its inference path adds deepstack before the next capture)"
+BEFORE_WHO = ("HF output_hidden_states or a layer hook (SpecForge's HF backend, Model Optimizer); SGLang {before}; "
+              "SGLang {after} with rl_on_policy_target")
+AFTER_WHO = "data captured through SGLang {after} (its inference path adds deepstack before the next capture)"
 FIX = ("state how the training data was captured: `sglang-eagle3-capture manifest write DRAFT --layer-ids=... --target "
        "TARGET --deepstack before-add` (HF hidden_states, layer hooks) or `--deepstack after-add` (extracted through "
-       "SGLang 0.5.19+); or train the draft on layer ids from {count} up, which no deepstack add touches")
+       "SGLang {after}); or train the draft on layer ids from {count} up, which no deepstack add touches")
+
+
+def _releases(family: Family, order: str) -> str:
+    """The supported releases whose loop takes ``family``'s deepstack layers in ``order`` (``A .. B``, or a list)."""
+    versions = [r.version for r in all_releases() if r.supported and served_order(family, r) == order]
+    return releases_label(versions).removeprefix("stock SGLang ") if versions else "no supported release"
 
 
 @dataclass(frozen=True)
@@ -84,23 +91,25 @@ def check(family: Family | None, target_cfg: Any, layer_ids: tuple, provenance: 
         return None
     served, trained = served_order(family, release), trained_order(family, provenance, trained_with)
     word = {DEEPSTACK_BEFORE: "BEFORE", DEEPSTACK_AFTER: "AFTER"}
+    labels = {"before": _releases(family, DEEPSTACK_BEFORE), "after": _releases(family, DEEPSTACK_AFTER)}
     feeds = (f"SGLang {release.version} feeds layer ids {list(affected)} (deepstack layers 0-{count - 1}) "
              f"{word[served]} the deepstack add on image and video tokens")
-    readings = (Reading(tuple(layer_ids), (f"{DEEPSTACK_BEFORE} for {list(affected)}: {BEFORE_WHO}",)),
-                Reading(tuple(layer_ids), (f"{DEEPSTACK_AFTER} for {list(affected)}: {AFTER_WHO}",)))
+    readings = (Reading(tuple(layer_ids), (f"{DEEPSTACK_BEFORE} for {list(affected)}: "
+                                           + BEFORE_WHO.format(**labels),)),
+                Reading(tuple(layer_ids), (f"{DEEPSTACK_AFTER} for {list(affected)}: " + AFTER_WHO.format(**labels),)))
     if trained is None:
         return DeepstackVerdict(affected, served, None, "ambiguous",
                                 f"{feeds}; whether the draft was trained on that state or on the one "
                                 f"{word[DEEPSTACK_AFTER if served == DEEPSTACK_BEFORE else DEEPSTACK_BEFORE]} it "
                                 "(they differ by the deepstack embedding on image and video tokens, agree on text) "
-                                f"is not recorded. Fix: {FIX.format(count=count)}", readings)
+                                f"is not recorded. Fix: {FIX.format(count=count, **labels)}", readings)
     if trained != served:
         return DeepstackVerdict(affected, served, trained, "mis-wired",
                                 f"{feeds}, but the draft was trained on the state {word[trained]} it: on image and "
                                 "video tokens its fc receives a tensor that differs by the deepstack embedding "
                                 "(text-only requests are fed exactly). Fix: "
-                                + ("serve it on SGLang 0.5.17-0.5.18 or with rl_on_policy_target set"
-                                   if trained == DEEPSTACK_BEFORE else "serve it on SGLang 0.5.19 or newer, without "
-                                   "rl_on_policy_target") + f", or train it on layer ids from {count} up")
+                                + (f"serve it on SGLang {labels['before']} or with rl_on_policy_target set"
+                                   if trained == DEEPSTACK_BEFORE else f"serve it on SGLang {labels['after']}, "
+                                   "without rl_on_policy_target") + f", or train it on layer ids from {count} up")
     return DeepstackVerdict(affected, served, trained, "consistent",
                             f"{feeds}, as the draft was trained ({trained})")

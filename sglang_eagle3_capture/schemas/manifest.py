@@ -44,7 +44,7 @@ PROVENANCE = Record("manifest provenance", (
     Field("inferred", Bool(), "true when the ids were inferred rather than read", required=False),
     Field("note", Str(), "free text", required=False),
     Field("deepstack", Str(), 'on a deepstack target (Qwen3-VL): "before-add" when the training data took HF '
-          'hidden_states or layer hooks, "after-add" when it was captured through SGLang 0.5.19 or newer',
+          'hidden_states or layer hooks, "after-add" when it was captured through an SGLang that adds it first',
           required=False),
 ), unknown="keep", error=ManifestError, metadata=True)
 
