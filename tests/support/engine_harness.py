@@ -78,7 +78,8 @@ def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, en
     if draft_path is not None:
         kwargs.update(eagle3_kwargs(draft_path))
     kwargs.update(engine_kwargs or {})
-    run = {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts], "sampling_params": sampling_params or greedy()}
+    run = {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts],
+           "sampling_params": sampling_params or greedy()}
     if image_data is not None:
         run["image_data"] = [[str(f) for f in files] for files in image_data]
     return run
@@ -88,9 +89,9 @@ def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, 
     """Run several ``engine_run(...)`` descriptions one after another in ONE subprocess (one
     ``import sglang`` for all); returns one result per run, as ``run_engine`` does. ``keep_log``: where to keep
     the subprocess's whole output (the engine's own log lines), whatever happened."""
-    import sglang_cpu_patches
+    from support import subprocess_env
 
-    child_env = sglang_cpu_patches.cpu_env()
+    child_env = subprocess_env()  # cpu_runtime first, then this checkout (not whichever one the venv installed)
     if plugins is not None:
         child_env["SGLANG_PLUGINS"] = plugins
     child_env.update(env or {})
