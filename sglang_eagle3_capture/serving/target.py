@@ -58,11 +58,12 @@ def _pp_group(model: Any, family: Family) -> Any:
 
 def num_decoder_layers(model: Any, family: Family) -> int:
     """N of ``model`` (a causal LM of ``family``): ``num_hidden_layers`` of its config, or of the config's
-    ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it; a wrapper
-    whose ``config`` is already its text config, as Qwen3-VL-MoE's is, qwen3_vl.py:1346, has none)."""
+    ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it), unless
+    the class keeps that text config as its own ``config`` (Qwen3-VL's wrapper around another language model, as
+    Qwen3.5-VL: qwen3_vl.py:1343-1347); :func:`configure` checks N against the stack's own layer list."""
     config = model.config
-    if type(model).__name__ in family.text_config:
-        config = getattr(config, "text_config", config)
+    if type(model).__name__ in family.text_config and hasattr(config, "text_config"):
+        config = config.text_config
     return config.num_hidden_layers
 
 

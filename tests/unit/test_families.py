@@ -448,31 +448,6 @@ def test_configure_reads_the_layer_count_from_text_config_where_the_table_says_a
         seams.revert(patch)
 
 
-def test_a_subclass_listed_in_another_family_is_configured_as_that_family(fake, monkeypatch):
-    """Qwen3.5-VL inherits Qwen3-VL's set_eagle3_layers_to_capture over its own decoder stack: the patched method
-    configures an instance as the family its own architecture is listed in, not as the method's owner."""
-    monkeypatch.setenv(selfcheck.ENV, "0")
-    monkeypatch.setattr(target, "current_tp_rank", lambda: 0)
-    owner = _family("owner", ("Stack", "OwnForward"))
-    sub = replace(_family("sub", ("OwnForward",)), architectures=("SubLM",))
-    monkeypatch.setattr(target.families, "family_of", lambda arch: sub if arch == "SubLM" else None)
-    patch = target.family_patch(owner)
-
-    class SubLM(fake.CausalLM):
-        pass
-
-    m = SubLM()
-    m.pp_group, m.model, m.config = SimpleNamespace(is_last_rank=True, world_size=1), fake.OwnForward(), \
-        SimpleNamespace(num_hidden_layers=6)
-    m.model.layers, m.model.norm = [object()] * 6, torch.nn.Identity()
-    assert seams.apply(patch)
-    try:  # declared for the sub family (as resolution declares it from SubLM's architecture): served, not refused
-        fake.CausalLM.set_eagle3_layers_to_capture(m, DeclaredLayerIds([-1, 2], "m.json", family="sub"))
-        assert m.model.layers_to_capture == [0, 3]
-    finally:
-        seams.revert(patch)
-
-
 # --- the list container ---------------------------------------------------------------------------------------
 
 class _PairNorm(torch.nn.Module):
