@@ -134,7 +134,8 @@ def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
     runner = get_runner(model_dir, **FAMILY_TARGETS[name].server_args)
     model = runner.model
     family = families.family_of(type(model).__name__)
-    lm = model.language_model if type(model).__name__ in family.text_config else model  # a wrapper delegates to it
+    # a wrapper that delegates to its language model (Llama 4); the Qwen-VL wrappers hold the decoder stack themselves
+    lm = getattr(model, "language_model", model) if type(model).__name__ in family.text_config else model
     stack = getattr(lm, family.model_attr)
     norm = getattr(stack, family.final_norm)
     result = {"model_class": type(model).__name__, "stack_class": type(stack).__name__,
