@@ -74,6 +74,16 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
     return arch, dims[0], dims[1]
 
 
+def deepstack_layer_count(target_hf_config: Any, family: Any) -> int | None:
+    """How many decoder layers get deepstack features added to their output (layer ids ``0 .. count-1``): the length
+    of the list at ``family.deepstack`` in the target's config; 0 for a family without deepstack, None when the config
+    does not have the list."""
+    if family is None or family.deepstack is None:
+        return 0
+    value = path_get(target_hf_config, family.deepstack)
+    return len(value) if isinstance(value, (list, tuple)) else None
+
+
 def load_target_config(target: str | os.PathLike) -> tuple[dict, Path]:
     """Read a target's HF config from a model directory or a ``config.json`` path; returns (dict, file)."""
     p = Path(target)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..draft.convert import convert
 from ..errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError, brief, cut, shown
+from ..families.schema import DEEPSTACK_ORDERS
 from ..layer_ids import FINAL_NORM, hidden_state_indices
 from ..manifest import manifest_path, read_manifest
 from ..readings import releases_label
@@ -87,7 +88,8 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 
 def _cmd_manifest_write(args: argparse.Namespace) -> int:
     written = write_draft_manifest(args.draft_dir, parse_layer_ids(args.layer_ids), args.target, source=args.source,
-                                   note=args.note, force=args.force, fail_closed=args.fail_closed)
+                                   note=args.note, force=args.force, fail_closed=args.fail_closed,
+                                   deepstack=args.deepstack)
     _print(*written.lines())
     return 0
 
@@ -293,6 +295,10 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("--target", required=True, metavar="TARGET", help="target model directory or its config.json")
     w.add_argument("--source", default="manual", help="provenance.source (default: manual)")
     w.add_argument("--note", help="provenance.note: free text, e.g. how the ids were established")
+    w.add_argument("--deepstack", choices=DEEPSTACK_ORDERS, help="provenance.deepstack, for a deepstack target "
+                   "(Qwen3-VL): whether the training data held a deepstack layer's output before the add (HF "
+                   "hidden_states, layer hooks) or after it (captured through an SGLang release that adds it first: "
+                   "docs/families.md, qwen3_vl)")
     w.add_argument("--force", action="store_true", help="replace an existing manifest")
     w.add_argument("--fail-closed", action="store_true", help="also rewrite DRAFT_DIR/config.json where stock SGLang "
                    "(no plugin) would feed the fc other layers: ids it reads right, or a value it refuses at startup")

@@ -45,6 +45,7 @@ from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_targ
 from ..readings import StockCapture, engine_capture, stock_sglang_capture
 from ..serving.setup_report import effective_value
 from ..target_config import load_target_config, target_dims
+from . import deepstack
 from .setup_args import setup_report
 
 PLUGIN_ENTRY_POINT = ("sglang.srt.plugins", "eagle3_capture")
@@ -231,6 +232,15 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         config_file=str(cfg_path), architecture=arch, num_hidden_layers=n_layers, **_served(server_args, draft_cfg))
     _decide(report, plugin_refusal(deployment), _plugin_feeds(deployment))
     report.stock_outcome = stock_outcome(readings)
+    ds = deepstack.check(family, target_cfg, declared.layer_ids, prov, trained_with, serving)
+    if ds is not None and report.verdict == "consistent":  # the ids are fed; which tensor each one names is not
+        report.verdict = ds.verdict
+        report.summary = f"{report.summary}; but {ds.summary}" if ds.verdict != "consistent" else report.summary
+        report.ambiguous_readings = list(ds.readings) if ds.verdict == "ambiguous" else []
+    if ds is not None:
+        report.checks.append(f"deepstack: {ds.summary}" if ds.verdict == "consistent" else
+                             f"deepstack layer ids {list(ds.affected)}: served {ds.served}, trained "
+                             f"{ds.trained or 'unknown'}")
     if manifest is not None and "silently mis-fed" in report.stock_outcome:
         report.messages.append(f"without the plugin, stock SGLang would feed this draft's fc other hidden states "
                                f"({report.stock_outcome}). Fix: `sglang-eagle3-capture manifest write {draft} "

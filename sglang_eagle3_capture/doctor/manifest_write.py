@@ -53,7 +53,7 @@ class Written:
 
 def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target: str | Path, *,
                          source: str = "manual", note: str | None = None, force: bool = False,
-                         fail_closed: bool = False) -> Written:
+                         fail_closed: bool = False, deepstack: str | None = None) -> Written:
     """Check and write ``draft_dir``'s manifest (see the module doc); ``fail_closed``: also rewrite its config.json
     where stock SGLang would feed other layers. Raises an ``InputError`` naming the file."""
     draft = Path(draft_dir)
@@ -67,7 +67,8 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
     if kind != "missing":
         raise UsageError(path, "<file>", "already exists" + ("" if kind == "file" else f" ({kind})"),
                          "pass --force to overwrite it")
-    provenance = metadata_text({"source": source, "convention": "layer-id", **({"note": note} if note else {})})
+    provenance = metadata_text({"source": source, "convention": "layer-id", **({"note": note} if note else {}),
+                                **({"deepstack": deepstack} if deepstack else {})})
     manifest = Manifest(tuple(layer_ids), arch, n_layers, hidden, provenance, path=path)
     fc_checked = weights_present(draft)
     if fc_checked:

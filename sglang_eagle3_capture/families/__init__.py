@@ -31,6 +31,7 @@ _MODULES = (
     "longcat_flash",
     "qwen3_5",
     "qwen3_next",
+    "qwen3_vl",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 

@@ -22,6 +22,12 @@ PP_FROM_RUNTIME = "runtime"  # runtime_context.get_parallel().pp_group
 
 # Every decoder stack's forward in the supported releases: one signature for all (docs/families.md; each family file
 # cites its forward's lines, and the seam probe checks the parameter names against the installed release).
+# Where a deepstack layer id's tensor is taken relative to SGLang's (or a trainer's) add of the deepstack embedding to
+# that layer's output on image/video tokens (docs/families.md, qwen3_vl): HF ``hidden_states[k+1]`` is BEFORE.
+DEEPSTACK_BEFORE = "before-add"
+DEEPSTACK_AFTER = "after-add"
+DEEPSTACK_ORDERS = (DEEPSTACK_BEFORE, DEEPSTACK_AFTER)
+
 FORWARD_PARAMS = ("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors")
 
 
@@ -48,6 +54,9 @@ class Family:
     - ``text_config``: architectures whose decoder dimensions live in ``config.json: text_config``;
       ``layer_count_keys``: the config keys SGLang reads the decoder layer count from, the first present wins
       (LongCat-Flash: ``num_layers`` where ``num_hidden_layers`` is absent).
+    - ``deepstack``: the dotted ``config.json`` path of the list whose length is the number of decoder layers whose
+      output SGLang adds visual (deepstack) features to on image/video tokens (Qwen3-VL); the ids of those layers
+      name another tensor in SGLang than in HF ``hidden_states`` (docs/families.md). None: no deepstack.
     - ``layers``, ``embed_tokens``, ``input_norm``, ``attn``: the decoder stack's layer list and embedding, and a
       decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23;
       dotted into a pair where a layer holds two, LongCat-Flash's ``input_layernorm.0``): where the first-batch
@@ -71,6 +80,7 @@ class Family:
     final_norm: str = "norm"
     text_config: tuple[str, ...] = ()
     layer_count_keys: tuple[str, ...] = ("num_hidden_layers",)
+    deepstack: str | None = None
     layers: str = "layers"
     embed_tokens: str = "embed_tokens"
     input_norm: str = "input_layernorm"

@@ -109,6 +109,9 @@ class Release:
     # later release; SGLang itself refuses EAGLE-3 on them): the family is patched without them, a draft declaring ids
     # on one is refused by name, and the static seam probe checks that the wheel really lacks their hook
     absent_hooks: tuple[str, ...] = ()
+    # deepstack families (Family.deepstack) whose loop in this release captures layer k's output BEFORE the deepstack
+    # add (HF's hidden_states[k+1]); every other release captures it after the add on its inference path
+    deepstack_before_add: tuple[str, ...] = ()
     draft_flags: Mapping[str, DraftFlag] = field(default_factory=dict)
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)  # checkpoint prefix -> module prefix
     install_excludes: tuple[str, ...] = ()  # pins to drop when installing it here (tools/install_sglang.py)

@@ -43,6 +43,9 @@ PROVENANCE = Record("manifest provenance", (
     Field("convention", Str(), "name the convention the source ids follow", required=False),
     Field("inferred", Bool(), "true when the ids were inferred rather than read", required=False),
     Field("note", Str(), "free text", required=False),
+    Field("deepstack", Str(), 'on a deepstack target (Qwen3-VL): "before-add" when the training data took HF '
+          'hidden_states or layer hooks, "after-add" when it was captured through an SGLang that adds it first',
+          required=False),
 ), unknown="keep", error=ManifestError, metadata=True)
 
 # Metadata: what the draft should accept when served, as ``verify`` measured it offline (doc: docs/metrics.md,

@@ -162,8 +162,8 @@ def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
     runner = get_runner(model_dir, **FAMILY_TARGETS[name].server_args)
     model = runner.model
     family = families.family_of(type(model).__name__)
-    # a wrapper that delegates to its language model (Llama 4), or holds the stack itself (MiniMax-M3's and
-    # Qwen3.5's VL classes)
+    # a wrapper that delegates to its language model (Llama 4), or holds the stack itself (MiniMax-M3's, Qwen3.5's
+    # and the Qwen-VL classes)
     lm = getattr(model, "language_model", model) if type(model).__name__ in family.text_config else model
     stack = getattr(lm, family.model_attr)
     norm = getattr(stack, family.final_norm)

@@ -72,31 +72,37 @@ def run_engine(model_path, prompts, *, draft_path=None, sampling_params=None, en
     return run_engines([run], plugins=plugins, env=env, timeout=timeout, keep_log=keep_log)[0]
 
 
-def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None, env=None) -> dict:
+def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None, env=None,
+               image_data=None) -> dict:
     """Describe one Engine run for ``run_engines`` (same meaning as ``run_engine``'s arguments; ``env``: variables
     set for this run only, on top of ``run_engines``' own: e.g. ``{"SGLANG_PLUGINS": NO_PLUGINS}`` for one run of a
-    subprocess that loads the plugin for the others)."""
+    subprocess that loads the plugin for the others; ``image_data``: per prompt, a list of image file paths, handed to
+    ``Engine.generate`` beside the token ids)."""
     kwargs = {**ENGINE_DEFAULTS, "model_path": str(model_path)}
     if draft_path is not None:
         kwargs.update(eagle3_kwargs(draft_path))
     kwargs.update(engine_kwargs or {})
-    return {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts],
-            "sampling_params": sampling_params or greedy(), "env": dict(env or {})}
+    run = {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts],
+           "sampling_params": sampling_params or greedy(), "env": dict(env or {})}
+    if image_data is not None:
+        run["image_data"] = [[str(f) for f in files] for files in image_data]
+    return run
 
 
 def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, keep_log=None) -> list[dict]:
     """Run several ``engine_run(...)`` descriptions one after another in ONE subprocess (one
     ``import sglang`` for all); returns one result per run, as ``run_engine`` does. ``keep_log``: where to keep
     the subprocess's whole output (the engine's own log lines), whatever happened."""
-    import sglang_cpu_patches
+    from support import subprocess_env
 
-    child_env = sglang_cpu_patches.cpu_env()
+    child_env = subprocess_env()  # cpu_runtime first, then this checkout (not whichever one the venv installed)
     if plugins is not None:
         child_env["SGLANG_PLUGINS"] = plugins
     child_env.update(env or {})
-    # after cpu_runtime (and any start-up hook a caller put first): this checkout's package, which an editable install
-    # pointing at another checkout would otherwise shadow in the subprocess (its sys.path[0] is tests/support)
-    child_env["PYTHONPATH"] = os.pathsep.join([child_env["PYTHONPATH"], str(REPO)])
+    # a caller's PYTHONPATH (a start-up hook put first) still ends with this checkout's package, which an editable
+    # install pointing at another checkout would otherwise shadow in the subprocess (its sys.path[0] is tests/support)
+    if str(REPO) not in child_env["PYTHONPATH"].split(os.pathsep):
+        child_env["PYTHONPATH"] = os.pathsep.join([child_env["PYTHONPATH"], str(REPO)])
     with tempfile.TemporaryDirectory(prefix="engine_run_") as tmp:
         spec_path, result_path, log_path = (Path(tmp) / n for n in ("spec.json", "result.json", "output.log"))
         spec_path.write_text(json.dumps({"runs": runs}))

@@ -1,9 +1,10 @@
 """Run ``sglang.Engine`` for one or more runs, one after another, and write what it returned as JSON.
 
 Started by tests/support/engine_harness.py: ``python tests/support/engine_worker.py SPEC.json RESULT.json``. SPEC is
-``{"runs": [{"engine_kwargs", "prompts", "sampling_params", "env"?}, ...]}``: for each run an Engine is built
-with ``engine_kwargs`` (and ``env`` added to this process's environment while it runs, so the engine's spawned
-processes start with it), generates for ``prompts`` (token-id lists) and is shut down, so several runs share
+``{"runs": [{"engine_kwargs", "prompts", "sampling_params", "env"?, "image_data"?}, ...]}``: for each run an Engine
+is built with ``engine_kwargs`` (and ``env`` added to this process's environment while it runs, so the engine's spawned
+processes start with it), generates for ``prompts`` (token-id lists; ``image_data``: per prompt, a list of image
+files) and is shut down, so several runs share
 this process's ``import sglang``. RESULT is a list with, per run: ``outputs`` (one
 ``{"output_ids", "meta_info"}`` per prompt, in order), ``server_info`` (``Engine.get_server_info()``, incl.
 ``internal_states[*].avg_spec_accept_length``), ``startup_s`` and ``generate_s``.
@@ -16,7 +17,8 @@ import sys
 import time
 
 
-def run_one(engine_kwargs: dict, prompts: list, sampling_params: dict, env: dict | None = None) -> dict:
+def run_one(engine_kwargs: dict, prompts: list, sampling_params: dict, env: dict | None = None,
+            image_data: list | None = None) -> dict:
     import sglang
 
     saved = {k: os.environ.get(k) for k in env or {}}
@@ -26,7 +28,8 @@ def run_one(engine_kwargs: dict, prompts: list, sampling_params: dict, env: dict
         engine = sglang.Engine(**engine_kwargs)
         try:
             t1 = time.perf_counter()
-            outputs = engine.generate(input_ids=prompts, sampling_params=sampling_params)
+            extra = {} if image_data is None else {"image_data": image_data}
+            outputs = engine.generate(input_ids=prompts, sampling_params=sampling_params, **extra)
             t2 = time.perf_counter()
             server_info = engine.get_server_info()
         finally:

@@ -92,12 +92,24 @@ class TinyFamilyTarget:
     outer: dict | None = None
     sglang_config: dict = field(default_factory=dict)
     weight_layout: str | None = None
+    transposed: tuple[str, ...] = ()  # tensors (name suffixes) saved with dims 1 and 2 swapped: the published layout
     vl_of: str | None = None  # the text target whose checkpoint is this multimodal class's language model
 
     @property
     def has_hf_class(self) -> bool:
         """True when transformers has the model class (the in-process proof's reference is HF)."""
         return self.model_class is not None
+
+
+_MROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2], "mrope_interleaved": True}
+_QWEN3_VISION = dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                     num_position_embeddings=64, deepstack_visual_indexes=[0, 1, 2])
+# The special tokens' ids inside the tiny vocabulary (tiny_vl.py's tokenizer has them at the same ids).
+VISION_TOKENS = {"<|vision_start|>": 250, "<|vision_end|>": 251, "<|image_pad|>": 252, "<|video_pad|>": 253}
+# SGLang's multimodal model load takes more than the text families' 5% of free memory for its profile (its own
+# "Loaded weights leave no GPU memory for the KV cache" otherwise); max_total_tokens still bounds the pool.
+_VL_ARGS = {"mem_fraction_static": 0.2}
+_VISION_TOKENS = dict(vision_start_token_id=250, vision_end_token_id=251, image_token_id=252, video_token_id=253)
 
 
 def _layer_types(n: int) -> list[str]:
@@ -123,9 +135,8 @@ def _hybrid_layer_types(n: int) -> list[str]:
 
 # Qwen3.5's vision-language checkpoint (Qwen3_5ForConditionalGeneration): the decoder above in text_config, a one-block
 # vision tower that the text-only prompts never reach, and the vision special tokens inside the tiny vocabulary.
-_VL_VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
-                  num_position_embeddings=64)
-_VL_TOKENS = dict(image_token_id=250, video_token_id=251, vision_start_token_id=252, vision_end_token_id=253)
+_QWEN3_5_VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                       num_position_embeddings=64)
 
 
 FAMILY_TARGETS = {
@@ -283,7 +294,26 @@ FAMILY_TARGETS = {
                                    extra_keys=_HYBRID_KEYS, server_args=HYBRID_SERVER_ARGS),
     "qwen3_5_vl": TinyFamilyTarget("Qwen3_5Config", "Qwen3_5ForConditionalGeneration", dict(_HYBRID),
                                    extra_keys={"text_config": _HYBRID_KEYS}, server_args=HYBRID_SERVER_ARGS,
-                                   outer=dict(vision_config=dict(_VL_VISION), **_VL_TOKENS)),
+                                   outer=dict(vision_config=dict(_QWEN3_5_VISION), **_VISION_TOKENS)),
+    # Vision-language wrappers (docs/families.md): the decoder as above in text_config, a 2-block vision tower; mrope
+    # sections sum to head_dim / 2. Qwen3-VL's deepstack adds vision features to the outputs of decoder layers 0-2
+    # (three deepstack_visual_indexes). Their image path (processor, tokenizer) is tests/support/tiny_vl.py's.
+    "qwen2_5_vl": TinyFamilyTarget("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration",
+                                   dict(intermediate_size=128, rope_parameters=_MROPE),
+                                   outer=dict(vision_config=dict(depth=2, hidden_size=32, intermediate_size=64,
+                                                                      num_heads=2, out_hidden_size=64, patch_size=14,
+                                                                      window_size=28, fullatt_block_indexes=[1]),
+                                                   **_VISION_TOKENS), server_args=_VL_ARGS),
+    "qwen3_vl": TinyFamilyTarget("Qwen3VLConfig", "Qwen3VLForConditionalGeneration",
+                                 dict(intermediate_size=128, head_dim=16, rope_parameters=_MROPE),
+                                 outer=dict(vision_config=_QWEN3_VISION, **_VISION_TOKENS), server_args=_VL_ARGS),
+    "qwen3_vl_moe": TinyFamilyTarget("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration",
+                                     dict(intermediate_size=128, head_dim=16, rope_parameters=_MROPE, num_experts=8,
+                                          decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True,
+                                          num_experts_per_tok=2, moe_intermediate_size=16),
+                                     outer=dict(vision_config=_QWEN3_VISION, **_VISION_TOKENS),
+                                     server_args=_VL_ARGS,
+                                     transposed=("experts.gate_up_proj", "experts.down_proj")),
 }
 # Llama 4 as SGLang serves it: Llama4ForConditionalGeneration (mllama4.py; its text-only class Llama4ForCausalLM loads
 # neither the routed experts nor Llama 4's RoPE pairing: docs/families.md). The text model is Maverick's shape: dense
@@ -354,6 +384,8 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
     if spec.weight_layout:
         _set_checkpoint_layout(model, spec.weight_layout)
     model.save_pretrained(out, safe_serialization=True)
+    if spec.transposed:
+        _transpose_saved(out / "model.safetensors", spec.transposed)
     extra = dict(spec.extra_keys)
     if "rope_parameters" in config.to_dict() and name == "glm4_moe_lite":
         extra["rope_scaling"] = config.rope_parameters
@@ -446,6 +478,18 @@ def _build_bailing(out: Path, spec: TinyFamilyTarget, num_hidden_layers: int, se
     (out / "config.json").write_text(json.dumps(c, indent=2, sort_keys=True))
     (out / "configuration_bailing_moe_v2.py").write_text(_BAILING_CONFIG_PY)
     return out
+
+
+def _transpose_saved(path: Path, suffixes: tuple[str, ...]) -> None:
+    """Store the fused expert tensors as the published Qwen3-VL-MoE checkpoints do, ``[E, H, 2I]`` / ``[E, I, H]``:
+    SGLang's loader transposes them (qwen3_vl_moe.py:320), transformers 5.19 too on load (its conversion mapping's
+    ``Transpose(1, 2)``), but it saves its own ``[E, 2I, H]`` / ``[E, H, I]``. The sizes are chosen non-square."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(path))
+    for name in [n for n in tensors if n.endswith(suffixes)]:
+        tensors[name] = tensors[name].transpose(1, 2).contiguous()
+    save_file(tensors, str(path), metadata={"format": "pt"})
 
 
 def _update_json(path: Path, extra: dict) -> None:
@@ -564,7 +608,7 @@ def build_tiny_draft(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = json.loads((Path(target_dir) / "config.json").read_text())
-    target = target.get("text_config", target)  # a wrapper (Kimi-K2.5) keeps the decoder's dimensions there
+    target = {**target, **target.get("text_config", {})}  # a wrapper's decoder dimensions (Kimi-K2.5, VL)
     if num_aux is None:
         num_aux = len(eagle_aux_layer_ids) if eagle_aux_layer_ids else 3
     config = _draft_config(target, eagle_aux_layer_ids, config_overrides)

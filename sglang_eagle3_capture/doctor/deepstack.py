@@ -1,0 +1,115 @@
+"""What a layer id names on a deepstack target (Qwen3-VL, docs/families.md ``qwen3_vl``), for ``inspect``.
+
+SGLang adds the deepstack embedding ``deepstack[k]`` to the output of decoder layer ``k`` (``k`` below the number of
+``vision_config.deepstack_visual_indexes``) on image and video tokens. Whether a layer id ``k`` names the state before
+or after that add depends on who captured it:
+
+- before the add (``before-add``): HF transformers' ``output_hidden_states`` (``hidden_states[k+1]`` is recorded at the
+  decoder layer's output, modeling_qwen3_vl.py:626-627, and ``_deepstack_process`` runs after it, 837-842) and a hook
+  on a decoder layer (SpecForge's HF backend, Model Optimizer); SGLang 0.5.17-0.5.18 (its loop captures
+  ``hidden_states + residual`` before layer ``k+1`` adds ``deepstack[k]`` through ``post_residual_addition``); SGLang
+  0.5.19+ with ``rl_on_policy_target`` set (``use_hf_deepstack_order``: the capture precedes the extra addition,
+  layers/layer_boundary/stage.py:421-434);
+- after the add (``after-add``): SGLang 0.5.19-0.5.23's inference path (``add_to_output`` after layer ``k``,
+  qwen3_vl.py:1263-1272 in 0.5.23, before layer ``k+1``'s capture). The plugin feeds what the installed release's
+  loop captures; it does not move the add.
+
+Text-only requests are unaffected (the two states are equal on text tokens). A draft's manifest can say which one its
+training data held (``provenance.deepstack``); without that (or ``--trained-with`` on a config without a manifest),
+a draft that lists a deepstack layer id is ambiguous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..families import Family
+from ..families.schema import DEEPSTACK_AFTER, DEEPSTACK_BEFORE, DEEPSTACK_ORDERS
+from ..formats.base import Reading
+from ..formats.sglang_eagle_config import HF_HIDDEN_STATES, LAYER_OUTPUT
+from ..readings import releases_label
+from ..releases import Release, all_releases, get
+from ..target_config import deepstack_layer_count
+
+BEFORE_WHO = ("HF output_hidden_states or a layer hook (SpecForge's HF backend, Model Optimizer); SGLang {before}; "
+              "SGLang {after} with rl_on_policy_target")
+AFTER_WHO = "data captured through SGLang {after} (its inference path adds deepstack before the next capture)"
+FIX = ("state how the training data was captured: `sglang-eagle3-capture manifest write DRAFT --layer-ids=... --target "
+       "TARGET --deepstack before-add` (HF hidden_states, layer hooks) or `--deepstack after-add` (extracted through "
+       "SGLang {after}); or train the draft on layer ids from {count} up, which no deepstack add touches")
+
+
+def _releases(family: Family, order: str) -> str:
+    """The supported releases whose loop takes ``family``'s deepstack layers in ``order`` (``A .. B``, or a list)."""
+    versions = [r.version for r in all_releases() if r.supported and served_order(family, r) == order]
+    return releases_label(versions).removeprefix("stock SGLang ") if versions else "no supported release"
+
+
+@dataclass(frozen=True)
+class DeepstackVerdict:
+    """``affected``: the draft's layer ids on deepstack layers; ``served``/``trained``: before-add or after-add (trained
+    None: unknown); ``verdict``: ``ambiguous``, ``mis-wired`` or ``consistent``, with a summary and the readings."""
+
+    affected: tuple[int, ...]
+    served: str
+    trained: str | None
+    verdict: str
+    summary: str
+    readings: tuple[Reading, ...] = ()
+
+
+def served_order(family: Family, release: Release) -> str:
+    """Where ``release``'s loop takes a deepstack layer's output relative to the add (its inference path)."""
+    return DEEPSTACK_BEFORE if family.name in release.deepstack_before_add else DEEPSTACK_AFTER
+
+
+def trained_order(family: Family, provenance: dict, trained_with: str | None) -> str | None:
+    """What the draft's training data held: the manifest's ``provenance.deepstack``, else ``--trained-with``."""
+    stated = provenance.get("deepstack")
+    if stated in DEEPSTACK_ORDERS:
+        return stated
+    if trained_with in (HF_HIDDEN_STATES, LAYER_OUTPUT):
+        return DEEPSTACK_BEFORE
+    if trained_with is not None and trained_with.startswith("sglang=="):
+        try:
+            return served_order(family, get(trained_with.removeprefix("sglang==")))
+        except KeyError:
+            return None
+    return None
+
+
+def check(family: Family | None, target_cfg: Any, layer_ids: tuple, provenance: dict, trained_with: str | None,
+          release: Release) -> DeepstackVerdict | None:
+    """The deepstack verdict for a draft feeding ``layer_ids`` on ``family`` served by ``release``; None when the
+    family has no deepstack, the target config is not given or no layer id is on a deepstack layer."""
+    if family is None or family.deepstack is None or target_cfg is None:
+        return None
+    count = deepstack_layer_count(target_cfg, family) or 0
+    affected = tuple(i for i in layer_ids if isinstance(i, int) and 0 <= i < count)
+    if not affected:
+        return None
+    served, trained = served_order(family, release), trained_order(family, provenance, trained_with)
+    word = {DEEPSTACK_BEFORE: "BEFORE", DEEPSTACK_AFTER: "AFTER"}
+    labels = {"before": _releases(family, DEEPSTACK_BEFORE), "after": _releases(family, DEEPSTACK_AFTER)}
+    feeds = (f"SGLang {release.version} feeds layer ids {list(affected)} (deepstack layers 0-{count - 1}) "
+             f"{word[served]} the deepstack add on image and video tokens")
+    readings = (Reading(tuple(layer_ids), (f"{DEEPSTACK_BEFORE} for {list(affected)}: "
+                                           + BEFORE_WHO.format(**labels),)),
+                Reading(tuple(layer_ids), (f"{DEEPSTACK_AFTER} for {list(affected)}: " + AFTER_WHO.format(**labels),)))
+    if trained is None:
+        return DeepstackVerdict(affected, served, None, "ambiguous",
+                                f"{feeds}; whether the draft was trained on that state or on the one "
+                                f"{word[DEEPSTACK_AFTER if served == DEEPSTACK_BEFORE else DEEPSTACK_BEFORE]} it "
+                                "(they differ by the deepstack embedding on image and video tokens, agree on text) "
+                                f"is not recorded. Fix: {FIX.format(count=count, **labels)}", readings)
+    if trained != served:
+        return DeepstackVerdict(affected, served, trained, "mis-wired",
+                                f"{feeds}, but the draft was trained on the state {word[trained]} it: on image and "
+                                "video tokens its fc receives a tensor that differs by the deepstack embedding "
+                                "(text-only requests are fed exactly). Fix: "
+                                + (f"serve it on SGLang {labels['before']} or with rl_on_policy_target set"
+                                   if trained == DEEPSTACK_BEFORE else f"serve it on SGLang {labels['after']}, "
+                                   "without rl_on_policy_target") + f", or train it on layer ids from {count} up")
+    return DeepstackVerdict(affected, served, trained, "consistent",
+                            f"{feeds}, as the draft was trained ({trained})")
