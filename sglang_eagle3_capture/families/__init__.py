@@ -29,6 +29,7 @@ _MODULES = (
     "minimax_m3",
     "bailing_moe",
     "longcat_flash",
+    "gemma3",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 
