@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import ENGINE_DEFAULTS  # the CPU settings, shared with the benchmarks
+from harness import ENGINE_DEFAULTS, REPO  # the CPU settings, shared with the benchmarks
 
 WORKER = Path(__file__).resolve().parent / "engine_worker.py"
 NO_PLUGINS = "__no_sglang_plugins__"  # matches no entry-point name
@@ -91,6 +91,9 @@ def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, 
     import sglang_cpu_patches
 
     child_env = sglang_cpu_patches.cpu_env()
+    # this checkout's package before an installed one (an editable install may point at another checkout), as
+    # harness/servers.py server_env does
+    child_env["PYTHONPATH"] = os.pathsep.join([child_env["PYTHONPATH"], str(REPO)])
     if plugins is not None:
         child_env["SGLANG_PLUGINS"] = plugins
     child_env.update(env or {})
