@@ -19,13 +19,13 @@ loop's chunks, which keeps the combined order ascending. The layer id ``"final_n
 for a norm called without a residual), taken by the same hook and appended after everything else.
 
 A family whose loop appends only the hidden half of an unsummed ``(hidden, residual)`` pair (family table
-``stream_from="input-norm"``: Gemma 3 from 0.5.17, whose decoder layer returns its branch output and the residual
-apart and leaves the sum to the next layer's input norm) hands on, at loop index ``i >= 1``, the previous layer's
-branch output, not the stream. For it the feed takes the stream entering each captured layer ``i`` at that layer's
-input norm instead, in a forward pre-hook: ``x + residual`` of the operands (the very sum the norm forms, taken
-before a fused kernel overwrites both in place), ``x`` copied when the norm gets no residual (layer 0: the
-embedding, which the layer then keeps as its residual and a fused kernel updates in place). The loop's own list
-still runs and is counted; its tensors are not fed.
+``stream_from="input-norm"``: Gemma 3, in the releases whose table lists it in ``branch_captures``: its decoder
+layer returns its branch output and the residual apart and leaves the sum to the next layer's input norm) hands on,
+at loop index ``i >= 1``, the previous layer's branch output, not the stream. For it the feed takes the stream
+entering each captured layer ``i`` at that layer's input norm instead, in a forward pre-hook: ``x + residual`` of
+the operands (the very sum the norm forms, taken before a fused kernel overwrites both in place), ``x`` copied when
+the norm gets no residual (layer 0: the embedding, which the layer then keeps as its residual and a fused kernel
+updates in place). The loop's own list still runs and is counted; its tensors are not fed.
 
 A :class:`CapturePlan` states, for a list of layer ids in fc order, which loop indices SGLang must
 capture and how to permute the K chunks into fc order. The permutation is fixed when the plan is made, so
