@@ -177,10 +177,11 @@ class FcFeed:
         if self.plan.hooks_final_norm:
             self._hooks.append(getattr(model, self.final_norm).register_forward_hook(self._take_last_layer_output))
         if self.stream_norms is not None:
-            layers, norm = self.stream_norms
+            layers, norm = self.stream_norms  # the norm's name may be dotted into a pair, as the self-check reads it
             for i in self.plan.loop_indices:
-                self._hooks.append(getattr(getattr(model, layers)[i], norm).register_forward_pre_hook(
-                    functools.partial(self._take_stream, i), with_kwargs=True))
+                module = functools.reduce(getattr, norm.split("."), getattr(model, layers)[i])
+                self._hooks.append(module.register_forward_pre_hook(functools.partial(self._take_stream, i),
+                                                                    with_kwargs=True))
 
     def detach(self) -> None:
         """Remove the hooks :meth:`attach` installed (a later configuration replaces this feed)."""
