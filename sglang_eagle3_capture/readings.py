@@ -59,6 +59,8 @@ class StockCapture:
     problem: str | None  # None when SGLang would run; else what goes wrong
     engine: str = "SGLang"
     refuses_at_startup: bool = False  # the problem stops the server before it serves (nothing is ever fed)
+    # it runs and fills the fc, but not with the hidden states fed_layer_ids name: what it feeds instead (None: it does)
+    mis_fed: str | None = None
 
     def describe(self) -> str:
         """One line for humans (used by the CLI)."""
@@ -68,7 +70,7 @@ class StockCapture:
         who, key = ("stock SGLang", "eagle_config ids") if self.engine == "SGLang" else ("", "config ids")
         out = (f"{who} {self.sglang_version}".strip() + f": {key} {ids} -> {self.rule} -> loop indices "
                f"{list(self.loop_indices)} -> fc fed layer ids {list(self.fed_layer_ids)}")
-        return out + (f" [{self.problem}]" if self.problem else "")
+        return out + "".join(f" [{why}]" for why in (self.problem, self.mis_fed) if why)
 
 
 def default_low_mid_high_indices(num_hidden_layers: int) -> list[int]:
@@ -210,7 +212,17 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
     problem = _problem(fam, rel, loop, fed, n)
     at_startup = fam.stock_past_loop == N_INDEX_ERROR and any(i >= n for i in loop)
     return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem,
-                        refuses_at_startup=at_startup and problem is not None)
+                        refuses_at_startup=at_startup and problem is not None,
+                        mis_fed=None if problem else _branch_outputs(fam, rel, fed))
+
+
+def _branch_outputs(fam: Family, rel: Release, fed: tuple[int, ...]) -> str | None:
+    """What stock ``rel`` feeds in place of layer ids >= 0 on a family whose loop captures branch outputs."""
+    wrong = [i for i in fed if i != EMBEDDING_LAYER_ID]
+    if fam.name not in rel.branch_captures or not wrong:
+        return None
+    return (f"for layer ids {wrong} SGLang {rel.version} feeds each layer's branch output (its last norm's output, "
+            "without the residual it returns beside it), not the residual stream the ids name (HF hidden_states[k+1])")
 
 
 _WHY = (f"eagle_config.{IDS_KEY} is sglang-eagle3-capture's fail-closed object (no id list expresses the manifest "
@@ -287,7 +299,9 @@ def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: F
     out: list[tuple[tuple[str, ...], StockCapture]] = []
     for release in releases.all_releases():
         c = stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=release)
-        if out and (out[-1][1].fed_layer_ids, out[-1][1].problem is None) == (c.fed_layer_ids, c.problem is None):
+        last = out[-1][1] if out else None
+        if last is not None and (last.fed_layer_ids, last.problem is None, last.mis_fed is None) == \
+                (c.fed_layer_ids, c.problem is None, c.mis_fed is None):
             out[-1] = ((*out[-1][0], release.version), c)
         else:
             out.append(((release.version,), c))
@@ -355,7 +369,8 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
     feeds them exactly from it, else :data:`~.config_keys.FAIL_CLOSED_IDS`. The inexpressible cases are those the
     stock rules and loops cannot reach: a lone layer id 0 on DeepSeek (read as output-of-layer), layer ``N-1`` (past
     the loop, except GPT-OSS), an fc order that is not ascending (captures arrive in loop order), layer id -1 where a
-    release's loop crashes at the embedding, and ``"final_norm"`` (the final norm's output: no stock release
+    release's loop crashes at the embedding, any layer id >= 0 where a release's loop captures branch outputs
+    (``Release.branch_captures``: Gemma 3), and ``"final_norm"`` (the final norm's output: no stock release
     captures it, GPT-OSS's own final-norm capture included, which takes the norm's input).
 
     Example::
@@ -374,5 +389,5 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
         return FailClosedIds(dict(FAIL_CLOSED_IDS), False, why)
     ids = stock_safe_eagle_config_ids(layer_ids, family=fam)
     why = [c.describe() for c in stock_on_supported({"eagle_config": {IDS_KEY: ids}}, num_hidden_layers, family=fam)
-           if c.fed_layer_ids != tuple(layer_ids) or c.problem]
+           if c.fed_layer_ids != tuple(layer_ids) or c.problem or c.mis_fed]
     return FailClosedIds(ids, True) if not why else FailClosedIds(dict(FAIL_CLOSED_IDS), False, tuple(why))

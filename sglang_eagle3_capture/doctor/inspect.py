@@ -141,6 +141,8 @@ def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
     rule = f"{ids} -> {c.rule} -> loop indices {list(c.loop_indices)}"
     if c.refuses_at_startup and not c.loop_indices:
         rule = "eagle_config ids: the fail-closed object" if c.rule == "fail-closed" else f"{ids} -> {c.rule}"
+    if c.mis_fed:  # it runs, but these ids' tensors are not what it feeds
+        return WiringRow(name, c.fed_layer_ids, rule, "mis-wired", c.mis_fed)
     return WiringRow(name, c.fed_layer_ids, rule, _status(c.fed_layer_ids, c.problem, declared, c.refuses_at_startup),
                      c.problem)
 
@@ -303,7 +305,8 @@ def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: 
     """The report for a config whose ids cannot be read without knowing how the draft was trained."""
     family = family_of(arch)
     declared = WiringRow("no manifest: config.json ids", (), "ambiguous (see the readings)", "declared")
-    rows = [WiringRow(w.name, w.layer_ids, w.rule, "n/a" if not w.problem else "crash", w.problem)
+    rows = [WiringRow(w.name, w.layer_ids, w.rule, "crash" if w.problem and w.status != "mis-wired" else "n/a",
+                      w.problem)
             for w in stock_rows(draft_cfg, n_layers, family, ())] if family is not None else []
     report = InspectReport(str(draft), declared, None, {}, [], rows, [], plugin_installed(),
                            serving_release=serving.version, ambiguous_readings=list(error.readings))
@@ -350,7 +353,8 @@ def _decide(report: InspectReport, refusal: str | None = None, plugin_ids: tuple
         row = next(r for r in report.readings if r.name == f"stock SGLang {version}")
         stock = {"consistent": "feed the same", "crash": f"crash ({row.problem})",
                  "refused-at-startup": "refuse to start"}.get(
-            row.status, f"MIS-WIRE it with layer ids {list(row.layer_ids)} (HF {row.hf_indices})")
+            row.status, f"MIS-WIRE it ({row.problem})" if row.problem else
+            f"MIS-WIRE it with layer ids {list(row.layer_ids)} (HF {row.hf_indices})")
         if refusal is not None:
             report.verdict, report.summary = "refused", f"{refusal} (without the plugin: {report.summary})"
         elif plugin_ids is not None and tuple(plugin_ids) == tuple(report.declared.layer_ids):
@@ -379,6 +383,9 @@ def _decide_stock(report: InspectReport, refusal: str | None = None) -> None:
     elif current.status == "refused-at-startup":
         report.summary = (f"stock SGLang {version} refuses to start with this draft, so it never feeds its fc other "
                           f"hidden states ({current.problem})")
+    elif current.problem:  # it feeds these ids' positions, but other tensors
+        report.summary = (f"stock SGLang {version} would MIS-WIRE this draft: {current.problem}, where the draft was "
+                          f"trained on {want}")
     else:
         report.summary = (f"stock SGLang {version} would MIS-WIRE this draft: it feeds layer ids "
                           f"{list(current.layer_ids)} (HF {current.hf_indices}) where the draft was trained on {want}")

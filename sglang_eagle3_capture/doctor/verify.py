@@ -345,10 +345,16 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                             "entry, so stock SGLang's wirings are unknown", "see docs/families.md")
     named = [(releases_label(v), c) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
     named += [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r)) for r in releases.other_engines()]
-    stock = [(name, c.fed_layer_ids) for name, c in named if c.problem is None]  # a crash feeds nothing: not scored
+    # a crash feeds nothing, and branch outputs (Gemma 3) are no layer's hidden states in the samples: not scored
+    stock = [(name, c.fed_layer_ids) for name, c in named if c.problem is None and c.mis_fed is None]
     dropped = [f"not scored: {name} would feed layer ids {list(c.fed_layer_ids)} but fails: {c.problem}"
                for name, c in named if c.problem is not None]
-    stock.append(("stock default (no ids)", stock_sglang_capture({}, n_layers, family=family).fed_layer_ids))
+    dropped += [f"not scored: {name}: {c.mis_fed}" for name, c in named if c.mis_fed is not None]
+    default = stock_sglang_capture({}, n_layers, family=family)
+    if default.mis_fed is None:
+        stock.append(("stock default (no ids)", default.fed_layer_ids))
+    else:
+        dropped.append(f"not scored: stock default (no ids): {default.mis_fed}")
     stock += [(f"reading {i + 1}: {'; '.join(r.who)}", r.layer_ids) for i, r in enumerate(declared.readings)]
     report = VerifyReport(str(draft_dir), declared.layer_ids, top_k=top_k, margin=margin,
                           embedding_source=f"{model.embedding_source} embed_tokens.weight", declared_by=declared.by,

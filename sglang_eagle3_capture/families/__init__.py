@@ -32,6 +32,7 @@ _MODULES = (
     "qwen3_5",
     "qwen3_next",
     "qwen3_vl",
+    "gemma3",
 )
 _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__).FAMILY for m in _MODULES)
 

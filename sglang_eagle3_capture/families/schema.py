@@ -16,6 +16,14 @@ N_INDEX_ERROR = "index-error"  # setattr on self.layers[N] at configuration: Ind
 N_DROPPED = "dropped"  # the list is one short, silently; the draft's fc then fails on its input width
 STOCK_PAST_LOOP = (N_COUNT_ERROR, N_INDEX_ERROR, N_DROPPED)
 
+# Where the plugin takes the residual stream entering a captured decoder layer (loop index i >= 0).
+STREAM_FROM_LOOP = "loop"  # the stock loop's own capture: the complete stream (routing only)
+# The operands of layers[i]'s input norm: ``x + residual`` when it is handed the pair, ``x`` alone (copied) when it is
+# handed none (layer 0, the embedding). For a loop that appends the hidden half of an unsummed ``(hidden, residual)``
+# pair (Gemma 3 from 0.5.17), whose sum exists only inside the next layer's input norm.
+STREAM_FROM_INPUT_NORM = "input-norm"
+STREAM_FROM = (STREAM_FROM_LOOP, STREAM_FROM_INPUT_NORM)
+
 # Where the causal LM's pipeline group is read (stock set_eagle3_layers_to_capture returns early off the last rank).
 PP_FROM_MODEL = "model"  # self.pp_group
 PP_FROM_RUNTIME = "runtime"  # runtime_context.get_parallel().pp_group
@@ -57,6 +65,11 @@ class Family:
     - ``deepstack``: the dotted ``config.json`` path of the list whose length is the number of decoder layers whose
       output SGLang adds visual (deepstack) features to on image/video tokens (Qwen3-VL); the ids of those layers
       name another tensor in SGLang than in HF ``hidden_states`` (docs/families.md). None: no deepstack.
+    - ``model_attrs``: ``(class name, attribute)`` of a causal LM whose decoder stack is not ``model_attr`` (a
+      multimodal wrapper that configures its language model itself: Gemma 4's ``language_model``).
+    - ``stream_from``: where the plugin takes the residual stream entering captured layer ``i``
+      (:data:`STREAM_FROM_LOOP`: the loop's own capture; :data:`STREAM_FROM_INPUT_NORM`: ``layers[i]``'s input
+      norm operands, for a loop that captures a layer's branch output apart from its residual).
     - ``layers``, ``embed_tokens``, ``input_norm``, ``attn``: the decoder stack's layer list and embedding, and a
       decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23;
       dotted into a pair where a layer holds two, LongCat-Flash's ``input_layernorm.0``): where the first-batch
@@ -81,6 +94,8 @@ class Family:
     text_config: tuple[str, ...] = ()
     layer_count_keys: tuple[str, ...] = ("num_hidden_layers",)
     deepstack: str | None = None
+    model_attrs: tuple[tuple[str, str], ...] = ()
+    stream_from: str = STREAM_FROM_LOOP
     layers: str = "layers"
     embed_tokens: str = "embed_tokens"
     input_norm: str = "input_layernorm"
@@ -94,6 +109,14 @@ class Family:
             raise ValueError(f"family {self.name}: needs causal_lms, models and a known pp_group")
         if self.embeds_param not in self.forward_params:
             raise ValueError(f"family {self.name}: embeds_param {self.embeds_param!r} not in {self.forward_params}")
+        at_norms = self.stream_from == STREAM_FROM_INPUT_NORM
+        if self.stream_from not in STREAM_FROM or (at_norms and self.container != LIST):
+            raise ValueError(f"family {self.name}: stream_from {self.stream_from!r} not in {STREAM_FROM} "
+                             "(input-norm needs a list container)")
+
+    def stack_attr(self, model_class: str) -> str:
+        """The attribute of causal LM class ``model_class`` that holds its decoder stack."""
+        return dict(self.model_attrs).get(model_class, self.model_attr)
 
     @property
     def model_classes(self) -> tuple[str, ...]:

@@ -61,8 +61,8 @@ def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
     if family is None:
         return out
     for versions, c in stock_by_release(draft_config, n_layers, family=family):
-        if c.problem or len(c.fed_layer_ids) != len(ids):
-            continue  # no draft was trained through a release that cannot run it
+        if c.problem or c.mis_fed or len(c.fed_layer_ids) != len(ids):
+            continue  # no draft was trained through a release that cannot run it (or on states no layer id names)
         label = f"SGLang {releases_label(versions).removeprefix('stock SGLang ')} ({c.rule})"
         same = next((r for r in out if r.layer_ids == c.fed_layer_ids), None)
         if same is None:

@@ -102,6 +102,9 @@ class Release:
     stock_rules: Mapping[str, str] = field(default_factory=dict)  # family name -> rule, where not the default
     embedding_crashes: tuple[str, ...] = ()  # families whose stock loop crashes at loop index 0 in this release
     final_norm_captures: tuple[str, ...] = ()  # families whose stock forward captures loop index N at the final norm
+    # families whose stock loop appends a decoder layer's branch output (the hidden half of the unsummed (hidden,
+    # residual) pair it returns) where the residual stream is meant: every layer id >= 0 is fed another tensor
+    branch_captures: tuple[str, ...] = ()
     # families whose model files this release does not have (added in a later release): never patched here, and
     # the static seam probe checks that their causal LMs are really absent from the wheel
     absent_families: tuple[str, ...] = ()

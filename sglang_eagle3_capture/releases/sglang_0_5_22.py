@@ -12,4 +12,6 @@ from .schema import PROVEN_SEAM_PROBE
 
 RELEASE = replace(sglang_0_5_23.RELEASE, version="0.5.22", built="2026-10-15", proven=PROVEN_SEAM_PROBE,
                   install_excludes=("cuda-tile",),
-                  final_norm_captures=("gpt_oss",))  # minimax_m3.py l.1734-1736: the final norm captures nothing
+                  # minimax_m3.py l.1734-1736: the final norm captures nothing; Gemma 4 (l.1092-1093) and Gemma 3
+                  # (l.671-672) append loop index N as in 0.5.23
+                  final_norm_captures=("gpt_oss", "gemma4", "gemma3"))

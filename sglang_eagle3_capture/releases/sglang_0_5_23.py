@@ -76,8 +76,13 @@ RELEASE = Release(
              ("self", "num_correct_drafts")),
     ),
     selfcheck_routes=(NORM_OPERANDS, FUSED_NORM, RESIDUAL_STREAM),
-    # gpt_oss.py l.726-737 (since 0.5.17: the capture loop rewrite); minimax_m3.py l.1954-1965 (0.5.23 only)
-    final_norm_captures=("gpt_oss", "minimax_m3"),
+    # gpt_oss.py l.726-737 (since 0.5.17: the capture loop rewrite); minimax_m3.py l.1954-1965 (0.5.23 only);
+    # gemma4_causal.py l.1093-1094 and gemma3_causal.py l.671-672 append loop index N after the loop, the final norm's
+    # input (0.5.17-0.5.23)
+    final_norm_captures=("gpt_oss", "minimax_m3", "gemma4", "gemma3"),
+    # gemma3_causal.py: a decoder layer returns (post_feedforward_layernorm output, residual) unsummed (l.408-410),
+    # the loop appends the first (l.638-639, 656-657, 671-672); the same since 0.5.17 (0.5.15.post1 summed them)
+    branch_captures=("gemma3",),
     draft_path_from="runtime_context",
     has_draft_model_config=True,
     resolution_record=True,  # arg_groups/overrides.py l.110-136; speculative_hook.py l.1255-1266 declares through it

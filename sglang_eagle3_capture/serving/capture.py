@@ -18,6 +18,15 @@ loop's chunks, which keeps the combined order ascending. The layer id ``"final_n
 ``hidden_states[N]``, the post-norm state) is that norm's own output, ``output[0]`` of the pair (the output itself
 for a norm called without a residual), taken by the same hook and appended after everything else.
 
+A family whose loop appends only the hidden half of an unsummed ``(hidden, residual)`` pair (family table
+``stream_from="input-norm"``: Gemma 3, in the releases whose table lists it in ``branch_captures``: its decoder
+layer returns its branch output and the residual apart and leaves the sum to the next layer's input norm) hands on,
+at loop index ``i >= 1``, the previous layer's branch output, not the stream. For it the feed takes the stream
+entering each captured layer ``i`` at that layer's input norm instead, in a forward pre-hook: ``x + residual`` of
+the operands (the very sum the norm forms, taken before a fused kernel overwrites both in place), ``x`` copied when
+the norm gets no residual (layer 0: the embedding, which the layer then keeps as its residual and a fused kernel
+updates in place). The loop's own list still runs and is counted; its tensors are not fed.
+
 A :class:`CapturePlan` states, for a list of layer ids in fc order, which loop indices SGLang must
 capture and how to permute the K chunks into fc order. The permutation is fixed when the plan is made, so
 the forward runs the same ops for every batch (CUDA-graph and torch.compile safe).
@@ -25,6 +34,7 @@ the forward runs the same ops for every batch (CUDA-graph and torch.compile safe
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -132,20 +142,23 @@ class FcFeed:
     (:meth:`_last_layer_output`), state carried from the hook to this call, batch by batch.
     """
 
-    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "final_norm", "_last", "_normed",
-                 "_hook", "__weakref__")
+    __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "final_norm", "stream_norms", "_last",
+                 "_normed", "_streams", "_hooks", "__weakref__")
 
     def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0, *,
-                 model_name: str, final_norm: str = "norm") -> None:
+                 model_name: str, final_norm: str = "norm", stream_norms: tuple[str, str] | None = None) -> None:
         self.plan = plan
         self.final_norm = final_norm  # the decoder stack's final norm attribute (the family table's)
+        # (layer list, input norm) attributes: take each captured layer's entering stream at its input norm (module doc)
+        self.stream_norms = stream_norms
         self.layers = layers
         self.num_hidden_layers = num_hidden_layers
         self.dump = dump
         self.model_name = model_name
         self._last = None  # the final norm's hidden + residual, between the hook and __call__
         self._normed = None  # the final norm's output, likewise
-        self._hook = None
+        self._streams: dict[int, Any] = {}  # loop index -> the stream entering that layer, likewise
+        self._hooks: list = []
 
     def fed_layer_ids(self, current_loop: Any) -> tuple[int, ...] | None:
         """The layer ids this feed hands the draft, in fc order; None when ``current_loop`` (the model's
@@ -157,15 +170,24 @@ class FcFeed:
         return layer_ids_of_loop(self.layers, self.num_hidden_layers)
 
     def attach(self, model: Any) -> None:
-        """Hook the decoder stack ``model``'s final norm when the plan captures its input or its output."""
-        if self.plan is not None and self.plan.hooks_final_norm:
-            self._hook = getattr(model, self.final_norm).register_forward_hook(self._take_last_layer_output)
+        """Hook the decoder stack ``model``'s final norm when the plan captures its input or its output, and each
+        captured layer's input norm when the stream is taken there (``stream_norms``)."""
+        if self.plan is None:
+            return
+        if self.plan.hooks_final_norm:
+            self._hooks.append(getattr(model, self.final_norm).register_forward_hook(self._take_last_layer_output))
+        if self.stream_norms is not None:
+            layers, norm = self.stream_norms  # the norm's name may be dotted into a pair, as the self-check reads it
+            for i in self.plan.loop_indices:
+                module = functools.reduce(getattr, norm.split("."), getattr(model, layers)[i])
+                self._hooks.append(module.register_forward_pre_hook(functools.partial(self._take_stream, i),
+                                                                    with_kwargs=True))
 
     def detach(self) -> None:
-        """Remove the hook :meth:`attach` installed (a later configuration replaces this feed)."""
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        """Remove the hooks :meth:`attach` installed (a later configuration replaces this feed)."""
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks.clear()
 
     def _take_last_layer_output(self, module: Any, args: tuple, output: Any) -> None:
         # RMSNorm(x, residual) returns (normed, x + residual): the last layer's output, and the post-norm state.
@@ -174,6 +196,30 @@ class FcFeed:
         pair = isinstance(output, tuple)
         self._last = output[1] if pair else args[0]
         self._normed = output[0] if pair else output
+
+    def _take_stream(self, i: int, module: Any, args: tuple, kwargs: dict) -> None:
+        # Before the norm runs: a fused kernel (Gemma3RMSNorm.forward_cuda) overwrites x with the normed output and
+        # residual with the sum, in place. x + residual is the sum the norm forms, rounded once in x's dtype as
+        # forward_native computes it and as the fused kernel stores it (fp32 add, one rounding).
+        x = args[0] if args else kwargs.get("x", kwargs.get("hidden_states"))
+        residual = args[1] if len(args) > 1 else kwargs.get("residual")
+        self._streams[i] = x.clone() if residual is None else x + residual
+
+    def _taken_streams(self, aux: Any) -> list:
+        """The streams the input-norm hooks took for this batch, in the loop's (ascending) order, each checked
+        against the loop's own chunk of that index (same tokens, same width) on every forward."""
+        taken, self._streams = self._streams, {}
+        out = []
+        for c, i in enumerate(self.plan.loop_indices):
+            value, own = taken.get(i), aux[c]
+            if value is None or value.shape != own.shape:
+                got = None if value is None else tuple(value.shape)
+                raise CaptureError(self.plan.where, None, f"the stream entering {self.model_name}.layers[{i}] was not "
+                                   f"taken at its input norm for this batch (got {got}, the loop's capture "
+                                   f"{tuple(own.shape)})", "serve with a supported SGLang release (this forward path "
+                                   "does not run the decoder layers' input norms)")
+            out.append(value)
+        return out
 
     def _last_layer_output(self, hidden: Any, aux: Any, taken: Any, what: str) -> Any:
         """The final-norm hook's tensor ``taken`` (its input or its output, ``what``) for this batch. Checked on every
@@ -207,6 +253,8 @@ class FcFeed:
         hidden, aux = out if isinstance(out, tuple) else (out, None)
         if self.plan is not None:
             self._count(aux)
+            if self.stream_norms is not None and self.plan.loop_indices:
+                aux = self._taken_streams(aux)
             last, normed, self._last, self._normed = self._last, self._normed, None, None
             if self.plan.captures_last_layer:
                 last = self._last_layer_output(hidden, aux, last, "the last decoder layer's output")

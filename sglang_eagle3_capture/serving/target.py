@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 from .. import families, policy, releases
 from ..errors import WiringError
 from ..families import PACKED, Family
-from ..families.schema import PP_FROM_RUNTIME
+from ..families.schema import PP_FROM_RUNTIME, STREAM_FROM_INPUT_NORM, STREAM_FROM_LOOP
 from ..layer_ids import layer_ids_of_loop
 from ..releases.schema import Release
 from . import resolution, seams, selfcheck, setup_report
@@ -56,6 +56,12 @@ def _pp_group(model: Any, family: Family) -> Any:
     return model.pp_group
 
 
+def decoder_stack(model: Any, family: Family) -> Any:
+    """The decoder stack of ``model`` (a causal LM of ``family``): its ``model_attr``, or the attribute the family
+    table names for that class (a wrapper that configures its language model itself)."""
+    return getattr(model, family.stack_attr(type(model).__name__))
+
+
 def num_decoder_layers(model: Any, family: Family) -> int:
     """N of ``model`` (a causal LM of ``family``): ``num_hidden_layers`` of its config, or of the config's
     ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it), unless
@@ -68,7 +74,7 @@ def num_decoder_layers(model: Any, family: Family) -> int:
 
 
 def _model_meta(plan: CapturePlan | None, model: Any, where: str, family: Family) -> dict:
-    stack = getattr(model, family.model_attr)
+    stack = decoder_stack(model, family)
     loop = list(stack.layers_to_capture)
     if plan is None:
         ids = list(layer_ids_of_loop(loop, num_decoder_layers(model, family)))
@@ -101,7 +107,9 @@ def _set_layer_flags(stack: Any, loop_indices: list, family: Family) -> None:
 
 
 def _feed(plan: CapturePlan | None, layers: list, dump: Any, n_layers: int, family: Family, stack: Any) -> FcFeed:
-    return FcFeed(plan, layers, dump, n_layers, model_name=type(stack).__name__, final_norm=family.final_norm)
+    norms = (family.layers, family.input_norm) if family.stream_from == STREAM_FROM_INPUT_NORM else None
+    return FcFeed(plan, layers, dump, n_layers, model_name=type(stack).__name__, final_norm=family.final_norm,
+                  stream_norms=norms)
 
 
 def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family) -> None:
@@ -112,7 +120,7 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
     pp_group = _pp_group(model, family)
     if not pp_group.is_last_rank:  # as stock: only the last stage captures
         return
-    stack = getattr(model, family.model_attr)
+    stack = decoder_stack(model, family)
     if declared.family not in (None, family.name) or not getattr(type(stack).forward, seams.MARK, False):
         raise WiringError(declared.file, declared.field, f"{type(model).__name__} (decoder stack "
                           f"{type(stack).__name__}) is not served by the capture patch of the "
@@ -133,13 +141,16 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
     stack.layers_to_capture = layers
     _set_layer_flags(stack, layers, family)
     dump = dump_from_env(_model_meta(plan, model, declared.where, family))
-    skip = plan.is_identity and family.container == PACKED and dump is None  # a list is counted and packed
+    # a list is counted and packed; a stream taken at the input norms is never the loop's own
+    skip = plan.is_identity and family.container == PACKED and family.stream_from == STREAM_FROM_LOOP and dump is None
     _install_feed(stack, None if skip else _feed(plan, layers, dump, n_layers, family, stack))
     selfcheck.arm(stack, plan, family, num_hidden_layers=n_layers, where=declared.where)  # the third gate
     logger.info("eagle3-capture: %s feeds the draft layer ids %s (from %s) = loop indices %s%s, chunk order %s "
                 "(tp_rank %s)", type(model).__name__, list(plan.layer_ids), declared.where, layers,
                 "".join(t for t, on in ((" + the final norm's input", plan.captures_last_layer),
-                                        (" + the final norm's output", plan.captures_final_norm)) if on),
+                                        (" + the final norm's output", plan.captures_final_norm),
+                                        (" (each taken at its layer's input norm)",
+                                         family.stream_from == STREAM_FROM_INPUT_NORM)) if on),
                 list(plan.chunk_order), current_tp_rank())
 
 
@@ -161,7 +172,7 @@ def _wrap_set_eagle3(original: Callable, family: Family) -> Callable:
     def set_eagle3_layers_to_capture(self, layer_ids=None):
         if isinstance(layer_ids, resolution.DeclaredLayerIds):
             return configure(self, layer_ids, family)
-        stack = getattr(self, family.model_attr)
+        stack = decoder_stack(self, family)
         _set_layer_flags(stack, [], family)  # stock wiring from a clean slate, not on top of an earlier configuration
         selfcheck.disarm(stack)  # nothing declared to check
         original(self, layer_ids)  # stock wiring (resolution warned when it matters)

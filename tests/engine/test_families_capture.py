@@ -15,6 +15,13 @@ subprocess also runs stock SGLang's reading of ids that capture every loop index
 operand sum (its input, taken by this test's own pre-hook); every chunk must be ``torch.equal`` to the stock capture
 of its loop index (N-1: to that operand sum), ``final_norm`` to the norm's own output, and the first-batch self-check
 (whose references come from the model's own modules) must pass, as for every family.
+
+A family whose stock loop captures a layer's branch output apart from its residual (``stream_from="input-norm"``:
+Gemma 3, plain and inside its multimodal wrapper) is also shown stock SGLang's capture: the branch output bit for
+bit, far from HF's ``hidden_states`` (the test fails when SGLang fixes it: then the workaround goes), the plugin's
+chunks the very sum ``branch + residual`` the next layer's input norm forms, and the same with a fused in-place input
+norm (``Gemma3RMSNorm.forward_cuda``'s contract, emulated on CPU), where stock SGLang's embedding chunk is overwritten.
+The multimodal wrappers run text-only prompts (the vision towers are loaded, not run).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import pytest
 import torch
 
 from sglang_eagle3_capture import families
+from sglang_eagle3_capture.families.schema import STREAM_FROM_INPUT_NORM
 from sglang_eagle3_capture.layer_ids import FINAL_NORM, hidden_state_index
 from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
 from support import REPO, subprocess_env
@@ -126,12 +134,14 @@ def test_family_capture_matches_hf(name, tmp_path):
                 case_diffs[j] = max(case_diffs[j], float((chunk - hf_out[index]).abs().max()))
             torch.testing.assert_close(c["hidden"][rows], hf_normed, **TOL)  # the LM head's input is untouched
         diffs[case] = case_diffs
-    # The capture is a pure reordering of stock SGLang's own capture (same tensors, torch.equal).
     stock = got["stock"]
     assert stock["loop"] == STOCK_LOOP and stock["aux"].shape[-1] == 3 * hidden
     s0, s2, s4 = stock["aux"].split(hidden, dim=-1)
-    assert torch.equal(got["cases"]["permuted"]["aux"], torch.cat([s4, s0, s2], dim=-1))
     assert torch.equal(got["cases"]["manifest"]["aux"][:, :hidden], s0)
+    if family.stream_from == STREAM_FROM_INPUT_NORM:
+        diffs["stock"] = _stock_feeds_branch_outputs(got, per_prompt, hidden)
+    else:  # the capture is a pure reordering of stock SGLang's own capture (same tensors, torch.equal)
+        assert torch.equal(got["cases"]["permuted"]["aux"], torch.cat([s4, s0, s2], dim=-1))
     if exact:
         assert got["next_token_ids"] == got["stock_every"]["next_token_ids"]  # stock SGLang's own prediction
     else:
@@ -141,6 +151,29 @@ def test_family_capture_matches_hf(name, tmp_path):
         assert got["next_token_ids"] == expected_next  # the patched model still predicts what HF predicts
     print(f"{name} ({family.name}, {arch}): max |diff| per chunk vs {'stock SGLang' if exact else 'HF'} "
           f"{json.dumps(diffs)}")
+
+
+def _stock_feeds_branch_outputs(got, per_prompt, hidden) -> list[float]:
+    """Stock SGLang's chunks for loop indices 2 and 4 are layers 1 and 3's branch outputs (their decoder layers'
+    ``output[0]``), not HF's hidden_states[2] and [4]; the plugin feeds ``output[0] + output[1]``, the sum the next
+    layer's input norm forms; with a fused in-place input norm the plugin's chunks stay HF's and stock's embedding
+    chunk is overwritten. Returns max |stock - HF| for loop indices 2 and 4."""
+    stock, outs = got["stock"], got["stock"]["layer_out"]
+    s0, s2, s4 = stock["aux"].split(hidden, dim=-1)
+    fixed = "stock SGLang now feeds the residual stream here: drop stream_from='input-norm' and branch_captures"
+    assert torch.equal(s2, outs[1][0]) and torch.equal(s4, outs[3][0]), fixed
+    far = []
+    for (hf_out, _), rows in zip(per_prompt, _slices(PROMPTS)):
+        for chunk, index in ((s2, 2), (s4, 4)):
+            assert not _close(chunk[rows], hf_out[index]), fixed
+        far.append([float((s2[rows] - hf_out[2]).abs().max()), float((s4[rows] - hf_out[4]).abs().max())])
+    streams = [outs[k][0] + outs[k][1] for k in (1, 3)]  # the next input norm's x + residual (forward_native's sum)
+    assert torch.equal(got["cases"]["permuted"]["aux"], torch.cat([streams[1], s0, streams[0]], dim=-1))
+    fused = got["fused"]
+    f0 = fused["stock_aux"].split(hidden, dim=-1)[0]
+    assert fused["stock_loop"] == STOCK_LOOP and not torch.equal(f0, s0)  # the embedding chunk overwritten in place
+    assert fused["selfcheck_passed"] and torch.equal(fused["aux"], got["cases"]["manifest"]["aux"])
+    return [max(d[0] for d in far), max(d[1] for d in far)]
 
 
 def _slices(prompts):
@@ -162,10 +195,13 @@ def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
     runner = get_runner(model_dir, **FAMILY_TARGETS[name].server_args)
     model = runner.model
     family = families.family_of(type(model).__name__)
-    # a wrapper that delegates to its language model (Llama 4), or holds the stack itself (MiniMax-M3's, Qwen3.5's
-    # and the Qwen-VL classes)
-    lm = getattr(model, "language_model", model) if type(model).__name__ in family.text_config else model
-    stack = getattr(lm, family.model_attr)
+    cls = type(model).__name__
+    if cls in dict(family.model_attrs):  # a wrapper that names its decoder stack (Gemma's language_model)
+        stack = getattr(model, family.stack_attr(cls))
+    else:  # a wrapper that delegates to its language model (Llama 4), or holds the stack itself (MiniMax-M3's,
+        # Qwen3.5's and the Qwen-VL classes)
+        lm = getattr(model, "language_model", model) if cls in family.text_config else model
+        stack = getattr(lm, family.model_attr)
     norm = getattr(stack, family.final_norm)
     result = {"model_class": type(model).__name__, "stack_class": type(stack).__name__,
               "stack_forward_marked": bool(getattr(type(stack).forward, "__eagle3_capture__", False)), "cases": {}}
@@ -185,9 +221,16 @@ def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
                                  "flagged": flagged, "selfcheck_passed": selfcheck.pending() == ()}
         result["next_token_ids"] = out.next_token_ids
     # Stock SGLang's own reading, through the patched method's stock path, of ids that mean loop [0, 2, 4].
+    outs = {}  # each decoder layer's output for the stock run: (branch, residual) in a family that leaves them apart
+    hooks = [layer.register_forward_hook(lambda m, a, o, i=i: outs.__setitem__(i, tuple(t.clone() for t in o)))
+             for i, layer in enumerate(stack.layers)] if family.stream_from == STREAM_FROM_INPUT_NORM else []
     model.set_eagle3_layers_to_capture(stock_safe_eagle_config_ids([-1, 1, 3], family=family))
     out = runner.prefill(PROMPTS)
-    result["stock"] = {"aux": out.aux, "loop": list(stack.layers_to_capture)}
+    result["stock"] = {"aux": out.aux, "loop": list(stack.layers_to_capture), "layer_out": outs}
+    for h in hooks:
+        h.remove()
+    if family.stream_from == STREAM_FROM_INPUT_NORM:
+        result["fused"] = _with_fused_input_norms(runner, stack, family)
     if not FAMILY_TARGETS[name].has_hf_class:  # the reference: stock SGLang's capture of every loop index 0..N-1
         model.set_eagle3_layers_to_capture(stock_safe_eagle_config_ids(list(range(-1, N_LAYERS - 1)), family=family))
         normed.clear()
@@ -202,6 +245,45 @@ def _operand_sum(x, residual=None, *rest, **kwargs):
     """``x + residual`` (``x`` without one) in fp32, rounded once to ``x``'s dtype."""
     residual = kwargs.get("residual", residual)
     return x.clone() if residual is None else (x.float() + residual.float()).to(x.dtype)
+
+
+def _with_fused_input_norms(runner, stack, family) -> dict:
+    """The manifest case and the stock capture again, every norm of the input norm's class doing what its
+    ``forward_cuda`` does (Gemma3RMSNorm, layers/layernorm.py:1342-1348: ``gemma_fused_add_rmsnorm`` writes the normed
+    output into x and x + residual into residual, in place), emulated around the method SGLang's fused-op dispatch
+    resolved for it (kernels/fused_op.py ``BaseFusedOp.forward``: ``_forward_method``, forward_native on this CPU)."""
+    from sglang_eagle3_capture.serving import selfcheck
+    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+
+    model = runner.model
+    cls = type(getattr(stack.layers[0], family.input_norm))
+    norms = [m for m in stack.modules() if type(m) is cls and m._forward_method is not None]
+
+    def in_place(native):
+        def forward(x, residual=None):
+            if residual is None:
+                return native(x)
+            normed, summed = native(x, residual)
+            residual.copy_(summed)
+            x.copy_(normed)
+            return x, residual
+        return forward
+
+    resolved = [m._forward_method for m in norms]
+    for m, native in zip(norms, resolved):
+        m._forward_method = in_place(native)
+    try:
+        model.set_eagle3_layers_to_capture(DeclaredLayerIds(CASES["manifest"], "test manifest (fused)",
+                                                            family=family.name))
+        aux = runner.prefill(PROMPTS).aux
+        passed = selfcheck.pending() == ()
+        model.set_eagle3_layers_to_capture(stock_safe_eagle_config_ids([-1, 1, 3], family=family))
+        stock = runner.prefill(PROMPTS).aux
+    finally:
+        for m, native in zip(norms, resolved):
+            m._forward_method = native
+    assert len(norms) > 2 * len(stack.layers), len(norms)  # every layer's input and pre-feedforward norms, at least
+    return {"aux": aux, "selfcheck_passed": passed, "stock_aux": stock, "stock_loop": list(stack.layers_to_capture)}
 
 
 if __name__ == "__main__":

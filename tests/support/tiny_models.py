@@ -23,7 +23,7 @@ Nothing here imports sglang.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -76,7 +76,9 @@ class TinyFamilyTarget:
     keys added to config.json after ``save_pretrained``, and ServerArgs overrides for SGLang on CPU.
     ``architecture`` (when set) replaces ``architectures[0]``: an SGLang class that loads the same checkpoint.
     ``outer`` (when set): ``config_class`` is a wrapper whose decoder config is its ``text_config``; ``config`` (with
-    the common keys) becomes that ``text_config``, and ``outer`` holds the wrapper's own kwargs (``vision_config``).
+    the common keys) and ``extra_keys`` become that ``text_config``, and ``outer`` holds the wrapper's own kwargs
+    (``vision_config``; ``tie_word_embeddings``, False unless given). ``renames`` rewrite checkpoint name prefixes after
+    ``save_pretrained``.
 
     ``sglang_config``: keys of SGLang's config.json only (None removes one), and ``weight_layout``: the
     transformers conversion mapping (``conversion_mapping.py``) whose reversal writes the weight names SGLang loads;
@@ -94,6 +96,7 @@ class TinyFamilyTarget:
     weight_layout: str | None = None
     transposed: tuple[str, ...] = ()  # tensors (name suffixes) saved with dims 1 and 2 swapped: the published layout
     vl_of: str | None = None  # the text target whose checkpoint is this multimodal class's language model
+    renames: tuple[tuple[str, str], ...] = ()
 
     @property
     def has_hf_class(self) -> bool:
@@ -293,7 +296,7 @@ FAMILY_TARGETS = {
                                         decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True, **_MOE),
                                    extra_keys=_HYBRID_KEYS, server_args=HYBRID_SERVER_ARGS),
     "qwen3_5_vl": TinyFamilyTarget("Qwen3_5Config", "Qwen3_5ForConditionalGeneration", dict(_HYBRID),
-                                   extra_keys={"text_config": _HYBRID_KEYS}, server_args=HYBRID_SERVER_ARGS,
+                                   extra_keys=_HYBRID_KEYS, server_args=HYBRID_SERVER_ARGS,
                                    outer=dict(vision_config=dict(_QWEN3_5_VISION), **_VISION_TOKENS)),
     # Vision-language wrappers (docs/families.md): the decoder as above in text_config, a 2-block vision tower; mrope
     # sections sum to head_dim / 2. Qwen3-VL's deepstack adds vision features to the outputs of decoder layers 0-2
@@ -330,12 +333,36 @@ FAMILY_TARGETS["llama4"] = TinyFamilyTarget(
                                   vision_output_dim=64, image_size=28, patch_size=14, projector_input_dim=64,
                                   projector_output_dim=64), boi_token_index=250, eoi_token_index=251,
                image_token_index=252))
+# Gemma 3's sliding window (4, shorter than the 5- and 6-token prompts: the window masks keys) and full attention
+# alternate, local and global rope. SGLang's Gemma3ForCausalLM always uses the embedding as the LM head
+# (gemma3_causal.py:787-793, and its load_weights skips lm_head.weight): the checkpoint ties them.
+FAMILY_TARGETS["gemma3"] = TinyFamilyTarget(
+    "Gemma3TextConfig", "Gemma3ForCausalLM",
+    dict(intermediate_size=128, head_dim=16, sliding_window=4, query_pre_attn_scalar=16, tie_word_embeddings=True))
+# The multimodal wrappers around the Gemma text models, each with a one-layer vision tower (loaded, not run: text-only
+# prompts), LM head tied as the real checkpoints are. transformers 5.19 saves Gemma 3's SigLIP tower as
+# ``vision_tower.*``; SGLang's loader (gemma3_mm.py:481-520) and the hub's Gemma 3 checkpoints name it
+# ``vision_tower.vision_model.*``, which transformers loads back as well. SGLang's Gemma 4 wrapper ties its head when
+# text_config says so (gemma4_mm.py:254-260).
+FAMILY_TARGETS["gemma3_mm"] = replace(
+    FAMILY_TARGETS["gemma3"], config_class="Gemma3Config", model_class="Gemma3ForConditionalGeneration",
+    outer=dict(vision_config=dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=1, num_attention_heads=2, image_size=56, patch_size=14,
+                                  vision_use_head=False), mm_tokens_per_image=4, tie_word_embeddings=True),
+    renames=(("vision_tower.", "vision_tower.vision_model."),))
+FAMILY_TARGETS["gemma4_mm"] = replace(
+    FAMILY_TARGETS["gemma4"], config_class="Gemma4Config", model_class="Gemma4ForConditionalGeneration",
+    config={**FAMILY_TARGETS["gemma4"].config, "tie_word_embeddings": True},
+    outer=dict(vision_config=dict(model_type="gemma4_vision", hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                                  position_embedding_size=64), tie_word_embeddings=True))
+
 
 
 def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
     layers = "num_layers" if name == "longcat_flash" else "num_hidden_layers"  # HF: num_hidden_layers = 2 * num_layers
     kwargs = {**_FAMILY_COMMON, **FAMILY_TARGETS[name].config, layers: num_hidden_layers}
-    if name in ("gpt_oss", "gemma4"):
+    if name in ("gpt_oss", "gemma4", "gemma3", "gemma4_mm", "gemma3_mm"):
         kwargs["layer_types"] = _layer_types(num_hidden_layers)
     if name == "exaone_moe":  # "LLLG": every fourth layer global
         kwargs["layer_types"] = ["full_attention" if i % 4 == 3 else "sliding_attention"
@@ -373,8 +400,10 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
         return _wrap_as_multimodal(build_family_target(spec.vl_of, out, num_hidden_layers=num_hidden_layers,
                                                        seed=seed), spec)
     kwargs = _family_config_kwargs(name, num_hidden_layers)
-    if spec.outer is not None:
-        kwargs = {**spec.outer, "text_config": kwargs, "tie_word_embeddings": False}
+    extra = dict(spec.extra_keys)
+    if spec.outer is not None:  # the text config's keys go into text_config, the wrapper's own into the top level
+        kwargs = {"tie_word_embeddings": False, **spec.outer, "text_config": {**kwargs, **extra}}
+        extra = {}
     config = getattr(transformers, spec.config_class)(**kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -386,7 +415,8 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
     model.save_pretrained(out, safe_serialization=True)
     if spec.transposed:
         _transpose_saved(out / "model.safetensors", spec.transposed)
-    extra = dict(spec.extra_keys)
+    if spec.renames:
+        _rename_weights(out / "model.safetensors", spec.renames)
     if "rope_parameters" in config.to_dict() and name == "glm4_moe_lite":
         extra["rope_scaling"] = config.rope_parameters
     if spec.architecture is not None:
@@ -489,6 +519,15 @@ def _transpose_saved(path: Path, suffixes: tuple[str, ...]) -> None:
     tensors = load_file(str(path))
     for name in [n for n in tensors if n.endswith(suffixes)]:
         tensors[name] = tensors[name].transpose(1, 2).contiguous()
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+def _rename_weights(path: Path, renames: tuple[tuple[str, str], ...]) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(path))
+    for old, new in renames:
+        tensors = {(new + k[len(old):] if k.startswith(old) else k): v for k, v in tensors.items()}
     save_file(tensors, str(path), metadata={"format": "pt"})
 
 
