@@ -1,11 +1,11 @@
-"""Qwen3, Qwen3-MoE, Gemma 4 and Gemma 3 (sliding/full attention alternating) and Qwen3.5 (Gated DeltaNet
+"""Llama, Qwen3, Qwen3-MoE, Gemma 4 and Gemma 3 (sliding/full attention alternating) and Qwen3.5 (Gated DeltaNet
 linear attention and gated full attention alternating, its state pool committed after each verify) targets served by
 ``sglang.Engine`` with the plugin and an EAGLE-3 draft whose manifest is ``[-1, 1, 4]`` (6-layer tiny targets,
 support/tiny_models.py ``build_family_target``). Gemma 3's window (4) is shorter than the prompts and the generated
 sequences, so its sliding layers mask keys in prefill, decode and verify alike; stock SGLang would feed its draft
 layer branch outputs (docs/families.md), the plugin feeds the residual streams HF's ``hidden_states`` hold.
 
-The six Engines (these five and Qwen3-VL with an image, its own test below) run one after another in one
+The seven Engines (these six and Qwen3-VL with an image, its own test below) run one after another in one
 subprocess (one ``import sglang``). The capture dump
 (``SGLANG_EAGLE3_CAPTURE_DUMP``, written in each scheduler process) holds what the target handed the draft's fc;
 its prefill batch (two prompts) must equal HF ``hidden_states[0, 2, 5]`` (``[0]`` bit-exact, the rest within the
@@ -34,7 +34,7 @@ IDS = [-1, 1, 4]
 HF_INDICES = [0, 2, 5]  # layer id k is HF hidden_states[k + 1]; -1 is the embedding
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]  # one prefill batch of both (9 rows)
 NEW_TOKENS = 4
-SERVED = ("qwen3", "qwen3_moe", "gemma4", "qwen3_5", "gemma3")  # Llama: the tiny-llama fixture's Engine tests
+SERVED = ("llama", "qwen3", "qwen3_moe", "gemma4", "qwen3_5", "gemma3")
 # Qwen3-VL with an image: layer ids 0-2 are the deepstack layers (SGLang adds the vision features to their outputs).
 VL_IDS = [-1, 0, 1, 2, 4]
 IMAGE = VISION_TOKENS["<|image_pad|>"]
