@@ -35,7 +35,11 @@ $(STAMP): pyproject.toml tools/install_sglang.py tools/constraints.txt
 TEST_JOBS ?= 2
 
 test: setup
-	$(PY) -m pytest -m "not slow" -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not extended" -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+
+# Proofs that repeat on more settings what make test proves, kept out of CI's hour (docs/development.md).
+test-extended: setup
+	$(PY) -m pytest -m extended -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # Rebuild the committed fixtures from nothing and check them against their criteria (deliberate; slow).
 test-slow: setup
@@ -48,7 +52,7 @@ quick:
 	$(PY) -m pytest tests/unit -m "$(QUICK_MARKERS)" -x -q $(PYTEST_ARGS)
 
 test-release: setup
-	$(PY) -m pytest -m release -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -m release -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -81,14 +81,3 @@ def kimi_target(tmp_path_factory) -> Path:
 
     return write_target(tmp_path_factory.mktemp("kimi"))
 
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into node ids (``--dist loadgroup``)
-def pytest_collection_modifyitems(config, items):
-    """``make test`` distributes with ``--dist loadgroup``: a module's tests share one worker (its module-scoped
-    fixtures, often several Engine starts, are built once), except in a module that sets ``SPREAD_ACROSS_WORKERS``
-    (each of its tests builds everything itself: the per-family subprocess proofs, which would otherwise queue for
-    twenty minutes on one worker while the other idles)."""
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and not getattr(module, "SPREAD_ACROSS_WORKERS", False):
-            item.add_marker(pytest.mark.xdist_group(module.__name__))

@@ -87,8 +87,6 @@ def _references(name: str, model_dir, got: dict) -> tuple[list, int, bool]:
             for rows in _slices(PROMPTS)], hidden, True
 
 
-SPREAD_ACROSS_WORKERS = True  # every case builds its target and runs its own subprocess (tests/conftest.py)
-
 @pytest.mark.parametrize("name", sorted(FAMILY_TARGETS))
 def test_family_capture_matches_hf(name, tmp_path):
     model_dir = build_family_target(name, tmp_path / name, num_hidden_layers=N_LAYERS)

@@ -26,7 +26,9 @@ def test_stock_set_eagle3_layers_to_capture_raises_on_the_fail_closed_object(fam
     if hasattr(mod, "get_parallel"):  # MiniMax reads its pipeline group from the parallel state
         monkeypatch.setattr(mod, "get_parallel", lambda: SimpleNamespace(pp_group=last))
     model = SimpleNamespace(set_eagle3_layers_to_capture=lambda ids: None, layers_to_capture=[])
-    fake = SimpleNamespace(pp_group=last, config=SimpleNamespace(num_hidden_layers=6), model=model)
+    config = SimpleNamespace(num_hidden_layers=6, text_config=SimpleNamespace(num_hidden_layers=6))
+    # a multimodal wrapper's hook reads text_config and sets its language_model's list (Gemma 4's)
+    fake = SimpleNamespace(pp_group=last, config=config, model=model, language_model=model)
     expected = stock_sglang_capture({"eagle_config": {IDS_KEY: dict(FAIL_CLOSED_IDS)}}, 6, family=family).problem
     with pytest.raises((KeyError, TypeError)) as e:
         stock(fake, dict(FAIL_CLOSED_IDS))
