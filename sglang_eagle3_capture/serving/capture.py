@@ -40,6 +40,7 @@ from typing import Any, Sequence
 
 from ..errors import Eagle3CaptureError
 from ..layer_ids import FINAL_NORM, check_layer_ids, layer_ids_of_loop, split_capture
+from .selfcheck import attr_path
 
 
 class CaptureError(Eagle3CaptureError, RuntimeError):
@@ -179,7 +180,7 @@ class FcFeed:
         if self.stream_norms is not None:
             layers, norm = self.stream_norms  # the norm's name may be dotted into a pair, as the self-check reads it
             for i in self.plan.loop_indices:
-                module = functools.reduce(getattr, norm.split("."), getattr(model, layers)[i])
+                module = attr_path(getattr(model, layers)[i], norm)
                 self._hooks.append(module.register_forward_pre_hook(functools.partial(self._take_stream, i),
                                                                     with_kwargs=True))
 

@@ -270,7 +270,7 @@ class SelfCheck:
                     session.own_s * 1e3, "; ".join(parts))
 
 
-def _attr_path(obj: Any, path: str) -> Any:
+def attr_path(obj: Any, path: str) -> Any:
     """``obj.a.b`` for ``path`` "a.b": a family's module name may reach into a pair (LongCat-Flash's
     ``input_layernorm.0``, an ``nn.ModuleList`` item)."""
     return functools.reduce(getattr, path.split("."), obj)
@@ -345,7 +345,7 @@ class Session:
         layers = getattr(stack, a.layers)
         for k in sorted({i for i in self.check.layer_ids if i != FINAL_NORM and 0 <= i <= n - 2}):
             nxt = layers[k + 1]
-            norm = _attr_path(nxt, a.input_norm)
+            norm = attr_path(nxt, a.input_norm)
             where = f"{a.layers}[{k + 1}].{a.input_norm}"
             if NORM_OPERANDS in a.routes:
                 self.handles.append(norm.register_forward_pre_hook(
@@ -355,7 +355,7 @@ class Session:
                     if callable(getattr(norm, name, None)):
                         self._shadow(norm, name, k, f"residual out of {where}.{name}")
             if RESIDUAL_STREAM in a.routes and a.attn is not None:
-                self.handles.append(_attr_path(nxt, a.attn).register_forward_pre_hook(
+                self.handles.append(attr_path(nxt, a.attn).register_forward_pre_hook(
                     functools.partial(self._take_stream, k, f"residual_stream at {a.layers}[{k + 1}].{a.attn}"),
                     with_kwargs=True))
         if n - 1 in self.check.layer_ids:
