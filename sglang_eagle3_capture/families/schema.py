@@ -28,14 +28,14 @@ STREAM_FROM = (STREAM_FROM_LOOP, STREAM_FROM_INPUT_NORM)
 PP_FROM_MODEL = "model"  # self.pp_group
 PP_FROM_RUNTIME = "runtime"  # runtime_context.get_parallel().pp_group
 
-# Every decoder stack's forward in the supported releases: one signature for all (docs/families.md; each family file
-# cites its forward's lines, and the seam probe checks the parameter names against the installed release).
 # Where a deepstack layer id's tensor is taken relative to SGLang's (or a trainer's) add of the deepstack embedding to
 # that layer's output on image/video tokens (docs/families.md, qwen3_vl): HF ``hidden_states[k+1]`` is BEFORE.
 DEEPSTACK_BEFORE = "before-add"
 DEEPSTACK_AFTER = "after-add"
 DEEPSTACK_ORDERS = (DEEPSTACK_BEFORE, DEEPSTACK_AFTER)
 
+# Every decoder stack's forward in the supported releases: one signature for all (docs/families.md; each family file
+# cites its forward's lines, and the seam probe checks the parameter names against the installed release).
 FORWARD_PARAMS = ("self", "input_ids", "positions", "forward_batch", "input_embeds", "pp_proxy_tensors")
 
 
