@@ -442,7 +442,11 @@ def _table(root: Path) -> _Table:
 
 @functools.lru_cache(maxsize=4)
 def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> _Table:
-    import pyarrow as pa
+    try:
+        import pyarrow as pa  # installed with SGLang (its datasets requirement), which reads Arrow tables with it
+    except ImportError:
+        raise SampleError(Path(root) / TABLE_STATE, "<file>", "a datasets table, which needs pyarrow to read",
+                          "pip install pyarrow") from None
 
     out = []
     for name, _, _ in files:
