@@ -258,12 +258,7 @@ def fresh(monkeypatch):
 
 
 def test_zero_scored_positions_give_no_figures(tmp_path, capsys):
-    data = tmp_path / "data"
-    data.mkdir()
-    for p in sorted(SAMPLES.glob("data_*.pt"))[:4]:
-        s = torch.load(p, weights_only=True)
-        s["loss_mask"] = torch.zeros_like(s["loss_mask"])
-        torch.save(s, data / p.name)
+    data = _edited_samples(tmp_path, "data", lambda s: {**s, "loss_mask": torch.zeros_like(s["loss_mask"])})
     draft = Path(shutil.copytree(TTT, tmp_path / "draft"))
     with pytest.raises(UsageError) as e:
         measure(draft, [data], settings=[SERVED])
@@ -327,26 +322,25 @@ def test_an_extra_label_named_like_the_plugins_own_neither_stops_counting_nor_ex
 # --- exit statuses of the commands ----------------------------------------------------------------------------------
 
 
-def _short_samples(tmp_path: Path) -> Path:
-    out = tmp_path / "short"
+def _edited_samples(tmp_path: Path, name: str, edit) -> Path:
+    """The first three committed samples, each ``edit``ed (a dict of tensors in, one out), with their data config."""
+    out = tmp_path / name
     out.mkdir()
     shutil.copy(SAMPLES / "data_config.json", out)
     for p in sorted(SAMPLES.glob("data_*.pt"))[:3]:
-        s = torch.load(p, weights_only=True)
-        torch.save({"input_ids": s["input_ids"][:1], "loss_mask": s["loss_mask"][:1],
-                    "hidden_states": [h[:1] for h in s["hidden_states"]]}, out / p.name)
+        torch.save(edit(torch.load(p, weights_only=True)), out / p.name)
     return out
+
+
+def _short_samples(tmp_path: Path) -> Path:
+    return _edited_samples(tmp_path, "short", lambda s: {"input_ids": s["input_ids"][:1],
+                                                         "loss_mask": s["loss_mask"][:1],
+                                                         "hidden_states": [h[:1] for h in s["hidden_states"]]})
 
 
 def _narrow_samples(tmp_path: Path) -> Path:
-    out = tmp_path / "narrow"
-    out.mkdir()
-    shutil.copy(SAMPLES / "data_config.json", out)
-    for p in sorted(SAMPLES.glob("data_*.pt"))[:3]:
-        s = torch.load(p, weights_only=True)
-        s["hidden_states"] = [h[:, :32].contiguous() for h in s["hidden_states"]]
-        torch.save(s, out / p.name)
-    return out
+    return _edited_samples(tmp_path, "narrow", lambda s: {**s, "hidden_states": [h[:, :32].contiguous()
+                                                                                  for h in s["hidden_states"]]})
 
 
 def _small_vocab_draft(tmp_path: Path) -> Path:
