@@ -54,7 +54,7 @@ class _Exporter:
     def __init__(self, labels: dict, steps: int, expected: list[float] | None) -> None:
         from prometheus_client import Counter, Gauge  # after SGLang set PROMETHEUS_MULTIPROC_DIR
 
-        labels = {k: v for k, v in labels.items() if k not in OWN_LABELS}  # export_labels said so once
+        labels = {k: v for k, v in labels.items() if k not in OWN_LABELS}  # _after_init warned once
         names = list(labels)
         base = {k: str(v) for k, v in labels.items()}
         proposed = Counter(f"{PREFIX}draft_position_proposed", "Verify steps that proposed a draft token at this "
