@@ -380,11 +380,13 @@ def _table_mask(path: Path, ids) -> tuple[object | None, str]:
     if not index.isdecimal() or not index.isascii():
         raise SampleError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
                           "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
-    row = _table(root).row(int(index), path)
-    if row["input_ids"].shape[0] != ids.shape[0] or not torch.equal(row["input_ids"].long(), ids):
+    file, row = _table(root).row(int(index), path)
+    row_ids = _rows(row["input_ids"], f"input_ids[{index}]", file).long()
+    mask = _rows(row["loss_mask"], f"loss_mask[{index}]", file, row_ids.shape[0]) != 0
+    if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
         raise SampleError(path, "token_ids", f"differ from input_ids of row {index} of the datasets table in "
                           f"{root} (speculators' trainer skips such a sample)", f"{REGENERATE}, or {TABLE_FIX}")
-    return row["loss_mask"] != 0, f"row {index} of the datasets table in {root}"
+    return mask, f"row {index} of the datasets table in {root}"
 
 
 @dataclass(frozen=True)
@@ -395,8 +397,9 @@ class _Table:
     root: Path
     files: tuple[tuple[Path, object, object], ...]  # (file, input_ids column, loss_mask column)
 
-    def row(self, index: int, sample: Path) -> dict:
-        """Row ``index`` as tensors, read as :data:`~sglang_eagle3_capture.schemas.samples.TABLE_ROW`."""
+    def row(self, index: int, sample: Path) -> tuple[Path, dict]:
+        """The Arrow file holding row ``index``, and the row as tensors, read as
+        :data:`~sglang_eagle3_capture.schemas.samples.TABLE_ROW`."""
         import torch
 
         start = 0
@@ -414,7 +417,7 @@ class _Table:
                     except (TypeError, ValueError, RuntimeError, OverflowError) as e:
                         raise SampleError(file, f"{key}[{index}]", f"is not a list of numbers ({_first_line(e)})",
                                           TABLE_FIX) from None
-                return _fields(schema.TABLE_ROW, values, file)
+                return file, _fields(schema.TABLE_ROW, values, file)
             start += len(ids)
         raise SampleError(sample, "<file>", f"names row {index}, but the datasets table in {self.root} has {start} "
                           "rows", f"pass the hidden states of this table; {TABLE_FIX}")

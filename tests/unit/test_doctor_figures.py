@@ -118,6 +118,18 @@ def test_a_sample_whose_tokens_differ_from_its_row_is_refused(spec, tmp_path):
     assert e.value.field == "<file>"
 
 
+def test_a_table_row_whose_mask_is_not_one_per_token_is_refused(spec, tmp_path):
+    from datasets import Dataset, load_from_disk
+
+    rows = load_from_disk(str(spec)).with_format(None).to_dict()
+    rows["loss_mask"][3] = rows["loss_mask"][3][:-1]
+    data = Path(shutil.copytree(spec / "hidden_states", tmp_path / "data" / "hidden_states")).parent
+    Dataset.from_dict(rows).save_to_disk(str(data))
+    with pytest.raises(SampleError) as e:
+        load_sample(data / "hidden_states" / "hs_3.safetensors")
+    assert e.value.field == "loss_mask[3]" and Path(e.value.file).parent == data
+
+
 def test_a_table_naming_a_file_outside_its_directory_is_refused(spec, tmp_path):
     data = Path(shutil.copytree(spec, tmp_path / "data"))
     state = json.loads((data / "state.json").read_text())
