@@ -266,6 +266,18 @@ def run_cli(argv, cwd: Path | None = None, *, unblock_after: float = 20.0) -> Re
     return Result(rc, out.getvalue(), err.getvalue(), time.monotonic() - t0)
 
 
+def run_cli_process(argv, cwd: Path, env: dict | None = None, timeout: float = 120.0) -> Result:
+    """``python -m sglang_eagle3_capture ARGV`` in a process of its own, with ``env`` added to this one's (for what
+    only a real process shows: the interpreter's own stdout encoding, ``PYTHONIOENCODING``)."""
+    from support import subprocess_env
+
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "sglang_eagle3_capture", *[str(a) for a in argv]], cwd=cwd,
+                       env={**subprocess_env(), **(env or {})}, capture_output=True, timeout=timeout)
+    decode = lambda b: b.decode("utf-8", errors="backslashreplace")  # noqa: E731
+    return Result(p.returncode, decode(p.stdout), decode(p.stderr), time.monotonic() - t0)
+
+
 def problems(r: Result, *, expect=(2,), names: str | None = None, want_words=(), max_secs: float = 20.0,
              max_err_bytes: int = 4096) -> list[str]:
     """Everything wrong with a run that must refuse a bad input (empty when it behaved)."""

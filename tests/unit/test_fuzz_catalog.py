@@ -43,6 +43,7 @@ from support.hostile_inputs import (
     problems,
     run_as_user,
     run_cli,
+    run_cli_process,
     sf_edit,
     show,
     st_edit,
@@ -1677,7 +1678,9 @@ def _run_forked(argv, cwd: Path, fsize: int) -> Result:
 
 
 LOCAL = [cs for cs in CASES if cs.user is None and not cs.proc]
+IN_A_PROCESS = [cs for cs in CASES if cs.user is None and cs.proc]
 UNPRIVILEGED = [cs for cs in CASES if cs.user == "nobody"]
+assert {cs.id for cs in CASES} == {cs.id for cs in (*LOCAL, *IN_A_PROCESS, *UNPRIVILEGED)}, "a case no list runs"
 
 
 @pytest.mark.parametrize("cs", [pytest.param(cs, id=cs.id, marks=_marks(cs)) for cs in LOCAL])
@@ -1691,6 +1694,17 @@ def test_catalog_case(cs: Case, base: Path, tmp_path: Path):
         r = _run_forked(spec["argv"], d, spec["fsize"])
     else:
         r = run_cli(spec["argv"], d)
+    found = _judge(cs, spec, r)
+    assert not found, f"{cs.id} ({cs.cause}: {cs.title}): " + "; ".join(found)
+
+
+@pytest.mark.parametrize("cs", [pytest.param(cs, id=cs.id, marks=_marks(cs)) for cs in IN_A_PROCESS])
+def test_catalog_case_in_a_process(cs: Case, base: Path, tmp_path: Path):
+    """Cases only a real interpreter shows (its stdout encoding): the command in a process of its own."""
+    d = tmp_path / cs.id
+    d.mkdir()
+    spec = cs.build(Ctx(base, d))
+    r = run_cli_process(spec["argv"], d, spec.get("env"), timeout=cs.timeout)
     found = _judge(cs, spec, r)
     assert not found, f"{cs.id} ({cs.cause}: {cs.title}): " + "; ".join(found)
 
