@@ -56,7 +56,7 @@ class Family:
       or :data:`PP_FROM_RUNTIME`).
     - ``final_norm``: the decoder stack's final norm attribute; a forward hook on it sees the last layer's
       output (layer id N-1, loop index N, which no loop of these families reaches itself).
-    - ``stock_rule``: how stock SGLang reads explicit ids (:mod:`~sglang_eagle3_capture.releases.schema`
+    - ``stock_rule``: how stock SGLang reads explicit ids (:mod:`~sglang_eagle3_capture.core.releases.schema`
       rules; a release file may override it); ``stock_past_loop``: what stock SGLang does with loop index N
       (``N_*``; a release's ``final_norm_captures`` says where the family captures it itself).
     - ``text_config``: architectures whose decoder dimensions live in ``config.json: text_config``;
@@ -73,7 +73,7 @@ class Family:
     - ``layers``, ``embed_tokens``, ``input_norm``, ``attn``: the decoder stack's layer list and embedding, and a
       decoder layer's input norm and attention module (the same names in every family and release, 0.5.17-0.5.23;
       dotted into a pair where a layer holds two, LongCat-Flash's ``input_layernorm.0``): where the first-batch
-      self-check (:mod:`sglang_eagle3_capture.serving.selfcheck`) takes its references; ``attn`` None where the
+      self-check (:mod:`sglang_eagle3_capture.core.sglang.selfcheck`) takes its references; ``attn`` None where the
       layers share no attention module name (hybrid stacks: ``linear_attn`` on linear layers, the attention itself on
       full-attention layers), so the check does not take that route there.
     """

@@ -8,7 +8,7 @@ module holds the same gate at a seat that needs none of the patched seams.
 It is armed when the installed SGLang is not a supported release, and when the capture patch failed to
 apply on a supported one. It depends on none of the seams the patch uses (those are what may be missing):
 only on ``sglang.srt.model_executor.model_runner.ModelRunner.initialize`` (present, with the same role, in every
-release the guard can meet, see releases/: it runs in ``ModelRunner.__init__`` before the model is loaded), wrapped
+release the guard can meet, see core/releases/: it runs in ``ModelRunner.__init__`` before the model is loaded), wrapped
 with ``*args, **kwargs``, and on ``ServerArgs.speculative_algorithm`` / ``speculative_draft_model_path``,
 fields of every release. A draft declares ids through its ``eagle3_manifest.json`` or ``eagle_config`` ids
 marked with this package's convention; a draft that declares none gets stock wiring and an ERROR line.
@@ -24,11 +24,11 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from ..after_import import when_imported
 from ..config_keys import CONVENTION_KEY, IDS_KEY, is_fail_closed
 from ..errors import Eagle3CaptureError, InputError
 from ..manifest import MANIFEST_FILENAME
 from ..userfiles import path_kind, read_json_object
-from .after_import import when_imported
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +40,9 @@ def declares_layer_ids(draft_path: Any) -> str | None:
     """The file by which the draft at ``draft_path`` declares layer ids (its manifest, or a config.json whose
     eagle_config marks its ids as layer ids), or None: not a local directory, or it declares none.
 
-    Read as every user file is (:func:`~sglang_eagle3_capture.userfiles.read_json_object`: bounded, never blocking
+    Read as every user file is (:func:`~sglang_eagle3_capture.core.userfiles.read_json_object`: bounded, never blocking
     on a special file). A manifest path that is anything but missing counts as a declaration, and a config.json that
-    exists but cannot be read as a JSON object raises :class:`~sglang_eagle3_capture.errors.InputError` naming it:
+    exists but cannot be read as a JSON object raises :class:`~sglang_eagle3_capture.core.errors.InputError` naming it:
     refusing to start beats serving stock wiring to a draft whose declaration could not be read."""
     if not draft_path or not Path(str(draft_path)).is_dir():
         return None

@@ -9,13 +9,13 @@
                     "field": "eagle_aux_hidden_state_layer_ids", "original_ids": [0, 3, 31],
                     "convention": "vllm-hf-index"}}
 
-Layer ids follow the one convention of :mod:`sglang_eagle3_capture.layer_ids` (``-1`` = embedding
+Layer ids follow the one convention of :mod:`sglang_eagle3_capture.core.layer_ids` (``-1`` = embedding
 output, ``k`` = output of decoder layer ``k``); the fc consumes their hidden states concatenated in
-the listed order. The document is declared in :mod:`sglang_eagle3_capture.schemas.manifest`: strict where the
+the listed order. The document is declared in :mod:`sglang_eagle3_capture.core.schemas.manifest`: strict where the
 value changes what the fc receives (``format``, ``version``, ``layer_ids``, ``target``, an unknown top-level key),
 while ``provenance`` is metadata, kept as it is (an unknown key, a tab in a note, a value of another type) and
 never refused: :meth:`Manifest.provenance_problems` lists what looks off in it. Every error is a
-:class:`~sglang_eagle3_capture.errors.ManifestError` naming the file, the field and the fix.
+:class:`~sglang_eagle3_capture.core.errors.ManifestError` naming the file, the field and the fix.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class Manifest:
     target_hidden_size: int
     provenance: dict = field(default_factory=lambda: {"source": "manual"})
     path: Path | None = field(default=None, compare=False)
-    expected: dict | None = None  # metadata (schemas.manifest.EXPECTED): what verify measured offline
+    expected: dict | None = None  # metadata (core.schemas.manifest.EXPECTED): what verify measured offline
 
 
     def __post_init__(self) -> None:

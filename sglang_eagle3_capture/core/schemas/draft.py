@@ -72,7 +72,7 @@ DRAFT_VOCAB = _dim("draft_vocab_size", "set it to the draft's lm_head rows, or r
 FLAGS = tuple(_flag(name) for name in (*MATH_FLAGS, "use_aux_norm"))
 
 # The fail-closed object (config_keys.FAIL_CLOSED_IDS) passes the schema; each reader then accepts it only beside a
-# manifest (policy.declared_ids, draft.checks.plan_draft) and the format readers refuse it (it is no training format).
+# manifest (policy.declared_ids, draft_checks.plan_draft) and the format readers refuse it (it is no training format).
 FAIL_CLOSED = MapOf(Str(max_len=4000), max_len=1)
 
 
@@ -160,7 +160,7 @@ SGLANG_DRAFT = Record("SGLang EAGLE-3 draft config.json", (
     *FLAGS,
 ), unknown="keep", error=DraftFormatError, fix="point at the draft's config.json")
 
-# The tensors a one-layer SGLang draft holds follow from these (draft.checkpoint.expected_eagle3_tensors).
+# The tensors a one-layer SGLang draft holds follow from these (checkpoint.expected_eagle3_tensors).
 TENSOR_DIMS = Record("draft dimensions", (HIDDEN, HEADS, INTERMEDIATE, VOCAB, KV_HEADS, HEAD_DIM, DRAFT_VOCAB),
                      unknown="keep", error=ConvertError, fix="point at the draft's config.json")
 
@@ -193,7 +193,8 @@ TRANSFORMER_LAYER = Record("speculators transformer_layer_config", (
     *HONOURED,
 ), unknown="keep", error=ConvertError, fix="re-save the draft with speculators")
 
-# What convert needs of a draft already in SGLang's layout (formats.sglang_eagle_config); the rest is copied as is.
+# What convert needs of a draft already in SGLang's layout (doctor.formats.sglang_eagle_config); the rest is copied
+# as is.
 SGLANG_LAYOUT = Record("SGLang-layout draft config.json", (
     Field("architectures", ListOf(Str(choices=(SGLANG_ARCH,)), min_len=1, max_len=1), f"only {SGLANG_ARCH} drafts "
           "(SpecForge/SGLang format) or speculators Eagle-3 drafts are converted"),

@@ -1,16 +1,16 @@
 """The target side of the capture patch: which seams, what replaces them, and how a model is configured.
 
-For the installed release (:mod:`sglang_eagle3_capture.releases`) and every target family
-(:mod:`sglang_eagle3_capture.families`), through the one patch engine (:mod:`.seams`), one patch each, all or
+For the installed release (:mod:`sglang_eagle3_capture.core.releases`) and every target family
+(:mod:`sglang_eagle3_capture.core.families`), through the one patch engine (:mod:`..seams`), one patch each, all or
 nothing within it:
 
 - the release's resolution seam (``ModelRunner.init_spec_aux_hidden_state``, before the model loads): after
   SGLang's own resolution, ask :func:`.resolution.resolve_target_capture` for the ids and refuse bad deployments
   (among them a declared draft on a family whose own patch is not active here): the first runtime gate;
 - per family, each causal LM's ``set_eagle3_layers_to_capture``: :func:`configure` (the second gate) installs
-  a :class:`~.resolution.DeclaredLayerIds`'s :class:`~.capture.CapturePlan` instead of SGLang's reading of the
+  a :class:`~.resolution.DeclaredLayerIds`'s :class:`~..capture.CapturePlan` instead of SGLang's reading of the
   ids (subclasses and wrappers that delegate to it, e.g. DeepSeek-V3, Kimi-K2.5, Mistral, inherit it);
-- per family, each decoder stack's own ``forward``: hand its output to the stack's :class:`~.capture.FcFeed`, which
+- per family, each decoder stack's own ``forward``: hand its output to the stack's :class:`~..capture.FcFeed`, which
   puts the captures (and the last layer's output and the final norm's output, taken by a forward hook on the final
   norm instance) in fc order;
 - a new class attribute ``_eagle3_capture_feed`` on each decoder stack, ``None`` (no feed: nothing extra runs).
@@ -28,15 +28,14 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from .. import families, policy, releases
+from .. import families, policy, releases, seams
+from ..capture import CapturePlan, FcFeed, plan_capture
 from ..errors import WiringError
 from ..families import PACKED, Family
 from ..families.schema import PP_FROM_RUNTIME, STREAM_FROM_INPUT_NORM, STREAM_FROM_LOOP
 from ..layer_ids import layer_ids_of_loop
 from ..releases.schema import Release
-from . import resolution, seams, selfcheck, setup_report
-from .capture import CapturePlan, FcFeed, plan_capture
-from .dump import dump_from_env
+from . import resolution, selfcheck
 from .runtime import current_tp_rank, draft_hf_config, draft_model_path
 
 logger = logging.getLogger(__name__)
@@ -140,6 +139,8 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
     model.capture_aux_hidden_states = True
     stack.layers_to_capture = layers
     _set_layer_flags(stack, layers, family)
+    from ...observe.dump import dump_from_env  # observability, imported where it is used
+
     dump = dump_from_env(_model_meta(plan, model, declared.where, family))
     # a list is counted and packed; a stream taken at the input norms is never the loop's own
     skip = plan.is_identity and family.container == PACKED and family.stream_from == STREAM_FROM_LOOP and dump is None
@@ -178,6 +179,8 @@ def _wrap_set_eagle3(original: Callable, family: Family) -> Callable:
         original(self, layer_ids)  # stock wiring (resolution warned when it matters)
         feed = None
         if _pp_group(self, family).is_last_rank:
+            from ...observe.dump import dump_from_env
+
             dump = dump_from_env(_model_meta(None, self, "stock SGLang set_eagle3_layers_to_capture", family))
             n_layers = num_decoder_layers(self, family)
             feed = None if dump is None else _feed(None, stack.layers_to_capture, dump, n_layers, family, stack)
@@ -207,6 +210,8 @@ def _wrap_resolve(original: Callable) -> Callable:
     @functools.wraps(original)
     def init_spec_aux_hidden_state(self):
         original(self)  # SGLang's own resolution: self.spec_aux_config
+        from ...observe import sglang_report as setup_report  # observability, imported where it is used
+
         report = setup_report.at_resolution(self)  # the effective speculative setup, logged once per server
         config, server_args = self.spec_aux_config, self.server_args
         path = draft_model_path(server_args)

@@ -25,7 +25,7 @@ launcher and the detokenizer too; it applies targets one by one and logs and swa
 (a half-applied capture would run stock wiring for the rest), checks no parameter names, and has no
 revert for in-process use. An external model package replaces SGLang's model registry with subclasses,
 which changes the class names SGLang keys behaviour on (e.g. MLA detection for the draft) and excludes
-every other external package. Patching SGLang's own classes, all or nothing, through :mod:`.seams` avoids
+every other external package. Patching SGLang's own classes, all or nothing, through :mod:`..seams` avoids
 all of that.
 """
 
@@ -34,11 +34,11 @@ from __future__ import annotations
 import logging
 import os
 
-from .. import families, releases
+from .. import families, releases, seams
+from ..after_import import when_imported
 from ..errors import UnsupportedSGLangVersion, WiringError
 from ..releases.schema import Release
-from . import draft, guard, metrics, seams, selfcheck, target
-from .after_import import when_imported
+from . import draft, guard, selfcheck, target
 from .runtime import current_tp_rank
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def _apply() -> None:
                          "installed" if guard.is_armed() else "NOT installed", os.getpid())
     try:
         if draft.apply_draft_head_patch():
-            patched.append("the EAGLE-3 draft-head loader (sglang_eagle3_capture.serving.draft)")
+            patched.append("the EAGLE-3 draft-head loader (sglang_eagle3_capture.core.sglang.draft)")
     except Exception as e:  # noqa: BLE001 - same reason; the draft then loads as stock SGLang loads it
         logger.exception("eagle3-capture: draft-head loader not patched: %s (pid %d)", e, os.getpid())
     if patched:
@@ -110,9 +110,11 @@ def _apply_newer() -> None:
 
 
 def _apply_metrics() -> None:
-    """The acceptance metrics patch (:mod:`.metrics`), when SGLang's scheduler module has been executed; a seam
-    that does not fit costs the metrics only (one WARNING), never the capture or the server."""
+    """The acceptance metrics patch (:mod:`...observe.metrics`), when SGLang's scheduler module has been executed; a
+    seam that does not fit costs the metrics only (one WARNING), never the capture or the server."""
     try:
+        from ...observe import metrics  # observability: imported only once the scheduler module is
+
         metrics.apply()
     except Exception as e:  # noqa: BLE001 - metrics never stop a server
         logger.warning("eagle3-capture: no per-position acceptance metrics: %s (pid %d)", e, os.getpid())
@@ -128,9 +130,9 @@ def register() -> None:
     The target capture patch (:mod:`.target`) and the draft-head loader patch (:mod:`.draft`) are applied
     when SGLang imports the release's trigger module (at once if already imported), with one INFO line per
     process: what was patched, the SGLang version, pid and TP rank (``None`` until SGLang publishes it); the
-    acceptance metrics patch (:mod:`.metrics`) when it imports its scheduler module.
+    acceptance metrics patch (:mod:`...observe.metrics`) when it imports its scheduler module.
     Outside the supported releases it raises
-    :class:`~sglang_eagle3_capture.errors.UnsupportedSGLangVersion` after arming the startup guard, except for a
+    :class:`~sglang_eagle3_capture.core.errors.UnsupportedSGLangVersion` after arming the startup guard, except for a
     release newer than the table, which is probed at the trigger and served unverified when it fits (module doc).
     """
     found = releases.installed_sglang_version()

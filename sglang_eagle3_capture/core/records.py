@@ -7,7 +7,7 @@ and ``target``), ``keep`` everywhere else (HF configs, metadata), so a file writ
 A record declared ``metadata=True`` is never refused at all: :func:`read` keeps it as it is and :func:`problems`
 lists what a reader may want to show (escaped) next to it.
 
-The declarations live in :mod:`sglang_eagle3_capture.schemas`; ``schemas.ALL`` lists them for the property tests.
+The declarations live in :mod:`sglang_eagle3_capture.core.schemas`; ``schemas.ALL`` lists them for the property tests.
 
 Example::
 
@@ -17,7 +17,7 @@ Example::
     >>> read(rec, {"n": 0}, file="x.json")
     Traceback (most recent call last):
     ...
-    sglang_eagle3_capture.errors.InputError: x.json: field 'n': expected an integer >= 1, got 0; fix: set n to a \
+    sglang_eagle3_capture.core.errors.InputError: x.json: field 'n': expected an integer >= 1, got 0; fix: set n to a \
 positive integer
 """
 

@@ -4,7 +4,7 @@ A :class:`Release` says, for one SGLang release, every fact the package relies o
 between releases: the seams it patches (module, owner, attribute, parameter names), the import that
 arms the patch, where the draft path and draft config come from, how SGLang reads a draft's math
 flags and legacy weight names, and how stock SGLang reads explicit capture ids per target family
-(where it differs from the family's default rule in :mod:`sglang_eagle3_capture.families`).
+(where it differs from the family's default rule in :mod:`sglang_eagle3_capture.core.families`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ SHIFT_IF_FIRST_IS_1 = "shift-if-first-is-1"  # +1 only when ids[0] == 1, else th
 KEEP_IF_MAX_IS_N = "keep-if-max-is-N"  # GPT-OSS: kept as loop indices when max(ids) == N, else +1
 STOCK_RULES = (ALWAYS_SHIFT, SHIFT_IF_FIRST_IS_1, KEEP_IF_MAX_IS_N)
 
-# Where the first-batch self-check (serving/selfcheck.py) can read the residual stream decoder layer k hands layer
+# Where the first-batch self-check (core/sglang/selfcheck.py) can read the residual stream decoder layer k hands layer
 # k+1, in the order it tries them (the first that fires at layer k+1 is the reference).
 NORM_OPERANDS = "norm-operands"  # pre-hook on layers[k+1]'s input norm module: fp32 sum of (x, residual) rounded once
 FUSED_NORM = "fused-norm"  # that norm's forward_with_allreduce_fusion (TP > 1, no module hook): its residual out
@@ -96,7 +96,7 @@ class Release:
     proven: str  # PROVEN_*: what this repository has shown for the release
     refused_because: str = ""  # for unsupported releases: why, in one sentence
     trigger_module: str = ""  # importing this module arms the patch (it runs in every ModelRunner process)
-    seams: tuple[Seam, ...] = ()  # resolution and draft-side seams; target model seams live in families/
+    seams: tuple[Seam, ...] = ()  # resolution and draft-side seams; target model seams live in core/families/
     draft_path_from: str = "runtime_context"  # "runtime_context" (get_spec()) or "server_args"
     has_draft_model_config: bool = True  # SpecAuxHiddenStateConfig.draft_model_config exists
     stock_rules: Mapping[str, str] = field(default_factory=dict)  # family name -> rule, where not the default

@@ -1,6 +1,6 @@
 """Reading SGLang's runtime state from inside its processes: the TP rank, the draft path and config, the window.
 
-Where each lives is a release fact (:mod:`sglang_eagle3_capture.releases`): a release whose table sets
+Where each lives is a release fact (:mod:`sglang_eagle3_capture.core.releases`): a release whose table sets
 ``draft_path_from="runtime_context"`` keeps the resolved draft path in SGLang's ``runtime_context.get_spec()``
 (``server_args`` keeps the raw input), the others in ``server_args``; where the table sets
 ``has_draft_model_config``, ``SpecAuxHiddenStateConfig.draft_model_config`` holds the draft's ModelConfig, elsewhere
@@ -18,7 +18,7 @@ def current_tp_rank() -> int | None:
     """This process's TP rank from SGLang's runtime context, or None before SGLang publishes it.
 
     Older releases raise AssertionError until the TP group exists, later ones ValueError or RuntimeError (see
-    releases/): any of them means "not known yet".
+    core/releases/): any of them means "not known yet".
     """
     try:
         from sglang.srt.runtime_context import get_parallel

@@ -14,7 +14,7 @@ llama.py:441 in 0.5.21); the loop ends at N-1, so loop index N is dropped silent
 ``residual_batch.final_norm(hidden_states, forward_batch, self.norm)`` (498-500).
 
 Not in the family: ``Llama4ForCausalLM`` (llama4.py:546) subclasses ``LlamaForCausalLM`` but builds its own
-``Llama4Model``: the llama4 family patches the method on it (families/llama4.py); the composition wrappers
+``Llama4Model``: the llama4 family patches the method on it (core/families/llama4.py); the composition wrappers
 (llava, janus-pro, ...) define no ``set_eagle3_layers_to_capture`` and cannot serve EAGLE-3 at all.
 """
 

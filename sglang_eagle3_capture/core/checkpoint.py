@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import records
-from ..errors import ConvertError, InputError, WeightsError, brief
-from ..schemas.checkpoint import DTYPE_BITS, HEADER, INDEX, MAX_DIMS, REEXPORT, TENSOR  # noqa: F401 (re-exported)
-from ..schemas.draft import TENSOR_DIMS
-from ..userfiles import list_directory, open_regular, os_problem, parse_json, path_kind, read_json_object, require_file
-from .config import default_release, resolve_flags
+from . import records
+from .draft_config import default_release, resolve_flags
+from .errors import ConvertError, InputError, WeightsError, brief
+from .schemas.checkpoint import DTYPE_BITS, HEADER, INDEX, MAX_DIMS, REEXPORT, TENSOR  # noqa: F401 (re-exported)
+from .schemas.draft import TENSOR_DIMS
+from .userfiles import list_directory, open_regular, os_problem, parse_json, path_kind, read_json_object, require_file
 
 INDEX_FILENAME = "model.safetensors.index.json"
 SINGLE_FILENAME = "model.safetensors"
@@ -31,8 +31,8 @@ SINGLE_LAYER_PREFIX = "midlayer."  # the one-layer draft's checkpoint prefix eve
 
 def module_name(checkpoint_name: str) -> str:
     """The module (parameter) name SGLang's draft ``load_weights`` maps a checkpoint tensor name to: the
-    optional ``model.`` prefix dropped and the legacy names of the release (:func:`.config.default_release`) renamed
-    (``midlayer.`` -> ``layers.0.``).
+    optional ``model.`` prefix dropped and the legacy names of the release (:func:`.draft_config.default_release`)
+    renamed (``midlayer.`` -> ``layers.0.``).
 
     Example::
 
@@ -91,7 +91,7 @@ def read_safetensors_header(path: str | Path, *, error: type[InputError] = Weigh
                             fix: str = _FIX) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """``({name: TensorInfo}, metadata)`` of one safetensors file, checked the way safetensors checks it before it
     loads anything: a regular file (never a fifo or a device), a header of at most :data:`MAX_HEADER_BYTES` holding
-    a strict JSON object (no duplicate names), every entry a :data:`~..schemas.checkpoint.TENSOR` whose offsets span
+    a strict JSON object (no duplicate names), every entry a :data:`~.schemas.checkpoint.TENSOR` whose offsets span
     exactly its shape's bytes, the entries tiling the data section, ``__metadata__`` strings only. Anything else
     raises ``error`` (:class:`WeightsError` by default) naming the file, the tensor or field and ``fix``. Time and
     memory are linear in the header's size; no tensor data is read."""
@@ -142,7 +142,7 @@ def read_safetensors_header(path: str | Path, *, error: type[InputError] = Weigh
 
 
 def read_index(d: Path) -> dict:
-    """The draft directory's ``model.safetensors.index.json`` (:data:`~..schemas.checkpoint.INDEX`): ``weight_map``
+    """The draft directory's ``model.safetensors.index.json`` (:data:`~.schemas.checkpoint.INDEX`): ``weight_map``
     a non-empty object of shard file names; ``metadata`` and any other key kept as written."""
     index = d / INDEX_FILENAME
     doc = records.read(INDEX, read_json_object(index, fix=_FIX, error=WeightsError), file=index)
@@ -218,7 +218,7 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
                             where: str = "config.json") -> dict[str, tuple[tuple[int, ...], bool]]:
     """``{name: (shape, required)}`` of a one-layer ``LlamaForCausalLMEagle3`` draft in SGLang checkpoint naming.
 
-    ``config`` is the flattened SGLang draft config (:data:`~..schemas.draft.TENSOR_DIMS`, the flags); errors are
+    ``config`` is the flattened SGLang draft config (:data:`~.schemas.draft.TENSOR_DIMS`, the flags); errors are
     :class:`ConvertError` naming ``where`` and the field.
     """
     dims = records.read(TENSOR_DIMS, config, file=where)

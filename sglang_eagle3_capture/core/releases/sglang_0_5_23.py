@@ -14,7 +14,7 @@ Read in the installed sources (``sglang/srt/``) and run on CPU (docs/releases.md
   ``norm_before_residual`` is not read. ``load_weights`` renames legacy names by substring (l.338-348).
 - Draft classes: ``LlamaForCausalLMEagle3`` (its ``set_embed`` is inherited from llama.py) and
   ``kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM``.
-- Acceptance metrics (serving/metrics.py): see :func:`metrics_init`; ``SchedulerMetricsCollectorContext``
+- Acceptance metrics (observe/metrics.py): see :func:`metrics_init`; ``SchedulerMetricsCollectorContext``
   (observability/metrics_collector.py l.326) says whether a scheduler is the stats-logging rank.
 - ``runtime_context.get_spec()`` holds the resolved draft path (``server_args`` keeps the raw input since 0.5.19).
 - The first-batch self-check's transient gate: ``ModelRunner.forward`` (l.1813: real batches only; dummy runs,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..draft.checkpoint import parameter_checkpoint_names
-from ..draft.checks import DraftPlan
+from ..checkpoint import parameter_checkpoint_names
+from ..draft_checks import DraftPlan
 from ..errors import DraftHeadError
 
 

@@ -3,11 +3,11 @@
 :func:`apply_draft_head_patch` patches methods *on* SGLang's own classes (so their names, which
 SGLang's MLA detection in configs/model_config.py and the registry key on, stay
 ``LlamaForCausalLMEagle3`` and ``Eagle3DeepseekV2ForCausalLM``) through the one patch engine
-(:mod:`.seams`; the release table lists the seams), so :func:`revert_draft_head_patch` restores them exactly:
+(:mod:`..seams`; the release table lists the seams), so :func:`revert_draft_head_patch` restores them exactly:
 
 - ``__init__``: takes the manifest of ``--speculative-draft-model-path`` (as this process's target
   resolution recorded it, :func:`.resolution.recorded`, else read once) and checks the
-  config against it before SGLang builds anything (:func:`..draft.checks.plan_draft`; without a manifest,
+  config against it before SGLang builds anything (:func:`..draft_checks.plan_draft`; without a manifest,
   as the target side decides, SGLang's own wiring is kept with a WARNING and only the checks that need
   no manifest run); afterwards checks
   the built fc and adds the math SGLang lacks: ``norm_before_residual`` for the Llama draft (layer 0's
@@ -35,14 +35,14 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .. import releases
+from .. import releases, seams
 from ..config_keys import IDS_KEY, is_fail_closed
-from ..draft.checks import DraftPlan, plan_draft
+from ..draft_checks import DraftPlan, plan_draft
 from ..layer_ids import hidden_state_indices
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, find_manifest
 from ..releases.schema import Seam
 from ..target_config import cfg_get
-from . import resolution, seams
+from . import resolution
 from .audit import LoadAudit, audit_report, check_vocab_maps
 from .runtime import draft_model_path, draft_window_size
 

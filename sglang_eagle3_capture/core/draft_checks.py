@@ -1,6 +1,6 @@
 """Checks on an EAGLE-3 draft directory against its manifest, before SGLang builds the draft.
 
-No SGLang import: :mod:`sglang_eagle3_capture.serving.draft` calls these from inside SGLang's draft
+No SGLang import: :mod:`sglang_eagle3_capture.core.sglang.draft` calls these from inside SGLang's draft
 classes. Every error is a :class:`DraftHeadError` naming the file, the field and the fix.
 
 What SGLang derives from a draft ``config.json``, each checked here against the manifest:
@@ -12,7 +12,7 @@ What SGLang derives from a draft ``config.json``, each checked here against the 
   ``get_draft_input_from_target_hidden_dim``): ``num_aux_hidden_states`` > ``eagle_config`` ids >
   top-level ids > 3;
 - the chunk width: ``target_hidden_size``, else ``hidden_size``;
-- the math flags :data:`.config.FLAG_FIELDS` (SGLang's Llama class implements all but ``norm_before_residual``,
+- the math flags :data:`.draft_config.FLAG_FIELDS` (SGLang's Llama class implements all but ``norm_before_residual``,
   its MLA class only ``fc_norm`` and ``norm_output``; :mod:`draft_head` adds the rest or refuses).
 """
 
@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config_keys import IDS_KEY as IDS_FIELD
-from ..config_keys import is_fail_closed
-from ..errors import DraftHeadError, shown
-from ..manifest import Manifest
-from ..target_config import cfg_get
 from .checkpoint import tensor_index
-from .config import resolve_flags
+from .config_keys import IDS_KEY as IDS_FIELD
+from .config_keys import is_fail_closed
+from .draft_config import resolve_flags
+from .errors import DraftHeadError, shown
+from .manifest import Manifest
+from .target_config import cfg_get
 
 
 def _eagle(cfg: Any, key: str, default: Any = None) -> Any:

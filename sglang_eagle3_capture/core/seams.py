@@ -1,24 +1,25 @@
 """The one patch engine: every seam the package replaces in SGLang, target and draft side alike.
 
-A :class:`Patch` is a named set of :class:`~sglang_eagle3_capture.releases.schema.Seam` records (from the
+A :class:`Patch` is a named set of :class:`~sglang_eagle3_capture.core.releases.schema.Seam` records (from the
 release and family tables) and a ``wrap(seam, original)`` that builds each replacement. :func:`apply`
 imports the seams' modules, probes every original for the parameter names the seam records (an
 inherited method counts: it is looked up through the class's MRO), and only then replaces them all,
-so a changed SGLang is left untouched (:class:`~sglang_eagle3_capture.errors.PatchError` names the
+so a changed SGLang is left untouched (:class:`~sglang_eagle3_capture.core.errors.PatchError` names the
 seam). Replacements are class attributes, so every ``from ... import`` binding sees them;
 :func:`revert` puts back exactly what the class held (deleting what it did not define itself).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import PatchError
-from ..releases.schema import Seam
+from .errors import PatchError
+from .releases.schema import Seam
 
 _ABSENT = object()
 _FIX = "serve with a supported SGLang release (the release table lists each seam this package patches)"
@@ -125,3 +126,9 @@ def revert(patch: Patch) -> None:
 def describe(patch: Patch) -> str:
     """The seams of ``patch`` in one line."""
     return ", ".join(s.name for s in patch.seams)
+
+
+def attr_path(obj: Any, path: str) -> Any:
+    """``obj.a.b`` for ``path`` "a.b": a family's module name may reach into a pair (LongCat-Flash's
+    ``input_layernorm.0``, an ``nn.ModuleList`` item)."""
+    return functools.reduce(getattr, path.split("."), obj)

@@ -5,15 +5,15 @@ SGLang takes the target's capture ids only from the draft config's
 the model is loaded (the release table names the seam). The capture patch wraps that seam and asks
 :func:`resolve_target_capture` which ids to capture, in this order of authority:
 
-1. the draft's ``eagle3_manifest.json`` (:func:`sglang_eagle3_capture.manifest.find_manifest`);
+1. the draft's ``eagle3_manifest.json`` (:func:`sglang_eagle3_capture.core.manifest.find_manifest`);
 2. ``eagle_config.eagle_aux_hidden_state_layer_ids`` when ``eagle_config`` also carries
    ``"eagle_aux_hidden_state_layer_ids_convention": "sglang-eagle3-capture/layer-id"``;
 3. neither: stock SGLang wiring, with a WARNING naming what stock SGLang captures and the fix.
 
-What is refused is :mod:`sglang_eagle3_capture.policy`'s decision (the one ``inspect`` reports): this module only
-reads SGLang's objects into a :class:`~sglang_eagle3_capture.policy.Deployment`. This is the first of the three
+What is refused is :mod:`sglang_eagle3_capture.core.policy`'s decision (the one ``inspect`` reports): this module only
+reads SGLang's objects into a :class:`~sglang_eagle3_capture.core.policy.Deployment`. This is the first of the three
 runtime gates (docs/how-it-works.md). Ids are handed on as :class:`DeclaredLayerIds` (carrying the
-:class:`~.capture.CapturePlan`, built once), which only the patched ``set_eagle3_layers_to_capture`` can use. The
+:class:`~..capture.CapturePlan`, built once), which only the patched ``set_eagle3_layers_to_capture`` can use. The
 manifest is read once per process: the outcome is recorded (:func:`recorded`) and the draft side reads that record.
 """
 
@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import policy, releases
+from ..capture import CapturePlan, plan_capture
 from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from ..errors import ManifestError, WiringError
 from ..families import family_of
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, Manifest, find_manifest
 from ..releases.schema import Release
 from ..target_config import architecture, cfg_get, target_dims
-from .capture import CapturePlan, plan_capture
 
 logger = logging.getLogger(__name__)
 

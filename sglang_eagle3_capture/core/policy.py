@@ -1,11 +1,11 @@
 """The refusal policy: what the plugin does with a deployment, decided from plain data, in one place.
 
-The server (:func:`sglang_eagle3_capture.serving.resolution.resolve_target_capture`, once per target process) and
+The server (:func:`sglang_eagle3_capture.core.sglang.resolution.resolve_target_capture`, once per target process) and
 ``inspect`` (:func:`sglang_eagle3_capture.doctor.inspect.plugin_refusal`) both call :func:`decide`, so the doctor
 cannot disagree with the server. No torch, no SGLang: the caller reads the facts (the release, the draft's manifest
 and ``eagle_config``, the target's architecture and layer count, the server settings, which family patches are active
 in the process) into a :class:`Deployment`, and :func:`decide` returns a :class:`Decision` (wire these ids, or stock
-wiring) or raises a :class:`~sglang_eagle3_capture.errors.WiringError` naming the file, the field and the fix.
+wiring) or raises a :class:`~sglang_eagle3_capture.core.errors.WiringError` naming the file, the field and the fix.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from .layer_ids import (
     split_capture,
 )
 from .manifest import WRITE_HINT, Manifest, check_target
-from .readings import stock_sglang_capture
 from .releases.schema import Release
+from .stock import stock_sglang_capture
 
 TARGET = "target config (--model-path)"
 

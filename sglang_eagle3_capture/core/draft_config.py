@@ -1,10 +1,10 @@
 """The EAGLE-3 draft ``config.json`` as SGLang's ``LlamaForCausalLMEagle3`` resolves it.
 
 Every field below mirrors one read in sglang/srt/models/llama_eagle3.py or llama.py (defaults as
-transformers' ``LlamaConfig`` gives them); :class:`sglang_eagle3_capture.draft.model.Eagle3Draft`
+transformers' ``LlamaConfig`` gives them); :class:`sglang_eagle3_capture.doctor.model.Eagle3Draft`
 builds its math from it. Anything SGLang would build differently, or not at all, is a
 :class:`DraftFormatError` naming the file and field. How SGLang reads the math flags is a release fact
-(:attr:`~sglang_eagle3_capture.releases.schema.Release.draft_flags`); :func:`resolve_flags` is the one
+(:attr:`~sglang_eagle3_capture.core.releases.schema.Release.draft_flags`); :func:`resolve_flags` is the one
 reader of them.
 """
 
@@ -14,13 +14,13 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from .. import records, releases
-from ..config_keys import IDS_KEY, is_fail_closed
-from ..errors import DraftFormatError
-from ..releases.schema import Release
-from ..schemas.draft import FLAG, MAX_DIM, SGLANG_ARCH, SGLANG_DRAFT  # noqa: F401  (MAX_DIM: the one bound)
-from ..schemas.draft import MATH_FLAGS as FLAG_FIELDS
-from ..target_config import path_get
+from . import records, releases
+from .config_keys import IDS_KEY, is_fail_closed
+from .errors import DraftFormatError
+from .releases.schema import Release
+from .schemas.draft import FLAG, MAX_DIM, SGLANG_ARCH, SGLANG_DRAFT  # noqa: F401  (MAX_DIM: the one bound)
+from .schemas.draft import MATH_FLAGS as FLAG_FIELDS
+from .target_config import path_get
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,7 +67,8 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
 @dataclass(frozen=True)
 class Yarn:
     """YaRN RoPE scaling, the arguments SGLang's ``get_rope`` hands ``YaRNScalingRotaryEmbedding``
-    (layers/rotary_embedding/factory.py, yarn.py; defaults as there). :func:`~.model.rope` computes it."""
+    (layers/rotary_embedding/factory.py, yarn.py; defaults as there). :func:`~sglang_eagle3_capture.doctor.model.rope`
+    computes it."""
 
     factor: float
     original_max_position_embeddings: int
@@ -127,7 +128,7 @@ class DraftConfig:
 
     @classmethod
     def from_dict(cls, cfg: Any, where: Any = "config.json") -> "DraftConfig":
-        """Resolve a draft ``config.json`` dict the way SGLang does: :data:`~..schemas.draft.SGLANG_DRAFT` (sizes
+        """Resolve a draft ``config.json`` dict the way SGLang does: :data:`~.schemas.draft.SGLANG_DRAFT` (sizes
         positive integers of at most :data:`MAX_DIM`, epsilons and RoPE theta positive finite numbers, flags true or
         false, default full neox RoPE, silu), then what SGLang derives from it. Errors are :class:`DraftFormatError`
         naming ``where``, the field and the fix."""

@@ -4,7 +4,8 @@ Each release is one module ``sglang_X_Y_Z.py`` defining ``RELEASE`` (:class:`~.s
 one line in :data:`_MODULES`. Nothing else in the package names a release: code asks this registry.
 
 - :func:`supported`: the releases the plugin patches (oldest first);
-- :func:`get`: the facts of one release (supported or only known to the doctor);
+- :func:`get`: the facts of one supported release (the refused ones the doctor reads:
+  :mod:`sglang_eagle3_capture.doctor.release_table`);
 - :func:`check_sglang_version`: the installed release's facts, or :class:`UnsupportedSGLangVersion`
   naming the supported list and the fix;
 - :func:`is_newer_than_table` / :func:`accept_unverified` / :func:`unverified`: a release newer than the table
@@ -23,14 +24,11 @@ from ..errors import UnsupportedSGLangVersion
 from .schema import EngineReader, Release, Seam
 
 __all__ = ["EngineReader", "Release", "Seam", "other_engines", "UnsupportedSGLangVersion", "accept_unverified",
-           "all_releases", "check_sglang_version", "get", "installed_or_newest", "installed_sglang_version",
+           "check_sglang_version", "get", "installed_or_newest", "installed_sglang_version",
            "is_newer_than_table", "newest", "supported", "supported_versions", "unverified"]
 
 # One line per release file, oldest first.
 _MODULES = (
-    "sglang_0_5_11",
-    "sglang_0_5_13_post1",
-    "sglang_0_5_15_post1",
     "sglang_0_5_17",
     "sglang_0_5_18",
     "sglang_0_5_19",
@@ -47,11 +45,6 @@ _OTHER_ENGINES = ("vllm_0_33",)
 def other_engines() -> tuple[EngineReader, ...]:
     """Readers of other serving engines (vLLM), in table order."""
     return tuple(r for m in _OTHER_ENGINES for r in importlib.import_module(f".{m}", __name__).READERS)
-
-
-def all_releases() -> tuple[Release, ...]:
-    """Every release with a file, supported or not, oldest first."""
-    return _RELEASES
 
 
 def supported() -> tuple[Release, ...]:
@@ -156,7 +149,7 @@ def check_sglang_version(version: str | None = None) -> Release:
                                        f"install a supported release: {_install_hint()}")
     release = _supported_release(found)
     if release is None and found == unverified():
-        return newest()  # newer than the table, accepted after its seams probed clean (serving/plugin.py)
+        return newest()  # newer than the table, accepted after its seams probed clean (core/sglang/plugin.py)
     if release is None:
         newer = ("; a release newer than the table is served only when every seam probes clean and the first-batch "
                  "self-check is on (SGLANG_EAGLE3_CAPTURE_SELFCHECK not 0)") if is_newer_than_table(found) else ""

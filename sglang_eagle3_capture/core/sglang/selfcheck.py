@@ -8,19 +8,19 @@ one that captures), on by default, off with ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0`
 autotune and compile passes call the model directly), only for a batch in ``EXTEND`` or ``MIXED`` mode with at
 least one token (idle DP-attention batches and decode, verify and draft batches are skipped until one arrives).
 With ``launch_server`` that is the startup warmup request, so a mis-wired server never reports ready. While a
-check is pending, :func:`gate_patch` (one :class:`~.seams.Patch`, applied through the patch engine) wraps
+check is pending, :func:`gate_patch` (one :class:`~..seams.Patch`, applied through the patch engine) wraps
 ``ModelRunner.forward`` and makes ``PrefillCudaGraphRunner.can_replay_locally`` answer False, so the checked
 batch runs eagerly on every rank (the DP-attention vote is that same method); both are SGLang's own functions
 again once the last pending check of the process has passed.
 
 **References**, one per fc chunk, taken by temporary module hooks that exist only during the checked forward,
-never from the capture list, SGLang's packer, the plugin's :class:`~.capture.FcFeed` or its final-norm hook:
+never from the capture list, SGLang's packer, the plugin's :class:`~..capture.FcFeed` or its final-norm hook:
 
 - layer id ``-1``: ``F.embedding`` of this rank's vocabulary shard at the batch's input ids, times the
   embedding's float ``embed_scale`` where it has one (Gemma) (``input_embeds`` when the model is handed
   embeddings); rows whose id another rank owns are that rank's to check. Bit-equal.
 - layer id ``k`` in ``0..N-2`` (the residual stream decoder layer ``k`` hands layer ``k+1``), the first of the
-  release's routes (:data:`~sglang_eagle3_capture.releases.schema.SELFCHECK_ROUTES`) that fires at layer ``k+1``:
+  release's routes (:data:`~sglang_eagle3_capture.core.releases.schema.SELFCHECK_ROUTES`) that fires at layer ``k+1``:
   ``norm-operands``, the fp32 sum of the operands of ``layers[k+1]``'s input norm, computed in a pre-hook before
   the (possibly in-place) kernel runs and rounded once as the norm rounds its residual, within :data:`ULP_BOUND`;
   ``fused-norm``, the residual returned by that norm's ``forward_with_allreduce_fusion`` (the all-reduce + add +
@@ -42,7 +42,7 @@ wrong, shifted or permuted layer differs by thousands of ulp or more.
 the patch is reverted when no check is pending, so later forwards run exactly SGLang's and the capture patch's
 code. At most :data:`MAX_ROWS` token rows are referenced and compared.
 
-A mismatch raises :class:`~sglang_eagle3_capture.errors.SelfCheckError` from the forward: SGLang's scheduler
+A mismatch raises :class:`~sglang_eagle3_capture.core.errors.SelfCheckError` from the forward: SGLang's scheduler
 dies with it (``Scheduler hit an exception``), the server exits before it reports ready. A pass logs one INFO
 line per rank.
 """
@@ -58,10 +58,11 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from .. import seams
 from ..errors import SelfCheckError
 from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM
 from ..releases.schema import FUSED_NORM, NORM_OPERANDS, RESIDUAL_STREAM, Release
-from . import seams
+from ..seams import attr_path
 
 logger = logging.getLogger(__name__)
 
@@ -268,12 +269,6 @@ class SelfCheck:
         logger.info("eagle3-capture self-check passed (%s; %d tokens, checked forward %.1f ms, the check's own work "
                     "%.2f ms): %s; hooks removed", self.context(), session.tokens, session.elapsed_ms,
                     session.own_s * 1e3, "; ".join(parts))
-
-
-def attr_path(obj: Any, path: str) -> Any:
-    """``obj.a.b`` for ``path`` "a.b": a family's module name may reach into a pair (LongCat-Flash's
-    ``input_layernorm.0``, an ``nn.ModuleList`` item)."""
-    return functools.reduce(getattr, path.split("."), obj)
 
 
 def _tensor(x: Any) -> bool:

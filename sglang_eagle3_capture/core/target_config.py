@@ -1,7 +1,7 @@
 """The target model's HF config: where its decoder dimensions are, and which family serves it.
 
 Wrappers such as Kimi-K2.5 (``KimiK25ForConditionalGeneration``) keep ``num_hidden_layers`` and
-``hidden_size`` in ``text_config``; the family table (:mod:`sglang_eagle3_capture.families`) lists them.
+``hidden_size`` in ``text_config``; the family table (:mod:`sglang_eagle3_capture.core.families`) lists them.
 """
 
 from __future__ import annotations

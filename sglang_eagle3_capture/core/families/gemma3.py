@@ -12,7 +12,7 @@ loop's tensor at ``i >= 1`` is layer ``i-1``'s branch output, not the residual s
 holds, and on CUDA ``Gemma3RMSNorm.forward_cuda`` (layers/layernorm.py:1342-1348) then overwrites it in place with
 the normed input of layer ``i`` (and the embedding at index 0, which layer 0 keeps as its residual, with the running
 residual). So the plugin takes the stream at each captured layer's input norm (``stream_from="input-norm"``,
-:mod:`sglang_eagle3_capture.serving.capture`); the final-norm hook gives N-1 and ``final_norm`` as for every family.
+:mod:`sglang_eagle3_capture.core.capture`); the final-norm hook gives N-1 and ``final_norm`` as for every family.
 Sliding-window (local rope) and full (global rope) layers alternate (``layer_types``, 391-394); both take the same
 capture.
 

@@ -1,6 +1,6 @@
 """WHAT the target captures: layer ids -> SGLang capture-loop indices, and the chunks in fc order.
 
-No SGLang import. Every family in the table (:mod:`sglang_eagle3_capture.families`) runs the same kind of loop:
+No SGLang import. Every family in the table (:mod:`sglang_eagle3_capture.core.families`) runs the same kind of loop:
 its decoder stack's forward runs ``for i in range(start_layer, end_layer)`` and, when loop index ``i`` is
 selected (``i in self.layers_to_capture``, or Qwen-MoE's per-layer flag), copies the residual stream *entering*
 decoder layer ``i`` (``layers/layer_boundary/stage.py::_prepare_attention``). Loop index ``i`` is therefore HF
@@ -38,9 +38,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import Eagle3CaptureError
-from ..layer_ids import FINAL_NORM, check_layer_ids, layer_ids_of_loop, split_capture
-from .selfcheck import attr_path
+from .errors import Eagle3CaptureError
+from .layer_ids import FINAL_NORM, check_layer_ids, layer_ids_of_loop, split_capture
+from .seams import attr_path
 
 
 class CaptureError(Eagle3CaptureError, RuntimeError):
@@ -138,8 +138,8 @@ class FcFeed:
     decoder stack in errors.
 
     That the chunks are the hidden states their layer ids name is proven once per process by the first-batch
-    self-check (:mod:`.selfcheck`), not here. Two per-forward checks are left, each for what the first batch cannot
-    prove of later ones: the count of a list of captures (:meth:`_count`) and the final-norm hook's tensor
+    self-check (:mod:`.sglang.selfcheck`), not here. Two per-forward checks are left, each for what the first batch
+    cannot prove of later ones: the count of a list of captures (:meth:`_count`) and the final-norm hook's tensor
     (:meth:`_last_layer_output`), state carried from the hook to this call, batch by batch.
     """
 
