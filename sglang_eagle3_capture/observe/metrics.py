@@ -12,7 +12,7 @@ Two seams (the release table's ``metrics.`` roles), one patch, applied when SGLa
   ``spec_correct_drafts_histogram``. SGLang exports no per-position figure on ``/metrics`` of its own, only the
   ``sglang:spec_accept_length`` / ``sglang:spec_accept_rate`` gauges of the last log interval (docs/metrics.md).
 
-Counting is one integer add per verify step (:class:`~sglang_eagle3_capture.acceptance.Tally`, written by the
+Counting is one integer add per verify step (:class:`~sglang_eagle3_capture.observe.acceptance.Tally`, written by the
 scheduler thread only); a daemon thread copies the counts and moves the deltas into Prometheus every
 :data:`FLUSH_SECONDS` (``prometheus_client`` in SGLang's multi-process mode: SGLang set ``PROMETHEUS_MULTIPROC_DIR``
 before it started this process), so the verify path never takes a lock or touches a metric file. Names and labels:
@@ -28,12 +28,12 @@ import threading
 import time
 from typing import Any
 
-from .. import acceptance, releases
-from ..acceptance import Alarm, Settings, Tally
-from ..manifest import find_manifest
-from . import seams
-from .runtime import draft_model_path
-from .setup_report import effective_value
+from ..core import releases, seams
+from ..core.manifest import find_manifest
+from ..core.sglang.runtime import draft_model_path
+from . import acceptance
+from .acceptance import Alarm, Settings, Tally
+from .sglang_report import effective_value
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The effective speculative setup: what was asked, what SGLang runs, what the draft was trained for, and where
-they disagree. From plain data only (no torch, no SGLang): :mod:`.serving.setup_report` reads the facts inside the
+they disagree. From plain data only (no torch, no SGLang): :mod:`.sglang_report` reads the facts inside the
 server (once per server, TP rank 0 logs it), ``inspect ... -- ARGS`` reads them through the installed SGLang's own
-argument parser (:mod:`.doctor.setup_args`); both hand a :class:`SetupFacts` to :func:`build`.
+argument parser (:mod:`..doctor.setup_args`); both hand a :class:`SetupFacts` to :func:`build`.
 
 A setting SGLang changed is named with the SGLang source that changed it: the last declaration of that field in
 SGLang's own resolution record (``server_args._resolved_overrides``) where the release keeps one (the release
@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .draft.checkpoint import tensor_index, weights_present
-from .errors import DeploymentError, Eagle3CaptureError, brief, cut, shown
-from .manifest import Manifest, find_manifest
-from .releases.schema import Release
+from ..core.checkpoint import tensor_index, weights_present
+from ..core.errors import DeploymentError, Eagle3CaptureError, brief, cut, shown
+from ..core.manifest import Manifest, find_manifest
+from ..core.releases.schema import Release
 
 STRICT_ENV = "SGLANG_EAGLE3_CAPTURE_STRICT"
 REPORT_ENV = "SGLANG_EAGLE3_CAPTURE_REPORT"

@@ -1,6 +1,6 @@
 """Served acceptance, counted per draft position, and the alarm against what the draft should accept.
 
-Plain arithmetic, no SGLang, torch or Prometheus (:mod:`sglang_eagle3_capture.serving.metrics` feeds it from
+Plain arithmetic, no SGLang, torch or Prometheus (:mod:`sglang_eagle3_capture.observe.metrics` feeds it from
 SGLang's scheduler and exports it). One *verify step* is one request's verify of one draft (a chain of
 ``steps`` tokens, or a tree ``steps`` deep); SGLang reports it as ``num_correct_drafts``, the draft tokens the
 target accepted (the bonus token not counted). Definitions (docs/metrics.md), the same as ``verify``'s offline

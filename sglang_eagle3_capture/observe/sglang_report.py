@@ -1,4 +1,4 @@
-"""The startup report of the effective speculative setup (:mod:`sglang_eagle3_capture.setup_report`), from SGLang's
+"""The startup report of the effective speculative setup (:mod:`sglang_eagle3_capture.observe.report`), from SGLang's
 objects: one per server, at the resolution seam of the target ``ModelRunner`` (before the model loads).
 
 Every target process builds it (plain data, no tensors); the one with TP, PP and DP rank 0 logs it as one block of
@@ -24,13 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .. import releases
-from .. import setup_report as report_mod
-from ..errors import Eagle3CaptureError
-from ..releases.schema import Release
-from ..setup_report import FIELDS, SetupFacts, SetupReport, read_draft_facts
-from ..userfiles import write_file_atomic
-from .runtime import draft_model_path
+from ..core import releases
+from ..core.errors import Eagle3CaptureError
+from ..core.releases.schema import Release
+from ..core.userfiles import write_file_atomic
+from . import report as report_mod
+from .report import FIELDS, SetupFacts, SetupReport, read_draft_facts
 
 logger = logging.getLogger(__name__)
 _PLAIN = (str, int, float, bool, type(None))
@@ -120,7 +119,7 @@ def effective_value(server_args: Any, release: Release, name: str) -> Any:
 def facts_from_server_args(server_args: Any, release: Release, *, draft_path: str | None, target_path: str | None,
                            plugin_active: bool, context_length: int | None = None,
                            requested: Mapping[str, Any] | None = None, notes: Sequence[str] = ()) -> SetupFacts:
-    """The :class:`~sglang_eagle3_capture.setup_report.SetupFacts` of a resolved ``ServerArgs``: SGLang's record
+    """The :class:`~sglang_eagle3_capture.observe.report.SetupFacts` of a resolved ``ServerArgs``: SGLang's record
     and raw inputs where the release keeps them, else ``requested`` (the parsed arguments, when known)."""
     record = None
     names = (*FIELDS, "cuda_graph_config", "disable_cuda_graph")
@@ -153,7 +152,7 @@ def _ranks() -> tuple[int | None, ...]:
     try:
         p = context.get_parallel()
         return tuple(getattr(p, n, None) for n in ("tp_rank", "pp_rank", "dp_rank"))
-    except Exception:  # noqa: BLE001 - older releases raise until the groups exist, see releases/
+    except Exception:  # noqa: BLE001 - older releases raise until the groups exist, see core/releases/
         return (None, None, None)
 
 
@@ -182,6 +181,8 @@ def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -
         release = releases.installed_or_newest()
         requested = None if release.resolution_record else requested_from_argv(type(server_args), sys.argv)
         model_config = getattr(model_runner, "model_config", None)
+        from ..core.sglang.runtime import draft_model_path  # SGLang's runtime state; the doctor never needs it
+
         draft = draft_model_path(server_args)
         facts = facts_from_server_args(server_args, release, draft_path=draft,
                                        target_path=getattr(server_args, "model_path", None), plugin_active=True,
@@ -203,7 +204,7 @@ def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -
 
 
 def refuse_if_strict(report: SetupReport | None, environ: Mapping[str, str] | None = None) -> None:
-    """Raise the strict-mode :class:`~sglang_eagle3_capture.errors.DeploymentError` when ``report`` has a finding
+    """Raise the strict-mode :class:`~sglang_eagle3_capture.core.errors.DeploymentError` when ``report`` has a finding
     and ``SGLANG_EAGLE3_CAPTURE_STRICT`` is on."""
     environ = os.environ if environ is None else environ
     if report is not None and report_mod.strict(environ):

@@ -9,7 +9,7 @@ EAGLE-3 capture (every TP rank, in its scheduler process) then writes its first 
   ``capture.batch_token_ids``; absent when the request served embeddings) and ``positions`` ``[T]``;
 - ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.json``: layer ids, loop indices, where the ids came from, TP/PP rank, pid,
   process title, SGLang and package versions, forward mode, shapes and dtype (``compare`` reads both back as
-  :mod:`sglang_eagle3_capture.schemas.dump` declares them).
+  :mod:`sglang_eagle3_capture.doctor.dump_schema` declares them).
 
 ``RUN`` (start time and a random token) keeps one server run's files from overwriting another's, even when a fresh
 container gives the scheduler the same pid. Each file is written atomically (a temporary name, fsync, rename; the
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import __version__
-from ..errors import DumpConfigError, Eagle3CaptureError, brief, shown
-from ..releases import installed_sglang_version
-from ..userfiles import os_problem, write_file_atomic
+from ..core.errors import DumpConfigError, Eagle3CaptureError, brief, shown
+from ..core.releases import installed_sglang_version
+from ..core.userfiles import os_problem, write_file_atomic
 
 logger = logging.getLogger(__name__)
 
