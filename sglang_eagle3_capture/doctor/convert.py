@@ -15,11 +15,12 @@ The output holds (written to a temporary sibling, then renamed, so a failure lea
 
 ``eagle_config.eagle_aux_hidden_state_layer_ids`` holds the manifest's ids as capture-loop (HF)
 indices, ordered so that every supported stock SGLang, even without the plugin, captures exactly the
-manifest's hidden states (:func:`~sglang_eagle3_capture.readings.stock_safe_eagle_config_ids`); when no id list
+manifest's hidden states (:func:`~sglang_eagle3_capture.doctor.readings.stock_safe_eagle_config_ids`); when no id list
 can say that to every supported release, it holds the fail-closed object instead, which stock SGLang refuses at
-startup (:func:`~sglang_eagle3_capture.readings.fail_closed_eagle_config_ids`), and the report says so: a draft
+startup (:func:`~sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids`), and the report says so: a draft
 ``convert`` writes is fed exactly or not served, never fed other hidden states. The source format's reader
-(:mod:`sglang_eagle3_capture.formats`) reads the ids, builds the SGLang config and says which tensors are training-only.
+(:mod:`sglang_eagle3_capture.doctor.formats`) reads the ids, builds the SGLang config and says which tensors are
+training-only.
 """
 
 from __future__ import annotations
@@ -31,16 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ..errors import ConvertError, FormatError, ManifestError, UsageError, WeightsError, brief
-from ..families import family_of
-from ..formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
-from ..formats.sglang_eagle_config import SGLangEagleConfigFormat
-from ..manifest import MANIFEST_FILENAME, Manifest, check_target_bounds, write_manifest
-from ..readings import fail_closed_eagle_config_ids
-from ..target_config import load_target_config, target_dims
-from ..userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
-from .checkpoint import (
+from ..core.checkpoint import (
     INDEX_FILENAME,
     draft_fc_in_features,
     expected_eagle3_tensors,
@@ -51,6 +43,15 @@ from .checkpoint import (
     tensor_index,
     weight_files,
 )
+from ..core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
+from ..core.errors import ConvertError, FormatError, ManifestError, UsageError, WeightsError, brief
+from ..core.families import family_of
+from ..core.manifest import MANIFEST_FILENAME, Manifest, check_target_bounds, write_manifest
+from ..core.target_config import load_target_config, target_dims
+from ..core.userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
+from .formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
+from .formats.sglang_eagle_config import SGLangEagleConfigFormat
+from .readings import fail_closed_eagle_config_ids
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     speculators verifier path, when it is a local directory). ``layer_ids``: override the ids read from
     the source config (recorded as provenance ``manual``). ``trained_with`` (``sglang==X`` or ``layer-output``)
     says how an SGLang-format draft was trained when its ids mean different layers for different trainers;
-    without either, such a draft is refused (:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds`).
+    without either, such a draft is refused (:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds`).
     """
     src, dst = Path(src), Path(dst)
     cfg_file = src / "config.json"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config_keys import IDS_KEY
-from ..layer_ids import layer_id_of_index
-from ..readings import default_low_mid_high_indices
-from ..target_config import target_dims
+from ...core.config_keys import IDS_KEY
+from ...core.layer_ids import layer_id_of_index
+from ...core.stock import default_low_mid_high_indices
+from ...core.target_config import target_dims
 from .base import CONVENTION_EAGLE_DEFAULT, ResolvedLayerIds, validated
 from .sglang_eagle_config import SGLangEagleConfigFormat
 

@@ -7,7 +7,7 @@ GLM-4.5, GLM-4.7-Flash and GPT-OSS still compute ``hidden_states + residual`` at
 adds 1 (gpt_oss.py l.1299).
 """
 
-from .schema import ALWAYS_SHIFT, PROVEN_REFUSED, Release
+from ...core.releases.schema import ALWAYS_SHIFT, PROVEN_REFUSED, Release
 
 RELEASE = Release(
     version="0.5.15.post1",

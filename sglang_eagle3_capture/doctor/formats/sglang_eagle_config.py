@@ -8,12 +8,12 @@ What such a list meant depends on how the draft was trained, and the checkpoint 
   (layer id ``final_norm``), while a hook on the layer (Model Optimizer) sees its pre-norm output (``N-1``): two
   readings (``trained_with``: ``hf-hidden-states`` or ``layer-output``);
 - a trainer that ran SGLang meant what that SGLang release fed for the target's family
-  (:func:`~sglang_eagle3_capture.readings.stock_by_release`): e.g. DeepSeek ``[2, 30, 58]`` is layer ids
+  (:func:`~sglang_eagle3_capture.doctor.readings.stock_by_release`): e.g. DeepSeek ``[2, 30, 58]`` is layer ids
   ``[2, 30, 58]`` through 0.5.11 (always +1) but ``[1, 29, 57]`` from 0.5.13.post1 (+1 only when the first id
   is 1). Readings under which that release could not have run (a crash, too few captures) are left out.
 
 When every possible meaning agrees the ids are read; when they differ the reader raises
-:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds` listing them, unless the caller states how the draft
+:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds` listing them, unless the caller states how the draft
 was trained (``trained_with``: ``sglang==X``, ``layer-output`` or ``hf-hidden-states``). Ids marked with this
 package's convention (``eagle_aux_hidden_state_layer_ids_convention``) are layer ids in fc order, as written.
 """
@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .. import records
-from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
-from ..errors import AmbiguousLayerIds, FormatError, UsageError, brief
-from ..families import family_of
-from ..layer_ids import FINAL_NORM
+from ...core import records
+from ...core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
+from ...core.errors import AmbiguousLayerIds, FormatError, UsageError, brief
+from ...core.families import family_of
+from ...core.layer_ids import FINAL_NORM
+from ...core.schemas.draft import SGLANG_LAYOUT
+from ...core.target_config import target_dims
 from ..readings import releases_label, stock_by_release
-from ..schemas.draft import SGLANG_LAYOUT
-from ..target_config import target_dims
 from .base import CONVENTION_LAYER_ID, CONVENTION_SGLANG, Reading, ResolvedLayerIds, ascending, validated
 
 FIELD = f"eagle_config.{IDS_KEY}"
@@ -110,7 +110,7 @@ class SGLangEagleConfigFormat:
                   fc_in_features: int | None = None) -> ResolvedLayerIds:
         """The layer ids the list means (see the module doc); :class:`AmbiguousLayerIds` when the meanings differ
         and ``trained_with`` does not pick one. ``use_aux_hidden_state`` and the convention mark were checked with
-        the config (:data:`~..schemas.draft.EAGLE_CONFIG`)."""
+        the config (:data:`~...core.schemas.draft.EAGLE_CONFIG`)."""
         ec = cfg["eagle_config"]
         if is_fail_closed(ec[IDS_KEY]):
             raise FormatError(file, FIELD, "is sglang-eagle3-capture's fail-closed object (stock SGLang refuses it at "
@@ -152,7 +152,7 @@ class SGLangEagleConfigFormat:
 
     @staticmethod
     def to_sglang_config(cfg: Mapping, file: str) -> tuple[dict, list[str]]:
-        """Already SGLang's layout: checked (:data:`~..schemas.draft.SGLANG_LAYOUT`) and copied."""
+        """Already SGLang's layout: checked (:data:`~...core.schemas.draft.SGLANG_LAYOUT`) and copied."""
         records.read(SGLANG_LAYOUT, cfg, file=file)
         return dict(cfg), []
 

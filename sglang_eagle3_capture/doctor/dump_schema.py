@@ -1,7 +1,7 @@
-"""The capture dump (:mod:`sglang_eagle3_capture.serving.dump`), as ``compare`` reads it back: each batch's
+"""The capture dump (:mod:`sglang_eagle3_capture.observe.dump`), as ``compare`` reads it back: each batch's
 ``.safetensors`` tensors and its ``.json`` metadata.
 
-The tensors are what the fc received, so they are typed strictly (:class:`~.samples.Tensor`); the row counts that
+The tensors are what the fc received, so they are typed strictly (:class:`~.sample_schema.Tensor`); the row counts that
 tie them together are checked by the reader. The metadata is the writer's own description of the run: every key
 is kept (a later version may add some) and only ``layer_ids``, which ``compare`` reports per served chunk and uses
 to tell one server run from another, is judged.
@@ -9,10 +9,10 @@ to tell one server run from another, is judged.
 
 from __future__ import annotations
 
-from ..errors import SampleError
-from ..layer_ids import FINAL_NORM
-from ..records import Const, Field, Int, ListOf, OneOf, Optional, Record
-from .samples import Tensor
+from ..core.errors import SampleError
+from ..core.layer_ids import FINAL_NORM
+from ..core.records import Const, Field, Int, ListOf, OneOf, Optional, Record
+from .sample_schema import Tensor
 
 FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
 MAX_LAYER_IDS = 100_000

@@ -1,6 +1,6 @@
 """What every foreign draft format provides, and the helpers its readers share.
 
-A format is one object in :data:`sglang_eagle3_capture.formats.FORMATS` with:
+A format is one object in :data:`sglang_eagle3_capture.doctor.formats.FORMATS` with:
 
 - ``name`` and ``detect(cfg)``: whether a draft ``config.json`` is in this format (the registry asks the
   formats in order; the first that says yes reads the file);
@@ -11,7 +11,7 @@ A format is one object in :data:`sglang_eagle3_capture.formats.FORMATS` with:
 - ``to_sglang_config(cfg, file)``: the config SGLang's ``LlamaForCausalLMEagle3`` reads, and messages;
 - ``drops(tensor_name)``: whether a checkpoint tensor is training-only (dropped by ``convert``).
 
-``cfg`` is always a config :func:`~sglang_eagle3_capture.formats.check_draft_config` accepted (the id lists are
+``cfg`` is always a config :func:`~sglang_eagle3_capture.doctor.formats.check_draft_config` accepted (the id lists are
 lists of integers, the nested settings objects).
 """
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FormatError, LayerIdError, brief
-from ..layer_ids import check_layer_ids
-from ..schemas.draft import MATH_FLAGS, MAX_DIM, SGLANG_ARCH  # noqa: F401  (the one definition of each)
+from ...core.errors import FormatError, LayerIdError, brief
+from ...core.layer_ids import check_layer_ids
+from ...core.schemas.draft import MATH_FLAGS, MAX_DIM, SGLANG_ARCH  # noqa: F401  (the one definition of each)
 
 CONVENTION_SGLANG = "sglang-output-of-layer"
 CONVENTION_VLLM = "vllm-hf-index"

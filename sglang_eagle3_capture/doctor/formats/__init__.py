@@ -1,7 +1,7 @@
 """Readers of foreign draft formats: each turns its own id convention into layer ids at its edge.
 
 Every format (:mod:`.base` says what one provides) is one module and one entry in :data:`FORMATS`;
-:func:`detect_format` asks them in order. All arithmetic goes through :mod:`sglang_eagle3_capture.layer_ids`.
+:func:`detect_format` asks them in order. All arithmetic goes through :mod:`sglang_eagle3_capture.core.layer_ids`.
 
 ======================================  ==========================================  ======================
 source                                  what id ``i`` means                         canonical layer id
@@ -24,11 +24,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import records
-from ..config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ..errors import AmbiguousLayerIds, FormatError, brief
-from ..schemas.draft import DRAFT_CONFIG
-from ..userfiles import read_json_object
+from ...core import records
+from ...core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
+from ...core.errors import AmbiguousLayerIds, FormatError, brief
+from ...core.schemas.draft import DRAFT_CONFIG
+from ...core.userfiles import read_json_object
 from .base import (
     CONVENTION_EAGLE_DEFAULT,
     CONVENTION_LAYER_ID,
@@ -88,8 +88,8 @@ def load_json(path: str | Path, what: str) -> dict:
 
 
 def check_draft_config(cfg: Any, file: str | Path = "config.json") -> Any:
-    """``cfg`` as it is, once :data:`~..schemas.draft.DRAFT_CONFIG` accepts it (the types every format reader relies
-    on: the document an object, ``architectures`` a list of names, the nested settings objects, every capture-id
+    """``cfg`` as it is, once :data:`~...core.schemas.draft.DRAFT_CONFIG` accepts it (the types every format reader
+    relies on: the document an object, ``architectures`` a list of names, the nested settings objects, every capture-id
     list a list of integers, ``num_aux_hidden_states`` a positive integer; every other key kept), or a
     :class:`FormatError` naming the file, the field and the fix."""
     records.read(DRAFT_CONFIG, cfg, file=file)

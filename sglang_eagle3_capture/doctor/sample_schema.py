@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SampleError
-from ..records import Bad, Field, Int, Kind, ListOf, Nested, Optional, Record
+from ..core.errors import SampleError
+from ..core.records import Bad, Field, Int, Kind, ListOf, Nested, Optional, Record
 
 LEGACY_PT = "speculators-legacy-pt"
 HS_SAFETENSORS = "speculators-hs-safetensors"

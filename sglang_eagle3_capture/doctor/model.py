@@ -14,7 +14,7 @@ draft step over whole sequences:
 3. ``lm_head(norm(x, residual))`` over the draft vocab; ``d2t`` maps draft ids to target ids.
 
 ``norm_before_residual`` (layer 0's residual taken after ``hidden_norm``) is ignored by stock SGLang;
-it is applied here as this package's draft loader (serving/draft.py) serves it. Not modelled (serving-only):
+it is applied here as this package's draft loader (core/sglang/draft.py) serves it. Not modelled (serving-only):
 the ``speculative_draft_window_size`` sliding window, multi-step decode, tree attention.
 Also used to train the fixture's draft (fixtures/), so the fixture's math is SGLang's.
 """
@@ -29,10 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import DraftFormatError, WeightsError, brief
-from ..userfiles import read_json_object
-from .checkpoint import module_name, sglang_checkpoint_name, tensor_index
-from .config import DraftConfig, Yarn
+from ..core.checkpoint import module_name, sglang_checkpoint_name, tensor_index
+from ..core.draft_config import DraftConfig, Yarn
+from ..core.errors import DraftFormatError, WeightsError, brief
+from ..core.userfiles import read_json_object
 
 __all__ = ["DraftConfig", "DraftFormatError", "Eagle3Draft", "check_checkpoint", "eagle3_shift"]
 
@@ -148,7 +148,7 @@ class _Layer(nn.Module):
         self.mlp = _MLP(c)
 
     def forward(self, positions, embeds, x, residual, attend=None):
-        """``attend(self_attn, x)`` in place of ``self_attn(x, positions)`` when given (draft/rollout.py: the draft
+        """``attend(self_attn, x)`` in place of ``self_attn(x, positions)`` when given (doctor/rollout.py: the draft
         decode's own KV)."""
         if self.is_input_layer:
             residual = x
@@ -228,7 +228,7 @@ class Eagle3Draft(nn.Module):
         ``embed_tokens.weight`` is used (``embedding_source`` says which). Weight names SGLang
         ignores are listed in ``ignored_weights``; a missing weight is an error.
 
-        The files are read as SGLang's loader reads them (:func:`.checkpoint.tensor_index`: the index's shards, or
+        The files are read as SGLang's loader reads them (:func:`..core.checkpoint.tensor_index`: the index's shards, or
         ``model.safetensors``; headers checked first), and every shape the config implies is compared with the
         headers before anything is allocated, so a config cannot make this allocate more than the checkpoint holds.
         """
@@ -304,10 +304,10 @@ def _layer_index(key: str) -> int | None:
 
 def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, target_embed=None,
                      target_lm_head=None, target_where: str | None = None) -> None:
-    """Every shape ``config`` implies against the checkpoint's headers (``index``: :func:`.checkpoint.tensor_index`)
-    and the target's tensors, without allocating: the model is built on the ``meta`` device, after its layer count
-    and fc width were checked against the headers (so even that is bounded by the checkpoint). Raises
-    :class:`DraftFormatError` naming the file, the tensor or field and the fix."""
+    """Every shape ``config`` implies against the checkpoint's headers (``index``:
+    :func:`..core.checkpoint.tensor_index`) and the target's tensors, without allocating: the model is built on the
+    ``meta`` device, after its layer count and fc width were checked against the headers (so even that is bounded by the
+    checkpoint). Raises :class:`DraftFormatError` naming the file, the tensor or field and the fix."""
     cfg, disagree = cfg_path, "the config and the weights disagree: re-export the draft, or correct the config"
     keys = {module_name(n): n for n in index}
     fc = keys.get("fc.weight")

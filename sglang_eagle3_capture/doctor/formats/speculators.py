@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .. import records
-from ..config_keys import IDS_KEY
-from ..errors import AmbiguousLayerIds, ConvertError, FormatError, brief
-from ..layer_ids import layer_id_of_index
-from ..readings import default_low_mid_high_indices
-from ..schemas.draft import MATH_FLAGS, SGLANG_ARCH, SPECULATORS, SPECULATORS_ARCHS  # noqa: F401 (re-exported)
-from ..target_config import target_dims
+from ...core import records
+from ...core.config_keys import IDS_KEY
+from ...core.errors import AmbiguousLayerIds, ConvertError, FormatError, brief
+from ...core.layer_ids import layer_id_of_index
+from ...core.schemas.draft import MATH_FLAGS, SGLANG_ARCH, SPECULATORS, SPECULATORS_ARCHS  # noqa: F401 (re-exported)
+from ...core.stock import default_low_mid_high_indices
+from ...core.target_config import target_dims
 from .base import CONVENTION_VLLM, Reading, ResolvedLayerIds, ascending, fc_chunks, validated
 
 _TRAINING_ONLY = ("verifier_lm_head.weight", "verifier_norm.weight")

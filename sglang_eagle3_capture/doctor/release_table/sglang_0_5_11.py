@@ -8,8 +8,8 @@ GLM-4.5, GLM-4.7-Flash and GPT-OSS.
 
 from dataclasses import replace
 
+from ...core.releases.schema import ALWAYS_SHIFT
 from . import sglang_0_5_13_post1
-from .schema import ALWAYS_SHIFT
 
 RELEASE = replace(sglang_0_5_13_post1.RELEASE, version="0.5.11", built="2026-05-07",
                   stock_rules={"deepseek_v2": ALWAYS_SHIFT, "glm4_moe_lite": ALWAYS_SHIFT, "gpt_oss": ALWAYS_SHIFT})
