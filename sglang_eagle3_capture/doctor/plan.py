@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 from .cli import _positive_int, _print, _print_json
 from .expected import DEFAULT_SETTINGS, ExpectedReport, Setting, measure, runs_as_asked
 

@@ -1,4 +1,4 @@
-"""Per-position acceptance on SGLang's own ``/metrics`` and the acceptance alarm (serving/metrics.py), through real
+"""Per-position acceptance on SGLang's own ``/metrics`` and the acceptance alarm (observe/metrics.py), through real
 ``launch_server`` processes on CPU: the DeepSeek fixture's 1-step draft (every release), and the tiny-llama
 fixture's 4-step TTT draft at steps 3, topk 1, 4 draft tokens under TP 2 with chunked prefill.
 
@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fixtures.specs import SPECS
 from harness.servers import Server, server_env
-from sglang_eagle3_capture.acceptance import LOG_EVERY_ENV, WINDOW_ENV
+from sglang_eagle3_capture.observe.acceptance import LOG_EVERY_ENV, WINDOW_ENV
 
 TINY = SPECS["tiny"].directory  # DeepSeek-V3 tiny, its 1-step draft: every supported release serves it
 LLAMA = SPECS["tiny-llama"].directory  # its 4-step TTT draft, for several positions (Llama layer id -1: 0.5.22 on)
@@ -60,7 +60,7 @@ def _setting(steps):
 
 
 def _scrape(server):
-    time.sleep(2)  # the counters reach Prometheus every 0.5 s (serving/metrics.py FLUSH_SECONDS)
+    time.sleep(2)  # the counters reach Prometheus every 0.5 s (observe/metrics.py FLUSH_SECONDS)
     with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=60) as r:
         return r.read().decode()
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.draft.convert import convert
+from sglang_eagle3_capture.doctor.convert import convert
 from support import subprocess_env
 
 

@@ -1,4 +1,4 @@
-"""The standalone draft head (sglang_eagle3_capture/draft/model.py) against SGLang's own ``LlamaForCausalLMEagle3``.
+"""The standalone draft head (sglang_eagle3_capture/doctor/model.py) against SGLang's own ``LlamaForCausalLMEagle3``.
 
 The SGLang side runs in a subprocess (this file's ``__main__``), because SGLang's process-wide
 state allows one in-process ModelRunner per process (support/sglang_inprocess.py) and other tests
@@ -22,7 +22,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.draft.model import DraftConfig, Eagle3Draft, eagle3_shift
+from sglang_eagle3_capture.doctor.model import DraftConfig, Eagle3Draft, eagle3_shift
 from support import REPO, subprocess_env
 from support.draft_dirs import BASE, VARIANTS, mine_per_token, ragged_inputs, random_draft
 from support.fixture import FIXTURE

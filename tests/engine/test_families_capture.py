@@ -34,10 +34,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from sglang_eagle3_capture import families
-from sglang_eagle3_capture.families.schema import STREAM_FROM_INPUT_NORM
-from sglang_eagle3_capture.layer_ids import FINAL_NORM, hidden_state_index
-from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
+from sglang_eagle3_capture.core import families
+from sglang_eagle3_capture.core.families.schema import STREAM_FROM_INPUT_NORM
+from sglang_eagle3_capture.core.layer_ids import FINAL_NORM, hidden_state_index
+from sglang_eagle3_capture.doctor.readings import stock_safe_eagle_config_ids
 from support import REPO, subprocess_env
 from support.hf_reference import hf_hidden_states, hf_layer_outputs, load_hf
 from support.tiny_models import FAMILY_TARGETS, build_family_target
@@ -103,7 +103,7 @@ def test_family_capture_matches_hf(name, tmp_path):
         assert c["fed"] == tuple(ids), case  # what the draft-side check reads
         hooked = N_LAYERS - 1 in ids or FINAL_NORM in ids
         assert c["norm_hooks"] == (1 if hooked else 0), case  # the previous case's hook is gone
-        assert c["selfcheck_passed"], case  # serving/selfcheck.py took every chunk's reference and it matched
+        assert c["selfcheck_passed"], case  # core/sglang/selfcheck.py took every chunk's reference and it matched
         if family.layer_flag is not None:
             assert c["flagged"] == c["loop"], case  # exactly the planned layers, none left from earlier cases
         assert c["aux"].shape == (sum(map(len, PROMPTS)), len(ids) * hidden), case
@@ -187,8 +187,8 @@ def _slices(prompts):
 def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
     """Subprocess body: SGLang's class for ``name`` on ``model_dir``, patched, one prefill per case, saved."""
     from harness.sglang_inprocess import get_runner
-    from sglang_eagle3_capture.serving import selfcheck, target
-    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+    from sglang_eagle3_capture.core.sglang import selfcheck, target
+    from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 
     target.apply()
     assert target.is_patched(), target.status()
@@ -252,8 +252,8 @@ def _with_fused_input_norms(runner, stack, family) -> dict:
     ``forward_cuda`` does (Gemma3RMSNorm, layers/layernorm.py:1342-1348: ``gemma_fused_add_rmsnorm`` writes the normed
     output into x and x + residual into residual, in place), emulated around the method SGLang's fused-op dispatch
     resolved for it (kernels/fused_op.py ``BaseFusedOp.forward``: ``_forward_method``, forward_native on this CPU)."""
-    from sglang_eagle3_capture.serving import selfcheck
-    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+    from sglang_eagle3_capture.core.sglang import selfcheck
+    from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 
     model = runner.model
     cls = type(getattr(stack.layers[0], family.input_norm))

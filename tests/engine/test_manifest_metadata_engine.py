@@ -1,5 +1,5 @@
 """A manifest whose provenance holds what this version would not write (a key a later version adds, a tab in the
-note) still serves through ``sglang.Engine`` with the plugin: provenance is metadata (schemas/manifest.py), never a
+note) still serves through ``sglang.Engine`` with the plugin: provenance is metadata (core/schemas/manifest.py), never a
 reason to stop SGLang. Before issue 17 the manifest reader refused both, and the server did not start."""
 
 import json
@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME
 from support.engine_harness import greedy, run_engine
 from support.fixture import fixture_dir
 

@@ -37,8 +37,8 @@ from fixtures.speculators_trained import (
     served_margin,
     stock_wiring_draft,
 )
+from sglang_eagle3_capture.doctor.convert import convert
 from sglang_eagle3_capture.doctor.verify import verify
-from sglang_eagle3_capture.draft.convert import convert
 from support.engine_harness import NO_PLUGINS, engine_run, run_engines
 
 N_PROMPTS = 96  # about 500 drafts per engine: a standard error near 0.015 on the accept rate

@@ -11,6 +11,8 @@ import shutil
 import pytest
 
 from fixtures.specs import SPECS
+from sglang_eagle3_capture.core.errors import UsageError
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, read_manifest
 from sglang_eagle3_capture.doctor.expected import (
     DEFAULT_SETTINGS,
     ExpectedReport,
@@ -19,8 +21,6 @@ from sglang_eagle3_capture.doctor.expected import (
     write_expected,
 )
 from sglang_eagle3_capture.doctor.plan import parse_settings
-from sglang_eagle3_capture.errors import UsageError
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
 from support.cli import run
 
 LLAMA = SPECS["tiny-llama"].directory
