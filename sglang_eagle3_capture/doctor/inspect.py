@@ -3,7 +3,7 @@
 The declared wiring is the draft's ``eagle3_manifest.json`` (or, without one, what its ``config.json``
 reads as through :mod:`sglang_eagle3_capture.doctor.formats`). What stock SGLang would feed comes from
 :func:`sglang_eagle3_capture.core.stock.stock_sglang_capture` only, once per release in the release table
-(:mod:`sglang_eagle3_capture.core.releases`) for the target's family, plus the default used when the draft
+(:mod:`sglang_eagle3_capture.doctor.release_table`) for the target's family, plus the default used when the draft
 config names no ids. Every row is shown as layer ids and HF ``output_hidden_states`` indices.
 
 The verdict concerns the deployment asked about: the release the draft would be served with (the installed
