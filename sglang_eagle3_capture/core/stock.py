@@ -21,7 +21,7 @@ The fail-closed object (:data:`.config_keys.FAIL_CLOSED_IDS`) in place of the id
 raises on it in ``set_eagle3_layers_to_capture`` (``layer_ids[0]``: ``KeyError: 0``; ``val + 1`` over its string
 key, and ``max(...) == N`` then ``val + 1``: ``TypeError``), which SGLang calls while the target's ModelRunner
 initialises, so the server refuses to start (:attr:`StockCapture.refuses_at_startup`).
-:func:`fail_closed_eagle_config_ids` chooses between the ids and that object.
+:func:`sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids` chooses between the ids and that object.
 """
 
 from __future__ import annotations
