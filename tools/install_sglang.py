@@ -12,7 +12,7 @@ flashinfer pulls a real ``cuda-tile>=1.4.0`` wheel anyway. So:
 2. ``uv pip install --no-deps sglang==VERSION`` (the SGLang wheel alone);
 3. read its ``Requires-Dist`` in the environment's own interpreter (``importlib.metadata.requires``), drop
    optional-extra lines and the release table's ``install_excludes`` for that release
-   (``sglang_eagle3_capture/releases``), keep environment markers;
+   (``sglang_eagle3_capture/core/releases``), keep environment markers;
 4. install those requirements, this project's own dependencies (``pyproject.toml``, SGLang left out: it is
    installed) and those of its ``--extra`` groups, in one run under ``tools/constraints.txt``, so every pin SGLang
    declares holds (a requirement on ``sglang`` itself would resolve SGLang's pins again, the excluded one included);
@@ -61,10 +61,10 @@ def requirement_name(req: str) -> str:
 def release_excludes(version: str) -> tuple[str, ...]:
     """The pins the release table says to leave out for ``version`` (none for a release it does not list)."""
     sys.path.insert(0, str(ROOT))
-    from sglang_eagle3_capture import releases  # the tables import only the standard library
+    from sglang_eagle3_capture.doctor import release_table  # the tables import only the standard library
 
     try:
-        return releases.get(version).install_excludes
+        return release_table.get(version).install_excludes
     except KeyError:
         return ()
 

@@ -1,4 +1,4 @@
-"""Per-position acceptance on SGLang's own ``/metrics`` and the acceptance alarm (serving/metrics.py), through real
+"""Per-position acceptance on SGLang's own ``/metrics`` and the acceptance alarm (observe/metrics.py), through real
 ``launch_server`` processes on CPU: the DeepSeek fixture's 1-step draft (every release), and the tiny-llama
 fixture's 4-step TTT draft at steps 3, topk 1, 4 draft tokens under TP 2 with chunked prefill.
 
@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fixtures.specs import SPECS
 from harness.servers import Server, server_env
-from sglang_eagle3_capture.acceptance import LOG_EVERY_ENV, WINDOW_ENV
-from sglang_eagle3_capture.schemas.manifest import EXPECTED_VERSION
+from sglang_eagle3_capture.core.schemas.manifest import EXPECTED_VERSION
+from sglang_eagle3_capture.observe.acceptance import LOG_EVERY_ENV, WINDOW_ENV
 
 TINY = SPECS["tiny"].directory  # DeepSeek-V3 tiny, its 1-step draft: every supported release serves it
 LLAMA = SPECS["tiny-llama"].directory  # its 4-step TTT draft, for several positions (Llama layer id -1: 0.5.22 on)
@@ -42,7 +42,7 @@ def _training_figures(fixture):
 
 def _draft_copy(tmp_path, fixture, steps, stock_ids=False):
     """The fixture's draft with an ``expected`` block from its build record for the chain served (and stock SGLang's
-    ids if asked). The block is tied to the manifest's ids (the ids it holds for, schemas/manifest.py): with stock
+    ids if asked). The block is tied to the manifest's ids (the ids it holds for, core/schemas/manifest.py): with stock
     ids it stands for a draft whose manifest and figures agree while its fc was trained on other layers (weights
     replaced after ``verify --write-expected``), what the alarm is for once stale figures arm nothing."""
     source = TINY / "draft" if fixture == TINY else LLAMA / "draft-ttt"
@@ -66,7 +66,7 @@ def _setting(steps):
 
 
 def _scrape(server):
-    time.sleep(2)  # the counters reach Prometheus every 0.5 s (serving/metrics.py FLUSH_SECONDS)
+    time.sleep(2)  # the counters reach Prometheus every 0.5 s (observe/metrics.py FLUSH_SECONDS)
     with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=60) as r:
         return r.read().decode()
 

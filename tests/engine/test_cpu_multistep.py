@@ -106,7 +106,7 @@ PASSED = "eagle3-capture self-check passed"
 FC_SPY = '''
 import json, os, sys
 import sglang_cpu_patches
-from sglang_eagle3_capture.serving.after_import import when_imported
+from sglang_eagle3_capture.core.after_import import when_imported
 
 sglang_cpu_patches.install_import_hook()
 
@@ -140,7 +140,7 @@ def _capture_draft(tmp_path):
     """fixtures/tiny's draft, its layer ids declared by a manifest [-1, 1, 4] only (none left in config.json)."""
     import shutil
 
-    from sglang_eagle3_capture.manifest import Manifest, write_manifest
+    from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
 
     src = SPECS["tiny"].directory / "draft"
     d = tmp_path / "draft"
@@ -186,7 +186,7 @@ def _check_feed(tensors, key, meta, sequence, hf, hidden, shift):
     """At every accepted row, each fc chunk equals HF's hidden state its layer id names (the embedding bit-exact)."""
     import torch
 
-    from sglang_eagle3_capture.layer_ids import hidden_state_index
+    from sglang_eagle3_capture.core.layer_ids import hidden_state_index
     from support.tolerances import TOLERANCES
 
     accepted = _accepted_rows(tensors["input_ids"], tensors["positions"], sequence, shift)

@@ -15,9 +15,9 @@ import shutil
 import pytest
 
 from fixtures.language import SEP
+from sglang_eagle3_capture.core.layer_ids import layer_id_of_index
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME
 from sglang_eagle3_capture.doctor.samples import load_sample
-from sglang_eagle3_capture.layer_ids import layer_id_of_index
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME
 from support.cli import run
 from support.engine_harness import engine_run, greedy, run_engines
 from support.fixture import fixture_dir

@@ -1,5 +1,5 @@
 """Fail closed without the plugin (issue 21 part 1): a draft given a manifest with ``manifest write --fail-closed`` (the
-same value ``convert`` writes, :func:`sglang_eagle3_capture.readings.fail_closed_eagle_config_ids`) is either fed
+same value ``convert`` writes, :func:`sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids`) is either fed
 exactly what its manifest says by stock SGLang too, or stock SGLang refuses to start with it.
 
 Two ways for the plugin not to run, through a real ``sglang.Engine``:
@@ -33,9 +33,9 @@ import pytest
 import sglang_cpu_patches
 
 from fixtures.specs import SPECS
-from sglang_eagle3_capture.config_keys import IDS_KEY, is_fail_closed
+from sglang_eagle3_capture.core.config_keys import IDS_KEY, is_fail_closed
+from sglang_eagle3_capture.core.layer_ids import FINAL_NORM
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.layer_ids import FINAL_NORM
 from support.engine_harness import NO_PLUGINS, engine_run, greedy, run_engines
 from support.tiny_models import build_tiny_draft
 
@@ -153,6 +153,6 @@ def _assert_plugin_did_not_run(text: str, mode: str) -> None:
     """``broken``: the sabotage fired and SGLang logged the failed load (an ERROR, shown at the engine's log level
     "warning"). Either way no plugin code ran: with it, every case here starts and serves (its own engine tests)."""
     if mode == "broken":
-        assert "TEST SABOTAGE: import sglang_eagle3_capture.serving.plugin raises" in text, text[-4000:]
+        assert "TEST SABOTAGE: import sglang_eagle3_capture.core.sglang.plugin raises" in text, text[-4000:]
         assert "Failed to load plugin eagle3_capture" in text, text[-4000:]
     assert "Loaded plugin eagle3_capture" not in text and "eagle3-capture:" not in text, text[-4000:]

@@ -21,9 +21,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture import families, releases
+from sglang_eagle3_capture.core import families, releases
+from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.manifest import Manifest, write_manifest
 from support.engine_harness import engine_run, greedy, run_engines
 from support.hf_reference import assert_fc_input_is_hf, decoder_stack, hf_greedy, load_hf
 from support.tiny_models import FAMILY_TARGETS, VISION_TOKENS, build_family_target, build_tiny_draft

@@ -1,4 +1,4 @@
-"""The draft-head loader (serving/draft.py) through sglang.Engine (subprocess, CPU runtime) with drafts produced
+"""The draft-head loader (core/sglang/draft.py) through sglang.Engine (subprocess, CPU runtime) with drafts produced
 by ``convert`` from speculators' own checkpoints.
 
 1. The target feeds the fc exactly the manifest's hidden states, in manifest order (the capture dump,
@@ -15,9 +15,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.layer_ids import hidden_state_index
-from sglang_eagle3_capture.manifest import Manifest, read_manifest, write_manifest
+from sglang_eagle3_capture.core.layer_ids import hidden_state_index
+from sglang_eagle3_capture.core.manifest import Manifest, read_manifest, write_manifest
+from sglang_eagle3_capture.doctor.convert import convert
 from support.draft_dirs import make_speculators_draft, rewrite_weights
 from support.engine_harness import engine_run, run_engines
 from support.hf_reference import hf_greedy, hf_hidden_states, load_hf

@@ -1,4 +1,4 @@
-"""The startup report of the effective speculative setup (serving/setup_report.py) through real ``launch_server``
+"""The startup report of the effective speculative setup (observe/sglang_report.py) through real ``launch_server``
 processes on CPU, on the bundled fixtures/tiny (its draft carries a manifest).
 
 The case behind the product, ``--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens
@@ -14,8 +14,8 @@ import pytest
 
 from fixtures.specs import SPECS
 from harness.servers import READY, Server, server_env
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.setup_report import REPORT_ENV, STRICT_ENV
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.observe.report import REPORT_ENV, STRICT_ENV
 
 TINY = SPECS["tiny"].directory
 REWRITE = ["--speculative-num-draft-tokens", "4"]  # after the harness's steps 1, topk 1, draft tokens 2

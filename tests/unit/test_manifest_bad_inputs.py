@@ -14,9 +14,9 @@ from typing import Callable
 import pytest
 from safetensors.torch import load_file, save_file
 
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.errors import ConvertError, FormatError, ManifestError, WeightsError
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, check_target, read_manifest
+from sglang_eagle3_capture.core.errors import ConvertError, FormatError, ManifestError, WeightsError
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, check_target, read_manifest
+from sglang_eagle3_capture.doctor.convert import convert
 from support.speculators_drafts import write_target
 
 OUR_ERRORS = (ManifestError, ConvertError, FormatError, WeightsError)
