@@ -8,7 +8,9 @@ response, and SGLang's own ``sglang:spec_verify_calls_total`` counter. The alarm
 fixture's build recorded offline (fixture.json, draft-ttt/build.json: computed by fixtures/ from the held-out
 samples, not by the serving code): with the manifest's ids it stays quiet; with a manifest that names stock SGLang's
 default ids for the target ([1, 2, 3], what stock SGLang feeds the draft) and figures tied to those ids, the
-mis-wiring the self-check cannot see because the plugin feeds exactly what that manifest says, it fires.
+mis-wiring the self-check cannot see because the plugin feeds exactly what that manifest says, it fires. The
+fixtures/tiny server also runs in strict mode with the settings report written: a consistent setting starts and its
+report is clean (one start for both).
 """
 
 import json
@@ -23,6 +25,7 @@ from fixtures.specs import SPECS
 from harness.servers import Server, server_env
 from sglang_eagle3_capture.core.schemas.manifest import EXPECTED_VERSION
 from sglang_eagle3_capture.observe.acceptance import LOG_EVERY_ENV, WINDOW_ENV
+from sglang_eagle3_capture.observe.report import REPORT_ENV, STRICT_ENV
 
 TINY = SPECS["tiny"].directory  # DeepSeek-V3 tiny, its 1-step draft: every supported release serves it
 LLAMA = SPECS["tiny-llama"].directory  # its 4-step TTT draft, for several positions (Llama layer id -1: 0.5.22 on)
@@ -62,7 +65,7 @@ def _draft_copy(tmp_path, fixture, steps, stock_ids=False):
 
 def _setting(steps):
     return ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
-            str(steps + 1), "--enable-metrics", "--mem-fraction-static", "0.1"]
+            str(steps + 1), "--enable-metrics"]
 
 
 def _scrape(server):
@@ -100,15 +103,34 @@ def _samples(scrape, name, before=None):
 
 # (fixture, steps, tp): TP 2 (gloo, the CPU runtime's B4) with chunked prefill, where both ranks run each batch and
 # one counts
-CASES = [pytest.param(TINY, 1, 1, marks=pytest.mark.release, id="tiny-1step"),
-         pytest.param(LLAMA, 3, 2, id="tiny-llama-ttt-3step-tp2")]
+CASES = {"tiny-1step": (TINY, 1, 1), "tiny-llama-ttt-3step-tp2": (LLAMA, 3, 2)}
 TP2 = dict(extra_args=["--tp-size", "2", "--chunked-prefill-size", "8"], SGLANG_CPU_OMP_THREADS_BIND="0|1")
 
 
-@pytest.mark.parametrize("fixture, steps, tp", CASES)
-def test_per_position_counters_equal_sglangs_own_figures_and_the_alarm_stays_quiet(fixture, steps, tp, tmp_path):
-    draft, figures = _draft_copy(tmp_path, fixture, steps)
-    outs, before, scrape, text = _serve(tmp_path, fixture, draft, steps, **(TP2 if tp == 2 else {}))
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One server per case, started when a test first asks for it: ``(figures, its directory, responses' meta_info,
+    scrape before, scrape after, log)``. The fixtures/tiny server also runs in strict mode with the settings report
+    written (a consistent setting: test_a_consistent_setting_starts_in_strict_mode), one start for both checks."""
+    cache = {}
+
+    def get(case):
+        if case not in cache:
+            fixture, steps, tp = CASES[case]
+            tmp = tmp_path_factory.mktemp(case)
+            draft, figures = _draft_copy(tmp, fixture, steps)
+            env = {STRICT_ENV: "1", REPORT_ENV: str(tmp / "setup.json")} if fixture == TINY else {}
+            cache[case] = (figures, tmp, *_serve(tmp, fixture, draft, steps, **(TP2 if tp == 2 else {}), **env))
+        return cache[case]
+
+    return get
+
+
+@pytest.mark.parametrize("case", [pytest.param("tiny-1step", marks=pytest.mark.release),
+                                  "tiny-llama-ttt-3step-tp2"])
+def test_per_position_counters_equal_sglangs_own_figures_and_the_alarm_stays_quiet(served, case):
+    steps = CASES[case][1]
+    figures, _, outs, before, scrape, text = served(case)
     hist = [0] * (steps + 1)
     for m in outs:
         for j, n in enumerate(m.get("spec_correct_drafts_histogram") or []):
@@ -148,3 +170,17 @@ def test_stock_ids_in_the_manifest_fire_the_alarm(tmp_path):
     assert recent < figures[0] - 0.15
     line = next(ln for ln in text.splitlines() if "ACCEPTANCE ALARM" in ln)
     assert "sglang-eagle3-capture inspect" in line and str(draft) in line
+
+
+@pytest.mark.release
+def test_a_consistent_setting_starts_in_strict_mode(served):
+    """The fixtures/tiny server above ran with SGLANG_EAGLE3_CAPTURE_STRICT=1 at steps 1, topk 1, 2 draft tokens, a
+    setting SGLang runs as asked: it started, served, and its report is clean (the refusal of a rewritten setting is
+    test_setup_report_engine.py's)."""
+    _, tmp, outs, _, _, text = served("tiny-1step")
+    assert all(m["completion_tokens"] > 0 for m in outs)
+    assert "eagle3-capture:   no rewrites or contradictions" in text
+    report = json.loads((tmp / "setup.json").read_text())
+    rows = {r["name"]: r for r in report["settings"]}
+    assert report["ok"] and rows["num_draft_tokens"]["effective"] == 2
+    assert (rows["num_steps"]["effective"], rows["eagle_topk"]["effective"]) == (1, 1)
