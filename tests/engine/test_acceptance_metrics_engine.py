@@ -17,6 +17,7 @@ import json
 import shutil
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -31,6 +32,7 @@ TINY = SPECS["tiny"].directory  # DeepSeek-V3 tiny, its 1-step draft: every supp
 LLAMA = SPECS["tiny-llama"].directory  # its 4-step TTT draft, for several positions (Llama layer id -1: 0.5.22 on)
 WINDOW = 40  # verify steps; the documented default (200) would need a longer run than a test affords
 LOG_EVERY = 25
+CLIENTS = 8
 
 
 def _training_figures(fixture):
@@ -83,7 +85,8 @@ def _serve(tmp_path, fixture, draft, steps, n_prompts=24, max_new_tokens=48, ext
                 extra_args=[*_setting(steps), *extra_args]) as server:
         assert server.wait(timeout=900), server.text()[-3000:]
         before = _scrape(server)
-        outs = [server.generate(p, max_new_tokens=max_new_tokens)["meta_info"] for p in prompts]
+        with ThreadPoolExecutor(CLIENTS) as pool:  # concurrent clients: SGLang batches them, each counted per request
+            outs = list(pool.map(lambda p: server.generate(p, max_new_tokens=max_new_tokens)["meta_info"], prompts))
         after = _scrape(server)
         text = server.text()
     return outs, before, after, text
