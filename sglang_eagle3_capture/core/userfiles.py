@@ -366,8 +366,9 @@ class PrivateDirectory:
         path = Path(path)
         try:
             os.makedirs(path.parent, exist_ok=True)
-        except OSError as e:
-            problem, how = os_problem(e, writing=True)
+        except OSError as e:  # FileExistsError: something other than a directory stands above it
+            code = errno.ENOTDIR if isinstance(e, FileExistsError) else e.errno
+            problem, how = os_problem(OSError(code, e.strerror), writing=True)
             raise error(path, "<dir>", f"cannot create the directory ({problem})", how) from None
         return cls(_open_private(str(path), None, path, error), path, error)
 
@@ -439,9 +440,11 @@ def _open_private(name: str, dir_fd: int | None, path: Path, error: type[InputEr
                         f"{os.geteuid()}): its owner could read or replace what is written there", _REPLACE_FIX)
         if st.st_mode & 0o022:
             who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002)) if st.st_mode & bit)
+            fix = (f"point it at a new directory inside it, e.g. {cut(str(path / 'eagle3-dump'), 200, keep_end=True)}"
+                   " (created 0700)" if st.st_mode & stat.S_ISVTX else  # a shared directory such as /tmp
+                   f"chmod go-w {cut(str(path), 200, keep_end=True)}, or {_REPLACE_FIX}")
             raise error(path, "<dir>", f"is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o}): they could "
-                        "replace or remove what is written there", f"chmod go-w {brief(str(path), 200)}, or "
-                        f"{_REPLACE_FIX}")
+                        "replace or remove what is written there", fix)
         return fd
     except BaseException:
         os.close(fd)

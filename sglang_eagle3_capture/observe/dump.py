@@ -42,7 +42,7 @@ from typing import Any, Mapping
 
 from .. import __version__
 from ..core import switches
-from ..core.errors import DumpConfigError, Eagle3CaptureError, brief
+from ..core.errors import DumpConfigError, Eagle3CaptureError, cut
 from ..core.logs import get_logger
 from ..core.releases import installed_sglang_version
 from ..core.userfiles import PrivateDirectory, os_problem
@@ -95,12 +95,12 @@ class CaptureDump:
         if isinstance(e, OSError):
             reason, fix = os_problem(e, writing=True)
         elif isinstance(e, Eagle3CaptureError):
-            reason, fix = brief(e.problem, 300), e.fix
+            reason, fix = cut(e.problem, 300), e.fix
         else:
-            reason, fix = brief(f"{type(e).__name__}: {e}", 300), "report it"
+            reason, fix = cut(f"{type(e).__name__}: {e}", 300), "report it"
         logger.error("eagle3-capture dump: %s %s (%s); the dump is off for this process (pid %d) and serving goes on; "
-                     "fix: %s; or set %s to another directory, or unset it", what, self.directory, reason,
-                     os.getpid(), fix, ENV_DIR)
+                     "fix: %s (%s; unset it to turn the dump off)", what, self.directory, reason, os.getpid(), fix,
+                     ENV_DIR)
 
     @property
     def done(self) -> bool:
