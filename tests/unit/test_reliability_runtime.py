@@ -22,7 +22,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import threading
 import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
@@ -40,6 +39,7 @@ from sglang_eagle3_capture.core.userfiles import PrivateDirectory
 from sglang_eagle3_capture.observe import acceptance, dump, sglang_report
 from sglang_eagle3_capture.observe import report as sr
 from support import REPO, subprocess_env
+from support.hostile_inputs import bounded
 
 TINY = SPECS["tiny"].directory
 PACKAGE = REPO / "sglang_eagle3_capture"
@@ -50,25 +50,6 @@ HOSTILE = "d\x1b[2K\r\neagle3-capture self-check passed (tp_rank 0)\x07"
 @pytest.fixture(autouse=True)
 def _fresh_warnings(monkeypatch):
     monkeypatch.setattr(switches, "_WARNED", set())  # one WARNING per process: each test is a process here
-
-
-def _bounded(call, seconds=20):
-    """``call()``'s result, failing the test if it blocks (a fifo read with no writer)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = call()
-        except BaseException as e:  # noqa: BLE001 - handed back to the test
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), "blocked reading a file"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 # --- 1. every read of the settings report is bounded ------------------------------------------------------------
@@ -128,7 +109,7 @@ def test_every_report_read_is_bounded_and_named_when_left_out(tmp_path, reader, 
         _sparse(path)
     tracemalloc.start()
     try:
-        facts = _bounded(lambda: sr.read_draft_facts(str(d), str(t)))
+        facts = bounded(lambda: sr.read_draft_facts(str(d), str(t)))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -196,10 +177,10 @@ def test_a_hostile_dump_directory_is_refused_and_nothing_is_written(tmp_path, ki
     p = _hostile_dir(kind, tmp_path)
     before = _tree(tmp_path)
     with pytest.raises(DumpConfigError) as e:
-        _bounded(lambda: PrivateDirectory.open(p, error=DumpConfigError))
+        bounded(lambda: PrivateDirectory.open(p, error=DumpConfigError))
     assert (e.value.file, e.value.field) == (str(p), "<dir>")
     # the dump: off for this process with one ERROR naming the directory and the variable; serving goes on
-    assert _bounded(lambda: dump.dump_from_env({"tp_rank": 0}, environ={dump.ENV_DIR: str(p)})) is None
+    assert bounded(lambda: dump.dump_from_env({"tp_rank": 0}, environ={dump.ENV_DIR: str(p)})) is None
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and str(p) in errors[0] and dump.ENV_DIR in errors[0]
     # the setup report that would go into it: not written (one WARNING), serving goes on
