@@ -323,9 +323,8 @@ def _replace(path: Path, payload: bytes, *, mode: int, fsync: bool, dir_fd: int 
 
 
 def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type[InputError] = InputError,
-                      fix: str | None = None, fsync: bool = True, mode: int = 0o666) -> Path:
+                      fix: str | None = None, fsync: bool = True) -> Path:
     """Write ``data`` to ``path`` atomically (see the module doc); any ``OSError`` raises ``error`` naming the file.
-    ``mode``: the new file's mode before the umask.
 
     A directory (or anything but a regular file or nothing) standing at ``path`` is refused, never replaced."""
     path = Path(path)
@@ -333,7 +332,7 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type
     if kind not in ("file", "missing"):
         raise error(path, "<file>", _not_a_file(kind, path, ""), fix or "remove it, or write elsewhere")
     try:
-        _replace(path, data.encode("utf-8") if isinstance(data, str) else data, mode=mode, fsync=fsync)
+        _replace(path, data.encode("utf-8") if isinstance(data, str) else data, mode=0o666, fsync=fsync)
     except OSError as e:
         raise _write_error(error, path, e, fix) from None
     if fsync:
