@@ -50,7 +50,7 @@ PLUGIN_NAMES = ("sglang-eagle3-capture", "sglang_eagle3_capture", "eagle3-captur
                 ".sglang-eagle3-capture.")
 ERROR_RE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|Exception|\bCRITICAL\b|scheduler.*(died|exit)",
                       re.IGNORECASE)
-DUMP_ERROR_RE = re.compile(r"eagle3-capture dump: cannot create the dump directory")
+DUMP_ERROR_RE = re.compile(r"eagle3-capture dump: cannot use the dump directory")
 # SGLang's model registry (sglang/srt/models/registry.py) warns for every model file it skips at import; on CPU the
 # stub sgl_kernel lacks CUDA-only ops, so several are skipped at every start. Not an error.
 REGISTRY_SKIP_RE = re.compile(r"Ignore import error when loading sglang\.srt\.models\.")

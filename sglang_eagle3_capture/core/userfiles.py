@@ -18,8 +18,10 @@ Writing (:func:`write_file_atomic`, :func:`atomic_directory`): a new name in the
 (``secrets.token_hex``; created ``O_EXCL``, which never follows a symlink), data flushed and fsynced, then renamed
 into place and the directory fsynced, so a reader sees the old or the new complete file, never a torn one, and
 concurrent writers never collide. Files are created with mode ``0o666`` and directories ``0o777``, so the kernel
-applies the umask (or the directory's default ACL), as for a plain ``open()`` / ``mkdir``. A process killed with
-``kill -9`` may leave a hidden temporary file or directory behind; any exception removes it.
+applies the umask (or the directory's default ACL), as for a plain ``open()`` / ``mkdir``; a
+:class:`PrivateDirectory` (what only this user may read: the capture dump) is created 0700, checked when it exists,
+and its files are 0600. A process killed with ``kill -9`` may leave a hidden temporary file or directory behind; any
+exception removes it.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from typing import Any, Iterator
 
 from .errors import InputError, ManifestError, brief, cut, shown
 
-__all__ = ["MAX_JSON_BYTES", "atomic_directory", "finish_file", "fsync_directory", "is_directory", "is_file",
-           "list_directory", "open_regular", "os_problem", "parse_json", "path_kind", "read_bytes",
+__all__ = ["MAX_JSON_BYTES", "PrivateDirectory", "atomic_directory", "finish_file", "fsync_directory", "is_directory",
+           "is_file", "list_directory", "open_regular", "os_problem", "parse_json", "path_kind", "read_bytes",
            "read_json_object", "require_file", "write_file_atomic"]
 
 MAX_JSON_BYTES = 64 << 20  # a config, manifest, index or sample index; the largest real ones are a few MB
@@ -188,7 +190,9 @@ def read_bytes(path: str | os.PathLike, *, error: type[InputError] = InputError,
             size = os.fstat(f.fileno()).st_size
             if size > max_bytes:
                 raise error(path, "<file>", f"is {size} bytes, more than the {max_bytes} this reader accepts", fix)
-            data = f.read(max_bytes + 1)
+            data = f.read(size + 1)  # not max_bytes + 1: read(n) allocates n bytes before it reads
+            if len(data) > size:  # it grew since fstat (or the kernel reports no size): read on, still bounded
+                data += f.read(max_bytes + 1 - len(data))
         except OSError as e:
             problem, how = os_problem(e)
             raise error(path, "<file>", f"cannot read ({problem})", how) from None
@@ -294,10 +298,28 @@ def _write_error(error: type[InputError], path: Any, e: OSError, fix: str | None
     return error(path, "<file>", f"cannot write ({problem})", fix or how)
 
 
-def _temp_file(directory: Path, name: str) -> tuple[int, Path]:
-    """A new file ``.NAME.<random>.tmp`` in ``directory``, created ``0o666`` (the kernel applies the umask)."""
+def _temp_file(directory: Path, name: str, mode: int = 0o666, dir_fd: int | None = None) -> tuple[int, Path]:
+    """A new file ``.NAME.<random>.tmp`` in ``directory`` (relative to ``dir_fd`` when given), created ``mode`` (the
+    kernel applies the umask)."""
     tmp = directory / f".{name[:64]}.{secrets.token_hex(8)}{TEMP_SUFFIX}"
-    return os.open(tmp, _CREATE, 0o666), tmp
+    return os.open(tmp, _CREATE, mode, dir_fd=dir_fd), tmp
+
+
+def _replace(path: Path, payload: bytes, *, mode: int, fsync: bool, dir_fd: int | None = None) -> None:
+    """Write ``payload`` to a temporary file beside ``path`` and rename it onto ``path`` (both relative to ``dir_fd``
+    when given); raises ``OSError``, leaving no temporary file."""
+    fd, tmp = _temp_file(path.parent, path.name, mode, dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
 
 
 def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type[InputError] = InputError,
@@ -309,26 +331,123 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type
     kind = path_kind(path, error=error)
     if kind not in ("file", "missing"):
         raise error(path, "<file>", _not_a_file(kind, path, ""), fix or "remove it, or write elsewhere")
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = None
     try:
-        fd, tmp = _temp_file(path.parent, path.name)
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
+        _replace(path, data.encode("utf-8") if isinstance(data, str) else data, mode=0o666, fsync=fsync)
     except OSError as e:
         raise _write_error(error, path, e, fix) from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
     if fsync:
         fsync_directory(path.parent)
     return path
+
+
+# --- private directories (data users would not want others to read: the capture dump's prompts) ------------------
+
+PRIVATE_DIR_MODE, PRIVATE_FILE_MODE = 0o700, 0o600
+_REPLACE_FIX = ("point it at a new path (it is created 0700), or at a directory this user owns that no one else can "
+                "write")
+
+
+class PrivateDirectory:
+    """A directory only this process's user can write, held open, and the files written into it (mode 0600).
+
+    :meth:`open` creates the directory ``0o700`` (its missing parents as ``mkdir -p`` does, with the umask) or takes
+    an existing one only if it is a real directory (not a symlink), owned by this process's user and writable by
+    neither group nor others; anything else raises ``error`` naming the path, what is wrong and the fix. The
+    directory is opened ``O_NOFOLLOW`` and checked on the open descriptor, and every file is written through that
+    descriptor (atomically, as :func:`write_file_atomic`), so a path renamed or replaced later never redirects a
+    write. Files and subdirectories are created 0600 / 0700 (the umask may only remove bits)."""
+
+    def __init__(self, fd: int, path: Path, error: type[InputError]) -> None:
+        self.fd, self.path, self.error = fd, path, error
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, error: type[InputError] = InputError) -> "PrivateDirectory":
+        path = Path(path)
+        try:
+            os.makedirs(path.parent, exist_ok=True)
+        except OSError as e:  # FileExistsError: something other than a directory stands above it
+            code = errno.ENOTDIR if isinstance(e, FileExistsError) else e.errno
+            problem, how = os_problem(OSError(code, e.strerror), writing=True)
+            raise error(path, "<dir>", f"cannot create the directory ({problem})", how) from None
+        return cls(_open_private(str(path), None, path, error), path, error)
+
+    def subdirectory(self, name: str) -> "PrivateDirectory":
+        """The private directory ``name`` inside this one (created or checked as :meth:`open` does)."""
+        return PrivateDirectory(_open_private(name, self.fd, self.path / name, self.error), self.path / name,
+                                self.error)
+
+    def write(self, name: str, data: bytes | str, *, fsync: bool = True) -> Path:
+        """Write file ``name`` (mode 0600) atomically; raises ``error`` naming it."""
+        try:
+            _replace(Path(name), data.encode("utf-8") if isinstance(data, str) else data, mode=PRIVATE_FILE_MODE,
+                     fsync=fsync, dir_fd=self.fd)
+            if fsync:
+                os.fsync(self.fd)
+        except OSError as e:
+            raise _write_error(self.error, self.path / name, e) from None
+        return self.path / name
+
+    def remove(self, name: str) -> None:
+        """Remove file ``name`` if it is there (best effort: what cannot be removed stays)."""
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "PrivateDirectory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _open_private(name: str, dir_fd: int | None, path: Path, error: type[InputError]) -> int:
+    """``name`` (relative to ``dir_fd``) created 0700 or checked (:class:`PrivateDirectory`), opened."""
+    try:
+        os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=dir_fd)
+    except FileExistsError:
+        pass  # checked below, as any existing directory
+    except OSError as e:
+        problem, how = os_problem(e, writing=True)
+        raise error(path, "<dir>", f"cannot create the directory ({problem})", how) from None
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise error(path, "<dir>", f"is a symlink (to {shown(os.readlink(name, dir_fd=dir_fd))!r}): a link "
+                        "planted there would send what is written to a place of someone else's choosing",
+                        _REPLACE_FIX)
+        if not stat.S_ISDIR(st.st_mode):
+            kind = _KIND_NAMES.get(stat.S_IFMT(st.st_mode), "a file")
+            raise error(path, "<dir>", f"is {kind}, not a directory", _REPLACE_FIX)
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as e:
+        problem, how = os_problem(e)
+        raise error(path, "<dir>", f"cannot open the directory ({problem})", how) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISDIR(st.st_mode):  # swapped between the look and the open
+            raise error(path, "<dir>", "is not a directory", _REPLACE_FIX)
+        if st.st_uid != os.geteuid():
+            raise error(path, "<dir>", f"is owned by uid {st.st_uid}, not by this process's user (uid "
+                        f"{os.geteuid()}): its owner could read or replace what is written there", _REPLACE_FIX)
+        if st.st_mode & 0o022:
+            who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002)) if st.st_mode & bit)
+            fix = (f"point it at a new directory inside it, e.g. {cut(str(path / 'eagle3-dump'), 200, keep_end=True)}"
+                   " (created 0700)" if st.st_mode & stat.S_ISVTX else  # a shared directory such as /tmp
+                   f"chmod go-w {cut(str(path), 200, keep_end=True)}, or {_REPLACE_FIX}")
+            raise error(path, "<dir>", f"is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o}): they could "
+                        "replace or remove what is written there", fix)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def finish_file(path: str | os.PathLike, *, error: type[InputError] = InputError) -> None:

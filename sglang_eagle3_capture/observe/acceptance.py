@@ -20,37 +20,19 @@ comes back within half the margin.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
 
-METRICS_ENV = "SGLANG_EAGLE3_CAPTURE_METRICS"  # "0": no counters, no log line, no alarm
-LOG_EVERY_ENV = "SGLANG_EAGLE3_CAPTURE_METRICS_LOG_EVERY"  # verify steps between log lines; 0: none
-MARGIN_ENV = "SGLANG_EAGLE3_CAPTURE_ALARM_MARGIN"
-WINDOW_ENV = "SGLANG_EAGLE3_CAPTURE_ALARM_WINDOW"
-LOG_EVERY = 1000
-# 0.15 below the expected figure over 200 verify steps: at an expected 0.75 that is about 4.9 standard deviations of
-# a 200-step mean (sqrt(0.75 * 0.25 / 200) = 0.031), so a healthy server does not raise it by chance, while the case
-# behind this package (74.7% trained, 34.1% served) raises it at the 200th verify step.
-MARGIN = 0.15
-WINDOW = 200
+from ..core import switches
 
-
-def _setting(environ: Mapping[str, str], name: str, default: float, kind: type, lo: float, hi: float
-             ) -> tuple[float, str | None]:
-    """``name`` from ``environ`` (``default`` when unset); a value that does not read is the default and a
-    problem to log: metadata never stops a server."""
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default, None
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
-    if value is None or not lo <= value <= hi:
-        return default, f"{name}={raw!r} is not a {kind.__name__} in [{lo}, {hi}]; using {default}"
-    return value, None
+METRICS_ENV = switches.METRICS.name  # off: no counters, no log line, no alarm
+LOG_EVERY_ENV = switches.METRICS_LOG_EVERY.name  # verify steps between log lines; 0: none
+MARGIN_ENV = switches.ALARM_MARGIN.name
+WINDOW_ENV = switches.ALARM_WINDOW.name
+LOG_EVERY = switches.METRICS_LOG_EVERY.default
+MARGIN = switches.ALARM_MARGIN.default  # why 0.15 over 200 steps: core/switches.py
+WINDOW = switches.ALARM_WINDOW.default
 
 
 @dataclass(frozen=True)
@@ -65,12 +47,12 @@ class Settings:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
-        environ = os.environ if environ is None else environ
-        enabled = environ.get(METRICS_ENV, "1").strip() not in ("0", "false", "no", "off")
-        log_every, p1 = _setting(environ, LOG_EVERY_ENV, LOG_EVERY, int, 0, 10**9)
-        margin, p2 = _setting(environ, MARGIN_ENV, MARGIN, float, 0.0, 1.0)
-        window, p3 = _setting(environ, WINDOW_ENV, WINDOW, int, 1, 10**7)
-        return cls(enabled, int(log_every), float(margin), int(window), tuple(p for p in (p1, p2, p3) if p))
+        """The settings in ``environ`` (default: the process's), read by :mod:`...core.switches`: a value that does
+        not read is the default and one of :attr:`problems` (the caller logs them)."""
+        read = [switches.parse(s, environ) for s in (switches.METRICS, switches.METRICS_LOG_EVERY,
+                                                      switches.ALARM_MARGIN, switches.ALARM_WINDOW)]
+        (enabled, log_every, margin, window), problems = zip(*read)
+        return cls(enabled, int(log_every), float(margin), int(window), tuple(p for p in problems if p))
 
 
 @dataclass

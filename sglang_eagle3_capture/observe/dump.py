@@ -11,25 +11,29 @@ EAGLE-3 capture (every TP rank, in its scheduler process) then writes its first 
   process title, SGLang and package versions, forward mode, shapes and dtype (``compare`` reads both back as
   :mod:`sglang_eagle3_capture.doctor.dump_schema` declares them).
 
-``RUN`` (start time and a random token) keeps one server run's files from overwriting another's, even when a fresh
-container gives the scheduler the same pid. Each file is written atomically (a temporary name, fsync, rename; the
-mode follows the umask), the ``.json`` first, so a reader never sees a torn batch nor a batch without its metadata.
+The token ids are the users' prompts, so the dump is private: ``DIR`` is created 0700 and every file 0600
+(:class:`~..core.userfiles.PrivateDirectory`); an existing ``DIR`` that is a symlink, is owned by another user, or is
+writable by group or others is refused. ``RUN`` (start time and a random token) keeps one server run's files from
+overwriting another's, even when a fresh container gives the scheduler the same pid. Each file is written atomically
+(a temporary name, fsync, rename) through the directory opened once, the ``.json`` first and removed again when its
+tensors cannot be written (a full disk), so a reader never sees a torn batch nor a batch without its metadata or
+tensors.
 
-The dump is a debugging aid and never stops serving: a bound that is not a positive integer, a directory it cannot
-create, or a batch it cannot write (a directory removed or made read-only meanwhile, a full disk), logs one ERROR
-naming the variable or directory and the fix, turns the dump off for that process, and the forward goes on.
+The dump is a debugging aid and never stops serving: a directory it refuses or cannot create, or a batch it cannot
+write (a directory removed or made read-only meanwhile, a full disk), logs one ERROR naming the directory, what is
+wrong and the fix, turns the dump off for that process, and the forward goes on. Refusing the server instead would
+let anyone who can plant a directory at the configured path keep it from starting.
 
 Bounded: at most ``SGLANG_EAGLE3_CAPTURE_DUMP_MAX`` batches (default 4) and
-``SGLANG_EAGLE3_CAPTURE_DUMP_MAX_BYTES`` bytes of tensors (default 64 MiB) per process; a batch that
-would overflow the byte budget is skipped. The environment is read once, when capture is configured;
-unset, no dump object exists and the forward pays nothing. Batches run inside CUDA-graph capture or
-torch.compile tracing are not dumped (the graphs replay without Python).
+``SGLANG_EAGLE3_CAPTURE_DUMP_MAX_BYTES`` bytes of tensors (default 64 MiB) per process (a value that does not read
+is the default, with one WARNING: :mod:`..core.switches`); a batch that would overflow the byte budget is skipped.
+The environment is read once, when capture is configured; unset, no dump object exists and the forward pays nothing.
+Batches run inside CUDA-graph capture or torch.compile tracing are not dumped (the graphs replay without Python).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import secrets
 import time
@@ -37,35 +41,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import __version__
-from ..core.errors import DumpConfigError, Eagle3CaptureError, brief, shown
+from ..core import switches
+from ..core.errors import DumpConfigError, Eagle3CaptureError, cut
+from ..core.logs import get_logger
 from ..core.releases import installed_sglang_version
-from ..core.userfiles import os_problem, write_file_atomic
+from ..core.userfiles import PrivateDirectory, os_problem
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
-ENV_DIR = "SGLANG_EAGLE3_CAPTURE_DUMP"
-ENV_MAX_BATCHES = "SGLANG_EAGLE3_CAPTURE_DUMP_MAX"
-ENV_MAX_BYTES = "SGLANG_EAGLE3_CAPTURE_DUMP_MAX_BYTES"
-DEFAULT_MAX_BATCHES = 4
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-
-
-def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int | None:
-    """The variable's value, ``default`` when unset, or None (one ERROR naming it, its value and the fix) when it is
-    not a positive integer: the caller turns the dump off, serving goes on."""
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        logger.error("eagle3-capture dump: %s=%s: expected a positive integer; the dump is off for this process "
-                     "(pid %d) and serving goes on; fix: set %s=%d or unset it",
-                     name, brief(raw, 80), os.getpid(), name, default)
-        return None
-    return value
+ENV_DIR = switches.DUMP.name
+ENV_MAX_BATCHES = switches.DUMP_MAX.name
+ENV_MAX_BYTES = switches.DUMP_MAX_BYTES.name
+DEFAULT_MAX_BATCHES = switches.DUMP_MAX.default
+DEFAULT_MAX_BYTES = switches.DUMP_MAX_BYTES.default
 
 
 def process_title() -> str | None:
@@ -94,22 +82,25 @@ class CaptureDump:
         self.disabled = False
         self.run = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
         self._warned_size = False
+        self._dir: PrivateDirectory | None = None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            if not self.directory.is_dir():
-                raise NotADirectoryError(20, "not a directory", str(self.directory))
-        except OSError as e:
-            self._turn_off("cannot create the dump directory", e)
+            self._dir = PrivateDirectory.open(self.directory, error=DumpConfigError)
+        except Eagle3CaptureError as e:
+            self._turn_off("cannot use the dump directory", e)
 
     def _turn_off(self, what: str, e: BaseException) -> None:
         self.disabled = True
+        if self._dir is not None:
+            self._dir.close()
         if isinstance(e, OSError):
-            reason = os_problem(e, writing=True)[0]
+            reason, fix = os_problem(e, writing=True)
+        elif isinstance(e, Eagle3CaptureError):
+            reason, fix = cut(e.problem, 300), e.fix
         else:
-            reason = brief(e.problem if isinstance(e, Eagle3CaptureError) else f"{type(e).__name__}: {e}", 300)
+            reason, fix = cut(f"{type(e).__name__}: {e}", 300), "report it"
         logger.error("eagle3-capture dump: %s %s (%s); the dump is off for this process (pid %d) and serving goes on; "
-                     "fix: set %s to a directory this server can write (with free space), or unset it",
-                     what, shown(self.directory), reason, os.getpid(), ENV_DIR)
+                     "fix: %s (%s; unset it to turn the dump off)", what, self.directory, reason, os.getpid(), fix,
+                     ENV_DIR)
 
     @property
     def done(self) -> bool:
@@ -154,11 +145,14 @@ class CaptureDump:
             "shapes": {k: list(v.shape) for k, v in cpu.items()},
             "dtypes": {k: str(v.dtype) for k, v in cpu.items()},
         }
-        # metadata first: a reader that finds the batch finds its metadata; both atomic, mode from the umask
-        write_file_atomic(self.directory / f"{stem}.json", json.dumps(meta, indent=2, sort_keys=True) + "\n",
-                          error=DumpConfigError)
-        write_file_atomic(self.directory / f"{stem}.safetensors", save(cpu, metadata={"format": "pt"}),
-                          error=DumpConfigError)
+        # metadata first: a reader that finds the batch finds its metadata; both atomic, 0600 through the directory
+        # opened at start; metadata whose tensors cannot be written (a full disk) is removed again
+        self._dir.write(f"{stem}.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        try:
+            self._dir.write(f"{stem}.safetensors", save(cpu, metadata={"format": "pt"}))
+        except BaseException:
+            self._dir.remove(f"{stem}.json")
+            raise
 
 
 def dump_from_env(metadata: dict, environ: Mapping[str, str] | None = None) -> CaptureDump | None:
@@ -170,13 +164,11 @@ def dump_from_env(metadata: dict, environ: Mapping[str, str] | None = None) -> C
         True
     """
     env = os.environ if environ is None else environ
-    directory = env.get(ENV_DIR, "").strip()
+    directory = switches.read(switches.DUMP, env)
     if not directory:
         return None
-    max_batches = _positive_int(env, ENV_MAX_BATCHES, DEFAULT_MAX_BATCHES)
-    max_bytes = _positive_int(env, ENV_MAX_BYTES, DEFAULT_MAX_BYTES)
-    if max_batches is None or max_bytes is None:
-        return None  # it said why (one ERROR per bad variable); serving goes on without the dump
+    max_batches = switches.read(switches.DUMP_MAX, env)
+    max_bytes = switches.read(switches.DUMP_MAX_BYTES, env)
     meta = {**metadata, "pid": os.getpid(), "ppid": os.getppid(), "process_title": process_title(),
             "sglang_version": installed_sglang_version(), "package_version": __version__}
     dump = CaptureDump(directory, metadata=meta, max_batches=max_batches, max_bytes=max_bytes)

@@ -22,21 +22,21 @@ docs/metrics.md. Nothing here ever raises into SGLang: a failure logs one WARNIN
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import threading
 import time
 from typing import Any
 
-from ..core import releases, seams
+from ..core import releases, seams, switches
 from ..core.errors import shown
+from ..core.logs import get_logger
 from ..core.manifest import find_manifest
 from ..core.sglang.runtime import draft_model_path
 from . import acceptance
 from .acceptance import Alarm, Settings, Tally
 from .sglang_report import effective_value
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 PREFIX = "sglang_eagle3_capture:"
 OWN_LABELS = ("position", "accepted_drafts")  # the labels this module adds to SGLang's
@@ -204,7 +204,7 @@ def _after_init(scheduler: Any) -> None:
     global _COUNTER
     settings = Settings.from_environ()
     for problem in settings.problems:
-        logger.warning("eagle3-capture: %s", problem)
+        switches.warn(problem)
     context = getattr(scheduler, "metrics_collector_context", None)
     server_args = getattr(scheduler, "server_args", None)
     if not settings.enabled or context is None or server_args is None or not _speculating(server_args):

@@ -19,18 +19,21 @@ from __future__ import annotations
 import array
 import hashlib
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..core import switches
 from ..core.checkpoint import tensor_index, weights_present
-from ..core.errors import DeploymentError, Eagle3CaptureError, brief, cut, shown
+from ..core.errors import DeploymentError, Eagle3CaptureError, WeightsError, brief, cut, shown
 from ..core.manifest import Manifest, find_manifest
 from ..core.releases.schema import Release
+from ..core.userfiles import MAX_JSON_BYTES, is_file, open_regular, parse_json, read_bytes
 
-STRICT_ENV = "SGLANG_EAGLE3_CAPTURE_STRICT"
-REPORT_ENV = "SGLANG_EAGLE3_CAPTURE_REPORT"
+STRICT_ENV = switches.STRICT.name
+REPORT_ENV = switches.REPORT.name
 REPORT_FILENAME = "setup-report.json"
 # under SGLANG_EAGLE3_CAPTURE_DUMP when that is set, in a subdirectory: the dump's own readers take every *.json there
 # as a batch's metadata
@@ -93,6 +96,7 @@ class DraftFacts:
     target_path: str | None = None
     target_config: Mapping | None = None
     target_tokenizer: str | None = None
+    unread: tuple[str, ...] = ()  # one error line per file that is there but was not read (too large, not regular...)
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class SetupReport:
     trained: dict
     findings: list[Finding]
     notes: list[str]
+    unread: list[str] = field(default_factory=list)  # the draft's or target's files left out (DraftFacts.unread)
 
     @property
     def ok(self) -> bool:
@@ -132,7 +137,7 @@ class SetupReport:
         """JSON-ready form (the file the server writes)."""
         return {"sglang": self.release, "changes_read_from": self.how, "settings": self.settings,
                 "trained": self.trained, "findings": [asdict(f) for f in self.findings], "notes": self.notes,
-                "ok": self.ok}
+                "unread": self.unread, "ok": self.ok}
 
     def lines(self) -> list[str]:
         """The report as log lines (one block)."""
@@ -145,6 +150,7 @@ class SetupReport:
         for k, v in self.trained.items():
             out.append(f"  draft {k}: {cut(shown(v), 200) if isinstance(v, str) else brief(v, 200)}")
         out += [f"  SGLang said: {n}" for n in self.notes]
+        out += [f"  not read: {u}" for u in self.unread]
         out += [f"  {f.line()}" for f in self.findings] or ["  no rewrites or contradictions"]
         return out
 
@@ -303,12 +309,14 @@ def build(facts: SetupFacts) -> SetupReport:
         more_trained, more = _draft_findings(facts.draft, eff, facts.release, facts.plugin_active)
         trained.update(more_trained)
         findings += more
-    return SetupReport(facts.release.version, how, rows, trained, findings, list(facts.notes))
+    unread = list(facts.draft.unread) if facts.draft is not None else []
+    return SetupReport(facts.release.version, how, rows, trained, findings, list(facts.notes), unread)
 
 
 def strict(environ: Mapping[str, str]) -> bool:
-    """True when ``SGLANG_EAGLE3_CAPTURE_STRICT`` asks for strict mode (``1``, ``true``, ``yes``, ``on``)."""
-    return environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """True when ``SGLANG_EAGLE3_CAPTURE_STRICT`` asks for strict mode; a value that does not read is refused
+    (:mod:`...core.switches`)."""
+    return switches.read(switches.STRICT, environ)
 
 
 def strict_refusal(report: SetupReport) -> DeploymentError | None:
@@ -326,10 +334,11 @@ def strict_refusal(report: SetupReport) -> DeploymentError | None:
 def report_path(environ: Mapping[str, str]) -> Path | None:
     """Where the JSON goes: ``SGLANG_EAGLE3_CAPTURE_REPORT``, else ``report/setup-report.json`` in the dump
     directory (a subdirectory, so a batch reader globbing the dump's ``*.json`` never takes it for a batch)."""
-    if environ.get(REPORT_ENV):
-        return Path(environ[REPORT_ENV])
-    if environ.get("SGLANG_EAGLE3_CAPTURE_DUMP"):
-        return Path(environ["SGLANG_EAGLE3_CAPTURE_DUMP"]) / REPORT_SUBDIR / REPORT_FILENAME
+    explicit, dump = switches.read(switches.REPORT, environ), switches.read(switches.DUMP, environ)
+    if explicit:
+        return Path(explicit)
+    if dump:
+        return Path(dump) / REPORT_SUBDIR / REPORT_FILENAME
     return None
 
 
@@ -338,13 +347,21 @@ def report_path(environ: Mapping[str, str]) -> Path | None:
 _INT_CODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b"}
 
 
+MAX_D2T_ENTRIES = 1 << 22  # a draft vocabulary's d2t (the published drafts' hold 32k to 256k entries)
+_FIX = "make it a readable regular file of its kind (the report leaves it out meanwhile; serving goes on)"
+
+
 def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
     if not weights_present(draft):
         return None, None
     info = tensor_index(draft).get("d2t")
     if info is None or info.dtype not in _INT_CODES:
         return None, None
-    with open(info.file, "rb") as f:
+    count = math.prod(info.shape)
+    if count > MAX_D2T_ENTRIES:
+        raise WeightsError(info.file, "d2t", f"holds {count} entries, more than the {MAX_D2T_ENTRIES} the report "
+                           "reads", _FIX)
+    with open_regular(info.file, error=WeightsError, fix=_FIX) as f:
         (n,) = array.array("Q", f.read(8))
         f.seek(8 + n + info.offsets[0])
         values = array.array(_INT_CODES[info.dtype], f.read(info.offsets[1] - info.offsets[0]))
@@ -352,51 +369,69 @@ def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
         values.byteswap()
     if not values:
         return None, str(info.file)
-    mapped = [i + v for i, v in enumerate(values)]
-    return (min(mapped), max(mapped)), str(info.file)
+    return (min(i + v for i, v in enumerate(values)), max(i + v for i, v in enumerate(values))), str(info.file)
 
 
-def _vocabulary(directory: Path) -> str | None:
-    """A short digest of ``directory``'s ``tokenizer.json`` vocabulary (its ``model.vocab``, else the file)."""
-    path = directory / "tokenizer.json"
-    if not path.is_file():
+def _read(path: Path, unread: list[str], parse) -> Any:
+    """``parse(bytes)`` of the regular file ``path``, read bounded through core/userfiles.py; None when nothing is
+    there, or when it cannot be read (then ``unread`` says why: metadata never fails, nor is it left out silently)."""
+    try:
+        if not is_file(path, fix=_FIX):
+            return None
+        return parse(read_bytes(path, fix=_FIX, max_bytes=MAX_JSON_BYTES))
+    except Eagle3CaptureError as e:
+        unread.append(str(e))
         return None
-    data = path.read_bytes()
+
+
+def _vocabulary(directory: Path, unread: list[str]) -> str | None:
+    """A short digest of ``directory``'s ``tokenizer.json`` vocabulary (its ``model.vocab``, else the file)."""
+    return _read(directory / "tokenizer.json", unread, _vocabulary_digest)
+
+
+def _vocabulary_digest(data: bytes) -> str:
     try:
         vocab = json.loads(data).get("model", {}).get("vocab")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         vocab = None
     if vocab is not None:
         data = json.dumps(vocab, sort_keys=True).encode()
     return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
 
 
-def _json(path: Path) -> Mapping | None:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+def _json(path: Path, unread: list[str]) -> Mapping | None:
+    doc = _read(path, unread, lambda data: parse_json(data, where=path, fix=_FIX))
     return doc if isinstance(doc, Mapping) else None
 
 
 def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
                      manifest: Manifest | None = None) -> DraftFacts | None:
-    """What the draft's files (and the target's) say; unreadable parts are left out (metadata never fails)."""
+    """What the draft's files (and the target's) say, each read bounded (:data:`MAX_JSON_BYTES` a file, the d2t
+    tensor :data:`MAX_D2T_ENTRIES`); what cannot be read is left out and named in ``unread`` (metadata never
+    fails)."""
     if not draft_path:
         return None
     draft = Path(draft_path)
     target = Path(target_path) if target_path else None
     tdir = target if target is None or target.is_dir() else target.parent
+    unread: list[str] = []
     if not draft.is_dir():
         return DraftFacts(str(draft_path), target_path=target_path,
-                          target_config=_json(tdir / "config.json") if tdir else None)
+                          target_config=_json(tdir / "config.json", unread) if tdir else None, unread=tuple(unread))
     try:
         manifest = manifest or find_manifest(draft)
     except Eagle3CaptureError:
         manifest = None  # the policy refuses a bad manifest itself
     try:
         d2t, d2t_file = _d2t_range(draft)
-    except (Eagle3CaptureError, OSError, ValueError):
+    except Eagle3CaptureError as e:
         d2t, d2t_file = None, None
-    return DraftFacts(str(draft_path), _json(draft / "config.json"), manifest, d2t, d2t_file, _vocabulary(draft),
-                      target_path, _json(tdir / "config.json") if tdir else None, _vocabulary(tdir) if tdir else None)
+        unread.append(str(e))
+    except (OSError, ValueError) as e:
+        d2t, d2t_file = None, None
+        unread.append(f"{draft}: the d2t tensor: {type(e).__name__}: {e}")
+    config, tokenizer = _json(draft / "config.json", unread), _vocabulary(draft, unread)
+    target_config = _json(tdir / "config.json", unread) if tdir else None
+    target_tokenizer = _vocabulary(tdir, unread) if tdir else None
+    return DraftFacts(str(draft_path), config, manifest, d2t, d2t_file, tokenizer, target_path, target_config,
+                      target_tokenizer, tuple(unread))

@@ -17,21 +17,21 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import logging
 import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..core import releases
+from ..core import releases, switches
 from ..core.errors import Eagle3CaptureError
+from ..core.logs import get_logger
 from ..core.releases.schema import Release
-from ..core.userfiles import write_file_atomic
+from ..core.userfiles import PrivateDirectory, write_file_atomic
 from . import report as report_mod
 from .report import FIELDS, SetupFacts, SetupReport, read_draft_facts
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -160,9 +160,14 @@ def _write(report: SetupReport, environ: Mapping[str, str]) -> None:
     path = report_mod.report_path(environ)
     if path is None:
         return
+    text = json.dumps(report.to_dict(), indent=2) + "\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_file_atomic(path, json.dumps(report.to_dict(), indent=2) + "\n")
+        if switches.read(switches.REPORT, environ):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_file_atomic(path, text)
+        else:  # in the dump directory, as private as the dump (created 0700, a hostile one refused)
+            with PrivateDirectory.open(path.parent.parent) as dump, dump.subdirectory(path.parent.name) as sub:
+                sub.write(path.name, text)
     except (OSError, Eagle3CaptureError) as e:
         logger.warning("eagle3-capture: the setup report was not written to %s (%s); serving goes on. Fix: point "
                        "%s at a writable file", path, e, report_mod.REPORT_ENV)

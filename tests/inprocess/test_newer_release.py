@@ -92,6 +92,15 @@ def test_with_the_self_check_off_it_is_refused(monkeypatch):
     assert guard.is_armed() and not target.is_patched()
 
 
+def test_a_self_check_value_that_does_not_read_refuses_it(monkeypatch):
+    """The one switch rule (core/switches.py): ``maybe`` is not the check a newer release needs, so it is refused as
+    with the check off, the guard armed."""
+    monkeypatch.setenv(selfcheck.ENV, "maybe")
+    with pytest.raises(UnsupportedSGLangVersion) as e:
+        plugin.register()
+    assert selfcheck.ENV in e.value.problem and guard.is_armed() and not target.is_patched()
+
+
 def test_every_seam_of_the_installed_release_probes_clean():
     """What a newer release is held to, on the installed one."""
     assert plugin.probe_release(release_table.get(INSTALLED)) == []

@@ -31,8 +31,13 @@ class StartupFailed(RuntimeError):
     """A child process of the Engine being started signalled that it failed (SIGQUIT)."""
 
 
+_SIGNALLED = []  # SIGQUITs of the current run: every TP rank that fails signals, the first ends the start
+
+
 def _sigquit(signum, frame):
-    raise StartupFailed("a child process of the Engine signalled a failed start (SIGQUIT)")
+    _SIGNALLED.append(signum)
+    if len(_SIGNALLED) == 1:  # a second rank's signal arrives while the first is handled: nothing more to say
+        raise StartupFailed("a child process of the Engine signalled a failed start (SIGQUIT)")
 
 
 def _clean_up_failed_start() -> None:
@@ -69,6 +74,7 @@ def run_one(engine_kwargs: dict, prompts: list, sampling_params: dict, env: dict
     is the run's result, ``{"failed": "start" | "serve", "error": traceback}``."""
     import sglang
 
+    _SIGNALLED.clear()
     saved = {k: os.environ.get(k) for k in env or {}}
     os.environ.update(env or {})  # the engine's processes (spawned) start with it; put back after this run
     t0 = time.perf_counter()

@@ -40,6 +40,27 @@ M = "eagle3_manifest.json"
 # --- mutators -------------------------------------------------------------------------------------------------------
 
 
+def bounded(call: Callable, seconds: float = 10):
+    """``call()``'s result or exception, run in a thread; fails the test if it blocks (a fifo read with no writer)."""
+    import threading
+
+    box = {}
+
+    def run():
+        try:
+            box["value"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"blocked for {seconds} s (reading a special file?)"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def jw(p: Path, obj) -> Path:
     """Write ``obj`` (JSON-encoded unless it is already text or bytes) to ``p``."""
     p = Path(p)

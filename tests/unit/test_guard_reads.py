@@ -4,7 +4,6 @@ wiring run."""
 
 import json
 import os
-import threading
 from types import SimpleNamespace
 
 import pytest
@@ -14,25 +13,7 @@ from sglang_eagle3_capture.core.errors import InputError, UnsupportedSGLangVersi
 from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME
 from sglang_eagle3_capture.core.sglang import guard
 from sglang_eagle3_capture.core.userfiles import MAX_JSON_BYTES
-
-
-def _bounded(call, seconds=10):
-    """``call()``'s result or exception, failing the test if it blocks (a fifo read with no writer)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = call()
-        except BaseException as e:  # noqa: BLE001 - handed back to the test
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), "blocked reading the draft's files"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+from support.hostile_inputs import bounded
 
 
 def test_plain_cases(tmp_path):
@@ -49,13 +30,13 @@ def test_plain_cases(tmp_path):
 def test_a_fifo_config_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "config.json")
     with pytest.raises(InputError) as e:
-        _bounded(lambda: guard.declares_layer_ids(tmp_path))
+        bounded(lambda: guard.declares_layer_ids(tmp_path))
     assert "config.json" in str(e.value) and "fix:" in str(e.value)
 
 
 def test_a_fifo_manifest_counts_as_a_declaration(tmp_path):
     os.mkfifo(tmp_path / MANIFEST_FILENAME)
-    assert _bounded(lambda: guard.declares_layer_ids(tmp_path)) == str(tmp_path / MANIFEST_FILENAME)
+    assert bounded(lambda: guard.declares_layer_ids(tmp_path)) == str(tmp_path / MANIFEST_FILENAME)
 
 
 @pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", b" " * (MAX_JSON_BYTES + 1)])
@@ -73,7 +54,7 @@ def test_the_armed_guard_refuses_a_draft_it_cannot_read(tmp_path, monkeypatch):
     monkeypatch.setitem(guard._ARMED, "error", UnsupportedSGLangVersion)
     sa = SimpleNamespace(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(tmp_path))
     with pytest.raises(UnsupportedSGLangVersion) as e:
-        _bounded(lambda: guard.check(SimpleNamespace(server_args=sa, is_draft_worker=False)))
+        bounded(lambda: guard.check(SimpleNamespace(server_args=sa, is_draft_worker=False)))
     msg = str(e.value)
     assert "cannot be told" in e.value.problem and "sglang 9.9 is not supported" in e.value.problem
     assert "config.json" in msg and e.value.fix

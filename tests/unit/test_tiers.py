@@ -19,7 +19,7 @@ from support import REPO, TESTS_DIR, subprocess_env
 TIERS = ("unit", "inprocess", "engine")
 # support modules that exist to run SGLang, in this process or in a subprocess
 SGLANG_SUPPORT = ("harness.sglang_inprocess", "harness.servers", "support.engine_harness", "support.engine_worker",
-                  "support.draft_dirs.load_draft", "support.servers")
+                  "support.draft_dirs.load_draft", "support.servers", "support.ranks_side")
 
 
 def _test_modules(tier: str) -> list[Path]:

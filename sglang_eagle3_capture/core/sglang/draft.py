@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import types
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from .. import releases, seams
 from ..config_keys import IDS_KEY, is_fail_closed
 from ..draft_checks import DraftPlan, plan_draft
 from ..layer_ids import hidden_state_indices
+from ..logs import get_logger
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, find_manifest
 from ..releases.schema import Seam
 from ..target_config import cfg_get
@@ -46,7 +46,7 @@ from . import resolution
 from .audit import LoadAudit, audit_report, check_vocab_maps
 from .runtime import draft_model_path, draft_window_size
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 STATE_ATTR = "_eagle3_capture_draft"  # the DraftPlan on a patched draft instance
 _ABSENT = object()

@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import functools
 import importlib
-import logging
 from pathlib import Path
 from typing import Any, Callable
 
 from ..after_import import when_imported
 from ..config_keys import CONVENTION_KEY, IDS_KEY, is_fail_closed
 from ..errors import Eagle3CaptureError, InputError
+from ..logs import get_logger
 from ..manifest import MANIFEST_FILENAME
 from ..userfiles import path_kind, read_json_object
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MODULE, OWNER, ATTR = "sglang.srt.model_executor.model_runner", "ModelRunner", "initialize"
 _ARMED: dict[str, Any] = {}  # "reason" and "error" of the armed guard; "original" once installed

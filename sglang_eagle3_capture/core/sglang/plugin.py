@@ -31,17 +31,17 @@ all of that.
 
 from __future__ import annotations
 
-import logging
 import os
 
 from .. import families, releases, seams
 from ..after_import import when_imported
-from ..errors import UnsupportedSGLangVersion, WiringError
+from ..errors import DeploymentError, UnsupportedSGLangVersion, WiringError
+from ..logs import get_logger
 from ..releases.schema import Release
 from . import draft, guard, selfcheck, target
 from .runtime import current_tp_rank
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def _apply() -> None:
@@ -137,7 +137,11 @@ def register() -> None:
     """
     found = releases.installed_sglang_version()
     if releases.is_newer_than_table(found) and releases.unverified() != found:
-        if not selfcheck.enabled():
+        try:
+            check = selfcheck.enabled()
+        except DeploymentError as e:  # a value the switch parser does not read: not the check it needs
+            raise _refuse_newer(found, e.problem) from None
+        if not check:
             raise _refuse_newer(found, f"{selfcheck.ENV}=0 turns off the first-batch self-check that stands in for "
                                        "the missing verification")
         when_imported(releases.newest().trigger_module, _apply_newer)

@@ -19,7 +19,6 @@ manifest is read once per process: the outcome is recorded (:func:`recorded`) an
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -29,11 +28,12 @@ from ..capture import CapturePlan, plan_capture
 from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from ..errors import ManifestError, WiringError
 from ..families import family_of
+from ..logs import get_logger
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, Manifest, find_manifest
 from ..releases.schema import Release
 from ..target_config import architecture, cfg_get, target_dims
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 __all__ = ["CONVENTION_KEY", "IDS_KEY", "LAYER_ID_CONVENTION", "DeclaredLayerIds", "Resolution", "WiringError",
            "recorded", "resolve_target_capture"]

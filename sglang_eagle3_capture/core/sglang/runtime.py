@@ -9,6 +9,7 @@ it is built here the way the releases that have it build it.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .. import releases
@@ -26,6 +27,28 @@ def current_tp_rank() -> int | None:
         return get_parallel().tp_rank
     except Exception:  # noqa: BLE001 - see the docstring; a log line must never fail for want of a rank
         return None
+
+
+def tp_all_gather(obj: Any) -> list:
+    """``obj`` of every rank of this process's tensor-parallel group, in rank order, over SGLang's TP CPU (gloo)
+    group (``get_parallel().tp_group``, a ``GroupCoordinator`` whose ``cpu_group`` and ``world_size`` every supported
+    release has: runtime_context.py, distributed/parallel_state.py); ``[obj]`` at TP 1, and in a process where SGLang
+    built no TP group (a model built outside SGLang's runtime: the unit tests' fakes). Every rank must call it."""
+    if "sglang.srt.runtime_context" not in sys.modules:
+        return [obj]
+    from sglang.srt.runtime_context import get_parallel
+
+    try:
+        group = get_parallel().tp_group
+    except (AssertionError, RuntimeError, ValueError):  # not built in this process (see current_tp_rank)
+        return [obj]
+    if group is None or group.world_size == 1:
+        return [obj]
+    import torch.distributed as dist
+
+    out: list = [None] * group.world_size
+    dist.all_gather_object(out, obj, group=group.cpu_group)
+    return out
 
 
 def _spec() -> Any:

@@ -50,7 +50,6 @@ line per rank.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import sys
 import time
@@ -58,25 +57,26 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .. import seams
+from .. import seams, switches
 from ..errors import SelfCheckError
 from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM
+from ..logs import get_logger
 from ..releases.schema import FUSED_NORM, NORM_OPERANDS, RESIDUAL_STREAM, Release
 from ..seams import attr_path
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
-ENV = "SGLANG_EAGLE3_CAPTURE_SELFCHECK"
+ENV = switches.SELFCHECK.name
 MAX_ROWS = 512  # token rows referenced and compared per chunk (the warmup request has a handful)
 ULP_BOUND = 1  # allowed on the operand-sum routes (0 expected; see the module doc)
-_OFF = ("0", "false", "off", "no")
 CHECKED_MODES = ("EXTEND", "MIXED")  # ForwardMode names; not TARGET_VERIFY, SPLIT_PREFILL, DRAFT_EXTEND*, IDLE
 _FUSED_METHODS = ("forward_with_allreduce_fusion", "forward_with_allreduce_fusion_quant_per_group")
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """True unless ``SGLANG_EAGLE3_CAPTURE_SELFCHECK`` is ``0``/``false``/``off``/``no``."""
-    return (os.environ if environ is None else environ).get(ENV, "").strip().lower() not in _OFF
+    """True unless ``SGLANG_EAGLE3_CAPTURE_SELFCHECK`` turns it off; a value that does not read is refused
+    (:mod:`..switches`)."""
+    return switches.read(switches.SELFCHECK, environ)
 
 
 @dataclass(frozen=True)

@@ -23,22 +23,22 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from .. import families, policy, releases, seams
+from .. import families, policy, ranks, releases, seams, switches
 from ..capture import CapturePlan, FcFeed, plan_capture
 from ..errors import WiringError
 from ..families import PACKED, Family
 from ..families.schema import PP_FROM_RUNTIME, STREAM_FROM_INPUT_NORM, STREAM_FROM_LOOP
 from ..layer_ids import layer_ids_of_loop
+from ..logs import get_logger
 from ..releases.schema import Release
 from . import resolution, selfcheck
-from .runtime import current_tp_rank, draft_hf_config, draft_model_path
+from .runtime import current_tp_rank, draft_hf_config, draft_model_path, tp_all_gather
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # Feeds installed on live models; revert() detaches their final-norm hooks (instance state, not a class's).
 _FEEDS: "weakref.WeakSet[FcFeed]" = weakref.WeakSet()
@@ -168,9 +168,23 @@ def fed_layer_ids(target_model: Any) -> tuple[int, ...] | None:
     return None
 
 
+def ranks_agree(layer_ids: Any) -> None:
+    """Refuse, on every TP rank, unless all ranks serve the same wiring (:mod:`..ranks`): the ids handed to
+    ``set_eagle3_layers_to_capture`` and the manifest this process's resolution read. Every target rank calls it once
+    per configuration, before anything that could refuse on one rank only (a collective every rank must reach)."""
+    record = resolution.recorded()
+    manifest = record.manifest if record is not None else None
+    if isinstance(layer_ids, resolution.DeclaredLayerIds):
+        mine = ranks.statement(layer_ids.layer_ids, layer_ids.file, layer_ids.field, manifest)
+    else:
+        mine = ranks.statement(None, manifest=manifest, stock=None if layer_ids is None else list(layer_ids))
+    ranks.check(tp_all_gather(mine))
+
+
 def _wrap_set_eagle3(original: Callable, family: Family) -> Callable:
     @functools.wraps(original)
     def set_eagle3_layers_to_capture(self, layer_ids=None):
+        ranks_agree(layer_ids)  # every TP rank, before either branch can refuse
         if isinstance(layer_ids, resolution.DeclaredLayerIds):
             return configure(self, layer_ids, family)
         stack = decoder_stack(self, family)
@@ -209,6 +223,8 @@ def _wrap_forward(original: Callable) -> Callable:
 def _wrap_resolve(original: Callable) -> Callable:
     @functools.wraps(original)
     def init_spec_aux_hidden_state(self):
+        if not self.is_draft_worker:
+            switches.check_guards()  # a strict-mode or self-check value that does not read: refused at startup
         original(self)  # SGLang's own resolution: self.spec_aux_config
         from ...observe import sglang_report as setup_report  # observability, imported where it is used
 

@@ -6,12 +6,18 @@ also installs the CPU runtime's patches (cpu_runtime/ must follow on the path), 
   model, alter what its feed hands the draft: ``permute`` swaps the first two fc chunks of the plan, ``shift`` moves
   every captured loop index up by one (the same list object, so the feed's own identity check still passes);
 - ``EAGLE3_TEST_PRESENT_SGLANG_VERSION=V``: the package reads ``V`` as the installed SGLang version (a release newer
-  than the table, presented to the installed one).
+  than the table, presented to the installed one);
+- ``EAGLE3_TEST_EDIT_MANIFEST=[ids]`` with ``EAGLE3_TEST_MARKERS=DIR``: the manifest edited between two TP ranks'
+  reads, deterministically: the target resolution of TP rank 0 reads the draft's manifest and leaves a marker in
+  ``DIR``; that of every other rank waits for the marker, rewrites the manifest's ``layer_ids`` to ``ids``, then reads.
 """
 
 import dataclasses
+import json
 import os
 import sys
+import time
+from pathlib import Path
 
 import sglang_cpu_patches
 
@@ -53,6 +59,37 @@ def _present_version():
     releases.installed_sglang_version = lambda: version
 
 
+def _edit_between_ranks():
+    resolution = sys.modules["sglang_eagle3_capture.core.sglang.resolution"]
+    original, ids = resolution.find_manifest, json.loads(os.environ["EAGLE3_TEST_EDIT_MANIFEST"])
+    marker = Path(os.environ["EAGLE3_TEST_MARKERS"]) / "rank0-read"
+
+    def find_manifest(draft_dir):
+        from sglang.srt.runtime_context import get_parallel
+
+        rank = get_parallel().tp_rank
+        if rank == 0:
+            manifest = original(draft_dir)
+            marker.write_text("read\n")
+            return manifest
+        deadline = time.monotonic() + 600
+        while not marker.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"TP rank 0 never read the manifest ({marker})")
+            time.sleep(0.05)
+        path = Path(draft_dir) / "eagle3_manifest.json"
+        doc = json.loads(path.read_text())
+        doc["layer_ids"] = ids
+        path.write_text(json.dumps(doc))
+        print(f"TEST EDIT: TP rank {rank} rewrote {path} layer_ids to {ids} after rank 0 read it (pid {os.getpid()})",
+              flush=True)
+        return original(draft_dir)
+
+    resolution.find_manifest = find_manifest
+
+
+if os.environ.get("EAGLE3_TEST_EDIT_MANIFEST"):
+    when_imported("sglang_eagle3_capture.core.sglang.resolution", _edit_between_ranks)
 if os.environ.get("EAGLE3_TEST_SABOTAGE"):
     when_imported("sglang_eagle3_capture.core.sglang.target", _wrap_configure)
 if os.environ.get("EAGLE3_TEST_PRESENT_SGLANG_VERSION"):

@@ -1,0 +1,67 @@
+"""Tensor-parallel ranks must serve one wiring: each rank states what it serves, and all statements must be equal.
+
+Every TP rank is a process of its own that reads the draft's manifest (and config.json) on its own, once. A file
+edited between two ranks' reads, or a node that sees other files than its peers, would capture different layers on
+different ranks while each rank's first-batch self-check passes (each checks its own wiring against its own reading).
+So each rank states what it serves, :func:`statement` (the layer ids it wires, where they come from, a digest of the
+manifest it read), the engine's adapter gathers the statements over its TP CPU group, and :func:`check` refuses the
+deployment on every rank unless all are equal. Plain data, no engine: the SGLang adapter gathers them where every
+target rank configures its capture (``set_eagle3_layers_to_capture``), over SGLang's TP CPU (gloo) group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping, Sequence
+
+from .errors import DeploymentError, brief
+
+__all__ = ["check", "manifest_digest", "statement"]
+
+
+def manifest_digest(manifest: Any) -> str | None:
+    """A digest of everything a manifest states (layer ids, target, provenance, expected figures); None for none."""
+    if manifest is None:
+        return None
+    doc = {"layer_ids": list(manifest.layer_ids),
+           "target": [manifest.target_architecture, manifest.target_num_hidden_layers, manifest.target_hidden_size],
+           "provenance": manifest.provenance, "expected": manifest.expected}
+    text = json.dumps(doc, sort_keys=True, default=repr, ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def statement(layer_ids: Sequence[Any] | None, file: Any = None, field: str | None = None, manifest: Any = None,
+              stock: Sequence[Any] | None = None) -> dict:
+    """What one rank serves: the layer ids it wires (fc order) and the file and field that declare them (None: none
+    declared; ``stock``: the loop indices stock SGLang wiring was handed then), and the digest of the manifest it
+    read. Picklable, small, equal on two ranks exactly when they serve the same."""
+    return {"layer_ids": None if layer_ids is None else list(layer_ids), "file": None if file is None else str(file),
+            "field": field, "manifest": manifest_digest(manifest), "stock": None if stock is None else list(stock)}
+
+
+def _said(s: Mapping) -> str:
+    if s.get("layer_ids") is None:
+        ids = f"stock wiring of loop indices {brief(s.get('stock'), 80)}"
+    else:
+        ids = f"layer ids {brief(s['layer_ids'], 80)} from {brief(s.get('file'), 160)}"
+    return f"{ids}, {'manifest ' + s['manifest'] if s.get('manifest') else 'no manifest'}"
+
+
+def check(statements: Sequence[Mapping]) -> None:
+    """Raise :class:`~.errors.DeploymentError` unless every rank's statement (index = rank in the TP group) is the
+    same. Every rank raises the same error: it names the first declaring rank's file and field."""
+    groups: dict[str, list[int]] = {}
+    for rank, s in enumerate(statements):
+        groups.setdefault(json.dumps(s, sort_keys=True, default=repr), []).append(rank)
+    if len(groups) <= 1:
+        return
+    said = "; ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}: {_said(json.loads(k))}"
+                     for k, r in groups.items())
+    where = next((s for s in statements if s.get("file")), {})
+    raise DeploymentError(where.get("file"), where.get("field"), f"the {len(statements)} tensor-parallel ranks do not "
+                          f"serve the same draft wiring ({said}): each rank reads the draft's files on its own, and "
+                          "they changed between the ranks' reads or the ranks see different files", "restart the "
+                          "server once the draft directory no longer changes (replace a manifest with "
+                          "`sglang-eagle3-capture manifest write`, which writes it atomically, before the server "
+                          "starts), and give every node the same draft directory")
