@@ -88,6 +88,11 @@ class VllmRelease:
     seams: tuple[Seam, ...] = ()
     runner: str = ""
     embedding_crashes: tuple[str, ...] = ()  # families vLLM captures inline, where index 0 (the embedding) fails
+    # the decoder stack's module names the first-batch self-check hooks (vLLM's, for every family it serves here)
+    stack: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stack", _frozen(self.stack))
 
     def seam(self, role: str) -> Seam:
         """The seam with ``role`` (KeyError naming the release when it has none)."""

@@ -25,10 +25,16 @@ V1_SEAMS = (
          ("self", "input_ids", "positions", "intermediate_tensors", "inputs_embeds", "model_kwargs")),
     Seam("vllm.gate", "vllm.v1.worker.gpu_worker", "Worker", "load_model", ("self", "load_dummy_weights")),
 )
+# vLLM's decoder stacks (llama.py:406, qwen2.py, deepseek_v2.py): forward(input_ids, positions, intermediate_tensors,
+# inputs_embeds), layers[i].input_layernorm(hidden_states, residual) called as a module, the final norm ``norm``.
+STACK = dict(layers="layers", embed="embed_tokens", input_norm="input_layernorm", attn="self_attn", final_norm="norm",
+             forward_params=("self", "input_ids", "positions", "intermediate_tensors", "inputs_embeds"),
+             embeds_param="inputs_embeds")
 V1_READER_KEYS = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
 
 RELEASE = VllmRelease(
     version="0.32.0", built="2026-10", supported=True, proven=PROVEN_CPU_ENGINE,
     readers=(EngineReader("vLLM 0.32 V1 runner", V1_READER_KEYS, embedding_crashes=("deepseek_v2",),
                           unsorted=("deepseek_v2",)),),
-    trigger_module=RUNNER, seams=V1_SEAMS, runner="V1 GPUModelRunner", embedding_crashes=("deepseek_v2",))
+    trigger_module=RUNNER, seams=V1_SEAMS, runner="V1 GPUModelRunner", embedding_crashes=("deepseek_v2",),
+    stack=STACK)

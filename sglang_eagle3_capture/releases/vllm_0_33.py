@@ -16,7 +16,7 @@ tests/unit/test_vllm_release_seams_static.py; not run, as no CPU build of 0.33 e
 """
 
 from .schema import PROVEN_SEAM_PROBE, EngineReader, VllmRelease
-from .vllm_0_32 import RUNNER, V1_READER_KEYS, V1_SEAMS
+from .vllm_0_32 import RUNNER, STACK, V1_READER_KEYS, V1_SEAMS
 
 READERS = (
     EngineReader("vLLM 0.33 Model Runner V2 (default)",
@@ -29,4 +29,4 @@ READERS = (
 
 RELEASE = VllmRelease(version="0.33.0", built="2026-11", supported=True, proven=PROVEN_SEAM_PROBE, readers=READERS,
                       trigger_module=RUNNER, seams=V1_SEAMS, runner="V1 GPUModelRunner (VLLM_USE_V2_MODEL_RUNNER=0)",
-                      embedding_crashes=("deepseek_v2",))
+                      embedding_crashes=("deepseek_v2",), stack=STACK)

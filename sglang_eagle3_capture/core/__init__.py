@@ -1,0 +1,1 @@
+"""What an engine's entry point imports (issue 26's layout): the engine adapters live in subpackages."""
