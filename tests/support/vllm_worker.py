@@ -82,7 +82,7 @@ def main() -> int:
     for run in job["runs"]:
         print(f"=== vllm_worker: run {run['name']}", flush=True)
         results.append(run_one(run))
-        print(f"=== vllm_worker: run {run['name']}: ok={results[-1]['ok']} {results[-1].get('error') or ''}",
+        print(f"=== vllm_worker: done {run['name']}: ok={results[-1]['ok']} {results[-1].get('error') or ''}",
               flush=True)
         with open(sys.argv[2], "w") as f:
             json.dump({"runs": results}, f)

@@ -226,8 +226,9 @@ class VllmSelfCheck(selfcheck.SelfCheck):
 
     def fix(self) -> str:
         versions = ", ".join(r.version for r in releases.vllm_supported())
-        return (f"serve with a vLLM release the vLLM plugin supports ({versions}) and sglang-eagle3-capture unmodified, and remove anything else that patches the model's capture "
-                "(plugins, sitecustomize); if it persists, report it with this message and the server arguments")
+        return (f"serve with a vLLM release the vLLM plugin supports ({versions}) and sglang-eagle3-capture "
+                "unmodified, and remove anything else that patches the model's capture (plugins, sitecustomize); if "
+                "it persists, report it with this message and the server arguments")
 
 
 def _arm(stack: Any, plan: Any, n: int, where: str, release: VllmRelease) -> VllmSelfCheck | None:

@@ -1,0 +1,95 @@
+"""The vLLM plugin through real vLLM 0.32 on CPU (issue 27): with ``eagle3_manifest.json`` in the draft directory, vLLM
+feeds the draft's fc exactly the manifest's hidden states in fc order, the first-batch self-check passes in vLLM's
+worker, and a capture sabotaged after configuration or a manifest whose id count does not fit the fc is refused.
+
+One vLLM worker process runs every case one ``LLM`` after another (tests/support/vllm_harness.py): Llama and Qwen3
+tiny targets, manifests ``[-1, 1, 4]``, ``[-1, 1, "final_norm"]`` and ``[4, -1, 1]`` (vLLM itself sorts ids: only
+the plugin can feed this order). What the fc received is read by a test-only spy on the draft's
+``combine_hidden_states`` (tests/support/vllm_site); the reference is HF transformers' model of the same checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from sglang_eagle3_capture.layer_ids import EMBEDDING_LAYER_ID
+from sglang_eagle3_capture.manifest import Manifest, find_manifest, write_manifest
+from support.hf_reference import hf_greedy, load_hf
+from support.tiny_models import build_tiny_draft
+from support.tolerances import VLLM_TOLERANCES
+from support.vllm_harness import (
+    FAMILIES,
+    MANIFESTS,
+    NUM_LAYERS,
+    PLUGIN,
+    PROMPT,
+    build_cases,
+    hf_state,
+    run_vllm,
+    vllm_run,
+)
+
+NEW_TOKENS = 8
+CASES = [(f, c) for f in FAMILIES for c in MANIFESTS]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vllm-plugin")
+    targets, drafts = build_cases(root)
+    runs = [vllm_run(f"{f}/{c}", targets[f], drafts[(f, c)], prompts=[PROMPT], max_tokens=NEW_TOKENS)
+            for f, c in CASES]
+    # the self-check's own proof: the same deployment, its plan's first two fc chunks swapped after configuration
+    runs.append(vllm_run("sabotage", targets["llama"], drafts[("llama", "ascending")], prompts=[PROMPT],
+                         max_tokens=NEW_TOKENS, env={"EAGLE3_TEST_SABOTAGE": "permute"}))
+    # a manifest of two ids for an fc trained on three (config.json names the two as stock vLLM would read them)
+    short = build_tiny_draft(root / "short", target_dir=targets["llama"], num_aux=3)
+    write_manifest(short, Manifest((-1, 1), "LlamaForCausalLM", NUM_LAYERS, 256, {"source": "manual"}))
+    config = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**config, "eagle_aux_hidden_state_layer_ids": [0, 2]}))
+    runs.append(vllm_run("short", targets["llama"], short, prompts=[PROMPT], max_tokens=NEW_TOKENS))
+    results = {r["name"]: r for r in run_vllm(runs, plugins=PLUGIN)}
+    return targets, drafts, short, results
+
+
+@pytest.mark.parametrize("family,case", CASES)
+def test_the_fc_is_fed_the_manifest_states_and_greedy_tokens_equal_hf(served, family, case):
+    targets, drafts, _, results = served
+    r = results[f"{family}/{case}"]
+    assert r["ok"], r["error"] + r["log"][-3000:]
+    hf = load_hf(targets[family])
+    assert r["outputs"] == hf_greedy(hf, [PROMPT], NEW_TOKENS)
+    fc = r["spy"][0]  # the draft's first fc input: the prompt's tokens, as the target computed them
+    ids = MANIFESTS[case]
+    hidden = fc.shape[-1] // len(ids)
+    assert fc.shape == (len(PROMPT), len(ids) * hidden)
+    for chunk, layer_id in zip(fc.split(hidden, dim=-1), ids):
+        want = hf_state(hf, layer_id, NUM_LAYERS)
+        if layer_id == EMBEDDING_LAYER_ID:
+            assert torch.equal(chunk, want)
+        else:
+            torch.testing.assert_close(chunk, want, **VLLM_TOLERANCES[torch.float32])
+    assert "eagle3-capture self-check passed" in r["log"]
+    assert r["metrics"]["vllm:spec_decode_num_drafts"] > 0  # EAGLE-3 really ran
+
+
+def test_a_capture_permuted_after_configuration_is_refused_by_the_self_check(served):
+    _, drafts, _, results = served
+    r = results["sabotage"]
+    assert "TEST SABOTAGE permute" in r["log"]
+    assert not r["ok"] and r["outputs"] is None
+    (error,) = r["errors"]
+    assert error["type"] == "SelfCheckError"
+    assert error["file"] == str(find_manifest(drafts[("llama", "ascending")]).path)
+
+
+def test_a_manifest_whose_id_count_does_not_fit_the_fc_is_refused_at_startup(served):
+    *_, short, results = served
+    r = results["short"]
+    assert not r["ok"] and r.get("startup_s") is None  # LLM() itself failed: at startup, not at the first request
+    (error,) = r["errors"]
+    assert (error["type"], error["file"], error["field"]) == ("ManifestError", str(short / "eagle3_manifest.json"),
+                                                              "layer_ids")
