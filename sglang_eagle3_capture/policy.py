@@ -10,6 +10,7 @@ wiring) or raises a :class:`~sglang_eagle3_capture.errors.WiringError` naming th
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -326,6 +327,4 @@ def decide_vllm(d: VllmDeployment) -> Decision:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value)

@@ -334,7 +334,7 @@ def vllm_fail_closed_ids(layer_ids: Sequence, num_hidden_layers: int, *, family:
                                                                   f"({FINAL_NORM!r}): index N is the last layer's "
                                                                   "output before it",))
     ids = hidden_state_indices(layer_ids)
-    why = [f"{c.sglang_version}: {c.describe()}" for c in stock_on_vllm({IDS_KEY: ids}, num_hidden_layers, family=fam)
+    why = [c.describe() for c in stock_on_vllm({IDS_KEY: ids}, num_hidden_layers, family=fam)
            if c.fed_layer_ids != tuple(layer_ids) or c.problem]
     return FailClosedIds(ids, True) if not why else FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, tuple(why))
 

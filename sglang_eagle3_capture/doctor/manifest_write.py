@@ -149,9 +149,9 @@ def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
         outcomes.append("HF indices every stock vLLM runner reads as the manifest's" if vllm.exact else
                         "so that stock vLLM refuses the draft (no id list can express "
                         f"{list(ids)} to it: {vllm.why[-1]})")
-        notes.append(f"{wrong_vllm[-1].sglang_version}: {wrong_vllm[-1].describe()}")
+        notes.append(wrong_vllm[-1].describe())
         record.update({"top_level_field": IDS_KEY, "replaced_top_level_value": cfg.get(IDS_KEY),
-                       "stock_vllm": f"{wrong_vllm[-1].sglang_version}: {wrong_vllm[-1].describe()}"})
+                       "stock_vllm": wrong_vllm[-1].describe()})
     what = "; ".join(whats)
     note = (f"{cfg_path} disagrees with the manifest: {'; '.join(notes)}; --fail-closed would set {what}, "
             f"{'; '.join(outcomes)}")

@@ -33,7 +33,7 @@ STACK = dict(layers="layers", embed="embed_tokens", input_norm="input_layernorm"
 V1_READER_KEYS = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
 
 RELEASE = VllmRelease(
-    version="0.32.0", built="2026-10", supported=True, proven=PROVEN_CPU_ENGINE,
+    version="0.32.0", built="2026-10-20", supported=True, proven=PROVEN_CPU_ENGINE,
     readers=(EngineReader("vLLM 0.32 V1 runner", V1_READER_KEYS, embedding_crashes=("deepseek_v2",),
                           unsorted=("deepseek_v2",)),),
     trigger_module=RUNNER, seams=V1_SEAMS, runner="V1 GPUModelRunner", embedding_crashes=("deepseek_v2",),

@@ -27,6 +27,6 @@ READERS = (
                  embedding_crashes=("deepseek_v2",), unsorted=("deepseek_v2",)),
 )
 
-RELEASE = VllmRelease(version="0.33.0", built="2026-11", supported=True, proven=PROVEN_SEAM_PROBE, readers=READERS,
+RELEASE = VllmRelease(version="0.33.0", built="2026-11-01", supported=True, proven=PROVEN_SEAM_PROBE, readers=READERS,
                       trigger_module=RUNNER, seams=V1_SEAMS, runner="V1 GPUModelRunner (VLLM_USE_V2_MODEL_RUNNER=0)",
                       embedding_crashes=("deepseek_v2",), stack=STACK)

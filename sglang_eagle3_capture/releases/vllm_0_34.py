@@ -14,7 +14,7 @@ from .schema import PROVEN_REFUSED, EngineReader, VllmRelease
 from .vllm_0_32 import V1_SEAMS
 
 RELEASE = VllmRelease(
-    version="0.34.0", built="2026-12", supported=False, proven=PROVEN_REFUSED,
+    version="0.34.0", built="2026-11-16", supported=False, proven=PROVEN_REFUSED,
     readers=(EngineReader("vLLM 0.34 Model Runner V2", ("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids"),
                           embedding_crashes=("deepseek_v2",), unsorted=("deepseek_v2",),
                           note="does not read eagle_config.eagle_aux_hidden_state_layer_ids (the DFlash and DSpark "
