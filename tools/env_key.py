@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def vllm_env_key() -> str:
-    """The vLLM environment's key: its recipe, ``tools/install_vllm.py`` (this package goes in with ``--no-deps``, so its
-    declared requirements do not decide the environment's contents)."""
+    """The vLLM environment's key: its recipe, ``tools/install_vllm.py`` (this package goes in with ``--no-deps``, so
+    its declared requirements do not decide the environment's contents)."""
     return hashlib.sha256((ROOT / "tools" / "install_vllm.py").read_bytes()).hexdigest()[:12]
 
 

@@ -251,7 +251,8 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
                              f"{ds.trained or 'unknown'}")
     if manifest is not None and "silently mis-fed" in report.stock_outcome + report.vllm_outcome:
         report.messages.append(f"without the plugin, stock SGLang or stock vLLM would feed this draft's fc other "
-                               f"hidden states (SGLang: {report.stock_outcome}; vLLM: {report.vllm_outcome}). Fix: `sglang-eagle3-capture manifest write {draft} "
+                               f"hidden states (SGLang: {report.stock_outcome}; vLLM: {report.vllm_outcome}). "
+                               f"Fix: `sglang-eagle3-capture manifest write {draft} "
                                f"--layer-ids={','.join(map(str, manifest.layer_ids))} --target TARGET --force "
                                "--fail-closed` rewrites config.json so that it is fed exactly or refused at startup")
     return report
