@@ -45,6 +45,9 @@ def served(tmp_path_factory):
     # the self-check's own proof: the same deployment, its plan's first two fc chunks swapped after configuration
     runs.append(vllm_run("sabotage", targets["llama"], drafts[("llama", "ascending")], prompts=[PROMPT],
                          max_tokens=NEW_TOKENS, env={"EAGLE3_TEST_SABOTAGE": "permute"}))
+    # the gate's own proof: the plugin loaded, but the runner it patches is not wired (its patch reverted)
+    runs.append(vllm_run("unwired", targets["llama"], drafts[("llama", "ascending")], prompts=[PROMPT],
+                         max_tokens=NEW_TOKENS, env={"EAGLE3_TEST_SABOTAGE": "unwire"}))
     # a manifest of two ids for an fc trained on three (config.json names the two as stock vLLM would read them)
     short = build_tiny_draft(root / "short", target_dir=targets["llama"], num_aux=3)
     write_manifest(short, Manifest((-1, 1), "LlamaForCausalLM", NUM_LAYERS, 256, {"source": "manual"}))
@@ -93,3 +96,13 @@ def test_a_manifest_whose_id_count_does_not_fit_the_fc_is_refused_at_startup(ser
     (error,) = r["errors"]
     assert (error["type"], error["file"], error["field"]) == ("ManifestError", str(short / "eagle3_manifest.json"),
                                                               "layer_ids")
+
+
+def test_a_runner_the_plugin_did_not_wire_is_refused_at_startup_by_the_gate(served):
+    _, drafts, _, results = served
+    r = results["unwired"]
+    assert "TEST SABOTAGE unwire" in r["log"]
+    assert not r["ok"] and r.get("startup_s") is None
+    (error,) = r["errors"]
+    assert (error["type"], error["file"], error["field"]) == (
+        "WiringError", str(find_manifest(drafts[("llama", "ascending")]).path), "layer_ids")

@@ -8,7 +8,8 @@ variables, read when a process starts (vLLM spawns its engine and worker process
   is written as ``DIR/error_<pid>.json`` (its class, ``.file`` and ``.field``) before vLLM handles it, so tests
   assert on the fields and not on log wording;
 - ``EAGLE3_TEST_SABOTAGE=permute``: after the plugin configured the capture, its plan's first two fc chunks are
-  swapped (a mis-wired capture the first-batch self-check must refuse);
+  swapped (a mis-wired capture the first-batch self-check must refuse); ``unwire``: the plugin's capture patch is
+  reverted before the model loads (a runner the plugin did not wire, which its gate must refuse);
 - ``EAGLE3_TEST_BREAK_PLUGIN=1``: importing the plugin's entry-point module raises, as a plugin broken in the
   server's environment would (vLLM's ``load_general_plugins`` logs it and serves on).
 """
@@ -51,7 +52,8 @@ def _spy(out_dir: str) -> None:
 def _record(out_dir: str, error: BaseException) -> None:
     from sglang_eagle3_capture.errors import Eagle3CaptureError
 
-    if isinstance(error, Eagle3CaptureError):
+    if isinstance(error, Eagle3CaptureError) and not getattr(error, "_eagle3_test_recorded", False):
+        error._eagle3_test_recorded = True  # the worker's wrapper sees the runner's error again
         with open(os.path.join(out_dir, f"error_{os.getpid()}.json"), "w") as f:
             json.dump({"type": type(error).__name__, "file": None if error.file is None else str(error.file),
                        "field": error.field, "str": str(error)}, f)
@@ -64,6 +66,11 @@ def _errors_and_sabotage(out_dir: str | None, sabotage: str | None) -> None:
     load, execute = CPUModelRunner.load_model, GPUModelRunner.execute_model
 
     def load_model(self, *args, **kwargs):
+        if sabotage == "unwire":  # the plugin loaded and patched, then its capture patch is gone: the gate must refuse
+            from sglang_eagle3_capture.serving import seams
+
+            seams.revert(seams.Patch("vllm-capture", (), None))
+            print(f"TEST SABOTAGE unwire: the vLLM capture patch reverted (pid {os.getpid()})", flush=True)
         try:
             load(self, *args, **kwargs)
         except BaseException as e:
@@ -92,6 +99,20 @@ def _errors_and_sabotage(out_dir: str | None, sabotage: str | None) -> None:
     GPUModelRunner.execute_model = execute_model
 
 
+def _worker_errors(out_dir: str) -> None:
+    """The worker's load_model (where the plugin's gate sits), looked up through the MRO at call time."""
+    from vllm.v1.worker.cpu_worker import CPUWorker
+
+    def load_model(self, *args, **kwargs):
+        try:
+            return super(CPUWorker, self).load_model(*args, **kwargs)
+        except BaseException as e:
+            _record(out_dir, e)
+            raise
+
+    CPUWorker.load_model = load_model
+
+
 def _install() -> None:
     if os.environ.get("EAGLE3_TEST_BREAK_PLUGIN") == "1":
         sys.modules.pop(PLUGIN_MODULE, None)
@@ -106,6 +127,8 @@ def _install() -> None:
     errors, sabotage = os.environ.get("EAGLE3_TEST_ERRORS"), os.environ.get("EAGLE3_TEST_SABOTAGE")
     if errors or sabotage:
         when_imported("vllm.v1.worker.cpu_model_runner", lambda: _errors_and_sabotage(errors, sabotage))
+    if errors:
+        when_imported("vllm.v1.worker.cpu_worker", lambda: _worker_errors(errors))
 
 
 _install()
