@@ -15,10 +15,11 @@ import json
 import pytest
 import torch
 
+from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
 from sglang_eagle3_capture.layer_ids import EMBEDDING_LAYER_ID
 from sglang_eagle3_capture.manifest import Manifest, find_manifest, write_manifest
 from support.hf_reference import hf_greedy, load_hf
-from support.tiny_models import build_tiny_draft
+from support.tiny_models import VLLM_MLA_DIMS, build_tiny_draft, build_tiny_target
 from support.tolerances import VLLM_TOLERANCES
 from support.vllm_harness import (
     FAMILIES,
@@ -42,6 +43,13 @@ def served(tmp_path_factory):
     targets, drafts = build_cases(root)
     runs = [vllm_run(f"{f}/{c}", targets[f], drafts[(f, c)], prompts=[PROMPT], max_tokens=NEW_TOKENS)
             for f, c in CASES]
+    # DeepSeek-V3: vLLM captures inline and fails at index 0, so the plugin takes the embedding from embed_input_ids
+    deepseek = build_tiny_target(root / "deepseek", num_hidden_layers=NUM_LAYERS, **VLLM_MLA_DIMS)
+    ds_draft = build_tiny_draft(root / "deepseek-ascending", target_dir=deepseek, num_aux=3)
+    write_draft_manifest(ds_draft, MANIFESTS["ascending"], deepseek, fail_closed=True)
+    runs.append(vllm_run("deepseek/ascending", deepseek, ds_draft, prompts=[PROMPT], max_tokens=NEW_TOKENS,
+                         llm_kwargs={"dtype": "bfloat16"}))
+    targets["deepseek"] = deepseek
     # the self-check's own proof: the same deployment, its plan's first two fc chunks swapped after configuration
     runs.append(vllm_run("sabotage", targets["llama"], drafts[("llama", "ascending")], prompts=[PROMPT],
                          max_tokens=NEW_TOKENS, env={"EAGLE3_TEST_SABOTAGE": "permute"}))
@@ -106,3 +114,25 @@ def test_a_runner_the_plugin_did_not_wire_is_refused_at_startup_by_the_gate(serv
     (error,) = r["errors"]
     assert (error["type"], error["file"], error["field"]) == (
         "WiringError", str(find_manifest(drafts[("llama", "ascending")]).path), "layer_ids")
+
+
+def test_deepseek_gets_the_embedding_vllm_cannot_capture_and_the_manifest_layers(served):
+    """bf16 (the AMX MLA backend's only dtype; tests/support/tiny_models.VLLM_MLA_DIMS): the embedding is routed, so
+    bit-equal to HF's; the layers go through different bf16 kernels (MoE, MLA), so each chunk is shown to be its own
+    layer's state: nearer HF's hidden state at its id than any other layer's. The self-check compares each chunk with
+    the model's own modules in vLLM, bit for bit."""
+    targets, _, _, results = served
+    r = results["deepseek/ascending"]
+    assert r["ok"], (r["error"] or "") + r["log"][-3000:]
+    assert "+ the embedding (embed_input_ids)" in r["log"]  # vLLM's own index 0 would raise a TypeError there
+    assert "eagle3-capture self-check passed" in r["log"]
+    hf = load_hf(targets["deepseek"]).to(torch.bfloat16)
+    assert r["outputs"] == hf_greedy(hf, [PROMPT], NEW_TOKENS)
+    fc = r["spy"][0]
+    states = [hf_state(hf, i, NUM_LAYERS).float() for i in range(-1, NUM_LAYERS)]  # layer ids -1 .. N-1
+    ids = MANIFESTS["ascending"]
+    for chunk, layer_id in zip(fc.split(fc.shape[-1] // len(ids), dim=-1), ids):
+        if layer_id == EMBEDDING_LAYER_ID:
+            assert torch.equal(chunk, hf_state(hf, layer_id, NUM_LAYERS))
+        distance = [float((chunk.float() - s).norm() / s.norm()) for s in states]
+        assert distance.index(min(distance)) == layer_id + 1, distance

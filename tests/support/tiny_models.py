@@ -70,6 +70,11 @@ _MOE = dict(moe_intermediate_size=32, num_experts_per_tok=2)
 # vLLM's CPU attention takes head sizes [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512] only
 # (v1/attention/backends/cpu_attn.py:69 in 0.32): the common hidden 64 over 4 heads (16) does not load there.
 VLLM_DIMS = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=256)
+# DeepSeek-V3 on vLLM's CPU build: the AMX MLA backend (chosen where the CPU has AMX) takes bf16 weights and these MLA
+# head sizes (with the fixtures' 16-wide heads, amx_mla.py:303 raises "invalid weight input features 16"); its
+# fallback CPU_MLA shares no KV block size with the draft's attention (block 16 against multiples of 32).
+VLLM_MLA_DIMS = dict(hidden_size=256, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, kv_lora_rank=512,
+                     q_lora_rank=256, intermediate_size=256, moe_intermediate_size=64)
 
 JSON_NULL = object()  # an extra_keys value written as JSON null (None removes the key)
 

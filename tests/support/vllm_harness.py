@@ -46,11 +46,13 @@ def vllm_python() -> str:
 
 
 def vllm_run(name: str, target, draft, *, prompts: list[list[int]], max_tokens: int = 8,
-             num_speculative_tokens: int = 2, env: dict | None = None, spy: bool = True) -> dict:
-    """One ``LLM`` run of :func:`run_vllm`; ``spy`` records the draft's fc inputs and this package's errors."""
+             num_speculative_tokens: int = 2, env: dict | None = None, spy: bool = True,
+             llm_kwargs: dict | None = None) -> dict:
+    """One ``LLM`` run of :func:`run_vllm`; ``spy`` records the draft's fc inputs and this package's errors;
+    ``llm_kwargs`` override the worker's ``LLM`` arguments (fp32, eager, 256 tokens)."""
     return {"name": name, "target": str(target), "draft": None if draft is None else str(draft), "prompts": prompts,
             "max_tokens": max_tokens, "num_speculative_tokens": num_speculative_tokens, "env": dict(env or {}),
-            "spy": spy}
+            "spy": spy, "llm_kwargs": dict(llm_kwargs or {})}
 
 
 def run_vllm(runs: list[dict], *, plugins: str | None, env: dict | None = None, timeout: int = 1200) -> list[dict]:
