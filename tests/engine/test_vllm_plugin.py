@@ -49,6 +49,8 @@ def served(tmp_path_factory):
     write_draft_manifest(ds_draft, MANIFESTS["ascending"], deepseek, fail_closed=True)
     runs.append(vllm_run("deepseek/ascending", deepseek, ds_draft, prompts=[PROMPT], max_tokens=NEW_TOKENS,
                          llm_kwargs={"dtype": "bfloat16"}))
+    runs.append(vllm_run("deepseek/plain", deepseek, None, prompts=[PROMPT], max_tokens=NEW_TOKENS,
+                         llm_kwargs={"dtype": "bfloat16"}))  # bf16 greedy drifts from HF's: vLLM's own is the bar
     targets["deepseek"] = deepseek
     # the self-check's own proof: the same deployment, its plan's first two fc chunks swapped after configuration
     runs.append(vllm_run("sabotage", targets["llama"], drafts[("llama", "ascending")], prompts=[PROMPT],
@@ -120,14 +122,16 @@ def test_deepseek_gets_the_embedding_vllm_cannot_capture_and_the_manifest_layers
     """bf16 (the AMX MLA backend's only dtype; tests/support/tiny_models.VLLM_MLA_DIMS): the embedding is routed, so
     bit-equal to HF's; the layers go through different bf16 kernels (MoE, MLA), so each chunk is shown to be its own
     layer's state: nearer HF's hidden state at its id than any other layer's. The self-check compares each chunk with
-    the model's own modules in vLLM, bit for bit."""
+    the model's own modules in vLLM, bit for bit. Greedy tokens: vLLM's own without speculation (in bf16 HF's own
+    greedy run drifts from vLLM's after 7 tokens on this target, measured: the kernels, not the wiring)."""
     targets, _, _, results = served
     r = results["deepseek/ascending"]
     assert r["ok"], (r["error"] or "") + r["log"][-3000:]
     assert "+ the embedding (embed_input_ids)" in r["log"]  # vLLM's own index 0 would raise a TypeError there
     assert "eagle3-capture self-check passed" in r["log"]
+    plain = results["deepseek/plain"]
+    assert plain["ok"] and r["outputs"] == plain["outputs"]  # EAGLE-3 changed no greedy token of the same engine
     hf = load_hf(targets["deepseek"]).to(torch.bfloat16)
-    assert r["outputs"] == hf_greedy(hf, [PROMPT], NEW_TOKENS)
     fc = r["spy"][0]
     states = [hf_state(hf, i, NUM_LAYERS).float() for i in range(-1, NUM_LAYERS)]  # layer ids -1 .. N-1
     ids = MANIFESTS["ascending"]
