@@ -27,9 +27,20 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from . import records
-from .errors import LayerIdError, ManifestError, cut, shown
+from .errors import LayerIdError, ManifestError, brief, cut, shown
 from .layer_ids import FINAL_NORM, check_layer_ids
-from .schemas.manifest import EXPECTED, FINAL_NORM_VERSION, HEAD, MANIFEST, PROVENANCE, REWRITE, TARGET, WRITE_HINT
+from .schemas.manifest import (
+    EXPECTED,
+    EXPECTED_VERSION,
+    FINAL_NORM_VERSION,
+    HEAD,
+    MANIFEST,
+    PROVENANCE,
+    REWRITE,
+    TARGET,
+    WRITE_EXPECTED,
+    WRITE_HINT,
+)
 from .schemas.manifest import FILENAME as MANIFEST_FILENAME
 from .schemas.manifest import FORMAT as MANIFEST_FORMAT
 from .schemas.manifest import VERSION as MANIFEST_VERSION
@@ -44,7 +55,8 @@ __all__ = ["MANIFEST_FILENAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "WRITE_HI
 def _document(layer_ids: Any, architecture: Any, num_hidden_layers: Any, hidden_size: Any, provenance: Any,
               expected: Any = None) -> dict:
     final = isinstance(layer_ids, list) and FINAL_NORM in layer_ids
-    doc = {"format": MANIFEST_FORMAT, "version": FINAL_NORM_VERSION if final else MANIFEST_VERSION,
+    version = EXPECTED_VERSION if expected is not None else FINAL_NORM_VERSION if final else MANIFEST_VERSION
+    doc = {"format": MANIFEST_FORMAT, "version": version,
            "layer_ids": layer_ids,
            "target": {"architecture": architecture, "num_hidden_layers": num_hidden_layers,
                       "hidden_size": hidden_size},
@@ -107,19 +119,31 @@ class Manifest:
         type, a missing ``source``); shown, never refused. Unknown keys are not problems: a later version adds some."""
         return records.problems(PROVENANCE, self.provenance, "provenance")
 
-    def expected_acceptance(self, topk: int) -> tuple[list[float] | None, str | None]:
-        """``(per_position, None)``: the offline per-position acceptance ``expected`` holds for ``topk``; or
-        ``(None, why)`` when there is none or the block does not read cleanly (metadata: never an error)."""
+    def expected_acceptance(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str | None]:
+        """``(per_position, None)``: the offline per-position acceptance ``expected`` holds for the setting ``(steps,
+        topk, draft_tokens)`` as a server runs it (``steps`` figures); or ``(None, why)`` when there is none, the block
+        does not read cleanly, or it was measured for other ``layer_ids`` than the manifest's (metadata: never an
+        error; the block is bounded, schemas.manifest)."""
         if self.expected is None:
             return None, "the manifest has no 'expected' block"
         bad = records.problems(EXPECTED, self.expected, "expected")
         if bad:
-            return None, f"field '{bad[0][0]}': {bad[0][1]}"
+            return None, f"field '{bad[0][0]}': {bad[0][1]}; {WRITE_EXPECTED}"
+        measured = list(self.expected["provenance"]["layer_ids"])
+        if measured != list(self.layer_ids):
+            return None, (f"field 'expected.provenance.layer_ids': the figures were measured with layer ids "
+                          f"{measured}, but the manifest's layer_ids are {list(self.layer_ids)}; {WRITE_EXPECTED}")
         for entry in self.expected["acceptance"]:
-            if entry["topk"] == topk:
+            if (entry["steps"], entry["topk"], entry["draft_tokens"]) == (steps, topk, draft_tokens):
+                if len(entry["per_position"]) != steps:
+                    return None, (f"field 'expected.acceptance': the entry for {steps},{topk},{draft_tokens} has "
+                                  f"{len(entry['per_position'])} figures for {steps} draft positions; {WRITE_EXPECTED}")
                 return list(entry["per_position"]), None
-        have = sorted({e["topk"] for e in self.expected["acceptance"]})
-        return None, f"field 'expected.acceptance' has figures for topk {have}, not for topk {topk}"
+        have = " ".join(f"{e['steps']},{e['topk']},{e['draft_tokens']}" for e in self.expected["acceptance"])
+        served = f"{steps},{topk},{draft_tokens}"
+        return None, (f"field 'expected.acceptance' has figures for the settings {brief(have, 200)}, not for the "
+                      f"{served} served; write them with `sglang-eagle3-capture verify DRAFT --data SAMPLES "
+                      f"--write-expected --settings {served}`")
 
     def to_dict(self) -> dict:
         """The JSON document (``format``, ``version``, ``layer_ids``, ``target``, ``provenance``, ``expected`` when

@@ -66,6 +66,17 @@ def runner(tiny_target_dir):
 
 
 @pytest.fixture(scope="session")
+def forked():
+    """This worker's fork server (support/forked.py): runs an SGLang-side body in a fresh child of one interpreter
+    that imported torch and SGLang once; started on first use."""
+    from support.forked import ForkServer
+
+    server = ForkServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
 def speculators_draft(tmp_path_factory) -> Path:
     """A draft written by speculators' own Eagle-3 classes (Kimi-K2.5 shaped, fc trained on HF [0, 3, 31]);
     shared read-only: copy it before changing it."""

@@ -3,9 +3,11 @@
 A wiring is a tuple of :class:`Source` (one per fc chunk): a stored chunk, the embedding lookup of
 the input ids (the embedding output, exactly, so it is always buildable), or zeros. Candidates:
 
-- the manifest's ids, mapped to stored chunks by the layer ids the data declares (speculators'
-  legacy ``data_config.json``) and by the exact embedding check; when the data does not name its
-  layers, the chunks the training pipeline fed the fc (e.g. ``hidden_states[:-1]``) stand for them;
+- the manifest's ids, mapped to stored chunks by their layer ids (:func:`label_fc_inputs`: what the data
+  declares, e.g. speculators' legacy ``data_config.json``, and the exact embedding check; when the data does not
+  name its layers, the draft's training record or, without one, the manifest names the chunks the training
+  pipeline fed the fc). Every wiring is built from the same labels, so a stock reading with the manifest's ids is
+  the manifest's row;
 - the training pipeline's own fc input;
 - what each stock SGLang release in the table / the no-ids default would feed (when those layers are stored);
 - the manifest's ids shifted by one either way, and the stored order shifted by one;
@@ -132,6 +134,57 @@ def chunk_identities(layer_ids_from_data: Sequence[int | None],
     return ids, notes
 
 
+@dataclass(frozen=True)
+class Labels:
+    """Layer ids of the stored chunks (``None`` unknown), the notes saying where they came from, and, when the draft's
+    training record names other fc inputs than the manifest, that contradiction (one sentence)."""
+
+    ids: list
+    notes: list[str]
+    contradiction: str = ""
+
+
+def label_fc_inputs(ids: Sequence[int | None], fc_chunks: Sequence[int], declared: Sequence[int | str],
+                    recorded: tuple[Sequence[int], str] | None, data_ids: Sequence[int | None]) -> Labels:
+    """``ids`` (after :func:`chunk_identities`) with the fc chunks named when the data names none of its stored
+    tensors (``data_ids``, the sample's own ``chunk_layer_ids``, all ``None``): by ``recorded`` (``(layer ids,
+    where)``: the ids the draft's training config gave its trainer, so the ones its data stored) when there is such a
+    record, else by the ``declared`` ids (an assumption, said in a note). A record that differs from ``declared`` is
+    the contradiction: the manifest names other inputs than the draft was trained on. Data that names its tensors is
+    taken as it is (a label the embedding check refuted stays unknown)."""
+    out = list(ids)
+    if any(i is not None for i in data_ids) or all(out[i] is not None for i in fc_chunks):
+        return Labels(out, [])
+    names, notes, contradiction = declared, [], ""
+    if recorded is not None and len(recorded[0]) == len(fc_chunks):
+        names, where = recorded
+        notes.append(f"the data does not name its stored layers; the training pipeline's fc input is read as the "
+                     f"layer ids its training record names: {list(names)} ({where})")
+        if list(names) != list(declared):
+            contradiction = (f"the manifest's layer_ids {list(declared)} are not the {list(names)} the draft's "
+                             f"training record names ({where}), the layers its training data stored")
+    else:
+        notes.append("the data does not name its stored layers, nor does a training record of the draft; the "
+                     f"manifest's ids {list(declared)} are assumed to be the tensors the training pipeline fed the fc")
+    if len(names) != len(fc_chunks):
+        return Labels(out, notes, contradiction)
+    labelled = list(out)
+    for i, lid in zip(fc_chunks, names):
+        if labelled[i] is None:
+            labelled[i] = lid
+    known = [i for i in labelled if i is not None]
+    if any(labelled[i] != lid for i, lid in zip(fc_chunks, names)) or len(set(known)) != len(known):
+        notes.append(f"those ids do not fit the stored tensors the data names ({layer_label_list(out)}); the "
+                     "unnamed tensors stay unnamed")
+        return Labels(out, notes, contradiction)
+    return Labels(labelled, notes, contradiction)
+
+
+def layer_label_list(ids: Sequence[int | None]) -> str:
+    """``[-1 (embedding), ?, 4]``."""
+    return "[" + ", ".join(layer_label(i) for i in ids) + "]"
+
+
 def _by_layer(layer_ids: Sequence[int], chunk_ids: Sequence[int | None]) -> tuple[list[Source] | None, str]:
     out = []
     for lid in layer_ids:
@@ -140,8 +193,7 @@ def _by_layer(layer_ids: Sequence[int], chunk_ids: Sequence[int | None]) -> tupl
         elif lid == EMBEDDING_LAYER_ID:
             out.append(Source("embedding"))
         else:
-            stored = [i for i in chunk_ids if i is not None]
-            return None, f"layer {lid} is not stored (the data holds layers {stored or 'unknown'})"
+            return None, f"layer {lid} is not stored (the stored tensors are layers {layer_label_list(chunk_ids)})"
     return out, ""
 
 
@@ -151,17 +203,12 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
     """All candidate wirings for a K-chunk fc (K = ``len(manifest_ids)``); see the module doc.
 
     ``stock`` lists ``(name, fed layer ids)`` for the stock-SGLang readings; ``chunk_ids`` the layer id of each
-    stored chunk (``None`` unknown, after :func:`chunk_identities`); ``aliases`` maps a stored chunk that is an exact
-    copy of an earlier one to that one (:func:`copies`).
+    stored chunk (``None`` unknown, after :func:`chunk_identities` and :func:`label_fc_inputs`); ``aliases`` maps a
+    stored chunk that is an exact copy of an earlier one to that one (:func:`copies`).
     """
     k, n_chunks = len(manifest_ids), len(chunk_ids)
     cs = CandidateSet(aliases=dict(aliases or {}))
-    known = all(chunk_ids[i] is not None for i in fc_chunks)
     m_sources, why = _by_layer(manifest_ids, chunk_ids)
-    if m_sources is None and not known and len(fc_chunks) == k:
-        m_sources = [Source("chunk", i) for i in fc_chunks]
-        cs.notes.append("the data does not name its stored layers; the manifest's ids are assumed to be the tensors "
-                        "the training pipeline fed the fc")
     cs.manifest = cs.add(f"manifest {list(manifest_ids)}", m_sources, manifest_ids, why)
     cs.manifest_problem = why if cs.manifest is None else ""
     if len(fc_chunks) == k:

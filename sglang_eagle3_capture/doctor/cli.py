@@ -43,7 +43,7 @@ from ..readings import releases_label
 from ..userfiles import os_problem, path_kind
 from .candidates import describe_sources, layer_label
 from .compare import DEFAULT_MIN_COSINE, compare
-from .expected import _dtype, measure, write_expected
+from .expected import DEFAULT_SETTINGS, _dtype, measure, parse_settings, write_expected
 from .inspect import inspect_draft
 from .manifest_write import write_draft_manifest
 from .verify import DEFAULT_MARGIN, verify
@@ -215,13 +215,20 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    settings = parse_settings(args.settings) if args.settings else list(DEFAULT_SETTINGS)
+    if args.settings and not args.write_expected:
+        raise UsageError(None, "--settings", "only --write-expected reads it", "add --write-expected, or drop it")
     r = verify(args.draft_dir, args.data, target=args.target, top_k=args.top_k, batch_size=args.batch_size,
                margin=args.margin, max_combinations=args.max_combinations, progress=not args.no_progress,
                dtype=None if args.dtype in (None, "float32") else _dtype(args.draft_dir, args.dtype))
     status = EXIT_CONSISTENT if r.ok else EXIT_AMBIGUOUS if r.ambiguous else EXIT_MISWIRED
-    if args.write_expected:  # the draft's own rollouts: doctor/expected.py
+    if args.write_expected and status != EXIT_CONSISTENT:  # figures of a wiring verify does not call right arm nothing
+        _say(f"expected:    NOT written: verify says {'AMBIGUOUS' if r.ambiguous else 'FAIL'}, so figures measured "
+             "under the manifest's wiring would arm the alarm from a wiring it does not call right; fix the manifest "
+             "(or verify with more samples), then run --write-expected again")
+    elif args.write_expected:  # the draft's own rollouts: doctor/expected.py
         written = write_expected(args.draft_dir, measure(args.draft_dir, args.data, target=args.target,
-                                                         dtype=args.dtype))
+                                                         settings=settings, dtype=args.dtype))
         print(f"expected:    written to {shown(written)}", file=sys.stderr)
     if args.json:
         _print_json(r.to_dict())
@@ -349,14 +356,17 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
                    help=f"top-1 lead the manifest's wiring needs over every other wiring (default {DEFAULT_MARGIN})")
     v.add_argument("--max-combinations", type=_count, default=64, help="evaluate every ascending choice of stored "
                    "tensors when there are at most this many (default 64)")
-    v.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's choice; on a busy "
-                   "machine 1 is often fastest)")
+    v.add_argument("--threads", type=_threads, help="torch CPU threads, at most the CPUs this process may use "
+                   "(default: torch's choice; on a busy machine 1 is often fastest)")
     v.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument("--dtype", choices=("float32", "bfloat16", "checkpoint"), help="hold and run the draft in this "
                    "dtype (default float32; checkpoint: the checkpoint's own, half the memory for a bf16 draft)")
-    v.add_argument("--write-expected", action="store_true", help="also write the draft's offline acceptance per "
-                   "position and predicted accept lengths (see `plan`) into the manifest's 'expected' block")
+    v.add_argument("--write-expected", action="store_true", help="when verify says OK, also write the draft's "
+                   "offline acceptance per position and predicted accept length of each setting (see `plan`) into the "
+                   "manifest's 'expected' block, which a server's acceptance alarm reads for the setting it runs")
+    v.add_argument("--settings", metavar="LIST", help="with --write-expected: the settings STEPS,TOPK,DRAFT_TOKENS to "
+                   "write figures for (default: plan's candidates)")
     v.set_defaults(handler=_cmd_verify)
 
     c = subparsers.add_parser("compare", help="served fc inputs (a capture dump) against training samples")
@@ -396,6 +406,15 @@ def _positive_int(text: str) -> int:
     if not re.fullmatch(r"\s*[0-9]{1,9}\s*", text) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{brief(text, 40)} is not a positive integer")
     return int(text)
+
+
+def _threads(text: str) -> int:
+    """``--threads``: a positive integer no larger than the CPUs this process may use (torch crashes far past it)."""
+    n = _positive_int(text)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if n > cpus:
+        raise argparse.ArgumentTypeError(f"{n} is more than the {cpus} CPUs this process may use")
+    return n
 
 
 def _count(text: str) -> int:

@@ -24,6 +24,7 @@ Samples stream one batch at a time; the draft computes in fp32, or in the checkp
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,14 +33,17 @@ from typing import Sequence
 
 from .. import __version__
 from ..acceptance import Tally
-from ..errors import SampleError, UsageError
+from ..errors import SampleError, UsageError, WeightsError, brief
 from ..formats import load_draft_config
 from ..manifest import find_manifest, manifest_path, write_manifest
 from . import verify as v
-from .candidates import build_candidates, chunk_identities
+from .candidates import build_candidates, chunk_identities, label_fc_inputs
 from .samples import expand_data_paths
 
 MAX_STEPS = 8
+# A tree rollout holds topk slots of the draft's logits and topk**2 candidates per step for every row of a batch, so
+# its memory grows as topk squared; SGLang's examples and the EAGLE papers use topk up to 10.
+MAX_TOPK = 16
 
 
 @dataclass(frozen=True, order=True)
@@ -66,6 +70,26 @@ DEFAULT_SETTINGS = tuple(
        and d - 1 >= s])
 
 
+_SETTING = re.compile(r"\s*([0-9]{1,4}),([0-9]{1,4}),([0-9]{1,5})\s*")
+
+
+def parse_settings(text: str) -> list[Setting]:
+    """``"1,1,2 3,2,6"`` (or ``;``-separated) as settings (``--settings``); each must run as asked, within bounds."""
+    out = []
+    for part in re.split(r"[\s;]+", text.strip()):
+        m = _SETTING.fullmatch(part)
+        if not m:
+            raise UsageError(None, "--settings", f"{brief(part, 40)!r} is not STEPS,TOPK,DRAFT_TOKENS",
+                             "give settings like --settings '1,1,2 3,1,4 3,2,6'")
+        s = Setting(*map(int, m.groups()))
+        why = runs_as_asked(s) or bounded(s)
+        if why:
+            raise UsageError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, of at "
+                             f"most {MAX_STEPS} steps and topk {MAX_TOPK}")
+        out.append(s)
+    return out
+
+
 def runs_as_asked(s: Setting) -> str | None:
     """``None`` when SGLang runs ``s`` as given; else why not (SGLang 0.5.23 arg_groups/speculative_hook.py sets
     ``num_draft_tokens = steps + 1`` whenever ``topk == 1``, declared through ``declare_resolution``; a tree cannot
@@ -77,6 +101,15 @@ def runs_as_asked(s: Setting) -> str | None:
     if s.topk > 1 and not 2 <= s.draft_tokens <= 1 + s.topk + (s.steps - 1) * s.topk ** 2:
         return (f"a {s.steps}-step topk-{s.topk} tree drafts {s.topk + (s.steps - 1) * s.topk ** 2} nodes, so draft "
                 f"tokens must be in [2, {1 + s.topk + (s.steps - 1) * s.topk ** 2}]")
+    return None
+
+
+def bounded(s: Setting) -> str | None:
+    """``None`` when ``plan`` rolls ``s`` out within its bounds (:data:`MAX_STEPS`, :data:`MAX_TOPK`); else why not."""
+    if s.steps > MAX_STEPS:
+        return f"more than {MAX_STEPS} steps"
+    if s.topk > MAX_TOPK:
+        return f"topk more than {MAX_TOPK} (a tree rollout's memory grows as topk squared)"
     return None
 
 
@@ -146,19 +179,12 @@ class ExpectedReport:
         return sorted(self.figures, key=lambda f: (-f.accept_length, f.setting.draft_tokens, f.setting.steps))
 
     def expected_block(self, version: str) -> dict:
-        """The manifest's ``expected`` block (schemas.manifest.EXPECTED): per topk the per-position acceptance of its
-        best setting (a chain's later positions do not depend on how many steps follow), the accept length of every
-        setting, and where the figures came from."""
-        acceptance = []
-        for topk in sorted({f.setting.topk for f in self.figures}):
-            best = max((f for f in self.figures if f.setting.topk == topk),
-                       key=lambda f: (f.setting.steps, f.accept_length) if topk == 1 else (f.accept_length,))
-            acceptance.append({"topk": topk, "per_position": best.per_position, "steps": best.setting.steps,
-                               "draft_tokens": best.setting.draft_tokens})
+        """The manifest's ``expected`` block (schemas.manifest.EXPECTED): per setting measured, its per-position
+        acceptance and accept length (a server's alarm reads the entry of the setting it runs), and where the figures
+        came from, ``layer_ids`` included: the wiring they hold for."""
+        acceptance = [{"steps": f.setting.steps, "topk": f.setting.topk, "draft_tokens": f.setting.draft_tokens,
+                       "per_position": f.per_position, "accept_length": f.accept_length} for f in self.ranked()]
         return {"acceptance": acceptance,
-                "accept_length": [{"steps": f.setting.steps, "topk": f.setting.topk,
-                                   "draft_tokens": f.setting.draft_tokens, "accept_length": f.accept_length}
-                                  for f in self.ranked()],
                 "provenance": {"tool": "sglang-eagle3-capture verify --write-expected", "version": version,
                                "data_files": len(self.files), "data": self.files[:20], "positions": self.positions,
                                "layer_ids": list(self.layer_ids), "dtype": self.dtype,
@@ -175,10 +201,13 @@ class ExpectedReport:
 
 def shifted_batch(samples, sources, embed):
     """Right-padded, shifted tensors for a batch under one wiring: ``(ids, aux, tgt, mask)`` with row ``p`` reading
-    fc input ``p`` and token ``p + 1``, labelled with token ``p + 2`` where the loss mask at ``p + 1`` is set."""
+    fc input ``p`` and token ``p + 1``, labelled with token ``p + 2`` where the loss mask at ``p + 1`` is set; ``None``
+    when no sample is long enough to score a position."""
     import torch
 
     b, t = len(samples), max(s.seq_len for s in samples)
+    if t < v.MIN_TOKENS:
+        return None
     h = samples[0].hidden_size
     dtype = embed.dtype
     ids = torch.zeros(b, t, dtype=torch.long)
@@ -207,17 +236,24 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
     from ..draft.rollout import accepted_drafts  # torch
 
     for s in settings:
-        why = runs_as_asked(s)
+        why = runs_as_asked(s) or bounded(s)
         if why:
-            raise UsageError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked")
-        if s.steps > MAX_STEPS:
-            raise UsageError(None, "--settings", f"{s.label()}: more than {MAX_STEPS} steps",
-                             f"give at most {MAX_STEPS} steps")
+            raise UsageError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, "
+                             f"of at most {MAX_STEPS} steps and topk {MAX_TOPK}")
     draft_cfg = load_draft_config(Path(draft_dir) / "config.json")
     declared = v._declared(Path(draft_dir), draft_cfg, target)
+    if declared.readings:
+        raise UsageError(Path(draft_dir) / "config.json", None, f"no manifest, and the config's ids mean one of "
+                         f"{len(declared.readings)} readings, so no wiring is declared to roll the draft out under",
+                         "run `sglang-eagle3-capture verify` to tell them apart, then write the manifest")
     paths = expand_data_paths(data)
     if model is None:
         model = v.load_draft(draft_dir, target, None if dtype in (None, "float32") else _dtype(draft_dir, dtype))
+    draft_vocab = int(model.d2t.shape[0])
+    for s in settings:
+        if s.topk > draft_vocab:
+            raise UsageError(None, "--settings", f"{s.label()}: topk {s.topk} is more than the draft's vocabulary of "
+                             f"{draft_vocab} tokens", f"give a topk of at most {draft_vocab}")
     embed = model.embed_tokens.weight.detach()
     figures = {s: Figures(s) for s in settings}
     report = ExpectedReport(str(draft_dir), declared.layer_ids, [str(p) for p in paths], list(figures.values()),
@@ -225,29 +261,41 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
     sources, first, start = None, None, time.perf_counter()
     vocab = embed.shape[0]
     for batch in v._batches(paths, batch_size, progress):
+        v.check_batch(batch, first, declared, vocab)
         for s in batch:
-            v._check_token_ids(s, vocab)
+            if s.loss_mask is None:
+                raise SampleError(s.path, "loss_mask", "the sample carries no loss mask, so the positions its trainer "
+                                  "scored (where a server's verify steps start: after the prompt) are unknown",
+                                  v.NO_MASK_FIX)
         if first is None:
             first = batch[0]
             ids, _ = chunk_identities(first.chunk_layer_ids, v._embedding_hits([first], embed)[0])
+            labels = label_fc_inputs(ids, first.fc_chunks, declared.layer_ids, declared.recorded,
+                                     first.chunk_layer_ids)
+            if labels.contradiction:
+                raise UsageError(declared.source, "layer_ids", labels.contradiction, "run `sglang-eagle3-capture "
+                                 "verify` on the draft and write the manifest with the ids it was trained on")
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=declared.num_hidden_layers, stock=[],
-                                  chunk_ids=ids, fc_chunks=first.fc_chunks)
+                                  chunk_ids=labels.ids, fc_chunks=first.fc_chunks)
             if cs.manifest is None:
                 raise SampleError(first.path, None, f"the declared wiring {list(declared.layer_ids)} cannot be built "
                                   f"from the stored tensors: {cs.manifest_problem}",
                                   "pass samples that store those layers")
             sources = cs.manifest.sources
-        for s in batch:
-            v._check_layout(s, first, len(first.chunks))
-        ids, aux, tgt, mask = shifted_batch(batch, sources, embed)
-        if ids.shape[1] < 1:
+        shifted = shifted_batch(batch, sources, embed)
+        if shifted is None:
             continue
+        ids, aux, tgt, mask = shifted
         acc = accepted_drafts(model, ids, aux, tgt, mask, list(settings))
         report.positions += int(mask.sum())
         report.tokens += sum(s.seq_len for s in batch)
         for s, a in acc.items():
             figures[s].add(a)
     report.seconds = time.perf_counter() - start
+    if report.positions == 0:
+        raise UsageError(None, "--data", f"the {len(paths)} samples score no position (empty loss masks, or fewer "
+                         f"than {v.MIN_TOKENS} tokens), so there is nothing to predict acceptance from",
+                         "pass the draft's training samples, with their loss masks")
     return report
 
 
@@ -263,13 +311,19 @@ def _walk(accepted) -> list[int]:
 
 
 def _dtype(draft_dir, name: str):
+    """The torch dtype ``--dtype name`` means for ``draft_dir`` (``checkpoint``: its fc weight's, fp32 unless bf16 or
+    fp16); a draft without an fc weight is a :class:`WeightsError`."""
     import torch
 
     if name == "checkpoint":
         from ..draft.checkpoint import module_name, tensor_index
 
         index = tensor_index(draft_dir)
-        fc = next(info for n, info in index.items() if module_name(n) == "fc.weight")
+        fc = next((info for n, info in index.items() if module_name(n) == "fc.weight"), None)
+        if fc is None:
+            raise WeightsError(draft_dir, "fc.weight", "not in the draft's weights, so --dtype checkpoint has no dtype "
+                               "to take (and no EAGLE-3 draft lacks it)", "pass the EAGLE-3 draft directory, or "
+                               "--dtype float32 / bfloat16")
         return {"BF16": torch.bfloat16, "F16": torch.float16}.get(fc.dtype)
     return getattr(torch, name)
 
@@ -285,4 +339,5 @@ def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
     return write_manifest(draft_dir, dataclasses.replace(m, expected=report.expected_block(__version__)))
 
 
-__all__ = ["DEFAULT_SETTINGS", "ExpectedReport", "Figures", "Setting", "measure", "runs_as_asked", "write_expected"]
+__all__ = ["DEFAULT_SETTINGS", "ExpectedReport", "Figures", "Setting", "bounded", "measure", "parse_settings",
+           "runs_as_asked", "write_expected"]

@@ -8,29 +8,9 @@ draft tokens to steps + 1). ``--write-expected`` on ``verify`` writes the same f
 from __future__ import annotations
 
 import argparse
-import re
 
-from ..errors import UsageError
-from .cli import _positive_int, _print, _print_json
-from .expected import DEFAULT_SETTINGS, ExpectedReport, Setting, measure, runs_as_asked
-
-_SETTING = re.compile(r"\s*([0-9]{1,4}),([0-9]{1,4}),([0-9]{1,5})\s*")
-
-
-def parse_settings(text: str) -> list[Setting]:
-    """``"1,1,2 3,2,6"`` (or ``;``-separated) as settings; each must run as asked."""
-    out = []
-    for part in re.split(r"[\s;]+", text.strip()):
-        m = _SETTING.fullmatch(part)
-        if not m:
-            raise UsageError(None, "--settings", f"{part!r} is not STEPS,TOPK,DRAFT_TOKENS",
-                             "give settings like --settings '1,1,2 3,1,4 3,2,6'")
-        s = Setting(*map(int, m.groups()))
-        why = runs_as_asked(s)
-        if why:
-            raise UsageError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked")
-        out.append(s)
-    return out
+from .cli import _positive_int, _print, _print_json, _threads
+from .expected import DEFAULT_SETTINGS, ExpectedReport, measure, parse_settings
 
 
 def lines(r: ExpectedReport, top: int | None = None) -> list[str]:
@@ -78,7 +58,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=_positive_int, default=8, help="samples per batched rollout (default 8)")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "checkpoint"), help="compute dtype (default float32; "
                    "checkpoint: the checkpoint's own, halving memory for a bf16 draft)")
-    p.add_argument("--threads", type=_positive_int, help="torch CPU threads")
+    p.add_argument("--threads", type=_threads, help="torch CPU threads (at most the CPUs this process may use)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=_cmd_plan)

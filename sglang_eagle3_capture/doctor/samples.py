@@ -11,9 +11,12 @@ hidden-state tensors split into ``[seq, hidden]`` chunks in stored order):
   *after* decoder layer ``idx``, so its ids already are this package's layer ids. Its
   ``sample_lengths.json`` (``{"i": seq_len}``) must agree with ``data_{i}.pt``.
 - speculators' ``hs_{i}.safetensors`` (vLLM ``extract_hidden_states``): ``hidden_states``
-  ``[seq, layers, hidden]`` and ``token_ids`` ``[seq]``; the loss mask usually lives in an Arrow dataset,
-  which is not read: a ``loss_mask`` ``[seq]`` in the file is read when present, else every position counts.
-  The trainer fed the fc ``hidden_states[:, :-1]``.
+  ``[seq, layers, hidden]`` and ``token_ids`` ``[seq]``. The trainer fed the fc ``hidden_states[:, :-1]`` and scored
+  the positions of row ``i``'s ``loss_mask`` in the ``datasets`` table of the directory above ``hidden_states/``
+  (speculators 0.9 ``train/data.py`` ``ArrowDataset``); that row is read here too, its ``input_ids`` must equal the
+  file's ``token_ids`` (the trainer skips the sample otherwise). Without a table, a ``loss_mask`` in the file is read;
+  without either, the sample has no loss mask (``Sample.loss_mask`` ``None``: ``verify`` scores every position and
+  says so, ``plan`` refuses).
 - SpecForge's ``.ckpt`` / ``.ckpt.gz`` (``scripts/prepare_hidden_states.py``): ``input_ids``,
   ``loss_mask``, ``hidden_state`` ``[1, seq, hidden]`` (post-norm final) and ``aux_hidden_state``
   ``[1, seq, K*hidden]`` (the fc input, split here into K chunks).
@@ -41,7 +44,15 @@ from .. import records
 from ..draft.checkpoint import read_safetensors_header
 from ..errors import SampleError, brief
 from ..schemas import samples as schema
-from ..schemas.samples import HS_SAFETENSORS, LEGACY_PT, REGENERATE, SPECFORGE_CKPT
+from ..schemas.samples import (
+    HS_SAFETENSORS,
+    LEGACY_PT,
+    REGENERATE,
+    SPECFORGE_CKPT,
+    TABLE_FIX,
+    TABLE_HS_DIR,
+    TABLE_STATE,
+)
 from ..userfiles import open_regular, os_problem, path_kind, read_json_object, require_file
 
 LEGACY_DATA_CONFIG = schema.DATA_CONFIG_FILENAME
@@ -57,7 +68,8 @@ class Sample:
     ``chunk_names`` say where each chunk sits in the file; ``chunk_layer_ids[i]`` is its layer id
     when the data says so (``None`` when unknown); ``fc_chunks`` are the chunk indices the training
     pipeline concatenated for the fc, in order; ``target_chunk`` the one it used as the verifier's
-    last hidden state (``None`` if the layout has none).
+    last hidden state (``None`` if the layout has none). ``loss_mask`` marks the positions the trainer scored
+    (``None``: the data does not say).
     """
 
     path: Path
@@ -69,6 +81,7 @@ class Sample:
     fc_chunks: tuple[int, ...]
     target_chunk: int | None
     chunk_layer_ids: tuple[int | None, ...] = field(default=())
+    mask_source: str = ""  # where the loss mask was read ("" when the sample has none)
 
     @property
     def seq_len(self) -> int:
@@ -114,6 +127,8 @@ def _walk(root: Path) -> list[Path]:
             continue
         seen.add((st.st_dev, st.st_ino))
         dirnames.sort()
+        if TABLE_STATE in filenames and TABLE_HS_DIR in dirnames:  # speculators' data directory: its samples are
+            filenames = []  # hidden_states/hs_*.safetensors (token_freq.pt beside the table is none)
         for name in filenames + dirnames:
             if not _is_sample_name(name):
                 continue
@@ -131,8 +146,8 @@ def _walk(root: Path) -> list[Path]:
 
 def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
     """Files named on the command line; a directory stands for every sample file under it (sorted, directory symlinks
-    followed). Anything that is not a regular file where a sample file is expected is named and refused: a fifo
-    or a device is never opened."""
+    followed; in speculators' data directory, the ``hidden_states/`` beside its table). Anything that is not a regular
+    file where a sample file is expected is named and refused: a fifo or a device is never opened."""
     out: list[Path] = []
     for p in map(Path, paths):
         kind = path_kind(p, error=SampleError, fix=_PASS_SAMPLES)
@@ -340,14 +355,119 @@ def _read_hs_safetensors(path: Path) -> Sample:
         raise SampleError(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0",
                           REGENERATE)
     ids = _rows(d["token_ids"], "token_ids", path, hs.shape[0]).long()
-    mask = None if d["loss_mask"] is None else _rows(d["loss_mask"], "loss_mask", path, hs.shape[0]) != 0
+    mask, source = _table_mask(path, ids)
+    if mask is None and d["loss_mask"] is not None:
+        mask, source = _rows(d["loss_mask"], "loss_mask", path, hs.shape[0]) != 0, "the sample file"
     n = hs.shape[1]
     return Sample(
         path=path, layout=HS_SAFETENSORS, input_ids=ids, loss_mask=mask,
         chunks=tuple(hs[:, i] for i in range(n)),
         chunk_names=tuple(f"hidden_states[:, {i}]" for i in range(n)),
-        fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=(None,) * n,
+        fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=(None,) * n, mask_source=source,
     )
+
+
+def _table_mask(path: Path, ids) -> tuple[object | None, str]:
+    """Row ``i``'s loss mask for ``hs_{i}.safetensors`` from speculators' datasets table (module doc), and where it
+    was read; ``(None, "")`` when the file does not sit in a ``hidden_states/`` directory beside a table."""
+    import torch
+
+    root = path.parent.parent
+    state = root / TABLE_STATE
+    if path.parent.name != TABLE_HS_DIR or path_kind(state, error=SampleError) == "missing":
+        return None, ""
+    index = path.name[len("hs_"):-len(".safetensors")]
+    if not index.isdecimal() or not index.isascii():
+        raise SampleError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
+                          "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
+    file, row = _table(root).row(int(index), path)
+    row_ids = _rows(row["input_ids"], f"input_ids[{index}]", file).long()
+    mask = _rows(row["loss_mask"], f"loss_mask[{index}]", file, row_ids.shape[0]) != 0
+    if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
+        raise SampleError(path, "token_ids", f"differ from input_ids of row {index} of the datasets table in "
+                          f"{root} (speculators' trainer skips such a sample)", f"{REGENERATE}, or {TABLE_FIX}")
+    return mask, f"row {index} of the datasets table in {root}"
+
+
+@dataclass(frozen=True)
+class _Table:
+    """speculators' datasets table (``save_to_disk``): its Arrow files' ``input_ids`` and ``loss_mask`` columns, memory
+    mapped as datasets' ``load_from_disk`` maps them (``pyarrow.ipc.open_stream`` over ``pyarrow.memory_map``)."""
+
+    root: Path
+    files: tuple[tuple[Path, object, object], ...]  # (file, input_ids column, loss_mask column)
+
+    def row(self, index: int, sample: Path) -> tuple[Path, dict]:
+        """The Arrow file holding row ``index``, and the row as tensors, read as
+        :data:`~sglang_eagle3_capture.schemas.samples.TABLE_ROW`."""
+        import torch
+
+        start = 0
+        for file, ids, mask in self.files:
+            if index < start + len(ids):
+                j = index - start
+                values = {}
+                for key, column in (("input_ids", ids), ("loss_mask", mask)):
+                    cell = column[j]
+                    if not cell.is_valid or len(cell) > _MAX_ROW:
+                        raise SampleError(file, f"{key}[{index}]", "is null" if not cell.is_valid else
+                                          f"holds {len(cell)} entries (more than {_MAX_ROW})", TABLE_FIX)
+                    try:
+                        values[key] = torch.tensor(cell.values.to_pylist())
+                    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+                        raise SampleError(file, f"{key}[{index}]", f"is not a list of numbers ({_first_line(e)})",
+                                          TABLE_FIX) from None
+                return file, _fields(schema.TABLE_ROW, values, file)
+            start += len(ids)
+        raise SampleError(sample, "<file>", f"names row {index}, but the datasets table in {self.root} has {start} "
+                          "rows", f"pass the hidden states of this table; {TABLE_FIX}")
+
+
+_MAX_ROW = 1 << 24  # tokens in one sample: far past any context length
+
+
+def _table(root: Path) -> _Table:
+    """The table in ``root``, read once per version of its files."""
+    state = root / TABLE_STATE
+    doc = records.read(schema.TABLE_STATE_RECORD, _directory_json(state), file=state)
+    files = []
+    for i, entry in enumerate(doc["_data_files"]):
+        name = entry["filename"]
+        if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise SampleError(state, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in the "
+                              "directory", TABLE_FIX)
+        f = root / name
+        require_file(f, error=SampleError, fix=TABLE_FIX)
+        st = f.stat()
+        files.append((str(f), st.st_mtime_ns, st.st_size))
+    return _read_table(str(root), tuple(files))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> _Table:
+    try:
+        import pyarrow as pa  # installed with SGLang (its datasets requirement), which reads Arrow tables with it
+    except ImportError:
+        raise SampleError(Path(root) / TABLE_STATE, "<file>", "a datasets table, which needs pyarrow to read",
+                          "pip install pyarrow") from None
+
+    out = []
+    for name, _, _ in files:
+        try:
+            table = pa.ipc.open_stream(pa.memory_map(name)).read_all()
+            table.validate()
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise SampleError(name, "<data>", f"not a readable Arrow stream ({_first_line(e)})", TABLE_FIX) from None
+        columns = []
+        for key in ("input_ids", "loss_mask"):
+            if key not in table.column_names:
+                raise SampleError(name, key, f"missing (the table has {brief(table.column_names)})", TABLE_FIX)
+            column = table.column(key)
+            if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+                raise SampleError(name, key, f"is a column of {column.type}, expected lists of integers", TABLE_FIX)
+            columns.append(column)
+        out.append((Path(name), *columns))
+    return _Table(Path(root), tuple(out))
 
 
 def _read_specforge(path: Path, data) -> Sample:

@@ -24,17 +24,27 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import releases
+from ..config_keys import IDS_KEY
 from ..draft.checkpoint import draft_fc_in_features, tensor_index
-from ..errors import AmbiguousLayerIds, ManifestError, SampleError, UsageError, WeightsError, brief
+from ..errors import AmbiguousLayerIds, InputError, ManifestError, SampleError, UsageError, WeightsError, brief
 from ..families import family_of
-from ..formats import load_draft_config, read_draft_config
+from ..formats import CONVENTION_VLLM, load_draft_config, read_draft_config
+from ..formats.speculators import SpeculatorsFormat
 from ..layer_ids import FINAL_NORM
 from ..manifest import MANIFEST_FILENAME, find_manifest
 from ..readings import engine_capture, releases_label, stock_by_release, stock_sglang_capture
 from ..schemas.samples import FP8
 from ..target_config import cfg_get, load_target_config, target_dims
 from ..userfiles import is_directory
-from .candidates import Candidate, CandidateSet, build_candidates, chunk_identities, copies, describe_sources
+from .candidates import (
+    Candidate,
+    CandidateSet,
+    build_candidates,
+    chunk_identities,
+    copies,
+    describe_sources,
+    label_fc_inputs,
+)
 from .norm_state import POST_NORM, NormState, NormStates
 from .samples import HS_SAFETENSORS, LEGACY_DATA_CONFIG, expand_data_paths, load_sample
 from .vocab_gap import TargetHead, VocabGap
@@ -63,6 +73,7 @@ class VerifyReport:
     readings: tuple = ()  # the config's possible meanings when it is ambiguous (formats.base.Reading)
     norm_states: list = field(default_factory=list)  # per stored tensor: pre- or post-norm (doctor/norm_state.py)
     vocabulary: VocabGap | None = None  # the manifest wiring's out-of-vocabulary targets (doctor/vocab_gap.py)
+    contradiction: str = ""  # the draft's training record names other fc inputs than the manifest (candidates.Labels)
     ok: bool = False
     ambiguous: bool = False
     summary: str = ""
@@ -89,6 +100,7 @@ class VerifyReport:
             "readings": [{"layer_ids": list(r.layer_ids), "trained_by": list(r.who)} for r in self.readings],
             "norm_states": [n.to_dict() for n in self.norm_states],
             "vocabulary": None if self.vocabulary is None else self.vocabulary.to_dict(),
+            "contradiction": self.contradiction or None,
             "ok": self.ok, "ambiguous": self.ambiguous, "summary": self.summary,
         }
 
@@ -189,6 +201,28 @@ def _batches(paths: Sequence[Path], batch_size: int, progress: bool):
             batch = []
     if batch:
         yield batch
+
+
+NO_MASK_FIX = ("pass speculators' data directory (its datasets table holds each sample's loss_mask beside "
+               "hidden_states/), or samples that carry their loss_mask")
+MIN_TOKENS = 3  # a sample scores position p on token p + 2
+
+
+def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
+    """Every check a batch of samples passes before the draft reads it (``verify``, ``plan``, ``--write-expected``):
+    token ids inside the draft's vocabulary, the first sample's width the declared target's hidden size and the layer
+    ids its data names within the target, and every sample of the first one's layout."""
+    for s in batch:
+        _check_token_ids(s, vocab)
+    head = first if first is not None else batch[0]
+    if head.hidden_size != declared.hidden_size:
+        raise SampleError(head.path, None, f"stored tensors are {head.hidden_size} wide but {declared.source} says "
+                          f"the target's hidden size is {declared.hidden_size}", "pass samples stored from the target "
+                          "the draft was trained against (or --target with that target)")
+    for s in batch:
+        _check_layout(s, head, len(head.chunks))
+    if first is None:
+        _check_stored_layer_ids(head, declared.num_hidden_layers)
 
 
 def _check_layout(s, first, n_chunks: int) -> None:
@@ -362,19 +396,13 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     embed = model.embed_tokens.weight.detach()
     norm_weight = None if target is None else _final_norm_weight(target)
     states = None
-    first, hits_per_chunk, fwd_s, start = None, None, 0.0, time.perf_counter()
+    first, hits_per_chunk, fwd_s, start, unmasked = None, None, 0.0, time.perf_counter(), 0
     vocab = model.embed_tokens.weight.shape[0]
     for batch in _batches(paths, batch_size, progress):
-        for s in batch:
-            _check_token_ids(s, vocab)
+        check_batch(batch, first, declared, vocab)
         if first is None:
             first = batch[0]
             hits_per_chunk = [0] * len(first.chunks)
-            if first.hidden_size != declared.hidden_size:
-                raise SampleError(first.path, None, f"stored tensors are {first.hidden_size} wide but "
-                                  f"{declared.source} says the target's hidden size is {declared.hidden_size}",
-                                  "pass samples stored from the target the draft was trained against (or --target "
-                                  "with that target)")
             emb0 = _embedding_hits([first], embed)[0]
             ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
             if norm_weight is not None:  # a stored tensor that is the final norm's output is layer id final_norm
@@ -383,6 +411,9 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                     states.add(s.chunks)
                 ids, more = _post_norm_identities(ids, states.result(), n_layers)
                 notes += more
+            labels = label_fc_inputs(ids, first.fc_chunks, declared.layer_ids, declared.recorded, first.chunk_layer_ids)
+            ids, report.contradiction = labels.ids, labels.contradiction
+            notes += labels.notes
             aliases = copies(batch)
             notes += [f"{first.chunk_names[j]} equals {first.chunk_names[i]} exactly in every sample of the first "
                       f"batch: one tensor stored twice (e.g. the last layer, as an fc input and as the target state); "
@@ -393,13 +424,12 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
             cs.notes += dropped
             report.candidates, report.chunk_names, report.chunk_ids = cs, first.chunk_names, ids
             report.layout = first.layout
-            _check_stored_layer_ids(first, n_layers)
             if cs.manifest is not None:
                 _check_d2t(Path(draft_dir), model.d2t, vocab)
                 head, why = _target_head(target, model, first, norm_weight, None if states is None else states.result())
                 report.vocabulary = VocabGap.of_draft(model.d2t, vocab, head, why)
         for s in batch:
-            _check_layout(s, first, len(first.chunks))
+            unmasked += s.loss_mask is None
             if states is not None and batch[0] is not first:  # the first batch was counted above
                 states.add(s.chunks)
         for hits in _embedding_hits(batch, embed):
@@ -417,6 +447,9 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     if states is not None:
         report.norm_states = states.result()
         report.candidates.notes.extend(_norm_notes(report.norm_states, first))
+    if unmasked:
+        report.candidates.notes.append(f"{unmasked} of {report.files} samples carry no loss mask, so every position "
+                                       f"of theirs is scored, the prompt's too: {NO_MASK_FIX}")
     n_wirings = len(report.candidates.candidates)
     report.throughput = {"wall_s": round(wall, 3), "draft_forward_s": round(fwd_s, 3), "wirings": n_wirings,
                          "files_per_s": round(report.files / wall, 2) if wall else None,
@@ -438,13 +471,15 @@ class _Declared:
     num_hidden_layers: int
     hidden_size: int
     readings: tuple = ()
+    recorded: tuple[tuple[int, ...], str] | None = None  # the training record's ids, and where (_recorded)
 
 
 def _declared(draft: Path, draft_cfg: dict, target: str | Path | None) -> _Declared:
     manifest = find_manifest(draft)
     if manifest is not None:
         return _Declared(manifest.layer_ids, "manifest", str(manifest.path), manifest.target_architecture,
-                         manifest.target_num_hidden_layers, manifest.target_hidden_size)
+                         manifest.target_num_hidden_layers, manifest.target_hidden_size,
+                         recorded=_recorded(draft, draft_cfg, manifest))
     if target is None:
         raise UsageError(draft / MANIFEST_FILENAME, "<file>", "no manifest", "pass --target TARGET, and verify ranks "
                          "what the draft's config.json can mean, or write the manifest first")
@@ -457,6 +492,31 @@ def _declared(draft: Path, draft_cfg: dict, target: str | Path | None) -> _Decla
         return _Declared(e.readings[0].layer_ids, "ambiguous config", cfg_file, arch, n_layers, hidden,
                          tuple(e.readings))
     return _Declared(resolved.layer_ids, "config.json", cfg_file, arch, n_layers, hidden)
+
+
+def _recorded(draft: Path, draft_cfg: dict, manifest) -> tuple[tuple[int, ...], str] | None:
+    """The layer ids the draft's training config gave its trainer, which are the layers its training data stored,
+    when a record of them exists apart from the manifest: speculators' ``config.json`` (``eagle_aux_hidden_state_layer_
+    ids``, the trainer's ``--target-layer-ids``), or that list as ``convert`` kept it in the manifest's provenance
+    (``original_ids``, convention ``vllm-hf-index``). Read by the speculators format reader against the manifest's
+    target; ``None`` when there is no such record or it does not read."""
+    target = {"architectures": [manifest.target_architecture], "num_hidden_layers": manifest.target_num_hidden_layers,
+              "hidden_size": manifest.target_hidden_size}
+    prov = manifest.provenance
+    original = prov.get("original_ids")
+    if prov.get("convention") == CONVENTION_VLLM and isinstance(original, list) and original and all(
+            type(i) is int for i in original):
+        cfg = {"speculators_model_type": "eagle3", IDS_KEY: original}
+        where = f"{manifest.path}: provenance.original_ids"
+    elif SpeculatorsFormat.detect(draft_cfg):
+        cfg, where = draft_cfg, f"{draft / 'config.json'}: {IDS_KEY}"
+    else:
+        return None
+    try:
+        resolved = SpeculatorsFormat.layer_ids(cfg, target, where, fc_in_features=draft_fc_in_features(draft))
+    except InputError:  # a record that does not read names nothing
+        return None
+    return (None if resolved.provenance.get("inferred") else (resolved.layer_ids, where))
 
 
 def _decide_readings(report: VerifyReport) -> None:
@@ -487,10 +547,17 @@ def _decide_readings(report: VerifyReport) -> None:
 
 def _decide(report: VerifyReport) -> None:
     """OK when the manifest's wiring leads every other by the margin; FAIL (mis-wired) when another wiring leads it by
-    the margin; AMBIGUOUS (exit 3) when the data cannot decide: no scored position, the manifest's wiring or any
-    other not buildable from the stored tensors, or a lead smaller than the margin either way."""
+    the margin, or when the draft's training record names other fc inputs than the manifest (the data, which stored
+    the recorded layers, then cannot call the manifest consistent); AMBIGUOUS (exit 3) when the data cannot decide: no
+    scored position, the manifest's wiring or any other not buildable from the stored tensors, or a lead smaller than
+    the margin either way."""
     if report.readings:
         _decide_readings(report)
+        return
+    if report.contradiction:
+        report.summary = (f"{report.contradiction}; fix: write the manifest with the ids the draft was trained on, or "
+                          "verify with samples that name their stored layers (a legacy data_config.json) to settle "
+                          "which is right")
         return
     m = report.candidates.manifest
     if m is None:

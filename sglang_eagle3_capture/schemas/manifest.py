@@ -12,7 +12,11 @@ FILENAME = "eagle3_manifest.json"
 FORMAT = "sglang-eagle3-capture.manifest"
 VERSION = 1  # what a manifest of integer layer ids is written as (every release of this package reads it)
 FINAL_NORM_VERSION = 2  # the version that added the "final_norm" token; a manifest listing it is written as this
-VERSIONS = (VERSION, FINAL_NORM_VERSION)
+# The version that added the "expected" block (the release before it refuses the key at server start): a manifest
+# carrying the block is written as this. Versions 1 and 2 that carry it (written by 0.2.0 releases before this
+# version) are still read: the block is metadata.
+EXPECTED_VERSION = 3
+VERSIONS = (VERSION, FINAL_NORM_VERSION, EXPECTED_VERSION)
 WRITE_HINT = "sglang-eagle3-capture manifest write DRAFT_DIR --layer-ids=-1,2,30 --target TARGET"
 REWRITE = f"rewrite it with `{WRITE_HINT}`"
 
@@ -50,25 +54,38 @@ PROVENANCE = Record("manifest provenance", (
 
 # Metadata: what the draft should accept when served, as ``verify`` measured it offline (doc: docs/metrics.md,
 # "The alarm"). Forward-compatible: kept as it is, never refused; the server's alarm uses it only when it reads
-# cleanly (``expected_acceptance``), and says so once when it does not.
+# cleanly and was measured for the manifest's layer_ids (``Manifest.expected_acceptance``), and says why once when
+# not. Bounded to what means something: a draft proposes at most MAX_EXPECTED_STEPS positions per verify step, and a
+# block holds figures for at most MAX_EXPECTED_SETTINGS settings (the doctor writes about 30), so reading it, and the
+# gauges a server exports from it, stay small whatever the file holds.
+MAX_EXPECTED_STEPS = 64
+MAX_EXPECTED_SETTINGS = 256
+WRITE_EXPECTED = "rewrite it with `sglang-eagle3-capture verify DRAFT --data SAMPLES --write-expected`"
+_STEPS = Int(lo=1, hi=MAX_EXPECTED_STEPS)
 ACCEPTANCE = Record("manifest expected acceptance", (
+    Field("steps", _STEPS, "the --speculative-num-steps these figures are for"),
     Field("topk", Int(lo=1, hi=1024), "the --speculative-eagle-topk these figures are for"),
-    Field("per_position", ListOf(Float(lo=0.0, hi=1.0), min_len=1),
-          "per draft position k: the fraction of verify steps that accept at least k+1 draft tokens"),
+    Field("draft_tokens", Int(lo=1, hi=1 << 16), "the --speculative-num-draft-tokens these figures are for"),
+    Field("per_position", ListOf(Float(lo=0.0, hi=1.0), min_len=1, max_len=MAX_EXPECTED_STEPS),
+          "per draft position k < steps: the fraction of verify steps that accept at least k+1 draft tokens"),
+    Field("accept_length", Float(lo=1.0), "tokens per verify step, bonus token included", required=False),
 ), unknown="keep", error=ManifestError, metadata=True)
-ACCEPT_LENGTH = Record("manifest expected accept length", (
-    Field("steps", Int(lo=1, hi=1024), "the --speculative-num-steps"),
+ACCEPT_LENGTH = Record("manifest expected accept length", (  # written by 0.2.0 before EXPECTED_VERSION; read only
+    Field("steps", _STEPS, "the --speculative-num-steps"),
     Field("topk", Int(lo=1, hi=1024), "the --speculative-eagle-topk"),
     Field("draft_tokens", Int(lo=1, hi=1 << 16), "the --speculative-num-draft-tokens"),
     Field("accept_length", Float(lo=1.0), "tokens per verify step, bonus token included"),
 ), unknown="keep", error=ManifestError, metadata=True)
+EXPECTED_PROVENANCE = Record("manifest expected provenance", (
+    Field("layer_ids", ListOf(OneOf((Int(lo=-1, hi=MAX_LAYERS), Const(FINAL_NORM))), min_len=1),
+          f"the manifest's layer_ids the figures were measured with; {WRITE_EXPECTED}"),
+), unknown="keep", error=ManifestError, metadata=True)
 EXPECTED = Record("manifest expected", (
-    Field("acceptance", ListOf(Nested(ACCEPTANCE)), "write it with `sglang-eagle3-capture verify ... "
-          "--write-expected`"),
-    Field("accept_length", ListOf(Nested(ACCEPT_LENGTH)), "write it with `sglang-eagle3-capture verify ... "
-          "--write-expected`", required=False, default=[]),
-    Field("provenance", MapOf(Anything()), "say what measured these figures (tool, version, data files, positions)",
-          required=False, default={}),
+    Field("acceptance", ListOf(Nested(ACCEPTANCE), max_len=MAX_EXPECTED_SETTINGS), WRITE_EXPECTED),
+    Field("accept_length", ListOf(Nested(ACCEPT_LENGTH), max_len=MAX_EXPECTED_SETTINGS), WRITE_EXPECTED,
+          required=False, default=[]),
+    Field("provenance", Nested(EXPECTED_PROVENANCE), "say what measured these figures (tool, version, data files, "
+          f"positions, and the layer_ids: the wiring they hold for); {WRITE_EXPECTED}"),
 ), unknown="keep", error=ManifestError, metadata=True)
 
 MANIFEST = Record("manifest", (
@@ -82,9 +99,8 @@ MANIFEST = Record("manifest", (
     Field("provenance", MapOf(Anything()), 'write it as an object, e.g. {"source": "manual"}', required=False,
           default={"source": "manual"}),
     # metadata (EXPECTED), whatever it holds: a malformed block disables the alarm (said once), never the server
-    Field("expected", Anything(), "rewrite it with `sglang-eagle3-capture verify ... --write-expected`",
-          required=False),
+    Field("expected", Anything(), WRITE_EXPECTED, required=False),
 ), unknown="refuse", error=ManifestError,
     fix="remove it; a manifest has format, version, layer_ids, target, provenance and expected")
 
-RECORDS = (HEAD, TARGET, PROVENANCE, ACCEPTANCE, ACCEPT_LENGTH, EXPECTED, MANIFEST)
+RECORDS = (HEAD, TARGET, PROVENANCE, ACCEPTANCE, ACCEPT_LENGTH, EXPECTED_PROVENANCE, EXPECTED, MANIFEST)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SampleError
-from ..records import Bad, Field, Int, Kind, ListOf, Nested, Optional, Record
+from ..records import Bad, Field, Int, Kind, ListOf, Nested, Optional, Record, Str
 
 LEGACY_PT = "speculators-legacy-pt"
 HS_SAFETENSORS = "speculators-hs-safetensors"
@@ -131,11 +131,33 @@ LEGACY = _layout(LEGACY_PT, "pass data_*.pt files written by speculators' legacy
     Field("loss_mask", _MASK, REGENERATE),
 ))
 
-# speculators' hs_{i}.safetensors (vLLM extract_hidden_states): the fc took hidden_states[:, :-1].
+# speculators' hs_{i}.safetensors (vLLM extract_hidden_states): the fc took hidden_states[:, :-1]. Its loss mask is
+# row i of the datasets table beside the hidden_states/ directory (TABLE_ROW); a mask in the file is read when there is
+# no table.
 HS = _layout(HS_SAFETENSORS, "pass hs_*.safetensors files written by speculators", (
     Field("hidden_states", Tensor("[seq, layers, hidden]", (3,), "float"), REGENERATE),
     Field("token_ids", _IDS, REGENERATE),
-    Field("loss_mask", _MASK, REGENERATE, required=False),  # usually in an Arrow dataset: every position counts
+    Field("loss_mask", _MASK, REGENERATE, required=False),
+))
+
+# speculators' offline data directory (speculators 0.9 train/data.py ArrowDataset, hs_connectors FileTransfer):
+# DATA/state.json and DATA/data-*.arrow (a datasets table, save_to_disk) hold one row per sample, and
+# DATA/hidden_states/hs_{row}.safetensors its hidden states. The trainer scores a sample where the row's loss_mask is
+# set, and skips a sample whose file's token_ids differ from the row's input_ids.
+TABLE_HS_DIR = "hidden_states"
+TABLE_STATE = "state.json"
+TABLE_FIX = "pass the directory speculators' prepare-data and offline data generation wrote, unchanged"
+TABLE_FILE = Record("state.json data file", (
+    Field("filename", Str(nonempty=True, max_len=255), "name a data-*.arrow file of this directory (no path)"),
+), unknown="keep", error=SampleError, fix=TABLE_FIX)
+TABLE_STATE_RECORD = Record(TABLE_STATE, (
+    Field("_data_files", ListOf(Nested(TABLE_FILE), min_len=1, max_len=100_000),
+          'list the table\'s Arrow files ({"filename": "data-00000-of-00001.arrow"}, as datasets\' save_to_disk '
+          'writes them)'),
+), unknown="keep", error=SampleError, fix=TABLE_FIX)
+TABLE_ROW = _layout("speculators datasets table row", TABLE_FIX, (
+    Field("input_ids", _IDS, TABLE_FIX),
+    Field("loss_mask", _MASK, TABLE_FIX),
 ))
 
 # SpecForge's scripts/prepare_hidden_states.py (*.ckpt, *.ckpt.gz): the fc took aux_hidden_state.
@@ -174,4 +196,5 @@ def sample_lengths(index: str) -> Record:
     ), unknown="keep", error=SampleError, fix=DESCRIBES)
 
 
-RECORDS = (LEGACY, HS, SPECFORGE, STORED_LAYERS, DATA_CONFIG, sample_lengths("0"))
+RECORDS = (LEGACY, HS, SPECFORGE, STORED_LAYERS, DATA_CONFIG, sample_lengths("0"), TABLE_FILE, TABLE_STATE_RECORD,
+           TABLE_ROW)

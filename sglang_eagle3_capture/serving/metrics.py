@@ -30,6 +30,7 @@ from typing import Any
 
 from .. import acceptance, releases
 from ..acceptance import Alarm, Settings, Tally
+from ..errors import shown
 from ..manifest import find_manifest
 from . import seams
 from .runtime import draft_model_path
@@ -38,6 +39,7 @@ from .setup_report import effective_value
 logger = logging.getLogger(__name__)
 
 PREFIX = "sglang_eagle3_capture:"
+OWN_LABELS = ("position", "accepted_drafts")  # the labels this module adds to SGLang's
 FLUSH_SECONDS = 0.5
 _LOCK = threading.Lock()
 _COUNTER: "_Counter | None" = None  # this process's scheduler (one per process), when it counts
@@ -52,6 +54,7 @@ class _Exporter:
     def __init__(self, labels: dict, steps: int, expected: list[float] | None) -> None:
         from prometheus_client import Counter, Gauge  # after SGLang set PROMETHEUS_MULTIPROC_DIR
 
+        labels = {k: v for k, v in labels.items() if k not in OWN_LABELS}  # _after_init warned once
         names = list(labels)
         base = {k: str(v) for k, v in labels.items()}
         proposed = Counter(f"{PREFIX}draft_position_proposed", "Verify steps that proposed a draft token at this "
@@ -73,7 +76,7 @@ class _Exporter:
         self.proposed = [proposed.labels(**base, position=str(k)) for k in range(steps)]
         self.accepted = [accepted.labels(**base, position=str(k)) for k in range(steps)]
         self.by_count = [by_count.labels(**base, accepted_drafts=str(j)) for j in range(steps + 1)]
-        for k, p in enumerate(expected or ()):
+        for k, p in enumerate((expected or ())[:steps]):  # bounded by the positions the server drafts
             expected_g.labels(**base, position=str(k)).set(p)
         self.alarm.set(0)
 
@@ -103,17 +106,21 @@ class _Counter:
         release = releases.installed_or_newest()
         steps = int(effective_value(self.server_args, release, "speculative_num_steps") or 1)
         topk = int(effective_value(self.server_args, release, "speculative_eagle_topk") or 1)
+        draft_tokens = int(effective_value(self.server_args, release, "speculative_num_draft_tokens") or steps + 1)
         self.tally = Tally(steps)
         self._flushed, self._logged = self.tally.copy(), self.tally.copy()
         self._draft = draft_model_path(self.server_args) or "DRAFT"
         self._target = getattr(self.server_args, "model_path", None) or "TARGET"
-        expected, why = self._expected(topk)
+        expected, why, has_block = self._expected(steps, topk, draft_tokens)
+        setting = f"{steps},{topk},{draft_tokens}"
         if expected is not None:
             s = self.settings
             self.alarm = Alarm(expected[0], margin=s.margin, window=s.window)
-            logger.info("eagle3-capture: acceptance alarm armed: position-0 acceptance expected %.3f (topk %d, from "
-                        "the manifest's 'expected' block), margin %.2f over %d verify steps", expected[0], topk,
-                        s.margin, s.window)
+            logger.info("eagle3-capture: acceptance alarm armed: position-0 acceptance expected %.3f (setting %s: "
+                        "steps, topk, draft tokens as served, from the manifest's 'expected' block), margin %.2f over "
+                        "%d verify steps", expected[0], setting, s.margin, s.window)
+        elif has_block:  # figures that are there but do not hold for this server: said loudly, never refused
+            logger.warning("eagle3-capture: no acceptance alarm for setting %s: %s", setting, shown(why))
         else:
             logger.info("eagle3-capture: no acceptance alarm: %s; write the figures with `sglang-eagle3-capture "
                         "verify DRAFT --data SAMPLES --write-expected`", why)
@@ -121,15 +128,17 @@ class _Counter:
             self.exporter = _Exporter(self.labels, steps, expected)
             threading.Thread(target=_flush_forever, name="eagle3-capture-metrics", daemon=True).start()
 
-    def _expected(self, topk: int) -> tuple[list[float] | None, str]:
+    def _expected(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str, bool]:
+        """The manifest's expected figures for the setting served, or why there are none, and whether the manifest
+        carries an ``expected`` block at all."""
         try:
             manifest = find_manifest(self._draft)
         except Exception as e:  # noqa: BLE001 - the capture side refuses a bad manifest; here it only means no alarm
-            return None, f"the manifest does not read ({e})"
+            return None, f"the manifest does not read ({e})", False
         if manifest is None:
-            return None, "the draft has no manifest"
-        figures, why = manifest.expected_acceptance(topk)
-        return figures, why or ""
+            return None, "the draft has no manifest", False
+        figures, why = manifest.expected_acceptance(steps, topk, draft_tokens)
+        return figures, why or "", manifest.expected is not None
 
     def record(self, num_correct_drafts: int) -> None:
         if self.tally is None:
@@ -204,6 +213,11 @@ def _after_init(scheduler: Any) -> None:
         return
     collector = context.collector if context.enable_metrics else None
     labels = dict(getattr(collector, "labels", None) or {}) if collector is not None else None
+    for name in sorted(set(labels or ()) & set(OWN_LABELS)):
+        logger.warning("eagle3-capture: SGLang labels its scheduler metrics %s=%s (--extra-metric-labels), a label "
+                       "name sglang_eagle3_capture's per-position metrics use for their own values: those metrics "
+                       "are exported without it (every other label kept), counting goes on; fix: rename that extra "
+                       "label to have it on them too", shown(name), shown(str(labels[name])))
     with _LOCK:
         _COUNTER = _Counter(server_args, labels, settings)
     logger.info("eagle3-capture: counting per-position acceptance in this scheduler (pid %d; %s)", os.getpid(),

@@ -7,8 +7,8 @@ the per-request ``spec_correct_drafts_histogram``, ``spec_num_correct_drafts`` a
 response, and SGLang's own ``sglang:spec_verify_calls_total`` counter. The alarm's expected figures are the ones the
 fixture's build recorded offline (fixture.json, draft-ttt/build.json: computed by fixtures/ from the held-out
 samples, not by the serving code): with the manifest's ids it stays quiet; with a manifest that names stock SGLang's
-default ids for the target ([1, 2, 3], what stock SGLang feeds the draft), the mis-wiring the self-check cannot see
-because the plugin feeds exactly what that manifest says, it fires.
+default ids for the target ([1, 2, 3], what stock SGLang feeds the draft) and figures tied to those ids, the
+mis-wiring the self-check cannot see because the plugin feeds exactly what that manifest says, it fires.
 """
 
 import json
@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fixtures.specs import SPECS
 from harness.servers import Server, server_env
 from sglang_eagle3_capture.acceptance import LOG_EVERY_ENV, WINDOW_ENV
+from sglang_eagle3_capture.schemas.manifest import EXPECTED_VERSION
 
 TINY = SPECS["tiny"].directory  # DeepSeek-V3 tiny, its 1-step draft: every supported release serves it
 LLAMA = SPECS["tiny-llama"].directory  # its 4-step TTT draft, for several positions (Llama layer id -1: 0.5.22 on)
@@ -40,16 +41,21 @@ def _training_figures(fixture):
 
 
 def _draft_copy(tmp_path, fixture, steps, stock_ids=False):
-    """The fixture's draft with an ``expected`` block from its build record (and stock SGLang's ids if asked)."""
+    """The fixture's draft with an ``expected`` block from its build record for the chain served (and stock SGLang's
+    ids if asked). The block is tied to the manifest's ids (the ids it holds for, schemas/manifest.py): with stock
+    ids it stands for a draft whose manifest and figures agree while its fc was trained on other layers (weights
+    replaced after ``verify --write-expected``), what the alarm is for once stale figures arm nothing."""
     source = TINY / "draft" if fixture == TINY else LLAMA / "draft-ttt"
     out = tmp_path / ("stock-ids" if stock_ids else "draft")
     shutil.copytree(source, out)
     figures, stock = _training_figures(fixture)
     manifest = json.loads((out / "eagle3_manifest.json").read_text())
-    manifest["expected"] = {"acceptance": [{"topk": 1, "per_position": figures[:steps]}],
-                            "provenance": {"tool": "fixtures/build_fixture.py"}}
     if stock_ids:
         manifest["layer_ids"] = stock
+    manifest["version"] = EXPECTED_VERSION
+    manifest["expected"] = {"acceptance": [{"steps": steps, "topk": 1, "draft_tokens": steps + 1,
+                                            "per_position": figures[:steps]}],
+                            "provenance": {"tool": "fixtures/build_fixture.py", "layer_ids": manifest["layer_ids"]}}
     (out / "eagle3_manifest.json").write_text(json.dumps(manifest))
     return out, figures
 

@@ -1,16 +1,11 @@
 """``convert``'s output loaded by SGLang 0.5.23's own ``ModelRunner`` / ``LlamaForCausalLMEagle3.load_weights`` in a
-subprocess; every SGLang parameter is compared with the source tensor it must come from (``torch.equal``)."""
-
-import subprocess
-import sys
-import textwrap
+forked child; every SGLang parameter is compared with the source tensor it must come from (``torch.equal``)."""
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from sglang_eagle3_capture.draft.convert import convert
-from support import subprocess_env
 
 
 @pytest.fixture(scope="module")
@@ -19,24 +14,12 @@ def converted(speculators_draft, kimi_target, tmp_path_factory):
     return convert(speculators_draft, dst, target=kimi_target)
 
 
-# Run with support.subprocess_env(): the CPU runtime, and tests/ on PYTHONPATH for the in-process runner.
-SGLANG_LOAD = textwrap.dedent('''
-    import sys, torch
-    from harness.sglang_inprocess import get_runner
-    model = get_runner(sys.argv[1]).model
-    out = {n: p.detach().clone() for n, p in model.named_parameters()}
-    out["<class>"] = type(model).__name__
-    out["<hot_token_id>"] = model.hot_token_id
-    torch.save(out, sys.argv[2])
-''')
-
-
-def test_sglang_own_loader_puts_every_source_tensor_in_place(converted, speculators_draft, tmp_path):
-    """SGLang 0.5.23's ModelRunner loads the converted draft; every parameter equals its source tensor."""
+def test_sglang_own_loader_puts_every_source_tensor_in_place(converted, speculators_draft, forked, tmp_path):
+    """SGLang's ModelRunner loads the converted draft (a forked child, support/sglang_side.py); every parameter equals
+    its source tensor."""
     dump = tmp_path / "params.pt"
-    proc = subprocess.run([sys.executable, "-c", SGLANG_LOAD, str(converted.dst), str(dump)], env=subprocess_env(),
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    rc, log = forked.call("support.sglang_side:parameters_to_file", converted.dst, dump)
+    assert rc == 0, log[-3000:]
     got = torch.load(dump, weights_only=False)
     src = load_file(str(speculators_draft / "model.safetensors"))
     lay = {n[len("layers.0."):]: t for n, t in src.items() if n.startswith("layers.0.")}

@@ -1,7 +1,7 @@
 """The standalone draft head (sglang_eagle3_capture/draft/model.py) against SGLang's own ``LlamaForCausalLMEagle3``.
 
-The SGLang side runs in a subprocess (this file's ``__main__``), because SGLang's process-wide
-state allows one in-process ModelRunner per process (support/sglang_inprocess.py) and other tests
+The SGLang side runs in a forked child (support/forked.py, support/sglang_side.py), because SGLang's process-wide
+state allows one in-process ModelRunner per process (harness/sglang_inprocess.py) and other tests
 build one for a target. There, SGLang's ModelRunner loads the draft dir with its own loader and
 runs one extend batch; the aux hidden states are handed in as ``forward_batch.spec_info``, which
 is exactly where SGLang's EAGLE-3 worker puts the target's packed aux hidden states. The final hidden
@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,25 +20,23 @@ import torch
 from safetensors.torch import load_file
 
 from sglang_eagle3_capture.draft.model import DraftConfig, Eagle3Draft, eagle3_shift
-from support import REPO, subprocess_env
 from support.draft_dirs import BASE, VARIANTS, mine_per_token, ragged_inputs, random_draft
 from support.fixture import FIXTURE
 from support.tolerances import TOLERANCES
 
 
-def run_sglang(draft_dir: Path, ids, aux, tmp_path: Path) -> dict:
-    """SGLang's LlamaForCausalLMEagle3 on the same inputs, in a subprocess (see module docstring)."""
-    io = tmp_path / "io.pt"
+def run_sglang(forked, draft_dir: Path, ids, aux, tmp_path: Path) -> dict:
+    """SGLang's LlamaForCausalLMEagle3 on the same inputs, in a forked child (see module docstring)."""
+    io, out = tmp_path / "io.pt", tmp_path / "io.out.pt"
     torch.save({"ids": [i.tolist() for i in ids], "aux": torch.cat(aux)}, io)
-    proc = subprocess.run([sys.executable, __file__, str(draft_dir), str(io)], env=subprocess_env(), cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return torch.load(tmp_path / "io.out.pt")
+    rc, log = forked.call("support.sglang_side:draft_extend_to_file", draft_dir, io, out)
+    assert rc == 0, log[-4000:]
+    return torch.load(out)
 
 
-def check_against_sglang(draft_dir: Path, ids, aux, tmp_path: Path, target_embed=None) -> dict:
+def check_against_sglang(forked, draft_dir: Path, ids, aux, tmp_path: Path, target_embed=None) -> dict:
     ours = Eagle3Draft.from_pretrained(draft_dir, target_embed=target_embed)
-    got = run_sglang(draft_dir, ids, aux, tmp_path)
+    got = run_sglang(forked, draft_dir, ids, aux, tmp_path)
     mine = mine_per_token(ours, ids, aux)
     assert got["logits"].shape == mine.shape
     torch.testing.assert_close(mine, got["logits"], **TOLERANCES[torch.float32])
@@ -56,11 +51,11 @@ def check_against_sglang(draft_dir: Path, ids, aux, tmp_path: Path, target_embed
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_matches_sglang_llama_eagle3(tmp_path, variant):
+def test_matches_sglang_llama_eagle3(forked, tmp_path, variant):
     draft_dir = random_draft(tmp_path / "draft", **VARIANTS[variant])
     cfg = DraftConfig.from_dict(json.loads((draft_dir / "config.json").read_text()))
     assert cfg == DraftConfig(**{**BASE, **VARIANTS[variant]})  # to_sglang_config round-trips
-    got = check_against_sglang(draft_dir, *ragged_inputs(cfg), tmp_path)
+    got = check_against_sglang(forked, draft_dir, *ragged_inputs(cfg), tmp_path)
     if cfg.yarn is not None:  # the same weights with default RoPE are far from SGLang's: YaRN is what matched
         plain = tmp_path / "plain-rope"
         shutil.copytree(draft_dir, plain)
@@ -69,7 +64,7 @@ def test_matches_sglang_llama_eagle3(tmp_path, variant):
         assert (mine - got["logits"]).abs().max() > 1e2 * TOLERANCES[torch.float32]["atol"]
 
 
-def test_fixture_draft_matches_sglang_on_training_samples(tmp_path):
+def test_fixture_draft_matches_sglang_on_training_samples(forked, tmp_path):
     """The committed fixture draft on its own legacy-layout samples, embedding from the target as served."""
     files = sorted((FIXTURE / "samples").glob("data_*.pt"))[:4]
     samples = [torch.load(f) for f in files]
@@ -79,33 +74,4 @@ def test_fixture_draft_matches_sglang_on_training_samples(tmp_path):
         i, a, _, _ = eagle3_shift(s["input_ids"], torch.cat(s["hidden_states"][:3], -1), s["input_ids"], s["loss_mask"])
         ids.append(i)
         aux.append(a)
-    check_against_sglang(FIXTURE / "draft", ids, aux, tmp_path, target_embed=embed)
-
-
-def _sglang_side(draft_dir: str, io_path: str) -> None:
-    """Subprocess body: SGLang's ModelRunner on the draft dir, one extend batch, outputs saved."""
-    # The CPU runtime came with the environment (support.subprocess_env): imported after it, SGLang runs on CPU.
-    import sglang.srt.models.llama_eagle3 as llama_eagle3
-
-    from harness.sglang_inprocess import get_runner
-
-    io = torch.load(io_path)
-    original = llama_eagle3.LlamaModel.forward
-
-    def forward(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None):
-        # Where the EAGLE-3 worker puts the target's packed aux hidden states ([T, K*H], token order).
-        forward_batch.spec_info = types.SimpleNamespace(hidden_states=io["aux"])
-        return original(self, input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors)
-
-    llama_eagle3.LlamaModel.forward = forward
-    runner = get_runner(draft_dir)
-    assert type(runner.model).__name__ == "LlamaForCausalLMEagle3"
-    out = runner.prefill(io["ids"])
-    vocab = runner.model.config.draft_vocab_size  # ParallelLMHead pads its rows
-    logits = torch.nn.functional.linear(out.hidden, runner.model.lm_head.weight[:vocab])
-    torch.save({"logits": logits, "next_token_ids": out.next_token_ids, "hot_token_id": runner.model.hot_token_id},
-               io_path.replace("io.pt", "io.out.pt"))
-
-
-if __name__ == "__main__":
-    _sglang_side(*sys.argv[1:])
+    check_against_sglang(forked, FIXTURE / "draft", ids, aux, tmp_path, target_embed=embed)

@@ -1,7 +1,8 @@
 """Every target family's own SGLang class, with the capture patch applied, against HF transformers (docs/families.md).
 
 SGLang allows one in-process ModelRunner per process (support/sglang_inprocess.py), so each family runs in a
-subprocess (this file's ``__main__``): a tiny 6-layer target built with transformers' own class
+process of its own, forked from one parent that imported torch and SGLang once (support/forked.py; the body is
+support/family_proof.py): a tiny 6-layer target built with transformers' own class
 (support/tiny_models.py ``build_family_target``) is loaded by SGLang's class through its ModelRunner, the patched
 ``set_eagle3_layers_to_capture`` receives declared layer ids as the plugin's resolution hands them on, and one
 prefill of three prompts runs per case; what the model handed its LogitsProcessor is saved. This process compares
@@ -27,8 +28,6 @@ The multimodal wrappers run text-only prompts (the vision towers are loaded, not
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -37,26 +36,11 @@ import torch
 from sglang_eagle3_capture import families
 from sglang_eagle3_capture.families.schema import STREAM_FROM_INPUT_NORM
 from sglang_eagle3_capture.layer_ids import FINAL_NORM, hidden_state_index
-from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
-from support import REPO, subprocess_env
+from support.family_proof import CASES, N_LAYERS, PROMPTS
 from support.hf_reference import hf_hidden_states, hf_layer_outputs, load_hf
 from support.tiny_models import FAMILY_TARGETS, build_family_target
 from support.tolerances import TOLERANCES
 
-N_LAYERS = 6
-PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [100, 3, 200, 45, 17]]
-# name -> declared layer ids, configured in this order in one process (a reconfiguration must replace the last).
-CASES = {
-    "manifest": [-1, 1, 4],  # the issue's draft: HF hidden_states[0, 2, 5]
-    "permuted": [3, -1, 1],  # loop [0, 2, 4]: a permutation of the stock capture below
-    "last-layer": [5, -1, 2],  # 5 = N-1: taken at the final norm, first in fc order
-    "reconfigured-from": [-1, 1],
-    "reconfigured": [2, 4],  # after [-1, 1]: nothing of the previous configuration may remain (Qwen-MoE flags)
-    "last-alone": [5],
-    "final-norm": [-1, 1, FINAL_NORM],  # HF hidden_states[0, 2, N]: the post-norm final state
-    "pre-norm-last": [-1, 1, 5],  # the same slots with N-1: the pre-norm state, which differs
-    "final-norm-first": [FINAL_NORM, 5, -1],  # both meanings side by side, out of loop order
-}
 STOCK_LOOP = [0, 2, 4]  # layer ids [-1, 1, 3] as loop indices: stock SGLang's own capture, for the reordering check
 TOL = TOLERANCES[torch.float32]
 
@@ -65,10 +49,9 @@ def _close(a, b) -> bool:
     return a.shape == b.shape and torch.allclose(a, b, **TOL)
 
 
-def _run_family(name: str, model_dir: Path, out: Path) -> dict:
-    proc = subprocess.run([sys.executable, __file__, name, str(model_dir), str(out)], env=subprocess_env(), cwd=REPO,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-6000:]
+def _run_family(forked, name: str, model_dir: Path, out: Path) -> dict:
+    rc, log = forked.call("support.family_proof:run_family", name, model_dir, out)
+    assert rc == 0, log[-6000:]
     return torch.load(out)
 
 
@@ -88,9 +71,9 @@ def _references(name: str, model_dir, got: dict) -> tuple[list, int, bool]:
 
 
 @pytest.mark.parametrize("name", sorted(FAMILY_TARGETS))
-def test_family_capture_matches_hf(name, tmp_path):
+def test_family_capture_matches_hf(name, forked, tmp_path):
     model_dir = build_family_target(name, tmp_path / name, num_hidden_layers=N_LAYERS)
-    got = _run_family(name, model_dir, tmp_path / "out.pt")
+    got = _run_family(forked, name, model_dir, tmp_path / "out.pt")
     arch = json.loads((model_dir / "config.json").read_text())["architectures"][0]
     family = families.family_of(arch)
     assert family is not None and got["model_class"] == arch
@@ -182,109 +165,3 @@ def _slices(prompts):
         out.append(slice(start, start + len(p)))
         start += len(p)
     return out
-
-
-def _sglang_side(name: str, model_dir: str, out_path: str) -> None:
-    """Subprocess body: SGLang's class for ``name`` on ``model_dir``, patched, one prefill per case, saved."""
-    from harness.sglang_inprocess import get_runner
-    from sglang_eagle3_capture.serving import selfcheck, target
-    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
-
-    target.apply()
-    assert target.is_patched(), target.status()
-    runner = get_runner(model_dir, **FAMILY_TARGETS[name].server_args)
-    model = runner.model
-    family = families.family_of(type(model).__name__)
-    cls = type(model).__name__
-    if cls in dict(family.model_attrs):  # a wrapper that names its decoder stack (Gemma's language_model)
-        stack = getattr(model, family.stack_attr(cls))
-    else:  # a wrapper that delegates to its language model (Llama 4), or holds the stack itself (MiniMax-M3's,
-        # Qwen3.5's and the Qwen-VL classes)
-        lm = getattr(model, "language_model", model) if cls in family.text_config else model
-        stack = getattr(lm, family.model_attr)
-    norm = getattr(stack, family.final_norm)
-    result = {"model_class": type(model).__name__, "stack_class": type(stack).__name__,
-              "stack_forward_marked": bool(getattr(type(stack).forward, "__eagle3_capture__", False)), "cases": {}}
-    normed = []  # the final norm's own output per forward (output[0] of norm(hidden, residual)): this test's hook
-    norm.register_forward_hook(lambda m, a, o: normed.append((o[0] if isinstance(o, tuple) else o).clone()))
-    norm_input = []  # its input: the sum of its operands, as an fp32 RMSNorm forms it (this test's own pre-hook)
-    norm.register_forward_pre_hook(lambda m, a, kw: norm_input.append(_operand_sum(*a, **kw)), with_kwargs=True)
-    for case, ids in CASES.items():
-        model.set_eagle3_layers_to_capture(DeclaredLayerIds(ids, f"test manifest ({case})", family=family.name))
-        normed.clear()
-        out = runner.prefill(PROMPTS)  # the first extend batch after configuration: the self-check runs on it
-        assert len(normed) == 1, (case, len(normed))
-        flagged = [i for i, layer in enumerate(stack.layers) if getattr(layer, family.layer_flag or "-", False)]
-        result["cases"][case] = {"aux": out.aux, "hidden": out.hidden, "loop": list(stack.layers_to_capture),
-                                 "fed": target.fed_layer_ids(model), "normed": normed[0],
-                                 "norm_hooks": len(norm._forward_hooks) - 1,  # less this test's own hook
-                                 "flagged": flagged, "selfcheck_passed": selfcheck.pending() == ()}
-        result["next_token_ids"] = out.next_token_ids
-    # Stock SGLang's own reading, through the patched method's stock path, of ids that mean loop [0, 2, 4].
-    outs = {}  # each decoder layer's output for the stock run: (branch, residual) in a family that leaves them apart
-    hooks = [layer.register_forward_hook(lambda m, a, o, i=i: outs.__setitem__(i, tuple(t.clone() for t in o)))
-             for i, layer in enumerate(stack.layers)] if family.stream_from == STREAM_FROM_INPUT_NORM else []
-    model.set_eagle3_layers_to_capture(stock_safe_eagle_config_ids([-1, 1, 3], family=family))
-    out = runner.prefill(PROMPTS)
-    result["stock"] = {"aux": out.aux, "loop": list(stack.layers_to_capture), "layer_out": outs}
-    for h in hooks:
-        h.remove()
-    if family.stream_from == STREAM_FROM_INPUT_NORM:
-        result["fused"] = _with_fused_input_norms(runner, stack, family)
-    if not FAMILY_TARGETS[name].has_hf_class:  # the reference: stock SGLang's capture of every loop index 0..N-1
-        model.set_eagle3_layers_to_capture(stock_safe_eagle_config_ids(list(range(-1, N_LAYERS - 1)), family=family))
-        normed.clear()
-        norm_input.clear()
-        out = runner.prefill(PROMPTS)
-        result["stock_every"] = {"aux": out.aux, "loop": list(stack.layers_to_capture), "normed": normed[0],
-                                 "norm_input": norm_input[0], "next_token_ids": out.next_token_ids}
-    torch.save(result, out_path)
-
-
-def _operand_sum(x, residual=None, *rest, **kwargs):
-    """``x + residual`` (``x`` without one) in fp32, rounded once to ``x``'s dtype."""
-    residual = kwargs.get("residual", residual)
-    return x.clone() if residual is None else (x.float() + residual.float()).to(x.dtype)
-
-
-def _with_fused_input_norms(runner, stack, family) -> dict:
-    """The manifest case and the stock capture again, every norm of the input norm's class doing what its
-    ``forward_cuda`` does (Gemma3RMSNorm, layers/layernorm.py:1342-1348: ``gemma_fused_add_rmsnorm`` writes the normed
-    output into x and x + residual into residual, in place), emulated around the method SGLang's fused-op dispatch
-    resolved for it (kernels/fused_op.py ``BaseFusedOp.forward``: ``_forward_method``, forward_native on this CPU)."""
-    from sglang_eagle3_capture.serving import selfcheck
-    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
-
-    model = runner.model
-    cls = type(getattr(stack.layers[0], family.input_norm))
-    norms = [m for m in stack.modules() if type(m) is cls and m._forward_method is not None]
-
-    def in_place(native):
-        def forward(x, residual=None):
-            if residual is None:
-                return native(x)
-            normed, summed = native(x, residual)
-            residual.copy_(summed)
-            x.copy_(normed)
-            return x, residual
-        return forward
-
-    resolved = [m._forward_method for m in norms]
-    for m, native in zip(norms, resolved):
-        m._forward_method = in_place(native)
-    try:
-        model.set_eagle3_layers_to_capture(DeclaredLayerIds(CASES["manifest"], "test manifest (fused)",
-                                                            family=family.name))
-        aux = runner.prefill(PROMPTS).aux
-        passed = selfcheck.pending() == ()
-        model.set_eagle3_layers_to_capture(stock_safe_eagle_config_ids([-1, 1, 3], family=family))
-        stock = runner.prefill(PROMPTS).aux
-    finally:
-        for m, native in zip(norms, resolved):
-            m._forward_method = native
-    assert len(norms) > 2 * len(stack.layers), len(norms)  # every layer's input and pre-feedforward norms, at least
-    return {"aux": aux, "selfcheck_passed": passed, "stock_aux": stock, "stock_loop": list(stack.layers_to_capture)}
-
-
-if __name__ == "__main__":
-    _sglang_side(*sys.argv[1:])

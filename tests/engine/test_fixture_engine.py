@@ -14,23 +14,21 @@ import torch
 from fixtures.criteria import check_criteria
 from fixtures.samples import load_target
 from fixtures.specs import SPECS
-from harness.sglang_inprocess import get_runner
-from support import REPO, subprocess_env
+from support import REPO
 from support.fixture import FIXTURE_NAMES, remeasure
 from support.tolerances import TOLERANCES
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
-def test_sglang_serves_the_committed_target_like_hf(name, tmp_path):
-    """SGLang's own model class for the target (CPU path, subprocess) loads it; final hidden states and greedy next
-    tokens on held-out prompts match HF's."""
+def test_sglang_serves_the_committed_target_like_hf(name, forked, tmp_path):
+    """SGLang's own model class for the target (CPU path, a forked child) loads it; final hidden states and greedy
+    next tokens on held-out prompts match HF's."""
     fixture = SPECS[name].directory
     target = load_target(fixture / "target")
     prompts = json.loads((fixture / "prompts.json").read_text())[:8]
     out = tmp_path / "sglang.pt"
-    proc = subprocess.run([sys.executable, __file__, str(fixture / "target"), json.dumps(prompts), str(out)],
-                          env=subprocess_env(), cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    rc, log = forked.call("support.sglang_side:prefill_to_file", fixture / "target", json.dumps(prompts), out)
+    assert rc == 0, log[-4000:]
     got = torch.load(out)
     with torch.no_grad():
         ref = [target(input_ids=torch.tensor([p]), output_hidden_states=True) for p in prompts]
@@ -52,14 +50,3 @@ def test_rebuild_from_scratch_meets_the_criteria(name, tmp_path):
     info = json.loads((out / "fixture.json").read_text())
     criteria = remeasure(out, info, load_target(out / "target"))
     assert check_criteria(criteria, SPECS[name].thresholds) == [], criteria
-
-
-def _sglang_side(target_dir: str, prompts: str, out: str) -> None:
-    """Subprocess body: SGLang's in-process ModelRunner on the fixture target, one prefill (the CPU runtime came
-    with the environment, support.subprocess_env)."""
-    result = get_runner(target_dir).prefill(json.loads(prompts))
-    torch.save({"hidden": result.hidden, "next_token_ids": result.next_token_ids}, out)
-
-
-if __name__ == "__main__":
-    _sglang_side(*sys.argv[1:])

@@ -1,13 +1,23 @@
-"""The plugin through ``sglang.Engine`` (subprocesses), installed as an entry point, never imported here.
+"""The plugin through ``sglang.Engine``, installed as an entry point and never imported here, and the Engine harness
+itself. One subprocess (one ``import sglang``) runs five Engines on the 6-layer tiny DeepSeek-V3 target, one after
+another (support/engine_harness.py):
 
-The main draft's ``eagle3_manifest.json`` and its marked ``eagle_config`` both say layer ids ``[5, -1, 1]`` on
-the 6-layer target (non-ascending, the last layer's output first, then the embedding). With the plugin the
-scheduler feeds the fc exactly that; without it, stock SGLang reads ``[5, -1, 1]`` as loop indices and fails
-at the first forward. A second draft declares ``[-1, 1, 4]`` through its manifest only. The ``release`` tests
-are the per-release proof .ci/run also runs against older supported SGLang releases.
+1. plain decoding: SGLang's real server stack on this CPU gives HF's greedy tokens;
+2. EAGLE-3 (a 1-step chain) with a random draft that has no manifest, the plugin loaded: the plugin leaves stock
+   wiring alone (no self-check), the tokens equal plain decoding's, and SGLang's accept-length figures add up;
+3. the draft whose ``eagle3_manifest.json`` and marked ``eagle_config`` both say layer ids ``[5, -1, 1]``
+   (non-ascending: the last layer's output first, then the embedding), TP 1: the scheduler process feeds the fc
+   exactly that (the capture dump against HF), and the first-batch self-check passes (one INFO line);
+4. the same at TP 2 over gloo: every rank, each in its own process, feeds the same tensor and passes;
+5. the same draft with the plugin excluded: stock SGLang reads ``[5, -1, 1]`` as loop indices and fails at the
+   first forward (the plugin, not chance, is what serves 3 and 4).
+
+The self-check's refusals (a sabotaged capture, before a server reports ready) are test_selfcheck_engine.py's; what
+the self-check compares is tests/unit/test_selfcheck_unit.py's and tests/inprocess/test_selfcheck.py's.
 """
 
 import json
+import re
 
 import pytest
 import torch
@@ -17,23 +27,48 @@ from sglang_eagle3_capture import releases
 from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from sglang_eagle3_capture.layer_ids import hidden_state_index
 from sglang_eagle3_capture.manifest import Manifest, write_manifest
-from support.engine_harness import NO_PLUGINS, EngineRunError, greedy, run_engine
+from support.engine_harness import NO_PLUGINS, engine_run, greedy, run_engines
 from support.hf_reference import hf_greedy, hf_layer_outputs
 from support.tiny_models import build_tiny_draft
 from support.tolerances import TOLERANCES
 
+pytestmark = pytest.mark.release  # the per-release proof .ci/run also runs against older supported releases
+
 IDS = [5, -1, 1]  # 5: the last decoder layer's output, taken at the final norm
-PROMPT = [5, 6, 7, 8, 9, 10]
-NEW_TOKENS = 4
+PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [100, 3, 200, 45, 17]]
+NEW_TOKENS = 8
+PASSED = "eagle3-capture self-check passed"
+RUNS = ("plain", "stock", "tp1", "tp2", "excluded")
 
 
 @pytest.fixture(scope="module")
-def draft(tiny_target_dir, tmp_path_factory):
+def served(tiny_target_dir, tiny_draft_dir, tmp_path_factory):
+    """{run name: (its result, its capture dump directory)}."""
+    root = tmp_path_factory.mktemp("plugin_engine")
     ec = {"use_aux_hidden_state": True, IDS_KEY: IDS, CONVENTION_KEY: LAYER_ID_CONVENTION}
-    path = build_tiny_draft(tmp_path_factory.mktemp("draft") / "d", target_dir=tiny_target_dir, num_aux=len(IDS),
-                            config_overrides={"eagle_config": ec})
-    write_manifest(path, Manifest(tuple(IDS), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
-    return path
+    draft = build_tiny_draft(root / "draft", target_dir=tiny_target_dir, num_aux=len(IDS),
+                             config_overrides={"eagle_config": ec})
+    write_manifest(draft, Manifest(tuple(IDS), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
+    dumps = {name: root / f"dump-{name}" for name in RUNS}
+    info = {"log_level": "info"}
+    described = [
+        engine_run(tiny_target_dir, PROMPTS, sampling_params=greedy(NEW_TOKENS)),
+        engine_run(tiny_target_dir, PROMPTS, draft_path=tiny_draft_dir, sampling_params=greedy(NEW_TOKENS),
+                   engine_kwargs=info),
+        engine_run(tiny_target_dir, PROMPTS, draft_path=draft, sampling_params=greedy(NEW_TOKENS),
+                   engine_kwargs=info, env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dumps["tp1"])}),
+        engine_run(tiny_target_dir, PROMPTS, draft_path=draft, sampling_params=greedy(NEW_TOKENS),
+                   engine_kwargs={**info, "tp_size": 2},  # SGLang's CPU path asserts ranks <= NUMA nodes otherwise
+                   env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dumps["tp2"]), "SGLANG_CPU_OMP_THREADS_BIND": "0|1"}),
+        engine_run(tiny_target_dir, PROMPTS, draft_path=draft, sampling_params=greedy(NEW_TOKENS), fails="serve",
+                   env={"SGLANG_PLUGINS": NO_PLUGINS, "SGLANG_EAGLE3_CAPTURE_DUMP": str(dumps["excluded"])}),
+    ]
+    results = run_engines(described, plugins="eagle3_capture", timeout=1500)
+    return {name: (result, dumps[name]) for name, result in zip(RUNS, results)}
+
+
+def _tokens(result):
+    return [o["output_ids"] for o in result["outputs"]]
 
 
 def _dumps(directory):
@@ -43,6 +78,38 @@ def _dumps(directory):
         meta = json.loads(meta_path.read_text())
         out.setdefault(meta["tp_rank"], []).append((load_file(str(meta_path.with_suffix(".safetensors"))), meta))
     return out
+
+
+def _passed(text: str) -> list[str]:
+    return [line[line.index(PASSED):] for line in text.splitlines() if PASSED in line]
+
+
+def test_plain_decoding_gives_hf_greedy_tokens(served, hf_target):
+    expected = hf_greedy(hf_target, PROMPTS, NEW_TOKENS)
+    assert len(set(map(tuple, expected))) == len(PROMPTS)  # distinct continuations, so matching means something
+    assert _tokens(served["plain"][0]) == expected
+
+
+def test_without_a_manifest_stock_wiring_serves_unchecked(served):
+    """The plugin loaded, a draft without manifest or marked ids: stock SGLang's own wiring (a WARNING says so), no
+    self-check, the plain run's tokens, and SGLang's own accept-length figures consistent."""
+    result, _ = served["stock"]
+    assert _tokens(result) == _tokens(served["plain"][0])
+    assert "running stock wiring" in result["log"] and _passed(result["log"]) == []
+    total_tokens = total_verify = 0
+    for out in result["outputs"]:
+        meta = out["meta_info"]
+        assert meta["completion_tokens"] == NEW_TOKENS and meta["spec_verify_ct"] >= 1  # speculation really ran
+        assert meta["spec_accept_length"] == pytest.approx(meta["completion_tokens"] / meta["spec_verify_ct"])
+        assert meta["spec_num_proposed_drafts"] == meta["spec_verify_ct"] * (2 - 1)  # num_draft_tokens - 1
+        assert 0 <= meta["spec_num_correct_drafts"] <= meta["spec_num_proposed_drafts"]
+        total_tokens += meta["completion_tokens"]
+        total_verify += meta["spec_verify_ct"]
+    # Server-wide: accepted tokens of verify steps / verify steps. The first token of each request comes from
+    # prefill, not verify (scheduler_components/batch_result_processor.py); the harness sets decode_log_interval=1
+    # so every step is folded into the lifetime counters.
+    avg = result["server_info"]["internal_states"][0]["avg_spec_accept_length"]
+    assert avg == pytest.approx((total_tokens - len(PROMPTS)) / total_verify)
 
 
 def _check_rank(batches, hf_target):
@@ -59,70 +126,42 @@ def _check_rank(batches, hf_target):
         with torch.no_grad():
             assert torch.equal(chunks[IDS.index(-1)], emb(tensors["input_ids"]))  # every batch: -1 is the embedding
     prefill, meta = batches[0]
-    assert meta["forward_mode"] == "EXTEND" and prefill["input_ids"].tolist() == PROMPT
-    hf = hf_layer_outputs(hf_target, PROMPT)  # [6]: the last layer's output before the final norm
-    for chunk, layer_id in zip(prefill["aux_hidden_states"].split(hidden, dim=-1), IDS):
-        torch.testing.assert_close(chunk, hf[hidden_state_index(layer_id)], **TOLERANCES[torch.float32])
+    assert meta["forward_mode"] == "EXTEND"
+    start = 0
+    for prompt in PROMPTS:  # one prefill batch of the three prompts
+        rows = slice(start, start + len(prompt))
+        assert prefill["input_ids"][rows].tolist() == prompt
+        hf = hf_layer_outputs(hf_target, prompt)  # [6]: the last layer's output before the final norm
+        for chunk, layer_id in zip(prefill["aux_hidden_states"][rows].split(hidden, dim=-1), IDS):
+            torch.testing.assert_close(chunk, hf[hidden_state_index(layer_id)], **TOLERANCES[torch.float32])
+        start += len(prompt)
 
 
-@pytest.mark.release
-def test_plugin_feeds_manifest_ids_from_the_scheduler(tiny_target_dir, draft, hf_target, tmp_path):
-    dump = tmp_path / "dump"
-    result = run_engine(tiny_target_dir, [PROMPT], draft_path=draft, sampling_params=greedy(NEW_TOKENS),
-                        plugins="eagle3_capture", env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump)})
-    assert result["outputs"][0]["output_ids"] == hf_greedy(hf_target, [PROMPT], NEW_TOKENS)[0]
-    assert result["outputs"][0]["meta_info"]["spec_verify_ct"] > 0  # EAGLE-3 really ran
+@pytest.mark.parametrize("run", ["tp1", "tp2"])
+def test_every_rank_feeds_the_manifest_ids_and_passes_the_self_check(served, hf_target, run):
+    result, dump = served[run]
+    tp = {"tp1": 1, "tp2": 2}[run]
+    assert _tokens(result) == _tokens(served["plain"][0])
+    assert all(o["meta_info"]["spec_verify_ct"] > 0 for o in result["outputs"])  # EAGLE-3 really ran
     ranks = _dumps(dump)
-    assert list(ranks) == [0]
-    _check_rank(ranks[0], hf_target)
-
-
-def test_without_the_plugin_stock_sglang_misreads_the_ids(tiny_target_dir, draft, tmp_path):
-    dump = tmp_path / "dump"
-    with pytest.raises(EngineRunError) as e:
-        run_engine(tiny_target_dir, [PROMPT], draft_path=draft, sampling_params=greedy(NEW_TOKENS),
-                   plugins=NO_PLUGINS, env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump)})
-    # stock 0.5.23: first id 5 != 1, so [5, -1, 1] are loop indices; -1 is never reached (2 of 3 captured)
-    assert "RuntimeError: captured 2 of 3 aux hidden states" in str(e.value)
-    assert not dump.exists() or not any(dump.iterdir())  # no plugin code ran
-
-
-def test_tp2_on_cpu_every_rank_feeds_the_manifest_ids(tiny_target_dir, draft, hf_target, tmp_path):
-    """tp_size=2 over gloo. Needs, besides the CPU runtime (whose B4 keeps PyNccl off CPU groups):
-    SGLANG_CPU_OMP_THREADS_BIND (SGLang's CPU path asserts ranks <= NUMA nodes otherwise)."""
-    dump = tmp_path / "dump"
-    env = {"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump), "SGLANG_CPU_OMP_THREADS_BIND": "0|1"}
-    result = run_engine(tiny_target_dir, [PROMPT], draft_path=draft, sampling_params=greedy(NEW_TOKENS),
-                        engine_kwargs={"tp_size": 2}, plugins="eagle3_capture", env=env)
-    assert result["outputs"][0]["output_ids"] == hf_greedy(hf_target, [PROMPT], NEW_TOKENS)[0]
-    ranks = _dumps(dump)
-    assert sorted(ranks) == [0, 1]
-    assert ranks[0][0][1]["pid"] != ranks[1][0][1]["pid"]
-    for rank in (0, 1):
+    assert sorted(ranks) == list(range(tp))
+    for rank in ranks:
         _check_rank(ranks[rank], hf_target)
-    # Replicated residual stream: both ranks feed their drafts the same tensor.
-    assert torch.equal(ranks[0][0][0]["aux_hidden_states"], ranks[1][0][0]["aux_hidden_states"])
+    lines = _passed(result["log"])
+    found = sorted(re.search(r"tp_rank (\d+), pid (\d+)", line).groups() for line in lines)
+    assert [r for r, _ in found] == [str(r) for r in range(tp)]  # one line per rank
+    assert len({pid for _, pid in found}) == tp  # each rank in its own process
+    for line in lines:
+        assert f"sglang {releases.installed_sglang_version()}; " in line and "hooks removed" in line
+        for j, lid in enumerate(IDS):
+            assert f"chunk {j} layer {lid}: max|diff| 0 (" in line
+    if tp == 2:  # replicated residual stream: both ranks feed their drafts the same tensor
+        assert torch.equal(ranks[0][0][0]["aux_hidden_states"], ranks[1][0][0]["aux_hidden_states"])
 
 
-@pytest.mark.release
-def test_a_manifest_with_the_embedding_feeds_exactly_hf_hidden_states(tiny_target_dir, hf_target, tmp_path):
-    """Manifest [-1, 1, 4], config.json without ids: the fc gets HF hidden_states[0, 2, 5], the embedding bit-exact."""
-    ids = [-1, 1, 4]
-    d = build_tiny_draft(tmp_path / "d", target_dir=tiny_target_dir, num_aux=len(ids))
-    write_manifest(d, Manifest(tuple(ids), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
-    dump = tmp_path / "dump"
-    result = run_engine(tiny_target_dir, [PROMPT], draft_path=d, sampling_params=greedy(NEW_TOKENS),
-                        plugins="eagle3_capture", env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump)})
-    assert result["outputs"][0]["output_ids"] == hf_greedy(hf_target, [PROMPT], NEW_TOKENS)[0]
-    (batches,) = _dumps(dump).values()
-    prefill, meta = batches[0]
-    assert meta["layer_ids"] == ids and meta["forward_mode"] == "EXTEND" and prefill["input_ids"].tolist() == PROMPT
-    hidden = hf_target.config.hidden_size
-    hf = hf_layer_outputs(hf_target, PROMPT)
-    chunks = prefill["aux_hidden_states"].split(hidden, dim=-1)
-    assert torch.equal(chunks[0], hf[0])  # HF hidden_states[0]: the embedding, routed, not computed
-    for chunk, index in zip(chunks[1:], (2, 5)):
-        torch.testing.assert_close(chunk, hf[index], **TOLERANCES[torch.float32])
-    diffs = [float((c - hf[i]).abs().max()) for c, i in zip(chunks, (0, 2, 5))]
-    print(f"sglang {releases.installed_sglang_version()}: manifest {ids} -> HF hidden_states[0, 2, 5], max |diff| "
-          f"per chunk {diffs}")
+def test_without_the_plugin_stock_sglang_misreads_the_ids(served):
+    result, dump = served["excluded"]
+    # stock: the first id 5 != 1, so [5, -1, 1] are loop indices; -1 is never reached (2 of 3 captured)
+    assert "RuntimeError: captured 2 of 3 aux hidden states" in result["log"]
+    assert not dump.exists() or not any(dump.iterdir())  # no plugin code ran
+    assert "eagle3-capture:" not in result["log"]

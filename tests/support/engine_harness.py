@@ -65,25 +65,28 @@ def eagle3_kwargs(draft_path) -> dict:
 
 
 def run_engine(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None,
-               plugins=NO_PLUGINS, env=None, timeout=600, keep_log=None) -> dict:
+               plugins=NO_PLUGINS, env=None, timeout=600, keep_log=None, fails=None) -> dict:
     """Start sglang.Engine in a subprocess, generate for ``prompts``, return the parsed result (see module doc)."""
     run = engine_run(model_path, prompts, draft_path=draft_path, sampling_params=sampling_params,
-                     engine_kwargs=engine_kwargs)
+                     engine_kwargs=engine_kwargs, fails=fails)
     return run_engines([run], plugins=plugins, env=env, timeout=timeout, keep_log=keep_log)[0]
 
 
 def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, engine_kwargs=None, env=None,
-               image_data=None) -> dict:
+               image_data=None, fails=None) -> dict:
     """Describe one Engine run for ``run_engines`` (same meaning as ``run_engine``'s arguments; ``env``: variables
     set for this run only, on top of ``run_engines``' own: e.g. ``{"SGLANG_PLUGINS": NO_PLUGINS}`` for one run of a
     subprocess that loads the plugin for the others; ``image_data``: per prompt, a list of image file paths, handed to
-    ``Engine.generate`` beside the token ids)."""
+    ``Engine.generate`` beside the token ids; ``fails``: ``"start"`` if the Engine must fail at startup (the runs
+    after it go on in the same subprocess), ``"serve"`` if it must start and then fail serving the prompts (SGLang
+    then kills the launcher's process tree: such a run must come last); its result is then
+    ``{"failed", "error", "log"}``)."""
     kwargs = {**ENGINE_DEFAULTS, "model_path": str(model_path)}
     if draft_path is not None:
         kwargs.update(eagle3_kwargs(draft_path))
     kwargs.update(engine_kwargs or {})
     run = {"engine_kwargs": kwargs, "prompts": [list(p) for p in prompts],
-           "sampling_params": sampling_params or greedy(), "env": dict(env or {})}
+           "sampling_params": sampling_params or greedy(), "env": dict(env or {}), "fails": fails}
     if image_data is not None:
         run["image_data"] = [[str(f) for f in files] for files in image_data]
     return run
@@ -91,8 +94,10 @@ def engine_run(model_path, prompts, *, draft_path=None, sampling_params=None, en
 
 def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, keep_log=None) -> list[dict]:
     """Run several ``engine_run(...)`` descriptions one after another in ONE subprocess (one
-    ``import sglang`` for all); returns one result per run, as ``run_engine`` does. ``keep_log``: where to keep
-    the subprocess's whole output (the engine's own log lines), whatever happened."""
+    ``import sglang`` for all); returns one result per run, as ``run_engine`` does, each with its own output as
+    ``"log"`` (the engine's processes' log lines). ``keep_log``: where to keep every run's output, in order,
+    whatever happened. Raises ``EngineRunError`` if a run fails where it should start, or starts where it should
+    fail."""
     from support import subprocess_env
 
     child_env = subprocess_env()  # cpu_runtime first, then this checkout (not whichever one the venv installed)
@@ -104,10 +109,11 @@ def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, 
     if str(REPO) not in child_env["PYTHONPATH"].split(os.pathsep):
         child_env["PYTHONPATH"] = os.pathsep.join([child_env["PYTHONPATH"], str(REPO)])
     with tempfile.TemporaryDirectory(prefix="engine_run_") as tmp:
-        spec_path, result_path, log_path = (Path(tmp) / n for n in ("spec.json", "result.json", "output.log"))
-        spec_path.write_text(json.dumps({"runs": runs}))
+        spec_path, result_path, log_path = (Path(tmp) / n for n in ("spec.json", "result.json", "worker.log"))
+        spec_path.write_text(json.dumps({"runs": [{k: v for k, v in r.items() if k != "fails"}
+                                                  for r in runs]}))
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, str(WORKER), str(spec_path), str(result_path)],
+            proc = subprocess.Popen([sys.executable, str(WORKER), str(spec_path), str(result_path), tmp],
                                     env=child_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             start = time.monotonic()
             try:
@@ -116,15 +122,32 @@ def run_engines(runs: list[dict], *, plugins=NO_PLUGINS, env=None, timeout=900, 
                 rc = None
             finally:
                 _kill_group(proc)  # the engine's scheduler/detokenizer children, whatever happened
+        logs = [(Path(tmp) / f"run-{i}.log") for i in range(len(runs))]
+        texts = [p.read_text(errors="replace") if p.exists() else "" for p in logs]
+        worker_text = log_path.read_text(errors="replace")
         if keep_log is not None:
-            Path(keep_log).write_bytes(log_path.read_bytes())
-        if rc == 0 and result_path.exists():
-            return json.loads(result_path.read_text())
-        what = (f"timed out after {timeout} s" if rc is None
-                else f"exited with {rc} after {time.monotonic() - start:.0f} s")
-        tail = log_path.read_text(errors="replace")[-6000:]
+            Path(keep_log).write_text("".join(texts) + worker_text)
+        results = json.loads(result_path.read_text()) if result_path.exists() else []
         engines = [r["engine_kwargs"] for r in runs]
-        raise EngineRunError(f"sglang.Engine subprocess {what}; engine kwargs {engines}\n--- output tail ---\n{tail}")
+        if rc not in (0, None) and len(results) == len(runs) - 1 and runs[-1]["fails"] == "serve":
+            # SGLang's running-phase SIGQUIT handler (tokenizer_manager.py, installed on the first request) kills
+            # the launcher's whole process tree: a run that must fail while serving ends the worker, hence last.
+            results.append({"failed": "serve", "error": f"the worker was killed ({rc}) when the engine failed"})
+            rc = 0
+        if rc != 0 or len(results) != len(runs):
+            what = (f"timed out after {timeout} s" if rc is None
+                    else f"exited with {rc} after {time.monotonic() - start:.0f} s")
+            tail = (texts[len(results)] if len(results) < len(runs) else "")[-6000:] + worker_text[-3000:]
+            raise EngineRunError(f"sglang.Engine subprocess {what} in run {len(results)}; engine kwargs "
+                                 f"{engines[len(results):len(results) + 1]}\n--- output tail ---\n{tail}")
+        for i, (run, result, text) in enumerate(zip(runs, results, texts)):
+            result["log"] = text
+            if result.get("failed") != run["fails"]:
+                what = (f"failed ({result['failed']})" if "failed" in result
+                        else f"did not fail ({run['fails']} expected)")
+                raise EngineRunError(f"sglang.Engine run {i} {what}; engine kwargs {engines[i]}\n"
+                                     f"--- output tail ---\n{text[-6000:]}{result.get('error', '')[-3000:]}")
+        return results
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

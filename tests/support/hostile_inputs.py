@@ -8,8 +8,8 @@ speculators draft and a SpecForge draft with their targets). Mutators change a c
 
 :func:`run_cli` drives ``sglang_eagle3_capture.doctor.cli.main`` in this process (as the console script does) and
 :func:`check_bad_input` holds a result to the contract: exit 2, one line on stderr naming the file and ``fix:``, no
-traceback, bounded time. :func:`run_as_user` runs a batch of commands as an unprivileged user (root ignores file
-permissions) in one child Python.
+traceback, bounded time. :func:`run_as_user` runs a batch of commands in one child Python without the capabilities by
+which root ignores file permissions.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import signal
 import struct
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,7 +33,6 @@ from typing import Callable
 from . import REPO
 
 FIXTURE = REPO / "fixtures" / "tiny"
-NOBODY = 65534
 VFLAGS = ["--threads", "1", "--max-combinations", "0", "--no-progress"]
 M = "eagle3_manifest.json"
 
@@ -266,6 +264,18 @@ def run_cli(argv, cwd: Path | None = None, *, unblock_after: float = 20.0) -> Re
     return Result(rc, out.getvalue(), err.getvalue(), time.monotonic() - t0)
 
 
+def run_cli_process(argv, cwd: Path, env: dict | None = None, timeout: float = 120.0) -> Result:
+    """``python -m sglang_eagle3_capture ARGV`` in a process of its own, with ``env`` added to this one's (for what
+    only a real process shows: the interpreter's own stdout encoding, ``PYTHONIOENCODING``)."""
+    from support import subprocess_env
+
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "sglang_eagle3_capture", *[str(a) for a in argv]], cwd=cwd,
+                       env={**subprocess_env(), **(env or {})}, capture_output=True, timeout=timeout)
+    decode = lambda b: b.decode("utf-8", errors="backslashreplace")  # noqa: E731
+    return Result(p.returncode, decode(p.stdout), decode(p.stderr), time.monotonic() - t0)
+
+
 def problems(r: Result, *, expect=(2,), names: str | None = None, want_words=(), max_secs: float = 20.0,
              max_err_bytes: int = 4096) -> list[str]:
     """Everything wrong with a run that must refuse a bad input (empty when it behaved)."""
@@ -316,35 +326,37 @@ sys.stdout.write(json.dumps(results))
 """
 
 
-def unprivileged_python() -> tuple[list[str], dict] | str:
-    """``(command prefix, environment)`` that runs this package's Python as uid 65534, or why it cannot.
+# The capabilities by which root ignores file permissions (capabilities(7)): without them root meets a file's mode
+# bits as any other user does (as "other" on files the cases give to uid 65534, as the owner on its own).
+_PERMISSION_BYPASS = ("dac_override", "dac_read_search", "fowner")
 
-    The interpreter of a virtual environment under ``/root`` (mode 0700) cannot be started by that user, so the
-    same-version system interpreter is used with this environment's ``site-packages`` and the package on
-    ``PYTHONPATH`` (both must be readable by that user)."""
+
+def unprivileged_python() -> tuple[list[str], dict] | str:
+    """``(command prefix, environment)`` that runs this package's Python without the power to ignore file
+    permissions, or why it cannot.
+
+    Switching to uid 65534 would need an interpreter and packages that user can read: a virtual environment under
+    ``/root`` (mode 0700) is not, so on CI such cases could only skip. Dropping the permission-bypassing capabilities
+    from the bounding set instead (``setpriv``; an exec as uid 0 then gets none of them) keeps this interpreter and
+    environment and leaves exactly the permission checks the cases are about."""
     if os.geteuid() != 0:
-        return "not root: cannot switch to an unprivileged user"
+        return "not root: cannot give the cases' files to another user"
     if shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed"
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    site = sysconfig.get_paths()["purelib"]
-    pypath = os.pathsep.join([str(REPO), site, sysconfig.get_paths()["platlib"]])
-    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": pypath, "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
-           "LC_ALL": "C.UTF-8"}
-    for exe in (sys.executable, f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
-        if not os.path.exists(exe):
-            continue
-        probe = subprocess.run([*prefix, exe, "-c", "import torch, safetensors, sglang_eagle3_capture.doctor.cli"],
-                               env=env, capture_output=True, text=True, timeout=120)
-        if probe.returncode == 0:
-            return [*prefix, exe], env
-    return (f"no Python {version} that uid {NOBODY} can run with this environment's packages (the virtual "
-            "environment or the checkout is not readable by that user)")
+    drop = ",".join(f"-{cap}" for cap in _PERMISSION_BYPASS)
+    prefix = ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    probe = subprocess.run([*prefix, sys.executable, "-c", "import torch, sglang_eagle3_capture.doctor.cli"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        return f"setpriv could not drop {drop} here: {probe.stderr.strip()[-300:]}"
+    return [*prefix, sys.executable], env
 
 
 def run_as_user(cases: list[tuple[str, list[str], Path]], timeout: float = 300) -> dict[str, Result] | str:
-    """Run ``(id, argv, cwd)`` commands as uid 65534 in one child Python; ``{id: Result}``, or why it cannot."""
+    """Run ``(id, argv, cwd)`` commands without the power to ignore file permissions in one child Python;
+    ``{id: Result}``, or why it cannot."""
     how = unprivileged_python()
     if isinstance(how, str):
         return how

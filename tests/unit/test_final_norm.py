@@ -21,6 +21,7 @@ from sglang_eagle3_capture.families import all_families
 from sglang_eagle3_capture.layer_ids import FINAL_NORM, check_layer_ids, split_capture
 from sglang_eagle3_capture.manifest import Manifest, manifest_from_dict, read_manifest
 from sglang_eagle3_capture.readings import fail_closed_eagle_config_ids, stock_safe_eagle_config_ids
+from sglang_eagle3_capture.schemas.manifest import VERSIONS
 from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
 from support.cli import run
 
@@ -83,7 +84,7 @@ def test_version_1_with_the_token_is_refused_naming_the_version_field():
     assert manifest_from_dict(_doc([-1, 1, 6], 2)).layer_ids == (-1, 1, 6)  # version 2 without it reads too
 
 
-@pytest.mark.parametrize("doc, field", [(_doc([-1, 1, FINAL_NORM], 3), "version"),
+@pytest.mark.parametrize("doc, field", [(_doc([-1, 1, FINAL_NORM], max(VERSIONS) + 1), "version"),
                                         (_doc([-1, FINAL_NORM, FINAL_NORM], 2), "layer_ids"),
                                         (_doc([-1, "final"], 2), "layer_ids[1]")])
 def test_bad_version_or_token_is_refused(doc, field):

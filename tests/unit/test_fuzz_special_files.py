@@ -152,11 +152,7 @@ def unreadable_results(base):
                    "sample in a directory": base / "tiny/samples/data_0.pt",
                    "hs sample": base / "hs/hs_0.safetensors", "ckpt.gz sample": base / "ckgz/data_0.ckpt.gz"}[position]
             shutil.copy(src, path)
-        for dirpath, dirnames, filenames in os.walk(d):
-            for n in dirnames + filenames:
-                os.lchown(Path(dirpath) / n, 65534, 65534)
-        os.chown(d, 65534, 65534)
-        path.chmod(0o300 if path.is_dir() else 0)
+        path.chmod(0o300 if path.is_dir() else 0)  # the cases' own files: their owner (us) may not read it
         runs.append((position, argv, d))
         names[position] = path.name
     try:
@@ -172,7 +168,6 @@ def unreadable_results(base):
 @pytest.mark.parametrize("position", list(POSITIONS))
 def test_unreadable_file(unreadable_results, position):
     results, names = unreadable_results
-    if isinstance(results, str):
-        pytest.skip(f"cannot run as an unprivileged user here: {results}")
+    assert not isinstance(results, str), f"cannot run without root's permission bypass here: {results}"
     found = problems(results[position], expect=(2,), names=names[position], max_secs=10.0)
     assert not found, f"{position} unreadable: " + "; ".join(found)

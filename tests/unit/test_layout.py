@@ -9,7 +9,8 @@ from support import REPO
 PACKAGE = REPO / "sglang_eagle3_capture"
 NAME = "sglang_eagle3_capture"
 # prometheus_client: its value class follows PROMETHEUS_MULTIPROC_DIR at import, which SGLang sets at startup
-LAZY_OK = ("torch", "safetensors", "sglang", "vllm", "tqdm", "setproctitle", "matplotlib", "prometheus_client")
+LAZY_OK = ("torch", "safetensors", "sglang", "vllm", "tqdm", "setproctitle", "matplotlib", "prometheus_client",
+           "pyarrow")
 LAZY_PACKAGE_OK = {f"{NAME}.draft.model", f"{NAME}.draft.rollout"}  # import torch at module level
 VERSION = re.compile(r"\b0\.5\.\d+")  # an SGLang release
 

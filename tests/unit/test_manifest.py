@@ -17,6 +17,7 @@ from sglang_eagle3_capture.manifest import (
     read_manifest,
     write_manifest,
 )
+from sglang_eagle3_capture.schemas.manifest import VERSIONS
 from sglang_eagle3_capture.target_config import target_dims
 from support.cli import run
 
@@ -135,10 +136,10 @@ def test_metadata_is_kept_as_it_is_never_refused(tmp_path):
 @pytest.mark.parametrize("mutate, field", [
     (lambda d: d.update(extra=1), "extra"),
     (lambda d: d["target"].update(num_layers=61), "target.num_layers"),
-    (lambda d: d.update(version=3), "version"),
+    (lambda d: d.update(version=max(VERSIONS) + 1), "version"),
     (lambda d: d.update(format="eagle"), "format"),
-    (lambda d: d.update(format="eagle", version=3, extra=1), "format"),  # the header is named first
-    (lambda d: d.update(version=3, layer_ids="x"), "version"),
+    (lambda d: d.update(format="eagle", version=max(VERSIONS) + 1, extra=1), "format"),  # the header is named first
+    (lambda d: d.update(version=max(VERSIONS) + 1, layer_ids="x"), "version"),
 ])
 def test_what_changes_the_fc_is_still_refused_naming_the_field(tmp_path, mutate, field):
     doc = _doc()
@@ -156,7 +157,7 @@ def test_manifest_show_exits_2_on_a_refused_field_and_0_on_odd_metadata(tmp_path
     (tmp_path / MANIFEST_FILENAME).write_text(json.dumps(doc))
     rc, out, _ = run(capsys, "manifest", "show", tmp_path)
     assert rc == 0 and "provenance.note: a\\tb" in out  # shown escaped
-    doc["version"] = 3
+    doc["version"] = max(VERSIONS) + 1
     (tmp_path / MANIFEST_FILENAME).write_text(json.dumps(doc))
     rc, _, err = run(capsys, "manifest", "show", tmp_path)
     assert rc == 2 and err.count("\n") == 1 and "'version'" in err

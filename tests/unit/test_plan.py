@@ -15,12 +15,13 @@ from sglang_eagle3_capture.doctor.expected import (
     DEFAULT_SETTINGS,
     ExpectedReport,
     Setting,
+    parse_settings,
     runs_as_asked,
     write_expected,
 )
-from sglang_eagle3_capture.doctor.plan import parse_settings
 from sglang_eagle3_capture.errors import UsageError
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
+from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, MANIFEST_VERSION, read_manifest
+from sglang_eagle3_capture.schemas.manifest import EXPECTED_VERSION
 from support.cli import run
 
 LLAMA = SPECS["tiny-llama"].directory
@@ -42,18 +43,21 @@ def test_write_expected_round_trips_and_keeps_the_rest_of_the_manifest(capsys, d
     assert rc == 0, err
     after = json.loads((draft / MANIFEST_FILENAME).read_text())
     expected = after.pop("expected")
+    # the version that says the document carries the block (the release before it refuses the key)
+    assert (before.pop("version"), after.pop("version")) == (MANIFEST_VERSION, EXPECTED_VERSION)
     assert after == before  # every other field as it was
     m = read_manifest(draft)
-    assert m.expected == expected
-    chain, why = m.expected_acceptance(1)
-    assert why is None and len(chain) == 5 and chain[0] > 0.9  # the 5-step chain of the default candidates
-    tree, why = m.expected_acceptance(2)
-    assert why is None and tree[0] > 0.9
-    assert {e["topk"] for e in expected["acceptance"]} == {1, 2, 4}
+    assert m.expected == expected and expected["provenance"]["layer_ids"] == list(m.layer_ids)
+    got = {(e["steps"], e["topk"], e["draft_tokens"]) for e in expected["acceptance"]}
+    assert got == {(s.steps, s.topk, s.draft_tokens) for s in DEFAULT_SETTINGS}
+    for s in DEFAULT_SETTINGS:  # one entry per setting, as many figures as positions drafted
+        figures, why = m.expected_acceptance(s.steps, s.topk, s.draft_tokens)
+        assert why is None and len(figures) == s.steps
+    assert m.expected_acceptance(5, 1, 6)[0][0] > 0.9
     prov = expected["provenance"]
     assert prov["data_files"] == 16 and prov["positions"] > 0 and prov["tool"].startswith("sglang-eagle3-capture")
     assert all(runs_as_asked(Setting(e["steps"], e["topk"], e["draft_tokens"])) is None
-               for e in expected["accept_length"])
+               for e in expected["acceptance"])
 
 
 def test_verify_without_the_flag_writes_nothing(capsys, draft):

@@ -7,8 +7,8 @@ input, taken here with a hook of this test's own); ``convert`` reads the trainer
 the pre-norm layer 6 because the fc takes three states) and moves every tensor unchanged; ``verify`` on speculators'
 data layout, where the last layer is stored twice, reads the copy as one tensor. Marked ``fixture``: speculators'
 own validation code, run here on held-out samples, counts exactly what ``verify`` reports as speculators' figure,
-and ``verify``'s out-of-vocabulary count is the labels outside ``t2d``. Marked ``slow``: the builder run again
-(make test-slow) meets the criteria.
+and ``verify``'s out-of-vocabulary count is the labels outside ``t2d``, on the legacy layout and on speculators' own
+(its table's loss mask). Marked ``slow``: the builder run again (make test-slow) meets the criteria.
 """
 
 from __future__ import annotations
@@ -152,12 +152,14 @@ def test_speculators_own_validation_counts_what_verify_reports(converted, tmp_pa
     lang = Language(**json.loads((st.FIXTURE / "fixture.json").read_text())["language"])
     n_layers = json.loads((TARGET / "config.json").read_text())["num_hidden_layers"]
     make_samples(TARGET, tmp_path / "legacy", n=n, seed=HELDOUT_SEED, lang=lang, layer_ids=list(range(-1, n_layers)))
-    gap = verify(converted.dst, [tmp_path / "legacy"], target=TARGET, progress=False, max_combinations=0).vocabulary
-    print(f"speculators: {correct}/{total}; verify: {gap.to_dict()}")
-    assert gap.positions == total and gap.exact
-    assert abs(gap.restricted_correct - correct) <= FLIPS
-    assert gap.out_of_vocab == oov > 0
-    assert gap.correct <= gap.positions - gap.out_of_vocab  # an out-of-vocabulary label is never a hit
+    # the legacy layout, and speculators' own (its table's loss mask): the same positions, the same counts
+    for data in (tmp_path / "legacy", tmp_path / "spec"):
+        gap = verify(converted.dst, [data], target=TARGET, progress=False, max_combinations=0).vocabulary
+        print(f"speculators: {correct}/{total}; verify on {data.name}: {gap.to_dict()}")
+        assert gap.positions == total and gap.exact
+        assert abs(gap.restricted_correct - correct) <= FLIPS
+        assert gap.out_of_vocab == oov > 0
+        assert gap.correct <= gap.positions - gap.out_of_vocab  # an out-of-vocabulary label is never a hit
 
 
 def test_verify_without_the_target_bounds_speculators_figure(converted, tmp_path):
