@@ -24,6 +24,11 @@ V1_SEAMS = (
     Seam("vllm.feed", RUNNER, "GPUModelRunner", "_model_forward",
          ("self", "input_ids", "positions", "intermediate_tensors", "inputs_embeds", "model_kwargs")),
     Seam("vllm.gate", "vllm.v1.worker.gpu_worker", "Worker", "load_model", ("self", "load_dummy_weights")),
+    # the front end's spec-decode Prometheus logger (v1/spec_decode/metrics.py:200, :266; the same in 0.33 and 0.34)
+    Seam("vllm.metrics.init", "vllm.v1.spec_decode.metrics", "SpecDecodingProm", "__init__",
+         ("self", "speculative_config", "labelnames", "per_engine_labelvalues", "is_diffusion")),
+    Seam("vllm.metrics.observe", "vllm.v1.spec_decode.metrics", "SpecDecodingProm", "observe",
+         ("self", "spec_decoding_stats", "engine_idx")),
 )
 # vLLM's decoder stacks (llama.py:406, qwen2.py, deepseek_v2.py): forward(input_ids, positions, intermediate_tensors,
 # inputs_embeds), layers[i].input_layernorm(hidden_states, residual) called as a module, the final norm ``norm``.

@@ -11,6 +11,8 @@ the plugin can feed this order). What the fc received is read by a test-only spy
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import replace
 
 import pytest
 import torch
@@ -52,6 +54,16 @@ def served(tmp_path_factory):
     runs.append(vllm_run("deepseek/plain", deepseek, None, prompts=[PROMPT], max_tokens=NEW_TOKENS,
                          llm_kwargs={"dtype": "bfloat16"}))  # bf16 greedy drifts from HF's: vLLM's own is the bar
     targets["deepseek"] = deepseek
+    # the acceptance alarm from vLLM's own counters: the same draft, its manifest claiming position-0 acceptance 0.95
+    # for the chain served (a random draft accepts about nothing), a window of 4 verify steps
+    alarmed = root / "llama-alarm"
+    shutil.copytree(drafts[("llama", "ascending")], alarmed)
+    manifest = find_manifest(alarmed)
+    write_manifest(alarmed, replace(manifest, expected={
+        "acceptance": [{"steps": 2, "topk": 1, "draft_tokens": 3, "per_position": [0.95, 0.9]}],
+        "provenance": {"layer_ids": list(manifest.layer_ids)}}))
+    runs.append(vllm_run("alarm", targets["llama"], alarmed, prompts=[PROMPT], max_tokens=NEW_TOKENS,
+                         env={"SGLANG_EAGLE3_CAPTURE_ALARM_WINDOW": "4"}))
     # the self-check's own proof: the same deployment, its plan's first two fc chunks swapped after configuration
     runs.append(vllm_run("sabotage", targets["llama"], drafts[("llama", "ascending")], prompts=[PROMPT],
                          max_tokens=NEW_TOKENS, env={"EAGLE3_TEST_SABOTAGE": "permute"}))
@@ -140,3 +152,14 @@ def test_deepseek_gets_the_embedding_vllm_cannot_capture_and_the_manifest_layers
             assert torch.equal(chunk, hf_state(hf, layer_id, NUM_LAYERS))
         distance = [float((chunk.float() - s).norm() / s.norm()) for s in states]
         assert distance.index(min(distance)) == layer_id + 1, distance
+
+
+def test_the_acceptance_alarm_fires_from_vllms_own_counters(served):
+    *_, results = served
+    r = results["alarm"]
+    assert r["ok"], (r["error"] or "") + r["log"][-3000:]
+    assert r["metrics"]["vllm:spec_decode_num_drafts"] >= 4  # a full window of verify steps
+    assert "acceptance alarm armed: position-0 acceptance expected 0.950" in r["log"]
+    assert "ACCEPTANCE ALARM" in r["log"]
+    quiet = results["llama/ascending"]  # no expected block: no alarm, and said so
+    assert "no acceptance alarm" in quiet["log"] and "ACCEPTANCE ALARM" not in quiet["log"]

@@ -26,7 +26,7 @@ from ... import releases
 from ...releases.schema import VllmRelease
 from ...serving import seams, selfcheck
 from ...serving.after_import import when_imported
-from . import wiring
+from . import metrics, wiring
 
 logger = logging.getLogger("sglang_eagle3_capture")
 
@@ -43,9 +43,12 @@ def _log_to_stderr() -> None:
         logger.propagate = False
 
 
+WRAPPERS = {**wiring.WRAPPERS, **metrics.WRAPPERS}
+
+
 def _patch(release: VllmRelease, roles: tuple[str, ...], name: str) -> seams.Patch:
     chosen = tuple(s for s in release.seams if s.role in roles)
-    return seams.Patch(name, chosen, lambda seam, original: wiring.WRAPPERS[seam.role](original))
+    return seams.Patch(name, chosen, lambda seam, original: WRAPPERS[seam.role](original))
 
 
 def probe_release(release: VllmRelease) -> list[str]:
@@ -87,9 +90,15 @@ def _apply_capture(release: VllmRelease, unverified: str | None) -> None:
         logger.error("eagle3-capture: vLLM capture not patched (pid %d): %s", os.getpid(), e)
         return
     wiring.set_state(release, None)
-    logger.info("eagle3-capture: patched %s (vllm %s, pid %d)", ", ".join(s.name for s in release.seams
-                                                                             if s.role != "vllm.gate"),
-                releases.installed_vllm_version(), os.getpid())
+    patched = ", ".join(s.name for s in release.seams if s.role in ("vllm.resolve", "vllm.feed"))
+    logger.info("eagle3-capture: patched %s (vllm %s, pid %d)", patched, releases.installed_vllm_version(), os.getpid())
+
+
+def _apply_metrics(release: VllmRelease) -> None:
+    try:
+        seams.apply(_patch(release, ("vllm.metrics.init", "vllm.metrics.observe"), "vllm-metrics"))
+    except Exception as e:  # noqa: BLE001 - metrics never stop a server
+        logger.warning("eagle3-capture: no acceptance alarm on vLLM's counters (pid %d): %s", os.getpid(), e)
 
 
 def _apply_gate(release: VllmRelease) -> None:
@@ -110,6 +119,7 @@ def register() -> None:
     if release is not None and release.supported:
         wiring.set_state(release, "the V1 model runner was never imported in this process")
         when_imported(release.trigger_module, lambda: _apply_capture(release, None))
+        when_imported(release.seam("vllm.metrics.init").module, lambda: _apply_metrics(release))
     elif _newer(found):
         wiring.set_state(None, "the V1 model runner was never imported in this process")
         when_imported(newest.trigger_module, lambda: _apply_capture(newest, found))
