@@ -1,11 +1,14 @@
 """The vLLM plugin through real vLLM 0.32 on CPU (issue 27): with ``eagle3_manifest.json`` in the draft directory, vLLM
 feeds the draft's fc exactly the manifest's hidden states in fc order, the first-batch self-check passes in vLLM's
-worker, and a capture sabotaged after configuration or a manifest whose id count does not fit the fc is refused.
+worker, and a capture sabotaged after configuration, a manifest whose id count does not fit the fc, and a runner the
+plugin did not wire are refused; the acceptance alarm reads vLLM's own counters.
 
-One vLLM worker process runs every case one ``LLM`` after another (tests/support/vllm_harness.py): Llama and Qwen3
-tiny targets, manifests ``[-1, 1, 4]``, ``[-1, 1, "final_norm"]`` and ``[4, -1, 1]`` (vLLM itself sorts ids: only
-the plugin can feed this order). What the fc received is read by a test-only spy on the draft's
-``combine_hidden_states`` (tests/support/vllm_site); the reference is HF transformers' model of the same checkpoint.
+One vLLM worker process runs every case one ``LLM`` after another (tests/support/vllm_harness.py), each start proving
+something no other does: Llama and Qwen3 tiny targets (fp32) with manifests ``[-1, 1, 4]``, ``[-1, 1, "final_norm"]``
+and ``[4, -1, 1]`` (vLLM itself sorts ids: only the plugin can feed this order), DeepSeek-V3 (bf16) with ``[-1, 1, 4]``
+(vLLM's inline capture cannot take the embedding there) and the same engine without speculation, the three refusals
+and the alarm. What the fc received is read by a test-only spy on the draft's ``combine_hidden_states``
+(tests/support/vllm_site); the reference is HF transformers' model of the same checkpoint.
 """
 
 from __future__ import annotations

@@ -109,7 +109,16 @@ def _apply_gate(release: VllmRelease) -> None:
 
 
 def register() -> None:
-    """Entry point: arm the gate and, for a supported (or probe-clean newer) vLLM, the capture patch (module doc)."""
+    """Entry point: arm the gate and, for a supported (or probe-clean newer) vLLM, the capture patch (module doc).
+    Never raises: vLLM's ``load_general_plugins`` does not catch what a plugin's function raises (it would stop every
+    vLLM process, with or without a draft)."""
+    try:
+        _register()
+    except Exception as e:  # noqa: BLE001 - see the docstring; logged loudly, and nothing is patched
+        logger.exception("eagle3-capture: the vLLM plugin did not arm (pid %d): %s", os.getpid(), e)
+
+
+def _register() -> None:
     _log_to_stderr()
     found = releases.installed_vllm_version()
     release = releases.vllm_get(found)
