@@ -12,7 +12,7 @@
 # make gpu-check : the one-command GPU check on a CUDA machine (docs/gpu-check.md); gpu-check-dry-run: on CPU
 PYTHON ?= python3
 # The release table names the newest supported SGLang; the default environment is built for it.
-NEWEST := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); from sglang_eagle3_capture import releases; print(releases.newest().version)')
+NEWEST := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); from sglang_eagle3_capture.core import releases; print(releases.newest().version)')
 SGLANG ?= $(NEWEST)
 ENV_ROOT ?= $(HOME)/.cache/sglang-eagle3-capture
 ENV_KEY := $(shell $(PYTHON) tools/env_key.py)

@@ -105,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from harness.sglang_inprocess import get_runner
-    from sglang_eagle3_capture.layer_ids import hidden_state_index
-    from sglang_eagle3_capture.serving import target as patch
-    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+    from sglang_eagle3_capture.core.layer_ids import hidden_state_index
+    from sglang_eagle3_capture.core.sglang import target as patch
+    from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 
     server_args = {"max_total_tokens": max(4096, 2 * args.tokens)}
     if args.device == "cuda":

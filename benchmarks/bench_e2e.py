@@ -388,9 +388,9 @@ def _stock_row_covers(name: str, version: str) -> bool:
     release table that feed the same) includes ``version``."""
     import re
 
-    from sglang_eagle3_capture import releases
+    from sglang_eagle3_capture.doctor import release_table
 
-    order = [r.version for r in releases.all_releases()]
+    order = [r.version for r in release_table.all_releases()]
     m = re.match(r"stock SGLang (\S+)(?: \.\. (\S+))?(?: \[|$)", name)
     ends = [e for e in m.groups() if e] if m else []
     if not ends or version not in order or any(e not in order for e in ends):

@@ -1,4 +1,4 @@
-"""What the acceptance metrics (serving/metrics.py) cost per verify step, side by side in one run.
+"""What the acceptance metrics (observe/metrics.py) cost per verify step, side by side in one run.
 
 SGLang calls ``Req.update_spec_correct_drafts_histogram`` once per request per verify step; the plugin's wrapper adds
 the counting (a lock, integer adds, the alarm's window) after it. This times SGLang's own method alone and wrapped,
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     from sglang.srt.managers.schedule_batch import Req
 
-    from sglang_eagle3_capture.serving import metrics
+    from sglang_eagle3_capture.observe import metrics
 
     original = Req.update_spec_correct_drafts_histogram
     req = object.__new__(Req)  # only the histogram attribute is used

@@ -1,4 +1,4 @@
-"""Predicted vs served accept length: the draft's own rollouts offline (sglang_eagle3_capture.draft.rollout, the
+"""Predicted vs served accept length: the draft's own rollouts offline (sglang_eagle3_capture.doctor.rollout, the
 figures ``plan`` and ``verify --write-expected`` give) next to what the served runs of benchmarks/results/e2e.json
 measured, per fixture, setting and wiring.
 
@@ -35,8 +35,8 @@ from fixtures.draft_train import aux_of  # noqa: E402
 from fixtures.language import EOS, SEP, Language, pad_batch  # noqa: E402
 from fixtures.samples import forward_states, load_target, make_batch  # noqa: E402
 from sglang_eagle3_capture.doctor.expected import Figures, Setting  # noqa: E402
-from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift  # noqa: E402
-from sglang_eagle3_capture.draft.rollout import accepted_drafts  # noqa: E402
+from sglang_eagle3_capture.doctor.model import Eagle3Draft, eagle3_shift  # noqa: E402
+from sglang_eagle3_capture.doctor.rollout import accepted_drafts  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DRAFTS = {"tiny": ("tiny", "draft"), "tiny-llama": ("tiny-llama", "draft"),

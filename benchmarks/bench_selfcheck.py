@@ -81,11 +81,11 @@ def inprocess(pairs: int) -> dict:
 
     from harness.servers import PASSED_RE
     from harness.sglang_inprocess import get_runner
-    from sglang_eagle3_capture import families
-    from sglang_eagle3_capture.serving import selfcheck
-    from sglang_eagle3_capture.serving import target as target_patch
-    from sglang_eagle3_capture.serving.capture import plan_capture
-    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+    from sglang_eagle3_capture.core import families
+    from sglang_eagle3_capture.core.capture import plan_capture
+    from sglang_eagle3_capture.core.sglang import selfcheck
+    from sglang_eagle3_capture.core.sglang import target as target_patch
+    from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 
     runner = get_runner(FIXTURE / "target")
     n = runner.model.config.num_hidden_layers

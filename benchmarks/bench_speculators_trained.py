@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     import bench_e2e
 
     from fixtures import speculators_trained as st
-    from sglang_eagle3_capture.draft.convert import convert
+    from sglang_eagle3_capture.doctor.convert import convert
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--num-prompts", type=int, default=240, help="held-out prompts served (fixtures/tiny-llama/"

@@ -7,7 +7,7 @@ kernels run, then the end-to-end benchmark and the capture overhead; results und
 Stages (each recorded as ok / failed / skipped with the reason, in ``gpu_check.json`` and ``summary.md``):
 
 1. ``standin`` (torch, and triton when present; no SGLang needed): the package's real self-check
-   (serving/selfcheck.py) and FcFeed on a DeepSeek-shaped torch model (benchmarks/selfcheck_standin.py) whose
+   (core/sglang/selfcheck.py) and FcFeed on a DeepSeek-shaped torch model (benchmarks/selfcheck_standin.py) whose
    norms add the residual in place with a Triton kernel of flashinfer's FusedAddRMSNorm arithmetic: the operand
    reference is bit-equal to the kernel's residual in bf16; a correct capture passes on the module-norm and on
    the fused all-reduce-norm path; a permuted one is refused; the check is not run inside ``torch.cuda.graph``
@@ -124,8 +124,8 @@ def stage_standin(report: Report, dry_run: bool) -> None:
     sys.path.insert(0, str(HERE))
     import selfcheck_standin as si
 
-    from sglang_eagle3_capture.errors import SelfCheckError
-    from sglang_eagle3_capture.serving import selfcheck
+    from sglang_eagle3_capture.core.errors import SelfCheckError
+    from sglang_eagle3_capture.core.sglang import selfcheck
 
     cuda = torch.cuda.is_available() and not dry_run
     dev = "cuda" if cuda else "cpu"
@@ -342,7 +342,7 @@ def _compare_dump(dump: Path, prompts: list, states, dtype) -> dict:
     import torch
     from safetensors.torch import load_file
 
-    from sglang_eagle3_capture.layer_ids import hidden_state_index
+    from sglang_eagle3_capture.core.layer_ids import hidden_state_index
 
     checked, worst, wrong = 0, 0.0, []
     for meta_path in sorted(p.with_suffix(".json") for p in dump.glob("*.safetensors")):  # batches, not the report

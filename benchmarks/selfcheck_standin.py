@@ -1,5 +1,5 @@
 """A torch-only, DeepSeek-shaped stand-in for an SGLang target, wired to the package's real capture code (CapturePlan,
-FcFeed) and first-batch self-check (serving/selfcheck.py), for machines and tests without SGLang.
+FcFeed) and first-batch self-check (core/sglang/selfcheck.py), for machines and tests without SGLang.
 
 It reproduces what the self-check depends on in SGLang, not SGLang itself:
 
@@ -13,7 +13,7 @@ It reproduces what the self-check depends on in SGLang, not SGLang itself:
   into one packed tensor (ascending), and the plugin's ``FcFeed`` putting it in fc order, the last layer's output
   taken by its hook on the final norm;
 - :class:`Runner`, whose ``forward(forward_batch)`` stands in for ``ModelRunner.forward`` behind the self-check's
-  gate (:func:`sglang_eagle3_capture.serving.selfcheck.checked`).
+  gate (:func:`sglang_eagle3_capture.core.sglang.selfcheck.checked`).
 
 Used by benchmarks/gpu_check.py (on a GPU without SGLang) and tests/unit/test_selfcheck_unit.py.
 """
@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sglang_eagle3_capture.families import all_families  # noqa: E402
-from sglang_eagle3_capture.serving import selfcheck  # noqa: E402
-from sglang_eagle3_capture.serving.capture import FcFeed, plan_capture  # noqa: E402
+from sglang_eagle3_capture.core.capture import FcFeed, plan_capture  # noqa: E402
+from sglang_eagle3_capture.core.families import all_families  # noqa: E402
+from sglang_eagle3_capture.core.sglang import selfcheck  # noqa: E402
 
 try:
     import triton
@@ -187,7 +187,7 @@ def configure(stack: Stack, layer_ids, where: str = "stand-in manifest") -> FcFe
 
 def arm(stack: Stack, release=None) -> "selfcheck.SelfCheck":
     """A pending self-check of ``stack`` (without SGLang's gate: :class:`Runner` calls ``selfcheck.checked``)."""
-    from sglang_eagle3_capture import releases
+    from sglang_eagle3_capture.core import releases
 
     feed = stack._eagle3_capture_feed
     release = release or releases.newest()

@@ -121,7 +121,7 @@ reference; that module's doc names each op's call site, its maths and its check.
 ``apply()`` imports the patched modules and patches them now. ``install_import_hook()`` (called by
 ``sitecustomize.py`` in this folder at interpreter start-up) patches each module right after it is first
 imported instead, through the same after-import helper the plugin uses
-(``sglang_eagle3_capture.serving.after_import``), so processes that never import them pay nothing. Both
+(``sglang_eagle3_capture.core.after_import``), so processes that never import them pay nothing. Both
 are idempotent. At import time this module imports only the standard library, that helper,
 sglang_cpu_llama4 (B10, B11) and sglang_cpu_kimi (B14, B15), whose own imports are the standard library's;
 B12's sglang_cpu_moe is imported when it applies.
@@ -136,7 +136,7 @@ import sglang_cpu_kimi  # B14, B15
 import sglang_cpu_linear_attn  # L1-L12
 import sglang_cpu_llama4  # B10, B11
 
-from sglang_eagle3_capture.serving.after_import import when_imported
+from sglang_eagle3_capture.core.after_import import when_imported
 
 SHIM_DIR = Path(__file__).resolve().parent
 

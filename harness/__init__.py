@@ -26,7 +26,10 @@ ENGINE_DEFAULTS = dict(
     skip_tokenizer_init=True,
     dtype="float32",
     tp_size=1,
-    mem_fraction_static=0.05,
+    # On CPU SGLang's KV budget is the free host memory after the weights load less (1 - fraction) x the free memory
+    # before (mem_cache/kv_cache_configurator.py _profile_available_bytes): at 0.05 another process allocating 5% of
+    # the free memory meanwhile (an Engine starting beside this one) fails the start. max_total_tokens caps the pool.
+    mem_fraction_static=0.5,
     max_total_tokens=4096,
     random_seed=0,
     log_level="warning",

@@ -48,7 +48,7 @@ class Server:
         self.port, self.log = _free_port(), Path(log)
         cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--device", "cpu",
                "--attention-backend", "torch_native", "--disable-cuda-graph", "--skip-tokenizer-init",
-               "--dtype", "float32", "--mem-fraction-static", "0.05", "--max-total-tokens", "2048",
+               "--dtype", "float32", "--mem-fraction-static", "0.5", "--max-total-tokens", "2048",  # ENGINE_DEFAULTS
                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "info", "--random-seed", "0"]
         if draft is not None:
             cmd += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),

@@ -2,10 +2,10 @@
 
 Importing this package imports neither SGLang nor torch; the names below that need them are
 resolved on first use (:func:`__getattr__`), and SGLang is imported only inside the functions
-that patch it. Layout (docs/development.md): ``layer_ids`` (the convention), ``manifest``,
-``target_config``, ``formats/`` (foreign formats), ``readings`` (what stock engines feed),
-``releases/`` and ``families/`` (the facts tables), ``draft/`` (offline draft files and math),
-``serving/`` (inside SGLang's processes), ``doctor/`` (the command line).
+that patch it. Layout (docs/development.md): ``core/`` (what SGLang's processes import: the convention, the
+manifest, the policy, the release and family tables, the patch engine and capture, the SGLang adapter in
+``core/sglang/``), ``observe/`` (the settings report, metrics and dump, imported only when switched on) and
+``doctor/`` (the command line and everything offline: formats, stock readings, convert, the draft model).
 
 Example::
 
@@ -20,26 +20,26 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import Eagle3CaptureError, LayerIdError, UnsupportedSGLangVersion
-from .layer_ids import EMBEDDING_LAYER_ID, check_layer_ids, hidden_state_index, layer_id_of_index
-from .releases import check_sglang_version, supported_versions
+from .core.errors import Eagle3CaptureError, LayerIdError, UnsupportedSGLangVersion
+from .core.layer_ids import EMBEDDING_LAYER_ID, check_layer_ids, hidden_state_index, layer_id_of_index
+from .core.releases import check_sglang_version, supported_versions
 
 __version__ = "0.2.0"
 
 # public name -> (module, attribute), imported on first access
 _LAZY = {
-    "apply_capture_patch": (".serving.target", "apply"),
-    "revert_capture_patch": (".serving.target", "revert"),
-    "is_capture_patched": (".serving.target", "is_patched"),
-    "capture_patched": (".serving.target", "patched"),
-    "apply_draft_head_patch": (".serving.draft", "apply_draft_head_patch"),
-    "revert_draft_head_patch": (".serving.draft", "revert_draft_head_patch"),
-    "is_draft_head_patched": (".serving.draft", "is_draft_head_patched"),
-    "Manifest": (".manifest", "Manifest"),
-    "ManifestError": (".errors", "ManifestError"),
-    "read_manifest": (".manifest", "read_manifest"),
-    "write_manifest": (".manifest", "write_manifest"),
-    "convert_draft": (".draft.convert", "convert"),
+    "apply_capture_patch": (".core.sglang.target", "apply"),
+    "revert_capture_patch": (".core.sglang.target", "revert"),
+    "is_capture_patched": (".core.sglang.target", "is_patched"),
+    "capture_patched": (".core.sglang.target", "patched"),
+    "apply_draft_head_patch": (".core.sglang.draft", "apply_draft_head_patch"),
+    "revert_draft_head_patch": (".core.sglang.draft", "revert_draft_head_patch"),
+    "is_draft_head_patched": (".core.sglang.draft", "is_draft_head_patched"),
+    "Manifest": (".core.manifest", "Manifest"),
+    "ManifestError": (".core.errors", "ManifestError"),
+    "read_manifest": (".core.manifest", "read_manifest"),
+    "write_manifest": (".core.manifest", "write_manifest"),
+    "convert_draft": (".doctor.convert", "convert"),
 }
 
 __all__ = [

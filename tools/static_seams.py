@@ -25,9 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sglang_eagle3_capture import families, releases  # noqa: E402
-from sglang_eagle3_capture.releases.schema import Seam  # noqa: E402
-from sglang_eagle3_capture.serving import guard  # noqa: E402
+from sglang_eagle3_capture.core import families, releases  # noqa: E402
+from sglang_eagle3_capture.core.releases.schema import Seam  # noqa: E402
+from sglang_eagle3_capture.core.sglang import guard  # noqa: E402
+from sglang_eagle3_capture.doctor import release_table  # noqa: E402
 
 ABSENT = "absent.family"  # the hook of a family the release lacks (absent_families)
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sglang-eagle3-capture" / "wheels"
@@ -149,7 +150,7 @@ def seams_of(release: releases.Release) -> list[Seam]:
 def probe(version: str) -> list[tuple[Seam, str | None]]:
     """``(seam, problem or None)`` for every seam of ``version``."""
     source = Source(wheel(version))
-    return [(seam, check(source, seam)) for seam in seams_of(releases.get(version))]
+    return [(seam, check(source, seam)) for seam in seams_of(release_table.get(version))]
 
 
 def probe_vllm(version: str) -> list[tuple[Seam, str | None]]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the README's support matrix from the release table (sglang_eagle3_capture/releases), or check it.
+"""Print the README's support matrix from the release table (sglang_eagle3_capture/core/releases), or check it.
 
     python3 tools/support_matrix.py            # the Markdown block
     python3 tools/support_matrix.py --check    # exit 1 when README.md's block differs (tests/unit/test_docs.py)
@@ -16,8 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sglang_eagle3_capture import releases  # noqa: E402
-from sglang_eagle3_capture.releases.schema import PROVEN_CPU_ENGINE  # noqa: E402
+from sglang_eagle3_capture.core import releases  # noqa: E402
+from sglang_eagle3_capture.core.releases.schema import PROVEN_CPU_ENGINE  # noqa: E402
+from sglang_eagle3_capture.doctor import release_table  # noqa: E402
 
 BEGIN, END = "<!-- support-matrix:begin -->", "<!-- support-matrix:end -->"
 
@@ -36,7 +37,7 @@ def _status(r: releases.Release) -> str:
 def matrix() -> str:
     """The Markdown table, newest release first."""
     rows = ["| SGLang | built | status | proven here |", "|---|---|---|---|"]
-    for r in reversed(releases.all_releases()):
+    for r in reversed(release_table.all_releases()):
         proven = r.proven + (" (CI)" if r.proven == PROVEN_CPU_ENGINE else "")
         rows.append(f"| {r.version} | {r.built} | {_status(r)} | {proven} |")
     rows.append("| older than the table (0.5.9 and before) | | no `sglang.srt.plugins`: the plugin never loads "

@@ -30,7 +30,7 @@ from itertools import combinations
 from math import comb
 from typing import Any, Sequence
 
-from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM
+from ..core.layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM
 
 
 @dataclass(frozen=True)

@@ -34,18 +34,18 @@ import traceback
 import warnings
 from pathlib import Path
 
-from ..draft.convert import convert
-from ..errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError, brief, cut, shown
-from ..families.schema import DEEPSTACK_ORDERS
-from ..layer_ids import FINAL_NORM, hidden_state_indices
-from ..manifest import manifest_path, read_manifest
-from ..readings import releases_label
-from ..userfiles import os_problem, path_kind
+from ..core.errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError, brief, cut, shown
+from ..core.families.schema import DEEPSTACK_ORDERS
+from ..core.layer_ids import FINAL_NORM, hidden_state_indices
+from ..core.manifest import manifest_path, read_manifest
+from ..core.userfiles import os_problem, path_kind
 from .candidates import describe_sources, layer_label
 from .compare import DEFAULT_MIN_COSINE, compare
+from .convert import convert
 from .expected import DEFAULT_SETTINGS, _dtype, measure, parse_settings, write_expected
 from .inspect import inspect_draft
 from .manifest_write import write_draft_manifest
+from .readings import releases_label
 from .verify import DEFAULT_MARGIN, verify
 
 PROG = "sglang-eagle3-capture"
@@ -54,7 +54,7 @@ EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # Ctrl-C; stdout closed by its re
 
 # Modules that add subcommands after the built-in ones, in help order: each defines ``add_subcommand(subparsers)``,
 # which adds its parser and sets ``handler=<function(args) -> int>`` with ``set_defaults``; handlers raise an
-# :class:`~sglang_eagle3_capture.errors.InputError` (e.g. :class:`UsageError`) for bad input.
+# :class:`~sglang_eagle3_capture.core.errors.InputError` (e.g. :class:`UsageError`) for bad input.
 SUBCOMMAND_MODULES: list[str] = ["sglang_eagle3_capture.doctor.plan"]
 
 _LAYER_ID = re.compile(r"\s*(-?[0-9]{1,9}|" + FINAL_NORM + r")\s*")

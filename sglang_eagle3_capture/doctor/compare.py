@@ -1,6 +1,6 @@
 """``compare``: what SGLang fed the draft at serving time (a capture dump) against the training samples.
 
-A dump (:mod:`sglang_eagle3_capture.serving.dump`) holds, per forward batch, ``aux_hidden_states`` ``[T, K*H]``
+A dump (:mod:`sglang_eagle3_capture.observe.dump`) holds, per forward batch, ``aux_hidden_states`` ``[T, K*H]``
 in fc order, ``input_ids`` and ``positions``. Rows are grouped into runs of consecutive positions
 (one request's tokens in the batch) and each run is matched to the training sample whose tokens at
 those positions are the same, cut at the first token that differs. A run that starts at position 0
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .. import records
-from ..draft.checkpoint import read_safetensors_header
-from ..errors import SampleError, brief
-from ..schemas import dump as schema
-from ..userfiles import list_directory, path_kind, read_json_object
+from ..core import records
+from ..core.checkpoint import read_safetensors_header
+from ..core.errors import SampleError, brief
+from ..core.userfiles import list_directory, path_kind, read_json_object
+from . import dump_schema as schema
 from .samples import expand_data_paths, load_sample
 
 DEFAULT_MIN_COSINE = 0.999
@@ -99,7 +99,7 @@ class CompareReport:
 
 
 def _check_batch(f: Path, tensors: dict) -> dict:
-    """A dumped batch as the dump writes it (:data:`~sglang_eagle3_capture.schemas.dump.BATCH`): one position (and
+    """A dumped batch as the dump writes it (:data:`~sglang_eagle3_capture.doctor.dump_schema.BATCH`): one position (and
     one input id) per row of ``aux_hidden_states``, positions >= 0; returned as read (fp8 upcast to float32)."""
     tensors = {k: v for k, v in records.read(schema.BATCH, tensors, file=f).items() if v is not None}
     t = tensors["aux_hidden_states"].shape[0]
@@ -114,7 +114,7 @@ def _check_batch(f: Path, tensors: dict) -> dict:
 
 
 def _metadata(meta_path: Path) -> dict:
-    """A batch's ``.json`` metadata (``{}`` when there is none), read strictly (:data:`~.schemas.dump.METADATA`)."""
+    """A batch's ``.json`` metadata (``{}`` when there is none), read strictly (:data:`~.dump_schema.METADATA`)."""
     if path_kind(meta_path, error=SampleError) == "missing":
         return {}
     return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX, error=SampleError),

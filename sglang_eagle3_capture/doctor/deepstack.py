@@ -24,13 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..families import Family
-from ..families.schema import DEEPSTACK_AFTER, DEEPSTACK_BEFORE, DEEPSTACK_ORDERS
-from ..formats.base import Reading
-from ..formats.sglang_eagle_config import HF_HIDDEN_STATES, LAYER_OUTPUT
-from ..readings import releases_label
-from ..releases import Release, all_releases, get
-from ..target_config import deepstack_layer_count
+from ..core.families import Family
+from ..core.families.schema import DEEPSTACK_AFTER, DEEPSTACK_BEFORE, DEEPSTACK_ORDERS
+from ..core.releases import Release
+from ..core.target_config import deepstack_layer_count
+from .formats.base import Reading
+from .formats.sglang_eagle_config import HF_HIDDEN_STATES, LAYER_OUTPUT
+from .readings import releases_label
+from .release_table import all_releases, get
 
 BEFORE_WHO = ("HF output_hidden_states or a layer hook (SpecForge's HF backend, Model Optimizer); SGLang {before}; "
               "SGLang {after} with rl_on_policy_target")

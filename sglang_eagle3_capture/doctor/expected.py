@@ -1,7 +1,7 @@
 """What the draft should accept when served, measured offline on its training samples (``verify --write-expected``,
 ``plan``).
 
-The draft's own rollouts (:mod:`sglang_eagle3_capture.draft.rollout`: chains and top-k trees as SGLang drafts them)
+The draft's own rollouts (:mod:`sglang_eagle3_capture.doctor.rollout`: chains and top-k trees as SGLang drafts them)
 under the wiring the manifest (or config) declares, scored against the samples' tokens, which are the target's greedy
 tokens when the samples are the target's own generations. Pairing is ``verify``'s: a rollout starting at draft row
 ``p`` reads the fc input at ``p`` and token ``p + 1``; its first proposal is right when it equals token ``p + 2`` and
@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import __version__
-from ..acceptance import Tally
-from ..errors import SampleError, UsageError, WeightsError, brief
-from ..formats import load_draft_config
-from ..manifest import find_manifest, manifest_path, write_manifest
+from ..core.errors import SampleError, UsageError, WeightsError, brief
+from ..core.manifest import find_manifest, manifest_path, write_manifest
+from ..observe.acceptance import Tally
 from . import verify as v
 from .candidates import build_candidates, chunk_identities, label_fc_inputs
+from .formats import load_draft_config
 from .samples import expand_data_paths
 
 MAX_STEPS = 8
@@ -116,7 +116,7 @@ def bounded(s: Setting) -> str | None:
 @dataclass
 class Figures:
     """One setting's counts: the served walk's verify steps and the rollouts from every scored row, each as an
-    accepted-drafts histogram (:class:`~sglang_eagle3_capture.acceptance.Tally`, the serving side's counter)."""
+    accepted-drafts histogram (:class:`~sglang_eagle3_capture.observe.acceptance.Tally`, the serving side's counter)."""
 
     setting: Setting
     walk: Tally = field(init=False)  # verify steps of the served walk
@@ -179,7 +179,7 @@ class ExpectedReport:
         return sorted(self.figures, key=lambda f: (-f.accept_length, f.setting.draft_tokens, f.setting.steps))
 
     def expected_block(self, version: str) -> dict:
-        """The manifest's ``expected`` block (schemas.manifest.EXPECTED): per setting measured, its per-position
+        """The manifest's ``expected`` block (core.schemas.manifest.EXPECTED): per setting measured, its per-position
         acceptance and accept length (a server's alarm reads the entry of the setting it runs), and where the figures
         came from, ``layer_ids`` included: the wiring they hold for."""
         acceptance = [{"steps": f.setting.steps, "topk": f.setting.topk, "draft_tokens": f.setting.draft_tokens,
@@ -233,7 +233,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
             progress: bool = False, model=None) -> ExpectedReport:
     """Roll the draft out on ``data`` for every setting (module doc). ``dtype``: compute in that torch dtype
     (``"checkpoint"``: the dtype of the checkpoint's fc weight) instead of fp32. ``model``: an already loaded draft."""
-    from ..draft.rollout import accepted_drafts  # torch
+    from .rollout import accepted_drafts  # torch
 
     for s in settings:
         why = runs_as_asked(s) or bounded(s)
@@ -316,7 +316,7 @@ def _dtype(draft_dir, name: str):
     import torch
 
     if name == "checkpoint":
-        from ..draft.checkpoint import module_name, tensor_index
+        from ..core.checkpoint import module_name, tensor_index
 
         index = tensor_index(draft_dir)
         fc = next((info for n, info in index.items() if module_name(n) == "fc.weight"), None)
@@ -330,7 +330,7 @@ def _dtype(draft_dir, name: str):
 
 def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
     """Replace the manifest's ``expected`` block with ``report``'s (every other field kept as read), atomically
-    (:func:`~sglang_eagle3_capture.manifest.write_manifest`); a draft without a manifest is an error."""
+    (:func:`~sglang_eagle3_capture.core.manifest.write_manifest`); a draft without a manifest is an error."""
     m = find_manifest(draft_dir)
     if m is None:
         raise UsageError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",

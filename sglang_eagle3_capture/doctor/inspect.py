@@ -1,9 +1,9 @@
 """``inspect``: a draft's declared wiring next to what each stock SGLang release would feed it.
 
 The declared wiring is the draft's ``eagle3_manifest.json`` (or, without one, what its ``config.json``
-reads as through :mod:`sglang_eagle3_capture.formats`). What stock SGLang would feed comes from
-:func:`sglang_eagle3_capture.readings.stock_sglang_capture` only, once per release in the release table
-(:mod:`sglang_eagle3_capture.releases`) for the target's family, plus the default used when the draft
+reads as through :mod:`sglang_eagle3_capture.doctor.formats`). What stock SGLang would feed comes from
+:func:`sglang_eagle3_capture.core.stock.stock_sglang_capture` only, once per release in the release table
+(:mod:`sglang_eagle3_capture.doctor.release_table`) for the target's family, plus the default used when the draft
 config names no ids. Every row is shown as layer ids and HF ``output_hidden_states`` indices.
 
 The verdict concerns the deployment asked about: the release the draft would be served with (the installed
@@ -20,11 +20,11 @@ release: ``fed exactly``, ``refuses at startup``, or ``silently mis-fed`` (what 
 :attr:`InspectReport.vllm_outcome` the same for stock vLLM, on each model runner of each vLLM release in its table
 (the vLLM readings: 0.32's V1 runner, 0.33's Model Runner V2 and V1 runner, 0.34's Model Runner V2).
 ``ambiguous``: there is no manifest and the config's ids mean different layers depending on how the
-draft was trained (:class:`~sglang_eagle3_capture.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
+draft was trained (:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
 
 With launch_server arguments (``inspect DRAFT -- ARGS``), the installed SGLang resolves them
 (:mod:`.setup_args`) and the report adds the startup report the server would log
-(:mod:`sglang_eagle3_capture.setup_report`); a rewritten speculative setting or a contradiction makes the verdict
+(:mod:`sglang_eagle3_capture.observe.report`); a rewritten speculative setting or a contradiction makes the verdict
 ``contradiction`` (exit 1).
 """
 
@@ -36,18 +36,19 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .. import policy, releases
-from ..draft.checkpoint import draft_fc_in_features, fc_input_width, tensor_index, weights_present
-from ..errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, ManifestError, UsageError
-from ..families import Family, family_of
-from ..formats import load_draft_config, read_draft_config
-from ..formats.sglang_eagle_config import DECIDE
-from ..layer_ids import hidden_state_indices
-from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
-from ..readings import StockCapture, engine_capture, stock_sglang_capture
-from ..serving.setup_report import effective_value
-from ..target_config import load_target_config, target_dims
-from . import deepstack
+from ..core import policy, releases
+from ..core.checkpoint import draft_fc_in_features, fc_input_width, tensor_index, weights_present
+from ..core.errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, ManifestError, UsageError
+from ..core.families import Family, family_of
+from ..core.layer_ids import hidden_state_indices
+from ..core.manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
+from ..core.stock import StockCapture, stock_sglang_capture
+from ..core.target_config import load_target_config, target_dims
+from ..observe.sglang_report import effective_value
+from . import deepstack, release_table
+from .formats import load_draft_config, read_draft_config
+from .formats.sglang_eagle_config import DECIDE
+from .readings import engine_capture
 from .setup_args import setup_report
 
 PLUGIN_ENTRY_POINT = ("sglang.srt.plugins", "eagle3_capture")
@@ -156,7 +157,7 @@ def _serving_release(version: str | None) -> releases.Release:
     if version is None:
         return releases.installed_or_newest()
     try:
-        return releases.get(version)
+        return release_table.get(version)
     except KeyError as e:
         raise UsageError(None, "--sglang", f"{version}: {e.args[0]}", "name a release from that list") from None
 
@@ -165,7 +166,7 @@ def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[i
     """One row per SGLang release in the table (oldest first), one per other engine's reader (vLLM), then the
     no-ids default of the newest release."""
     rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r),
-                 declared) for r in releases.all_releases()]
+                 declared) for r in release_table.all_releases()]
     rows += [_row(reader.name, engine_capture(draft_cfg, n_layers, family=family, reader=reader), declared)
              for reader in releases.other_engines()]
     default = stock_sglang_capture({}, n_layers, family=family)
@@ -264,7 +265,7 @@ def stock_outcome(readings: Sequence[WiringRow], names: Sequence[str] | None = N
     the supported SGLang releases'; for vLLM, each runner of each release in its table): ``fed exactly``, ``refuses
     at startup``, ``fails at the first forward`` or ``silently mis-fed``, with the releases where it differs."""
     if names is None:
-        names = [f"stock SGLang {r.version}" for r in releases.all_releases() if r.supported]
+        names = [f"stock SGLang {r.version}" for r in release_table.all_releases() if r.supported]
     rows = [r for r in readings if r.name in set(names)]
     words = {"consistent": "fed exactly", "refused-at-startup": "refuses at startup", "mis-wired": "silently mis-fed",
              "crash": "fails at the first forward"}
@@ -303,7 +304,7 @@ def _plugin_feeds(deployment: policy.Deployment) -> tuple[int, ...] | None:
 
 def plugin_refusal(deployment: policy.Deployment) -> str | None:
     """Why the plugin would refuse to start ``deployment`` (the server's own policy,
-    :func:`sglang_eagle3_capture.policy.decide`, on the same facts), or None when it would serve it."""
+    :func:`sglang_eagle3_capture.core.policy.decide`, on the same facts), or None when it would serve it."""
     try:
         policy.decide(deployment)
     except Eagle3CaptureError as e:

@@ -8,7 +8,7 @@ The draft's ``config.json`` is the user's too: when it would make a supported st
 plugin does not run) feed other layers than the manifest names, the result carries a note saying so and what
 ``fail_closed`` (``--fail-closed``) would write there: the ids that make every supported stock release feed the
 manifest exactly, or, where no id list can, the fail-closed object stock SGLang refuses at startup
-(:func:`~sglang_eagle3_capture.readings.fail_closed_eagle_config_ids`). Only with ``fail_closed`` is config.json
+(:func:`~sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids`). Only with ``fail_closed`` is config.json
 rewritten (first, atomically; put back if the manifest cannot be written), the value it held kept in the manifest's
 ``provenance.fail_closed``.
 """
@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..config_keys import IDS_KEY, is_fail_closed, is_vllm_fail_closed
-from ..draft.checkpoint import fc_input_width, tensor_index, weights_present
-from ..draft.convert import metadata_text
-from ..errors import FormatError, UsageError, WeightsError
-from ..families import family_of
-from ..formats import load_draft_config
-from ..manifest import Manifest, check_fc_width, check_target_bounds, manifest_path, write_manifest
-from ..readings import fail_closed_eagle_config_ids, stock_on_supported, stock_on_vllm, vllm_fail_closed_ids
-from ..target_config import load_target_config, target_dims
-from ..userfiles import is_directory, is_file, path_kind, read_bytes, write_file_atomic
+from ..core.checkpoint import fc_input_width, tensor_index, weights_present
+from ..core.config_keys import IDS_KEY, is_fail_closed, is_vllm_fail_closed
+from ..core.errors import FormatError, UsageError, WeightsError
+from ..core.families import family_of
+from ..core.manifest import Manifest, check_fc_width, check_target_bounds, manifest_path, write_manifest
+from ..core.target_config import load_target_config, target_dims
+from ..core.userfiles import is_directory, is_file, path_kind, read_bytes, write_file_atomic
+from .convert import metadata_text
+from .formats import load_draft_config
+from .readings import fail_closed_eagle_config_ids, stock_on_supported, stock_on_vllm, vllm_fail_closed_ids
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ hidden-state tensors split into ``[seq, hidden]`` chunks in stored order):
   ``[1, seq, K*hidden]`` (the fc input, split here into K chunks).
 
 The keys of each layout and of the two JSON files beside legacy samples are declared once in
-:mod:`sglang_eagle3_capture.schemas.samples`; every problem is a :class:`SampleError` naming the file, the key and the
-fix. ``torch.load`` always runs with ``weights_only=True``, and only after every compressed container it would
+:mod:`sglang_eagle3_capture.doctor.sample_schema`; every problem is a :class:`SampleError` naming the file, the key and
+the fix. ``torch.load`` always runs with ``weights_only=True``, and only after every compressed container it would
 inflate (the gzip of a ``.ckpt.gz``, each record of torch's zip format) was bounded (:data:`MAX_RATIO`).
 """
 
@@ -40,11 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from .. import records
-from ..draft.checkpoint import read_safetensors_header
-from ..errors import SampleError, brief
-from ..schemas import samples as schema
-from ..schemas.samples import (
+from ..core import records
+from ..core.checkpoint import read_safetensors_header
+from ..core.errors import SampleError, brief
+from ..core.userfiles import open_regular, os_problem, path_kind, read_json_object, require_file
+from . import sample_schema as schema
+from .sample_schema import (
     HS_SAFETENSORS,
     LEGACY_PT,
     REGENERATE,
@@ -53,7 +54,6 @@ from ..schemas.samples import (
     TABLE_HS_DIR,
     TABLE_STATE,
 )
-from ..userfiles import open_regular, os_problem, path_kind, read_json_object, require_file
 
 LEGACY_DATA_CONFIG = schema.DATA_CONFIG_FILENAME
 LEGACY_LENGTHS = schema.LENGTHS_FILENAME
@@ -99,7 +99,7 @@ def _is_sample_name(name: str) -> bool:
 
 
 def _not_a_sample(kind: str) -> str:
-    """What :func:`~sglang_eagle3_capture.userfiles.path_kind` found where a sample file was expected."""
+    """What :func:`~sglang_eagle3_capture.core.userfiles.path_kind` found where a sample file was expected."""
     if kind == "missing":
         return "no such file or directory"
     what = {"dangling symlink": "a dangling symlink", "symlink loop": "a symlink loop", "directory": "a directory"}
@@ -294,8 +294,8 @@ def _read_legacy(path: Path, data) -> Sample:
 
 def _directory_json(path: Path) -> dict:
     """A JSON object shared by every sample in a directory (``sample_lengths.json``, ``data_config.json``), read
-    strictly (:func:`~sglang_eagle3_capture.userfiles.read_json_object`) once per version of the file rather than once
-    per sample; callers only read the result."""
+    strictly (:func:`~sglang_eagle3_capture.core.userfiles.read_json_object`) once per version of the file rather than
+    once per sample; callers only read the result."""
     fix = "correct it, or remove it (it only describes the samples)"
     require_file(path, error=SampleError, fix=fix)
     st = path.stat()

@@ -1,6 +1,6 @@
 """``inspect DRAFT --target T -- ARGS``: the launch_server arguments resolved by the installed SGLang's own parser
 (``ServerArgs.add_cli_args``, ``from_cli_args`` and its resolution), read into the same startup report the server
-logs (:mod:`sglang_eagle3_capture.setup_report`). SGLang is imported here only, and only when arguments are given.
+logs (:mod:`sglang_eagle3_capture.observe.report`). SGLang is imported here only, and only when arguments are given.
 
 ``--model-path`` and ``--speculative-draft-model-path`` default to ``--target`` and ``DRAFT``; an argument that names
 another draft is refused. What SGLang logs while resolving (its WARNINGs name the rule it applied) is kept with the
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import releases
-from ..errors import UsageError, brief, cut, shown
-from ..serving.setup_report import facts_from_server_args, requested_from_argv
-from ..setup_report import FIELDS, SetupReport, build
+from ..core import releases
+from ..core.errors import UsageError, brief, cut, shown
+from ..observe.report import FIELDS, SetupReport, build
+from ..observe.sglang_report import facts_from_server_args, requested_from_argv
 
 FIX = "give the arguments exactly as launch_server takes them, after `--`"
 

@@ -1,6 +1,6 @@
 """``verify``: the draft's teacher-forced accuracy on its training samples under every buildable wiring.
 
-The draft runs standalone (:class:`sglang_eagle3_capture.draft.model.Eagle3Draft`, SGLang's
+The draft runs standalone (:class:`sglang_eagle3_capture.doctor.model.Eagle3Draft`, SGLang's
 ``LlamaForCausalLMEagle3`` math) in fp32. Pairing is EAGLE's (speculators ``shift_batch``): draft
 position ``t`` reads the fc input at ``t`` and token ``t+1`` and is scored on the data's token
 ``t+2``, where the loss mask at ``t+1`` is set (every position when the layout has no mask). Top-k
@@ -23,19 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .. import releases
-from ..config_keys import IDS_KEY
-from ..draft.checkpoint import draft_fc_in_features, tensor_index
-from ..errors import AmbiguousLayerIds, InputError, ManifestError, SampleError, UsageError, WeightsError, brief
-from ..families import family_of
-from ..formats import CONVENTION_VLLM, load_draft_config, read_draft_config
-from ..formats.speculators import SpeculatorsFormat
-from ..layer_ids import FINAL_NORM
-from ..manifest import MANIFEST_FILENAME, find_manifest
-from ..readings import engine_capture, releases_label, stock_by_release, stock_sglang_capture
-from ..schemas.samples import FP8
-from ..target_config import cfg_get, load_target_config, target_dims
-from ..userfiles import is_directory
+from ..core import releases
+from ..core.checkpoint import draft_fc_in_features, tensor_index
+from ..core.config_keys import IDS_KEY
+from ..core.errors import AmbiguousLayerIds, InputError, ManifestError, SampleError, UsageError, WeightsError, brief
+from ..core.families import family_of
+from ..core.layer_ids import FINAL_NORM
+from ..core.manifest import MANIFEST_FILENAME, find_manifest
+from ..core.stock import stock_sglang_capture
+from ..core.target_config import cfg_get, load_target_config, target_dims
+from ..core.userfiles import is_directory
 from .candidates import (
     Candidate,
     CandidateSet,
@@ -45,7 +42,11 @@ from .candidates import (
     describe_sources,
     label_fc_inputs,
 )
+from .formats import CONVENTION_VLLM, load_draft_config, read_draft_config
+from .formats.speculators import SpeculatorsFormat
 from .norm_state import POST_NORM, NormState, NormStates
+from .readings import engine_capture, releases_label, stock_by_release
+from .sample_schema import FP8
 from .samples import HS_SAFETENSORS, LEGACY_DATA_CONFIG, expand_data_paths, load_sample
 from .vocab_gap import TargetHead, VocabGap
 
@@ -132,7 +133,7 @@ def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool =
 def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
     """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given (``dtype``:
     a torch dtype to hold and compute it in; default fp32)."""
-    from ..draft.model import DraftConfig, Eagle3Draft  # torch
+    from .model import DraftConfig, Eagle3Draft  # torch
 
     embed = head = target_where = None
     if target is not None:

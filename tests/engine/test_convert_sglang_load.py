@@ -5,7 +5,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.draft.convert import convert
+from sglang_eagle3_capture.doctor.convert import convert
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,17 @@
 """Multi-step and tree EAGLE-3 drafting on CPU (cpu_runtime B7: multi-step draft decode backend for torch_native,
 B8: tree-masked target verify) through ``sglang.Engine``, on both bundled fixtures, with the plugin.
 
-Per fixture one subprocess runs a plain Engine, then one Engine per speculative setting on the same prompts: greedy
-output with speculation must equal greedy output without it, token for token (that is what makes the CPU runtime
-trustworthy); SGLang's own server_info must report the setting it ran; and with the plugin feeding the fixture
-draft the layers it was trained on, some verify must accept more than one draft token (accept length > 2), which
-only a multi-step draft can do. (1, 1, 2) is test_engine_harness.py's; the full grid (1,1,2) (3,1,4) (5,1,6) (3,2,6)
-(4,4,16) (2,4,8) on both fixtures was checked the same way when B7/B8 were written (cpu_runtime docstring).
+In make test: the plugin under a chain (3/1/4, TP 1) and a tree (3/2/6, TP 2, gloo), both in one subprocess:
+fixtures/tiny's draft with a manifest [-1, 1, 4] as its only layer ids; what the target hands the draft (the
+plugin's dump of the prefill and target-verify batches) and what the draft's fc is fed (a test-only spy in the
+engine's processes, the draft-extend batches after prefill and after each verify) equal HF hidden_states[0, 2, 5] at
+the rows of the committed and accepted tokens, the embedding bit-exact; greedy output equals HF's; SGLang reports
+the setting it ran; some verify accepts more than one draft token; the first-batch self-check passes on every rank.
 
-Then the plugin under those settings (chain 3/1/4, tree 3/2/6, the tree also at TP 2): fixtures/tiny's draft with a
-manifest [-1, 1, 4] as its only layer ids; what the target hands the draft (the plugin's dump of the prefill and
-target-verify batches) and what the draft's fc is fed (a test-only spy in the engine's processes, the draft-extend
-batches after prefill and after each verify) equal HF hidden_states[0, 2, 5] at the rows of the committed and
-accepted tokens, the embedding bit-exact; the first-batch self-check passes on every rank.
+In make test-extended (marker ``extended``), the grid: per fixture one subprocess runs a plain Engine, then one
+Engine per speculative setting on the same prompts: greedy output with speculation must equal greedy output
+without it, token for token (what makes the CPU runtime trustworthy), SGLang's server_info reports the setting,
+and some verify accepts more than one draft token.
 """
 
 import json
@@ -56,8 +55,9 @@ def _tokens(run):
     return [o["output_ids"] for o in run["outputs"]]
 
 
-# extended (make test-extended): its seven Engines took 520 s of CI; make test keeps a chain and a tree at TP 1 and 2
-# below, with greedy output equal to HF's and the fc fed HF hidden states.
+# The grid (its seven Engines took 520 s of CI) is make test-extended's; make test keeps the capture cases below (a
+# chain at TP 1 and a tree at TP 2, greedy output equal to HF's, the setting SGLang reports, more than one draft
+# token accepted, and the fc fed HF hidden states), and test_final_norm_engine.py a chain at TP 2 and a tree at TP 1.
 @pytest.mark.extended
 @pytest.mark.parametrize(("name", "setting"), CASES, ids=[f"{n}-{s[0]}-{s[1]}-{s[2]}" for n, s in CASES])
 def test_speculative_greedy_equals_plain(runs, name, setting):
@@ -66,6 +66,7 @@ def test_speculative_greedy_equals_plain(runs, name, setting):
     assert _tokens(spec) == _tokens(plain)
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize(("name", "setting"), CASES, ids=[f"{n}-{s[0]}-{s[1]}-{s[2]}" for n, s in CASES])
 def test_server_info_reports_the_setting(runs, name, setting):
     info = runs[name][setting]["server_info"]
@@ -76,6 +77,7 @@ def test_server_info_reports_the_setting(runs, name, setting):
     assert info["attention_backend"] == "torch_native"
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize(("name", "setting"), CASES, ids=[f"{n}-{s[0]}-{s[1]}-{s[2]}" for n, s in CASES])
 def test_multi_step_draft_accepts_more_than_one_token(runs, name, setting):
     run = runs[name][setting]
@@ -95,8 +97,9 @@ def test_multi_step_draft_accepts_more_than_one_token(runs, name, setting):
 # --- The plugin under multi-step settings: what the draft's fc is fed, checked against HF -------------------------
 
 CAPTURE_IDS = (-1, 1, 4)  # on fixtures/tiny's 7-layer target: the embedding, layers 1 and 4 (HF hidden_states 0, 2, 5)
-# (steps, topk, draft tokens, tp_size): a chain and a tree, the tree also at TP 2 (gloo; B4)
-CAPTURE_CASES = [(3, 1, 4, 1), (3, 2, 6, 1), (3, 2, 6, 2)]
+# (steps, topk, draft tokens, tp_size): a chain at TP 1 and a tree at TP 2 (gloo; B4). test_final_norm_engine.py
+# runs the other two (a chain at TP 2, a tree at TP 1) on a Llama target.
+CAPTURE_CASES = [(3, 1, 4, 1), (3, 2, 6, 2)]
 PASSED = "eagle3-capture self-check passed"
 
 # A start-up hook for the engine's processes, written into the test's tmp dir and put first on PYTHONPATH (Python
@@ -106,7 +109,7 @@ PASSED = "eagle3-capture self-check passed"
 FC_SPY = '''
 import json, os, sys
 import sglang_cpu_patches
-from sglang_eagle3_capture.serving.after_import import when_imported
+from sglang_eagle3_capture.core.after_import import when_imported
 
 sglang_cpu_patches.install_import_hook()
 
@@ -136,14 +139,14 @@ when_imported("sglang.srt.models.llama_eagle3", _spy)
 '''
 
 
-def _capture_draft(tmp_path):
+def _capture_draft(root):
     """fixtures/tiny's draft, its layer ids declared by a manifest [-1, 1, 4] only (none left in config.json)."""
     import shutil
 
-    from sglang_eagle3_capture.manifest import Manifest, write_manifest
+    from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
 
     src = SPECS["tiny"].directory / "draft"
-    d = tmp_path / "draft"
+    d = root / "draft"
     d.mkdir()
     for name in ("config.json", "model.safetensors"):
         shutil.copy(src / name, d / name)
@@ -186,7 +189,7 @@ def _check_feed(tensors, key, meta, sequence, hf, hidden, shift):
     """At every accepted row, each fc chunk equals HF's hidden state its layer id names (the embedding bit-exact)."""
     import torch
 
-    from sglang_eagle3_capture.layer_ids import hidden_state_index
+    from sglang_eagle3_capture.core.layer_ids import hidden_state_index
     from support.tolerances import TOLERANCES
 
     accepted = _accepted_rows(tensors["input_ids"], tensors["positions"], sequence, shift)
@@ -207,38 +210,61 @@ _CASE_PARAMS = [pytest.param(c, id=f"{c[0]}-{c[1]}-{c[2]}-tp{c[3]}",
                              marks=[pytest.mark.release] if c == (3, 1, 4, 1) else []) for c in CAPTURE_CASES]
 
 
+@pytest.fixture(scope="module")
+def captured(request, tmp_path_factory):
+    """The selected capture cases' Engines, one after another in one subprocess: ``{case: (result, its capture
+    dump, its fc spy dump, its prompt)}`` (a case -m deselects, e.g. the TP 2 tree under -m release, is not run)."""
+    import os
+
+    import sglang_cpu_patches
+
+    selected = [c for c in CAPTURE_CASES
+                if any(getattr(item, "callspec", None) is not None and item.callspec.params.get("case") == c
+                       and item.module is request.module for item in request.session.items)]
+    directory = SPECS["tiny"].directory
+    prompt = json.loads((directory / "prompts.json").read_text())[0]
+    root = tmp_path_factory.mktemp("multistep_capture")
+    draft = _capture_draft(root)
+    site = root / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(FC_SPY)
+    runs, out = [], {}
+    for case in selected:
+        *setting, tp = case
+        name = "-".join(map(str, case))
+        dump, fc_dump = root / f"dump-{name}", root / f"fc-{name}"
+        fc_dump.mkdir()
+        env = {"PYTHONPATH": os.pathsep.join([str(site), sglang_cpu_patches.cpu_env()["PYTHONPATH"]]),
+               "EAGLE3_TEST_FC_DUMP": str(fc_dump),
+               "SGLANG_EAGLE3_CAPTURE_DUMP": str(dump), "SGLANG_EAGLE3_CAPTURE_DUMP_MAX": "64"}
+        if tp == 2:
+            env["SGLANG_CPU_OMP_THREADS_BIND"] = "0|1"
+        runs.append(engine_run(directory / "target", [prompt], sampling_params=greedy(MAX_NEW_TOKENS), env=env,
+                               engine_kwargs={**_spec_kwargs(directory, *setting), "tp_size": tp,
+                                              "speculative_draft_model_path": str(draft), "log_level": "info"}))
+        out[case] = (dump, fc_dump)
+    results = run_engines(runs, plugins="eagle3_capture", timeout=1500)
+    return {case: (result, *out[case], prompt) for case, result in zip(selected, results)}
+
+
 @pytest.mark.parametrize("case", _CASE_PARAMS)
-def test_plugin_feeds_hf_hidden_states_under_multi_step(case, tmp_path):
+def test_plugin_feeds_hf_hidden_states_under_multi_step(case, captured):
     """Manifest [-1, 1, 4]: the target's dumped aux states (prefill and target-verify batches) and the draft's fc
     input (draft-extend batches) equal HF hidden_states[0, 2, 5] at the rows of the committed and accepted tokens;
-    the self-check passes on every rank; output equals HF greedy."""
+    the self-check passes on every rank; output equals HF greedy; SGLang reports the setting it ran, and some verify
+    accepted more than one draft token."""
     import torch
 
     from fixtures.samples import load_target
     from support.hf_reference import hf_greedy, hf_layer_outputs
 
     *setting, tp = case
+    result, dump, fc_dump, prompt = captured[case]
+    info = result["server_info"]
+    assert info["speculative_algorithm"] == "EAGLE3" and info["attention_backend"] == "torch_native"
+    assert (info["speculative_num_steps"], info["speculative_eagle_topk"],
+            info["speculative_num_draft_tokens"]) == tuple(setting)
     directory = SPECS["tiny"].directory
-    prompt = json.loads((directory / "prompts.json").read_text())[0]
-    draft = _capture_draft(tmp_path)
-    site, dump, fc_dump, log = tmp_path / "site", tmp_path / "dump", tmp_path / "fc", tmp_path / "engine.log"
-    for d in (site, fc_dump):
-        d.mkdir()
-    (site / "sitecustomize.py").write_text(FC_SPY)
-    import os
-
-    import sglang_cpu_patches
-
-    env = {"PYTHONPATH": os.pathsep.join([str(site), sglang_cpu_patches.cpu_env()["PYTHONPATH"]]),
-           "EAGLE3_TEST_FC_DUMP": str(fc_dump),
-           "SGLANG_EAGLE3_CAPTURE_DUMP": str(dump), "SGLANG_EAGLE3_CAPTURE_DUMP_MAX": "64"}
-    if tp == 2:
-        env["SGLANG_CPU_OMP_THREADS_BIND"] = "0|1"
-    (result,) = run_engines([engine_run(directory / "target", [prompt], sampling_params=greedy(MAX_NEW_TOKENS),
-                                        engine_kwargs={**_spec_kwargs(directory, *setting), "tp_size": tp,
-                                                       "speculative_draft_model_path": str(draft),
-                                                       "log_level": "info"})],
-                            plugins="eagle3_capture", env=env, keep_log=log, timeout=900)
     target = load_target(directory / "target")
     output = result["outputs"][0]["output_ids"]
     assert output == hf_greedy(target, [prompt], MAX_NEW_TOKENS)[0]
@@ -263,8 +289,8 @@ def test_plugin_feeds_hf_hidden_states_under_multi_step(case, tmp_path):
     assert "draft:EXTEND" in modes and "draft:DRAFT_EXTEND_V2" in modes, modes  # after prefill, after verify
     # Multi-step really ran with the plugin's feed: some verify accepted two draft tokens (rows: the root + 2).
     assert max(modes["TARGET_VERIFY"]) > 2, modes
-    text = log.read_text(errors="replace")
-    passed = [line for line in text.splitlines() if PASSED in line]
+    assert result["outputs"][0]["meta_info"]["spec_accept_length"] > 1
+    passed = [line for line in result["log"].splitlines() if PASSED in line]
     assert sorted(int(line.split("(tp_rank ")[1].split(",")[0]) for line in passed) == list(range(tp)), passed
     print(f"{setting} tp{tp}: accepted rows per batch {modes}; accept length "
           f"{result['outputs'][0]['meta_info']['spec_accept_length']:.2f}")

@@ -1,9 +1,11 @@
 """``compare`` (doctor/compare.py): dumps from real ``sglang.Engine`` runs (stock wiring and plugin wiring)
-against the fixture's samples.
+against the fixture's samples; and a manifest whose provenance this version would not write still serves
+(provenance is metadata: before issue 17 the manifest reader refused it and the server did not start).
 
 Both runs load the plugin (it writes the dump); the "stock" run serves a copy of the fixture's draft
 without its manifest, so the plugin leaves SGLang's own wiring in place (its default
-``[2, N//2, N-3]``, as for the motivating draft). The plugin run serves the draft with its manifest.
+``[2, N//2, N-3]``, as for the motivating draft). The plugin run serves the draft with its manifest. Both Engines run
+in one subprocess.
 The prompts are the fixture samples' own prompts, so every prefill row has a training row.
 """
 
@@ -13,11 +15,11 @@ import shutil
 import pytest
 
 from fixtures.language import SEP
+from sglang_eagle3_capture.core.layer_ids import layer_id_of_index
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME
 from sglang_eagle3_capture.doctor.samples import load_sample
-from sglang_eagle3_capture.layer_ids import layer_id_of_index
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME
 from support.cli import run
-from support.engine_harness import greedy, run_engine
+from support.engine_harness import engine_run, greedy, run_engines
 from support.fixture import fixture_dir
 
 N_PROMPTS = 3
@@ -33,27 +35,46 @@ def samples(fx):
     return sorted((fx / "samples").glob("data_*.pt"), key=lambda p: int(p.stem.split("_")[1]))[:N_PROMPTS]
 
 
-def _serve(fx, samples, draft, dump):
+@pytest.fixture(scope="module")
+def served(fx, samples, tmp_path_factory):
+    """Both Engines in one subprocess, their dumps: the plugin run serves a copy of the fixture's draft whose manifest
+    provenance holds what this version would not write (a key a later version adds, a tab in its note: provenance is
+    metadata, never a reason to stop SGLang); the stock run a copy without the manifest."""
+    root = tmp_path_factory.mktemp("compare_served")
+    plugin_draft, stock_draft = root / "plugin" / "draft", root / "stock" / "draft"
+    for d in (plugin_draft, stock_draft):
+        shutil.copytree(fx / "draft", d)
+    (stock_draft / MANIFEST_FILENAME).unlink()
+    doc = json.loads((plugin_draft / MANIFEST_FILENAME).read_text())
+    doc["provenance"].update(note="trained\tby hand", added_by_a_later_version={"run": 7})
+    (plugin_draft / MANIFEST_FILENAME).write_text(json.dumps(doc))
     prompts = []
     for p in samples:
         ids = load_sample(p).input_ids.tolist()
         prompts.append(ids[: ids.index(SEP) + 1])
-    run_engine(fx / "target", prompts, draft_path=draft, plugins="eagle3_capture",
-               env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump)}, sampling_params=greedy(4))
-    return dump
+    dumps = {"plugin": root / "dump_plugin", "stock": root / "dump_stock"}
+    runs = [engine_run(fx / "target", prompts, draft_path=draft, sampling_params=greedy(4),
+                       env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dumps[name])})
+            for name, draft in (("plugin", plugin_draft), ("stock", stock_draft))]
+    results = run_engines(runs, plugins="eagle3_capture")
+    return {"dumps": dumps, "results": dict(zip(dumps, results)), "manifest": doc}
 
 
 @pytest.fixture(scope="module")
-def plugin_dump(fx, samples, tmp_path_factory):
-    return _serve(fx, samples, fx / "draft", tmp_path_factory.mktemp("dump_plugin"))
+def plugin_dump(served):
+    return served["dumps"]["plugin"]
 
 
 @pytest.fixture(scope="module")
-def stock_dump(fx, samples, tmp_path_factory):
-    draft = tmp_path_factory.mktemp("stock") / "draft"
-    shutil.copytree(fx / "draft", draft)
-    (draft / MANIFEST_FILENAME).unlink()
-    return _serve(fx, samples, draft, tmp_path_factory.mktemp("dump_stock"))
+def stock_dump(served):
+    return served["dumps"]["stock"]
+
+
+def test_a_manifest_with_unknown_provenance_and_a_tab_in_its_note_serves(served):
+    out = served["results"]["plugin"]["outputs"][0]
+    assert len(out["output_ids"]) == 4 and out["meta_info"]["spec_verify_ct"] > 0  # EAGLE-3 ran
+    metas = [json.loads(p.read_text()) for p in sorted(served["dumps"]["plugin"].glob("*.json"))]
+    assert metas and all(m["layer_ids"] == served["manifest"]["layer_ids"] for m in metas)  # wired from it
 
 
 def test_plugin_serving_matches_training(plugin_dump, samples, capsys):

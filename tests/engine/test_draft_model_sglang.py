@@ -1,4 +1,4 @@
-"""The standalone draft head (sglang_eagle3_capture/draft/model.py) against SGLang's own ``LlamaForCausalLMEagle3``.
+"""The standalone draft head (sglang_eagle3_capture/doctor/model.py) against SGLang's own ``LlamaForCausalLMEagle3``.
 
 The SGLang side runs in a forked child (support/forked.py, support/sglang_side.py), because SGLang's process-wide
 state allows one in-process ModelRunner per process (harness/sglang_inprocess.py) and other tests
@@ -19,7 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.draft.model import DraftConfig, Eagle3Draft, eagle3_shift
+from sglang_eagle3_capture.doctor.model import DraftConfig, Eagle3Draft, eagle3_shift
 from support.draft_dirs import BASE, VARIANTS, mine_per_token, ragged_inputs, random_draft
 from support.fixture import FIXTURE
 from support.tolerances import TOLERANCES

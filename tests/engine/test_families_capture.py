@@ -33,9 +33,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from sglang_eagle3_capture import families
-from sglang_eagle3_capture.families.schema import STREAM_FROM_INPUT_NORM
-from sglang_eagle3_capture.layer_ids import FINAL_NORM, hidden_state_index
+from sglang_eagle3_capture.core import families
+from sglang_eagle3_capture.core.families.schema import STREAM_FROM_INPUT_NORM
+from sglang_eagle3_capture.core.layer_ids import FINAL_NORM, hidden_state_index
 from support.family_proof import CASES, N_LAYERS, PROMPTS
 from support.hf_reference import hf_hidden_states, hf_layer_outputs, load_hf
 from support.tiny_models import FAMILY_TARGETS, build_family_target
@@ -86,7 +86,7 @@ def test_family_capture_matches_hf(name, forked, tmp_path):
         assert c["fed"] == tuple(ids), case  # what the draft-side check reads
         hooked = N_LAYERS - 1 in ids or FINAL_NORM in ids
         assert c["norm_hooks"] == (1 if hooked else 0), case  # the previous case's hook is gone
-        assert c["selfcheck_passed"], case  # serving/selfcheck.py took every chunk's reference and it matched
+        assert c["selfcheck_passed"], case  # core/sglang/selfcheck.py took every chunk's reference and it matched
         if family.layer_flag is not None:
             assert c["flagged"] == c["loop"], case  # exactly the planned layers, none left from earlier cases
         assert c["aux"].shape == (sum(map(len, PROMPTS)), len(ids) * hidden), case

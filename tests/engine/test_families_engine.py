@@ -5,11 +5,11 @@ support/tiny_models.py ``build_family_target``). Gemma 3's window (4) is shorter
 sequences, so its sliding layers mask keys in prefill, decode and verify alike; stock SGLang would feed its draft
 layer branch outputs (docs/families.md), the plugin feeds the residual streams HF's ``hidden_states`` hold.
 
-The seven Engines (these six and Qwen3-VL with an image, its own test below) run one after another in one
-subprocess (one ``import sglang``). The capture dump
-(``SGLANG_EAGLE3_CAPTURE_DUMP``, written in each scheduler process) holds what the target handed the draft's fc;
-its prefill batch (two prompts) must equal HF ``hidden_states[0, 2, 5]`` (``[0]`` bit-exact, the rest within the
-fp32 tolerance).
+The Engines (these families as the session selects them: Llama, Qwen3 and Qwen3-MoE only in make test-extended; and
+Qwen3-VL with an image, its own test below) run one after another in one subprocess (one ``import sglang``). The
+capture dump (``SGLANG_EAGLE3_CAPTURE_DUMP``, written in each scheduler process) holds what the target handed the
+draft's fc; its prefill batch (two prompts) must equal HF ``hidden_states[0, 2, 5]`` (``[0]`` bit-exact, the rest
+within the fp32 tolerance).
 Each Engine starting at all means the three runtime gates passed (resolution, configure, the first-batch self-check
 that compares each fc chunk with the model's own modules); EAGLE-3 must then have verified drafts and produced HF's
 greedy tokens.
@@ -21,9 +21,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture import families, releases
+from sglang_eagle3_capture.core import families, releases
+from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.manifest import Manifest, write_manifest
 from support.engine_harness import engine_run, greedy, run_engines
 from support.hf_reference import assert_fc_input_is_hf, decoder_stack, hf_greedy, load_hf
 from support.tiny_models import FAMILY_TARGETS, VISION_TOKENS, build_family_target, build_tiny_draft
@@ -35,6 +35,11 @@ HF_INDICES = [0, 2, 5]  # layer id k is HF hidden_states[k + 1]; -1 is the embed
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]  # one prefill batch of both (9 rows)
 NEW_TOKENS = 4
 SERVED = ("llama", "qwen3", "qwen3_moe", "gemma4", "qwen3_5", "gemma3")
+# Served in make test: what only the Engine path shows for them (sliding-window masks in decode and verify; the
+# linear-attention state committed after each verify). Llama, Qwen3 and Qwen3-MoE add nothing there that their
+# in-process proof (test_families_capture.py) and the Llama Engine runs (test_final_norm_engine.py, the tiny-llama
+# fixture) do not show: make test-extended serves them.
+EXTENDED = ("llama", "qwen3", "qwen3_moe")
 # Qwen3-VL with an image: layer ids 0-2 are the deepstack layers (SGLang adds the vision features to their outputs).
 VL_IDS = [-1, 0, 1, 2, 4]
 IMAGE = VISION_TOKENS["<|image_pad|>"]
@@ -42,11 +47,14 @@ VL_PROMPTS = [[5, 6, VISION_TOKENS["<|vision_start|>"], IMAGE, VISION_TOKENS["<|
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """{name: (target dir, its dump batches, its Engine result)} for the families, one subprocess."""
+def served(request, tmp_path_factory):
+    """{name: (target dir, its dump batches, its Engine result)} for the selected families, one subprocess."""
     root = tmp_path_factory.mktemp("families_engine")
     runs, targets = [], {}
-    for name in SERVED:
+    chosen = {item.callspec.params.get("name") for item in request.session.items
+              if item.module is request.module and getattr(item, "callspec", None) is not None}
+    names = [name for name in SERVED if name in chosen]
+    for name in names:
         target = build_family_target(name, root / name / "target")
         arch = json.loads((target / "config.json").read_text())["architectures"][0]
         draft = build_tiny_draft(root / name / "draft", target_dir=target, num_aux=len(IDS))
@@ -69,12 +77,13 @@ def served(tmp_path_factory):
         batches.setdefault(meta["model_class"], []).append((load_file(str(meta_path.with_suffix(".safetensors"))),
                                                             meta))
     out = {name: (targets[name][0], batches.get(targets[name][1], []), result)
-           for name, result in zip((*SERVED, "qwen3_vl"), results)}
+           for name, result in zip((*names, "qwen3_vl"), results)}
     out["qwen3_vl"] = (*out["qwen3_vl"], image)
     return out
 
 
-@pytest.mark.parametrize("name", SERVED)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.extended] if n in EXTENDED else [])
+                                  for n in SERVED])
 def test_engine_feeds_the_manifest_ids_as_hf_hidden_states(served, name):
     target, batches, result = served[name]
     hf = load_hf(target)

@@ -3,8 +3,8 @@ with manifest ``[-1, 1, "final_norm"]`` written by ``manifest write --fail-close
 CPU with the plugin, on a 6-layer tiny Llama target (support/tiny_models.py ``build_family_target``).
 
 The Engine starting at all means the three runtime gates passed, the first-batch self-check among them (the
-``final_norm`` chunk bit-equal to the final norm's own output, serving/selfcheck.py). The capture dump's prefill batch
-must then be HF ``hidden_states[0, 2, N]``: ``[0]`` bit-exact, ``[2]`` and the post-norm ``[N]`` within the fp32
+``final_norm`` chunk bit-equal to the final norm's own output, core/sglang/selfcheck.py). The capture dump's prefill
+batch must then be HF ``hidden_states[0, 2, N]``: ``[0]`` bit-exact, ``[2]`` and the post-norm ``[N]`` within the fp32
 tolerance, and the last chunk not the pre-norm state (which is what ``[-1, 1, N-1]`` feeds:
 tests/engine/test_families_capture.py, tests/inprocess/test_target_capture.py).
 
@@ -13,7 +13,7 @@ Two Engine starts in one subprocess:
   and the verify batches (``TARGET_VERIFY``: the last committed token and the draft tokens, whose final-norm output
   the hook takes on every target forward, not only the checked first batch) are compared row by row with HF run on
   the request's committed tokens followed by that batch's tokens;
-- a multi-step tree (3 steps, topk 2, 6 draft tokens) at TP 1: its per-forward check (serving/capture.py) must pass
+- a multi-step tree (3 steps, topk 2, 6 draft tokens) at TP 1: its per-forward check (core/capture.py) must pass
   there too, and its prefill is compared as above.
 """
 
@@ -22,10 +22,10 @@ import json
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.config_keys import IDS_KEY, is_fail_closed
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.config_keys import IDS_KEY, is_fail_closed
+from sglang_eagle3_capture.core.layer_ids import FINAL_NORM
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.layer_ids import FINAL_NORM
 from support.engine_harness import engine_run, greedy, run_engines
 from support.hf_reference import hf_greedy, hf_hidden_states, hf_layer_outputs, load_hf
 from support.tiny_models import FAMILY_TARGETS, build_family_target, build_tiny_draft

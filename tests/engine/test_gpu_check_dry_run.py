@@ -1,12 +1,20 @@
 """benchmarks/gpu_check.py --dry-run: the one-command GPU check's plumbing on CPU (its CUDA-only steps skipped with
 the reason), end to end: the stand-in stage, one SGLang case with the self-check and the dump against HF, and both
-benchmarks reduced. About 4 minutes on the 2-core CI machine."""
+benchmarks reduced. About 4 minutes on the 2-core CI machine, so make test-extended's (marker ``extended``): every
+property its stages show on CPU has its own test in make test (the self-check, the dump against HF, the benchmarks'
+plumbing); what only this shows is that the GPU check script itself runs end to end, which matters when a GPU is lent
+and the script changes (benchmarks/gpu_check.py, docs/gpu-check.md).
+"""
 
 import json
 import subprocess
 import sys
 
+import pytest
+
 from support import REPO, subprocess_env
+
+pytestmark = pytest.mark.extended
 
 
 def test_the_dry_run_runs_every_stage_and_skips_only_cuda(tmp_path):

@@ -24,8 +24,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME
 from support.draft_dirs import make_draft, make_mla_draft
 from support.engine_harness import engine_run, greedy, run_engines
 from support.hf_reference import assert_fc_input_is_hf, hf_greedy

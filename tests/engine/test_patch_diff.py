@@ -24,10 +24,10 @@ import torch
 from safetensors.torch import load_file
 
 from harness.sglang_inprocess import get_runner
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from sglang_eagle3_capture.serving import target
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from sglang_eagle3_capture.core.sglang import target
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 from support import REPO
 from support.tiny_models import build_tiny_draft
 
@@ -100,7 +100,7 @@ assert sglang.__file__.startswith(spec["copy"]), sglang.__file__
 import torch
 torch.set_num_threads(spec["threads"])  # this process's count: fp32 sums may round differently on another
 from safetensors.torch import save_file
-from sglang_eagle3_capture.serving import target
+from sglang_eagle3_capture.core.sglang import target
 from harness.sglang_inprocess import get_runner
 from sglang.srt.layers.aux_hidden_states import EAGLE3_LAYER_ID_CONVENTION
 from sglang.srt.models import kimi_k25

@@ -23,10 +23,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from sglang_eagle3_capture.layer_ids import hidden_state_index
-from sglang_eagle3_capture.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from sglang_eagle3_capture.core.layer_ids import hidden_state_index
+from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
 from support.engine_harness import NO_PLUGINS, engine_run, greedy, run_engines
 from support.hf_reference import hf_greedy, hf_layer_outputs
 from support.tiny_models import build_tiny_draft

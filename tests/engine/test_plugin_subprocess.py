@@ -1,5 +1,6 @@
-"""serving/plugin.py's register() in fresh interpreters, as SGLang's spawned processes are: it imports no model code,
-and the patch (or, for an unsupported SGLang, the startup guard) lands when the ModelRunner components are imported."""
+"""core/sglang/plugin.py's register() in fresh interpreters, as SGLang's spawned processes are: it imports no model
+code, and the patch (or, for an unsupported SGLang, the startup guard) lands when the ModelRunner components are
+imported."""
 
 import json
 import subprocess
@@ -7,13 +8,13 @@ import sys
 
 import sglang_cpu_patches
 
-from sglang_eagle3_capture import releases
+from sglang_eagle3_capture.core import releases
 
 LAZY = r"""
 import json, logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="LOG %(message)s")
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.serving import after_import, draft, plugin, target
+from sglang_eagle3_capture.core import after_import, releases
+from sglang_eagle3_capture.core.sglang import draft, plugin, target
 from sglang.srt.plugins import load_plugins
 TRIGGER = releases.check_sglang_version().trigger_module
 def hooks():  # actions armed for the trigger module (the CPU runtime's sitecustomize arms others)
@@ -45,8 +46,8 @@ def test_register_patches_only_processes_that_build_a_model_runner():
 
 DEFERRED_GUARD = r"""
 import json
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.serving import guard, plugin, target
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.sglang import guard, plugin, target
 releases.installed_sglang_version = lambda: "0.5.16"  # older than the table: refused
 try:
     plugin.register()

@@ -12,8 +12,8 @@ import pytest
 from packaging.version import Version
 
 from harness.servers import READY, Server
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
 from support.hf_reference import hf_greedy
 from support.servers import selfcheck_env
 from support.tiny_models import build_tiny_draft

@@ -1,4 +1,4 @@
-"""The draft-head loader (serving/draft.py) through sglang.Engine (subprocess, CPU runtime) with drafts produced
+"""The draft-head loader (core/sglang/draft.py) through sglang.Engine (subprocess, CPU runtime) with drafts produced
 by ``convert`` from speculators' own checkpoints.
 
 1. The target feeds the fc exactly the manifest's hidden states, in manifest order (the capture dump,
@@ -15,11 +15,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.layer_ids import hidden_state_index
-from sglang_eagle3_capture.manifest import Manifest, read_manifest, write_manifest
+from sglang_eagle3_capture.core.layer_ids import hidden_state_index
+from sglang_eagle3_capture.core.manifest import Manifest, read_manifest, write_manifest
+from sglang_eagle3_capture.doctor.convert import convert
 from support.draft_dirs import make_speculators_draft, rewrite_weights
-from support.engine_harness import EngineRunError, run_engine
+from support.engine_harness import engine_run, run_engines
 from support.hf_reference import hf_greedy, hf_hidden_states, load_hf
 from support.tolerances import TOLERANCES
 
@@ -60,20 +60,32 @@ def _first_prefill(dump_dir: Path):
     return first, load_file(str(metas[0].with_suffix(".safetensors")))
 
 
-def test_converted_draft_gets_the_manifests_chunks_in_manifest_order(tmp_path, tiny_target_dir, converted):
-    permuted = _permuted(converted, tmp_path / "permuted", [2, 0, 1])  # layer ids [4, -1, 2]
-    runs = {}
-    for name, draft in (("ascending", converted), ("permuted", permuted)):
-        dump = tmp_path / f"dump-{name}"
-        result = run_engine(tiny_target_dir, [PROMPT], draft_path=draft, plugins=PLUGINS, timeout=600,
-                            sampling_params={"temperature": 0.0, "max_new_tokens": MAX_NEW, "ignore_eos": True},
-                            env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dump)})
-        runs[name] = (result, *_first_prefill(dump))
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tiny_target_dir, converted):
+    """The converted draft, its permuted twin and a draft the loader must refuse, three Engines in one subprocess:
+    ``{name: (draft dir, its result, its dump directory)}``."""
+    root = tmp_path_factory.mktemp("served")
+    permuted = _permuted(converted, root / "permuted", [2, 0, 1])  # layer ids [4, -1, 2]
+    bad = root / "bad"
+    shutil.copytree(converted, bad)
+    rewrite_weights(bad, lambda w: {**w, "midlayer.self_attn.q_norm.weight": torch.ones(16)})
+    drafts = {"ascending": converted, "permuted": permuted, "bad": bad}
+    dumps = {name: root / f"dump-{name}" for name in drafts}
+    runs = [engine_run(tiny_target_dir, [PROMPT], draft_path=draft, fails="start" if name == "bad" else None,
+                       sampling_params={"temperature": 0.0, "max_new_tokens": MAX_NEW, "ignore_eos": True},
+                       env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dumps[name])})
+            for name, draft in drafts.items()]
+    results = run_engines(runs, plugins=PLUGINS, timeout=900)
+    return {name: (drafts[name], result, dumps[name]) for name, result in zip(drafts, results)}
 
+
+def test_converted_draft_gets_the_manifests_chunks_in_manifest_order(served, tiny_target_dir):
+    runs = {name: (served[name][1], *_first_prefill(served[name][2])) for name in ("ascending", "permuted")}
     hf = load_hf(tiny_target_dir)
     hidden = hf_hidden_states(hf, PROMPT)
     embed = hf.get_input_embeddings().weight
-    for name, draft in (("ascending", converted), ("permuted", permuted)):
+    for name in ("ascending", "permuted"):
+        draft = served[name][0]
         result, meta, tensors = runs[name]
         ids = list(read_manifest(draft).layer_ids)
         assert meta["layer_ids"] == ids
@@ -93,12 +105,7 @@ def test_converted_draft_gets_the_manifests_chunks_in_manifest_order(tmp_path, t
     assert out_a["meta_info"]["spec_verify_ct"] == out_p["meta_info"]["spec_verify_ct"]
 
 
-def test_server_refuses_a_draft_with_a_tensor_sglang_would_drop(tmp_path, tiny_target_dir, converted):
-    bad = tmp_path / "bad"
-    shutil.copytree(converted, bad)
-    rewrite_weights(bad, lambda w: {**w, "midlayer.self_attn.q_norm.weight": torch.ones(16)})
-    with pytest.raises(EngineRunError) as e:
-        run_engine(tiny_target_dir, [PROMPT], draft_path=bad, plugins=PLUGINS, timeout=300)
-    msg = str(e.value)
-    assert f"{bad / 'model.safetensors'}: tensor 'midlayer.self_attn.q_norm.weight': not loaded" in msg
-    assert "exited with" in msg  # refused at startup: no request was served
+def test_server_refuses_a_draft_with_a_tensor_sglang_would_drop(served):
+    bad, result, dump = served["bad"]
+    assert result["failed"] == "start"  # refused at startup: no request was served
+    assert f"{bad / 'model.safetensors'}: tensor 'midlayer.self_attn.q_norm.weight': not loaded" in result["log"]

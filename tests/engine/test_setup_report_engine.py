@@ -1,11 +1,12 @@
-"""The startup report of the effective speculative setup (serving/setup_report.py) through real ``launch_server``
+"""The startup report of the effective speculative setup (observe/sglang_report.py) through real ``launch_server``
 processes on CPU, on the bundled fixtures/tiny (its draft carries a manifest).
 
 The case behind the product, ``--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens
 4``: SGLang runs 2 draft tokens; the report (log block and JSON) names the rewrite with SGLang's own resolution step
-and its source, and ``SGLANG_EAGLE3_CAPTURE_STRICT=1`` refuses to start naming the flag. A consistent setting (2 draft
-tokens) starts in strict mode, with a clean report. (Without strict mode a finding is one WARNING and serving goes on:
-tests/unit/test_setup_report.py, at the same seam with stand-ins.)
+and its source, and ``SGLANG_EAGLE3_CAPTURE_STRICT=1`` refuses to start naming the flag. (A consistent setting
+starting in strict mode with a clean report is test_acceptance_metrics_engine.py's: its fixtures/tiny server runs
+strict. Without strict mode a finding is one WARNING and serving goes on: tests/unit/test_setup_report.py, at the same
+seam with stand-ins.)
 """
 
 import json
@@ -14,8 +15,8 @@ import pytest
 
 from fixtures.specs import SPECS
 from harness.servers import READY, Server, server_env
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.setup_report import REPORT_ENV, STRICT_ENV
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.observe.report import REPORT_ENV, STRICT_ENV
 
 TINY = SPECS["tiny"].directory
 REWRITE = ["--speculative-num-draft-tokens", "4"]  # after the harness's steps 1, topk 1, draft tokens 2
@@ -53,16 +54,3 @@ def test_the_rewrite_is_reported_and_strict_mode_refuses_it(tmp_path):
     assert row["source"].startswith("sglang/srt/arg_groups/speculative_hook.py:") if record else row["source"] is None
     assert [f["field"] for f in report["findings"]] == ["--speculative-num-draft-tokens"] and not report["ok"]
     assert report["trained"]["layer ids"] == [-1, 0, 1]
-
-
-def test_a_consistent_setting_starts_in_strict_mode(tmp_path):
-    with Server(TINY / "target", tmp_path / "strict.log", draft=TINY / "draft", env=_env(tmp_path, **{STRICT_ENV: "1"}),
-                extra_args=["--mem-fraction-static", "0.1"]) as server:  # room when other processes take memory
-        assert server.wait(timeout=600), server.text()[-3000:]
-        out = server.generate([5, 6, 7, 8], max_new_tokens=4)
-        text = server.text()
-    assert len(out["output_ids"]) == 4
-    assert "eagle3-capture:   no rewrites or contradictions" in text
-    report = json.loads((tmp_path / "setup.json").read_text())
-    assert report["ok"] and _row(report, "num_draft_tokens")["effective"] == 2
-    assert (_row(report, "num_steps")["effective"], _row(report, "eagle_topk")["effective"]) == (1, 1)

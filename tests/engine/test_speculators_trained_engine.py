@@ -44,11 +44,11 @@ from fixtures.speculators_trained import (
     stock_wiring_draft,
     write_data,
 )
+from sglang_eagle3_capture.core.manifest import read_manifest
 from sglang_eagle3_capture.doctor import cli
+from sglang_eagle3_capture.doctor.convert import convert
 from sglang_eagle3_capture.doctor.expected import Setting, measure
 from sglang_eagle3_capture.doctor.verify import verify
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.manifest import read_manifest
 from support.engine_harness import NO_PLUGINS, engine_run, run_engines
 
 N_PROMPTS = 96  # about 500 drafts per engine: a standard error near 0.015 on the accept rate

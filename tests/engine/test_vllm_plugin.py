@@ -20,9 +20,9 @@ from dataclasses import replace
 import pytest
 import torch
 
+from sglang_eagle3_capture.core.layer_ids import EMBEDDING_LAYER_ID
+from sglang_eagle3_capture.core.manifest import Manifest, find_manifest, write_manifest
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.layer_ids import EMBEDDING_LAYER_ID
-from sglang_eagle3_capture.manifest import Manifest, find_manifest, write_manifest
 from support.hf_reference import hf_greedy, load_hf
 from support.tiny_models import VLLM_MLA_DIMS, build_tiny_draft, build_tiny_target
 from support.tolerances import VLLM_TOLERANCES

@@ -5,7 +5,7 @@ import json
 import pytest
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.draft.convert import convert
+from sglang_eagle3_capture.doctor.convert import convert
 from support.speculators_drafts import build_speculators_draft
 
 

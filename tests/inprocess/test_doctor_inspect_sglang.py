@@ -11,8 +11,8 @@ import json
 import pytest
 
 from harness.sglang_inprocess import sglang_layers_to_capture
-from sglang_eagle3_capture.layer_ids import layer_id_of_index
-from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
+from sglang_eagle3_capture.core.layer_ids import layer_id_of_index
+from sglang_eagle3_capture.doctor.readings import stock_safe_eagle_config_ids
 from support.cli import run
 from support.draft_dirs import draft_with_manifest
 from support.tiny_models import build_tiny_target

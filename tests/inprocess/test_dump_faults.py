@@ -9,9 +9,9 @@ import shutil
 
 import torch
 
-from sglang_eagle3_capture.serving import target
-from sglang_eagle3_capture.serving.dump import ENV_DIR
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.core.sglang import target
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.observe.dump import ENV_DIR
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
 IDS = DeclaredLayerIds([3, -1, 1], "test manifest")

@@ -1,4 +1,4 @@
-"""serving/dump.py on the installed SGLang's own DeepSeek-V3 (in-process ModelRunner): what it writes is exactly what
+"""observe/dump.py on the installed SGLang's own DeepSeek-V3 (in-process ModelRunner): what it writes is exactly what
 the target feeds the draft, under the capture patch and under stock wiring."""
 
 import json
@@ -8,9 +8,9 @@ from importlib import metadata
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.serving import target
-from sglang_eagle3_capture.serving.dump import ENV_DIR, ENV_MAX_BATCHES, ENV_MAX_BYTES
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.core.sglang import target
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.observe.dump import ENV_DIR, ENV_MAX_BATCHES, ENV_MAX_BYTES
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
 

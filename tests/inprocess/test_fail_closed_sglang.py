@@ -1,6 +1,6 @@
 """The fail-closed object against the installed SGLang's own code (issue 21 part 1): every family's stock
 ``set_eagle3_layers_to_capture`` (unwrapped, as a server without the plugin runs it) raises on it, the error
-readings.py says. That SGLang hands it on to that call at startup: tests/engine/test_fail_closed_engine.py.
+core/stock.py says. That SGLang hands it on to that call at startup: tests/engine/test_fail_closed_engine.py.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_eagle3_capture.config_keys import FAIL_CLOSED_IDS, IDS_KEY
-from sglang_eagle3_capture.families import all_families
-from sglang_eagle3_capture.readings import stock_sglang_capture
+from sglang_eagle3_capture.core.config_keys import FAIL_CLOSED_IDS, IDS_KEY
+from sglang_eagle3_capture.core.families import all_families
+from sglang_eagle3_capture.core.stock import stock_sglang_capture
 
 CASES = [(f.name, module, cls) for f in all_families() for module, cls in f.causal_lms]
 

@@ -1,4 +1,4 @@
-"""An SGLang newer than the release table (serving/plugin.py, releases/__init__.py), presented to the installed
+"""An SGLang newer than the release table (core/sglang/plugin.py, core/releases/__init__.py), presented to the installed
 release: served unverified with a WARNING when every seam probes clean and the self-check is on; refused when a
 single seam does not fit or the self-check is off."""
 
@@ -7,10 +7,11 @@ import logging
 import pytest
 from packaging.version import Version
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.errors import UnsupportedSGLangVersion
-from sglang_eagle3_capture.families import family_of
-from sglang_eagle3_capture.serving import draft, guard, plugin, selfcheck, target
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.errors import UnsupportedSGLangVersion
+from sglang_eagle3_capture.core.families import family_of
+from sglang_eagle3_capture.core.sglang import draft, guard, plugin, selfcheck, target
+from sglang_eagle3_capture.doctor import release_table
 
 NEWEST = releases.newest().version  # from the release table: adding a release file moves it
 _MAJOR, _MINOR, _PATCH = (*Version(NEWEST).release, 0, 0)[:3]
@@ -40,7 +41,7 @@ def _clean(monkeypatch):
 def test_version_order():
     assert releases.is_newer_than_table(NEWER) and releases.is_newer_than_table(f"{NEWEST}.post1")
     assert releases.is_newer_than_table(f"{_MAJOR}.{_MINOR + 1}.0rc1") and not releases.is_newer_than_table(NEWEST)
-    oldest = releases.all_releases()[0].version
+    oldest = release_table.all_releases()[0].version
     assert not releases.is_newer_than_table(oldest) and not releases.is_newer_than_table(f"{NEWEST}rc1")
     assert not releases.is_newer_than_table("not-a-version") and not releases.is_newer_than_table(None)
 
@@ -93,4 +94,4 @@ def test_with_the_self_check_off_it_is_refused(monkeypatch):
 
 def test_every_seam_of_the_installed_release_probes_clean():
     """What a newer release is held to, on the installed one."""
-    assert plugin.probe_release(releases.get(INSTALLED)) == []
+    assert plugin.probe_release(release_table.get(INSTALLED)) == []

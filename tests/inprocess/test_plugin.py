@@ -1,4 +1,5 @@
-"""serving/plugin.py's register(): SGLang's entry point finds it; idempotent; refuses what it cannot patch at startup.
+"""core/sglang/plugin.py's register(): SGLang's entry point finds it; idempotent; refuses what it cannot patch at
+startup.
 
 That it is lazy in SGLang's fresh processes is in tests/engine/test_plugin_subprocess.py.
 """
@@ -8,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.errors import UnsupportedSGLangVersion, WiringError
-from sglang_eagle3_capture.serving import draft, guard, plugin, target
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.errors import UnsupportedSGLangVersion, WiringError
+from sglang_eagle3_capture.core.sglang import draft, guard, plugin, target
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +51,7 @@ def test_register_is_idempotent_and_logs_once(caplog):
         plugin.register()
     assert target.is_patched() and draft.is_draft_head_patched()
     lines = [r.getMessage() for r in caplog.records
-             if r.name == "sglang_eagle3_capture.serving.plugin" and "eagle3-capture: patched" in r.getMessage()]
+             if r.name == "sglang_eagle3_capture.core.sglang.plugin" and "eagle3-capture: patched" in r.getMessage()]
     assert len(lines) == 1
     assert "DeepseekV2ForCausalLM.set_eagle3_layers_to_capture" in lines[0] and "draft-head loader" in lines[0]
     assert f"(sglang {releases.installed_sglang_version()}, pid " in lines[0]
@@ -73,7 +74,7 @@ def _start(runner, draft_dir):
 @pytest.fixture
 def declared_draft(tmp_path, tiny_target_dir):
     """A tiny draft whose eagle3_manifest.json declares the layer ids [-1, 1, 3]."""
-    from sglang_eagle3_capture.manifest import Manifest, write_manifest
+    from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
     from support.tiny_models import build_tiny_draft
 
     d = build_tiny_draft(tmp_path / "declared", target_dir=tiny_target_dir, eagle_aux_layer_ids=[0, 2, 4])

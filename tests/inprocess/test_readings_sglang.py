@@ -1,11 +1,12 @@
-"""readings.py against SGLang 0.5.23's own ``DeepseekV2ForCausalLM.set_eagle3_layers_to_capture`` (called on a
+"""core/stock.py against SGLang 0.5.23's own ``DeepseekV2ForCausalLM.set_eagle3_layers_to_capture`` (called on a
 stand-in ``self``, in this process): the stock rule, and the ids ``convert`` writes for stock SGLang."""
 
 import itertools
 
 from harness.sglang_inprocess import sglang_layers_to_capture
-from sglang_eagle3_capture.layer_ids import hidden_state_indices
-from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids, stock_sglang_capture
+from sglang_eagle3_capture.core.layer_ids import hidden_state_indices
+from sglang_eagle3_capture.core.stock import stock_sglang_capture
+from sglang_eagle3_capture.doctor.readings import stock_safe_eagle_config_ids
 
 FAMILY = "deepseek_v2"
 

@@ -1,4 +1,4 @@
-"""Where the target's ids come from, and every startup refusal (serving/resolution.py), through SGLang's own
+"""Where the target's ids come from, and every startup refusal (core/sglang/resolution.py), through SGLang's own
 resolution.
 
 Each test calls the real ``ModelRunner.init_spec_aux_hidden_state`` (what ``ModelRunner.__init__`` runs before
@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from sglang_eagle3_capture.errors import ManifestError, WiringError
-from sglang_eagle3_capture.manifest import Manifest, write_manifest
-from sglang_eagle3_capture.serving import target as target_patch
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds, resolve_target_capture
+from sglang_eagle3_capture.core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from sglang_eagle3_capture.core.errors import ManifestError, WiringError
+from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.core.sglang import target as target_patch
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds, resolve_target_capture
 from support.resolution import resolve_through_sglang
 from support.tiny_models import build_tiny_draft
 

@@ -1,4 +1,4 @@
-"""The top-k tree of sglang_eagle3_capture.draft.rollout against SGLang's own tree construction, run on CPU
+"""The top-k tree of sglang_eagle3_capture.doctor.rollout against SGLang's own tree construction, run on CPU
 (speculative/spec_utils.py ``_select_top_k_tokens_first/_later`` eagerly, eagle_utils.py ``organize_draft_results``),
 and every setting ``plan`` proposes resolved by the installed SGLang's own argument parser: none is rewritten."""
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fixtures.specs import SPECS
+from sglang_eagle3_capture.doctor import rollout
 from sglang_eagle3_capture.doctor.expected import DEFAULT_SETTINGS, Setting, runs_as_asked
 from sglang_eagle3_capture.doctor.setup_args import resolve
-from sglang_eagle3_capture.draft import rollout
 from support import rollout_fake
 from support.rollout_fake import ROOT_TOKEN
 

@@ -1,4 +1,4 @@
-"""The first-batch self-check (serving/selfcheck.py) on SGLang's own DeepSeek-V3 in this process (the ``runner``
+"""The first-batch self-check (core/sglang/selfcheck.py) on SGLang's own DeepSeek-V3 in this process (the ``runner``
 fixture): a pass, each sabotage kind refused with the message, idle/decode batches skipped, hooks and the transient
 patch gone afterwards, and the forward after the check running exactly the ops of a forward without it.
 
@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.errors import SelfCheckError
-from sglang_eagle3_capture.serving import seams, selfcheck
-from sglang_eagle3_capture.serving import target as target_patch
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.core import releases, seams
+from sglang_eagle3_capture.core.errors import SelfCheckError
+from sglang_eagle3_capture.core.sglang import selfcheck
+from sglang_eagle3_capture.core.sglang import target as target_patch
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 from support import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))

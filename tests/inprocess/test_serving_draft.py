@@ -1,5 +1,5 @@
-"""The draft-head loader (serving/draft.py, serving/audit.py) on SGLang 0.5.23's own EAGLE-3 draft classes, loaded
-by SGLang's own loader, on CPU.
+"""The draft-head loader (core/sglang/draft.py, core/sglang/audit.py) on SGLang 0.5.23's own EAGLE-3 draft classes,
+loaded by SGLang's own loader, on CPU.
 
 Every draft is built and loaded with ``sglang.srt.model_loader.get_model`` in this process (after the
 in-process target runner published SGLang's runtime state), exactly as the draft worker does it.
@@ -12,17 +12,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.draft.checks import sglang_chunk_counts
-from sglang_eagle3_capture.errors import DraftHeadError, ManifestError, WiringError
-from sglang_eagle3_capture.manifest import write_manifest
-from sglang_eagle3_capture.serving import target as capture_patch
-from sglang_eagle3_capture.serving.draft import (
+from sglang_eagle3_capture.core.draft_checks import sglang_chunk_counts
+from sglang_eagle3_capture.core.errors import DraftHeadError, ManifestError, WiringError
+from sglang_eagle3_capture.core.manifest import write_manifest
+from sglang_eagle3_capture.core.sglang import target as capture_patch
+from sglang_eagle3_capture.core.sglang.draft import (
     STATE_ATTR,
     apply_draft_head_patch,
     is_draft_head_patched,
     revert_draft_head_patch,
 )
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 from support.draft_dirs import (
     load_draft,
     make_draft,

@@ -1,4 +1,4 @@
-"""The capture patch (serving/target.py, serving/capture.py) on SGLang 0.5.23's own DeepSeek-V3 (in-process
+"""The capture patch (core/sglang/target.py, core/capture.py) on SGLang 0.5.23's own DeepSeek-V3 (in-process
 ModelRunner), HF transformers as reference.
 
 Layer id ``k`` must be fed as HF ``output_hidden_states[k + 1]`` (``-1``: the embedding output, HF[0]), in
@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture.errors import WiringError
-from sglang_eagle3_capture.layer_ids import FINAL_NORM, hidden_state_index
-from sglang_eagle3_capture.serving import selfcheck
-from sglang_eagle3_capture.serving import target as target_patch
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.core.errors import WiringError
+from sglang_eagle3_capture.core.layer_ids import FINAL_NORM, hidden_state_index
+from sglang_eagle3_capture.core.sglang import selfcheck
+from sglang_eagle3_capture.core.sglang import target as target_patch
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 from support.hf_reference import hf_hidden_states, hf_layer_outputs
 from support.tolerances import TOLERANCES
 

@@ -1,4 +1,4 @@
-"""serving/target.py (through serving/seams.py, the one patch engine): apply / revert / is_patched on the installed
+"""core/sglang/target.py (through core/seams.py, the one patch engine): apply / revert / is_patched on the installed
 SGLang's real modules and classes; every seam of the installed release and of every family probed; one patch per
 family, so a family whose seams changed leaves the others patched."""
 
@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from sglang_eagle3_capture import families, releases
-from sglang_eagle3_capture.serving import draft, metrics, seams, selfcheck, target
+from sglang_eagle3_capture.core import families, releases, seams
+from sglang_eagle3_capture.core.sglang import draft, selfcheck, target
+from sglang_eagle3_capture.observe import metrics
 
 # Modules of classes that inherit a family's seams without being seam owners (subclasses the patch must reach).
 SUBCLASS_MODULES = ("sglang.srt.models.kimi_k25", "sglang.srt.models.mistral", "sglang.srt.models.ministral3",

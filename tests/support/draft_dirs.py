@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from sglang_eagle3_capture.draft.config import Yarn
-from sglang_eagle3_capture.draft.model import DraftConfig, Eagle3Draft
-from sglang_eagle3_capture.manifest import Manifest, write_manifest
-from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
+from sglang_eagle3_capture.core.draft_config import Yarn
+from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.doctor.model import DraftConfig, Eagle3Draft
+from sglang_eagle3_capture.doctor.readings import stock_safe_eagle_config_ids
 from support.tiny_models import DRAFT_VOCAB_SIZE, build_tiny_draft
 
 FAMILY = "deepseek_v2"  # the tiny DeepSeek-V3 target's family

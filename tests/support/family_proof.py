@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from sglang_eagle3_capture import families
-from sglang_eagle3_capture.families.schema import STREAM_FROM_INPUT_NORM
-from sglang_eagle3_capture.layer_ids import FINAL_NORM
-from sglang_eagle3_capture.readings import stock_safe_eagle_config_ids
+from sglang_eagle3_capture.core import families
+from sglang_eagle3_capture.core.families.schema import STREAM_FROM_INPUT_NORM
+from sglang_eagle3_capture.core.layer_ids import FINAL_NORM
+from sglang_eagle3_capture.doctor.readings import stock_safe_eagle_config_ids
 from support.tiny_models import FAMILY_TARGETS
 
 N_LAYERS = 6
@@ -32,8 +32,8 @@ CASES = {
 def run_family(name: str, model_dir: str, out_path: str) -> None:
     """Subprocess body: SGLang's class for ``name`` on ``model_dir``, patched, one prefill per case, saved."""
     from harness.sglang_inprocess import get_runner
-    from sglang_eagle3_capture.serving import selfcheck, target
-    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+    from sglang_eagle3_capture.core.sglang import selfcheck, target
+    from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 
     target.apply()
     assert target.is_patched(), target.status()
@@ -97,8 +97,8 @@ def _with_fused_input_norms(runner, stack, family) -> dict:
     ``forward_cuda`` does (Gemma3RMSNorm, layers/layernorm.py:1342-1348: ``gemma_fused_add_rmsnorm`` writes the normed
     output into x and x + residual into residual, in place), emulated around the method SGLang's fused-op dispatch
     resolved for it (kernels/fused_op.py ``BaseFusedOp.forward``: ``_forward_method``, forward_native on this CPU)."""
-    from sglang_eagle3_capture.serving import selfcheck
-    from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+    from sglang_eagle3_capture.core.sglang import selfcheck
+    from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
 
     model = runner.model
     cls = type(getattr(stack.layers[0], family.input_norm))

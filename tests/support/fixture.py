@@ -13,7 +13,7 @@ from fixtures.criteria import measure_criteria
 from fixtures.language import Language
 from fixtures.samples import make_batch
 from fixtures.specs import SPECS
-from sglang_eagle3_capture.draft.model import Eagle3Draft
+from sglang_eagle3_capture.doctor.model import Eagle3Draft
 
 FIXTURE = SPECS["tiny"].directory  # the DeepSeek-V3 fixture, the one the other tests use
 FIXTURE_NAMES = tuple(SPECS)  # every bundled fixture, for tests parametrized over them

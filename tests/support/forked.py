@@ -31,7 +31,7 @@ def _preload() -> None:
 
     import harness.sglang_inprocess  # noqa: F401  (SGLang's ModelRunner and what it imports)
     from sglang_eagle3_capture import families
-    from sglang_eagle3_capture.serving import selfcheck, target  # noqa: F401
+    from sglang_eagle3_capture.core.sglang import selfcheck, target  # noqa: F401
 
     for family in families.all_families():  # every family's model module, so no child imports one again
         for module, _ in family.causal_lms:

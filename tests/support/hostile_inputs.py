@@ -135,7 +135,7 @@ def build_base(base: Path) -> Path:
     from safetensors.torch import save_file
 
     from sglang_eagle3_capture.doctor.samples import load_sample
-    from sglang_eagle3_capture.serving.dump import CaptureDump
+    from sglang_eagle3_capture.observe.dump import CaptureDump
 
     from .speculators_drafts import build_specforge_draft, build_speculators_draft, write_target
 

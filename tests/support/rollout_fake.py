@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sglang_eagle3_capture.draft import rollout
+from sglang_eagle3_capture.doctor import rollout
 
 ROOT_TOKEN = 3  # the token every start row reads: its next-token distribution is the tree's step 0
 

@@ -118,9 +118,9 @@ _QWEN3_VISION = dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=2,
                      num_position_embeddings=64, deepstack_visual_indexes=[0, 1, 2])
 # The special tokens' ids inside the tiny vocabulary (tiny_vl.py's tokenizer has them at the same ids).
 VISION_TOKENS = {"<|vision_start|>": 250, "<|vision_end|>": 251, "<|image_pad|>": 252, "<|video_pad|>": 253}
-# SGLang's multimodal model load takes more than the text families' 5% of free memory for its profile (its own
-# "Loaded weights leave no GPU memory for the KV cache" otherwise); max_total_tokens still bounds the pool.
-_VL_ARGS = {"mem_fraction_static": 0.2}
+# The multimodal models need nothing beyond harness.ENGINE_DEFAULTS (whose memory fraction leaves room for their
+# multimodal reservation in SGLang's KV-budget profile).
+_VL_ARGS: dict = {}
 _VISION_TOKENS = dict(vision_start_token_id=250, vision_end_token_id=251, image_token_id=252, video_token_id=253)
 
 

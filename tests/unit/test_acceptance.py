@@ -1,5 +1,5 @@
-"""Served acceptance counting and the alarm (acceptance.py), and which scheduler counts (serving/metrics.py), with
-hand-computed figures and stand-ins for SGLang's scheduler (the real one:
+"""Served acceptance counting and the alarm (observe/acceptance.py), and which scheduler counts (observe/metrics.py),
+with hand-computed figures and stand-ins for SGLang's scheduler (the real one:
 tests/engine/test_acceptance_metrics_engine.py).
 """
 
@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_eagle3_capture import acceptance
-from sglang_eagle3_capture.acceptance import Alarm, Settings, Tally
-from sglang_eagle3_capture.serving import metrics
+from sglang_eagle3_capture.observe import acceptance, metrics
+from sglang_eagle3_capture.observe.acceptance import Alarm, Settings, Tally
 
 
 def test_tally_counts_positions_histogram_and_accept_length():

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from sglang_eagle3_capture.userfiles import TEMP_DIR_PREFIX, write_file_atomic
+from sglang_eagle3_capture.core.userfiles import TEMP_DIR_PREFIX, write_file_atomic
 from support.hostile_inputs import FIXTURE, run_cli
 from support.speculators_drafts import build_speculators_draft, write_target
 
@@ -145,7 +145,7 @@ def test_concurrent_converts_into_one_dst(spec_drafts, tmp_path):
 
 
 def _convert_then_hang(src: str, dst: str, target: str) -> None:
-    from sglang_eagle3_capture.draft import convert as convert_module
+    from sglang_eagle3_capture.doctor import convert as convert_module
 
     def hang(*args, **kwargs):  # the weights are written; the process is killed before the manifest
         time.sleep(120)

@@ -1,4 +1,4 @@
-"""serving/capture.py without SGLang: layer ids -> loop indices, fc-order permutation, the pipeline-stage rule
+"""core/capture.py without SGLang: layer ids -> loop indices, fc-order permutation, the pipeline-stage rule
 (policy.check_stage), the FcFeed and its last-layer capture."""
 
 from types import SimpleNamespace
@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture.errors import LayerIdError, WiringError
-from sglang_eagle3_capture.layer_ids import hidden_state_index
-from sglang_eagle3_capture.policy import check_stage
-from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture, to_fc_order
+from sglang_eagle3_capture.core.capture import CaptureError, FcFeed, plan_capture, to_fc_order
+from sglang_eagle3_capture.core.errors import LayerIdError, WiringError
+from sglang_eagle3_capture.core.layer_ids import hidden_state_index
+from sglang_eagle3_capture.core.policy import check_stage
 
 WHERE = "draft/eagle3_manifest.json: field 'layer_ids'"
 DEEPSEEK = {"model_name": "DeepseekV2Model"}  # a packing family's decoder stack
@@ -204,7 +204,7 @@ def test_dump_gets_the_batch_token_ids_when_a_wrapper_hands_its_decoder_embeddin
     # A request that served its own embeddings (forward_batch.input_embeds) has no ids that made them: none dumped.
     from safetensors.torch import load_file
 
-    from sglang_eagle3_capture.serving.dump import CaptureDump
+    from sglang_eagle3_capture.observe.dump import CaptureDump
 
     p = plan_capture([-1, 3], 6, where=WHERE)
     layers = list(p.loop_indices)

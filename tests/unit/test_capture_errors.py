@@ -1,4 +1,4 @@
-"""serving/capture.py: the one per-forward refusal (the final-norm capture of another batch) is a package error
+"""core/capture.py: the one per-forward refusal (the final-norm capture of another batch) is a package error
 (CaptureError: Eagle3CaptureError and, as before, RuntimeError) naming where the ids came from and the fix."""
 
 from types import SimpleNamespace
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture.errors import Eagle3CaptureError
-from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
+from sglang_eagle3_capture.core.capture import CaptureError, FcFeed, plan_capture
+from sglang_eagle3_capture.core.errors import Eagle3CaptureError
 
 WHERE = "draft/eagle3_manifest.json: field 'layer_ids'"
 
@@ -39,7 +39,7 @@ def test_family_facts_are_never_defaulted():
     plan = plan_capture([3, -1], 6, where=WHERE)
     with pytest.raises(TypeError):
         FcFeed(plan, list(plan.loop_indices))
-    from sglang_eagle3_capture.serving import selfcheck
+    from sglang_eagle3_capture.core.sglang import selfcheck
 
     with pytest.raises(TypeError):
         selfcheck.Anatomy()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from sglang_eagle3_capture.core.errors import UsageError
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, read_manifest
 from sglang_eagle3_capture.doctor import cli
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.errors import UsageError
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
 from support.cli import run
 from support.speculators_drafts import build_specforge_draft, build_speculators_draft, write_target
 
@@ -124,7 +124,7 @@ def test_entry_points_run_without_traceback_and_without_torch(tmp_path):
 
 def test_subcommand_registry_accepts_other_modules(capsys, tmp_path, monkeypatch):
     (tmp_path / "cli_hello_ext.py").write_text(
-        "from sglang_eagle3_capture.errors import UsageError\n"
+        "from sglang_eagle3_capture.core.errors import UsageError\n"
         "def _hello(args):\n"
         "    if args.name == 'bad':\n"
         "        raise UsageError('hello.txt', 'name', 'bad name', 'pick another')\n"

@@ -1,4 +1,4 @@
-"""``convert`` (draft/convert.py): speculators (built by the speculators package itself) and SpecForge drafts ->
+"""``convert`` (doctor/convert.py): speculators (built by the speculators package itself) and SpecForge drafts ->
 SGLang drafts, without SGLang.
 
 Routing only, so tensors are compared with ``torch.equal``. SGLang parsing the converted config is in
@@ -12,11 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from sglang_eagle3_capture.config_keys import CONVERTED_MARKER_KEY, is_fail_closed
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.errors import ConvertError, WeightsError
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, read_manifest
-from sglang_eagle3_capture.readings import stock_sglang_capture
+from sglang_eagle3_capture.core.config_keys import CONVERTED_MARKER_KEY, is_fail_closed
+from sglang_eagle3_capture.core.errors import ConvertError, WeightsError
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, read_manifest
+from sglang_eagle3_capture.core.stock import stock_sglang_capture
+from sglang_eagle3_capture.doctor.convert import convert
 from support.speculators_drafts import build_specforge_draft, build_speculators_draft, write_target
 
 

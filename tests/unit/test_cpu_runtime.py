@@ -15,7 +15,7 @@ def test_sitecustomize_is_lazy_in_fresh_interpreters(tmp_path):
     scheduler is shown by tests/engine/test_engine_harness.py: without B1 the Engine's first prefill fails."""
     code = (
         "import sys, sitecustomize, sglang_cpu_patches as p\n"
-        "from sglang_eagle3_capture.serving import after_import\n"
+        "from sglang_eagle3_capture.core import after_import\n"
         "assert sitecustomize.__file__.startswith(str(p.SHIM_DIR)), sitecustomize.__file__\n"
         "hooks = [f for f in sys.meta_path if isinstance(f, after_import._AfterImportFinder)]\n"
         "assert len(hooks) == 1 and set(p.PATCHES) <= set(hooks[0].pending), 'no hook for B1-B4'\n"

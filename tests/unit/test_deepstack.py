@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.families import family_of
-from sglang_eagle3_capture.families.schema import DEEPSTACK_AFTER, DEEPSTACK_BEFORE
-from sglang_eagle3_capture.target_config import deepstack_layer_count
+from sglang_eagle3_capture.core.families import family_of
+from sglang_eagle3_capture.core.families.schema import DEEPSTACK_AFTER, DEEPSTACK_BEFORE
+from sglang_eagle3_capture.core.target_config import deepstack_layer_count
+from sglang_eagle3_capture.doctor import release_table
 from support.cli import run
 from support.tiny_models import build_tiny_draft
 
@@ -60,7 +60,7 @@ def test_the_release_table_says_where_each_release_takes_a_deepstack_layer():
     """0.5.17/0.5.18: ``hidden_states + residual`` appended, then ``post_residual_addition`` in the next layer
     (qwen3_vl.py l.1164-1181 in 0.5.18); 0.5.19 on: ``add_`` / ``add_to_output`` after the layer (0.5.19 l.1231-1241,
     0.5.23 l.1263-1272), before the next capture."""
-    before = [r.version for r in releases.all_releases() if r.supported and "qwen3_vl" in r.deepstack_before_add]
+    before = [r.version for r in release_table.all_releases() if r.supported and "qwen3_vl" in r.deepstack_before_add]
     assert before == ["0.5.17", "0.5.18"]
 
 

@@ -1,4 +1,4 @@
-"""``compare`` (doctor/compare.py) on dumps written by the package's own dump writer (``serving.dump.CaptureDump``)
+"""``compare`` (doctor/compare.py) on dumps written by the package's own dump writer (``observe.dump.CaptureDump``)
 from fixture samples.
 
 No engine: the served tensors are built from the training tensors themselves, so the expected
@@ -13,7 +13,7 @@ import torch
 
 from sglang_eagle3_capture.doctor.compare import MIN_LATE_RUN
 from sglang_eagle3_capture.doctor.samples import load_sample
-from sglang_eagle3_capture.serving.dump import CaptureDump
+from sglang_eagle3_capture.observe.dump import CaptureDump
 from support import cli
 from support.fixture import fixture_dir
 
@@ -100,14 +100,14 @@ def _one_batch(directory, sample, **meta):
 
 
 def test_schema_policy_dump_metadata_is_kept_and_only_layer_ids_judged(samples, tmp_path):
-    """schemas/dump.py: a dump's metadata from a later version (one more key, a tab in a free-text value) is read;
+    """doctor/dump_schema.py: a dump's metadata from a later version (one more key, a tab in a free-text value) is read;
     layer_ids, which compare reports and uses to tell runs apart, is typed strictly; the batch tensors too."""
     from safetensors.torch import load_file, save_file
 
-    from sglang_eagle3_capture import schemas
+    from sglang_eagle3_capture.core.errors import SampleError
+    from sglang_eagle3_capture.doctor import dump_schema as schema
     from sglang_eagle3_capture.doctor.compare import read_dump
-    from sglang_eagle3_capture.errors import SampleError
-    from sglang_eagle3_capture.schemas import dump as schema
+    from support import schemas
 
     assert all(r in schemas.ALL and r.unknown == "keep" and r.error is SampleError for r in schema.RECORDS)
     ok = _one_batch(tmp_path / "ok", samples[0], later_key={"x": 1}, process_title="sglang::\tscheduler")

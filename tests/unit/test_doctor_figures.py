@@ -32,22 +32,21 @@ from safetensors.torch import load_file, save_file
 from fixtures import speculators_trained as st
 from fixtures.samples import make_samples
 from fixtures.specs import SPECS
-from sglang_eagle3_capture import acceptance
-from sglang_eagle3_capture.doctor.candidates import build_candidates, label_fc_inputs
-from sglang_eagle3_capture.doctor.expected import MAX_TOPK, Setting, measure, write_expected
-from sglang_eagle3_capture.doctor.samples import expand_data_paths, load_sample
-from sglang_eagle3_capture.doctor.verify import verify
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.errors import SampleError, UsageError
-from sglang_eagle3_capture.manifest import (
+from sglang_eagle3_capture.core.errors import SampleError, UsageError
+from sglang_eagle3_capture.core.manifest import (
     MANIFEST_FILENAME,
     Manifest,
     manifest_from_dict,
     read_manifest,
     write_manifest,
 )
-from sglang_eagle3_capture.schemas import manifest as schema
-from sglang_eagle3_capture.serving import metrics
+from sglang_eagle3_capture.core.schemas import manifest as schema
+from sglang_eagle3_capture.doctor.candidates import build_candidates, label_fc_inputs
+from sglang_eagle3_capture.doctor.convert import convert
+from sglang_eagle3_capture.doctor.expected import MAX_TOPK, Setting, measure, write_expected
+from sglang_eagle3_capture.doctor.samples import expand_data_paths, load_sample
+from sglang_eagle3_capture.doctor.verify import verify
+from sglang_eagle3_capture.observe import acceptance, metrics
 from support.cli import run
 
 TARGET = st.FIXTURE / "target"
@@ -287,7 +286,7 @@ EXPORT = textwrap.dedent("""
     from types import SimpleNamespace
     from prometheus_client import REGISTRY, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
-    from sglang_eagle3_capture.serving import metrics
+    from sglang_eagle3_capture.observe import metrics
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     metrics.draft_model_path = lambda a: a.speculative_draft_model_path
     metrics.threading.Thread = lambda **kw: SimpleNamespace(start=lambda: None)  # flushed by hand below
@@ -411,8 +410,8 @@ def test_the_bad_inputs_name_their_field(tmp_path):
     with pytest.raises(UsageError) as e:
         measure(_small_vocab_draft(tmp_path), [SAMPLES], settings=[Setting(2, 10, 4)])
     assert e.value.field == "--settings"
+    from sglang_eagle3_capture.core.errors import WeightsError
     from sglang_eagle3_capture.doctor.expected import _dtype
-    from sglang_eagle3_capture.errors import WeightsError
 
     with pytest.raises(WeightsError) as e:
         _dtype(_no_fc_draft(tmp_path), "checkpoint")

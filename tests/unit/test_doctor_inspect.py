@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.doctor import release_table
 from support.cli import run
 from support.draft_dirs import draft_with_manifest
 from support.tiny_models import build_tiny_draft, build_tiny_target
@@ -46,7 +47,7 @@ def test_one_row_per_release_in_the_table_then_other_engines_then_the_default(tm
     r = json.loads(out)
     assert rc == 0 and r["verdict"] == "consistent"  # 0.5.23 takes [0, 2, 5] as loop indices: layer ids [-1, 1, 4]
     assert [w["name"] for w in r["stock_sglang"]] == \
-        [f"stock SGLang {rel.version}" for rel in releases.all_releases()] + \
+        [f"stock SGLang {rel.version}" for rel in release_table.all_releases()] + \
         [reader.name for reader in releases.other_engines()] + ["stock default (no ids)"]
     vllm = {w["name"]: w for w in r["stock_sglang"]}
     # vLLM's default runner does not read the nested ids (its default: HF [2, 3, 4] of 6 layers); V1 reads them
@@ -68,7 +69,7 @@ def _llama_manifest_draft(tmp_path, ids=(-1, 1, 4), eagle_ids=None):
 def test_the_verdict_says_the_plugin_refuses_embedding_ids_where_the_release_cannot_capture_them(tmp_path, capsys,
                                                                                                 monkeypatch):
     # a release whose Llama loop crashes at loop index 0: the plugin refuses layer id -1 there at startup
-    # (serving/resolution.py), so "feeds the manifest's ids instead" would be false
+    # (core/sglang/resolution.py), so "feeds the manifest's ids instead" would be false
     crashing = next(r for r in releases.supported() if "llama" in r.embedding_crashes)
     monkeypatch.setattr("sglang_eagle3_capture.doctor.inspect.plugin_installed", lambda: True)
     d = _llama_manifest_draft(tmp_path)
@@ -84,7 +85,7 @@ def test_the_verdict_says_the_plugin_refuses_embedding_ids_where_the_release_can
 
 
 def test_the_verdict_says_the_plugin_refuses_an_unsupported_release(tmp_path, capsys, monkeypatch):
-    unsupported = next(r for r in releases.all_releases() if not r.supported)
+    unsupported = next(r for r in release_table.all_releases() if not r.supported)
     monkeypatch.setattr("sglang_eagle3_capture.doctor.inspect.plugin_installed", lambda: True)
     d = _llama_manifest_draft(tmp_path)
     rc, out, _ = run(capsys, "inspect", d, "--sglang", unsupported.version, "--json")
@@ -138,9 +139,9 @@ def test_inspect_and_the_server_decide_alike(tmp_path, capsys, monkeypatch, rele
     (resolve_target_capture, on the same files) refuses, with the same error."""
     from types import SimpleNamespace
 
+    from sglang_eagle3_capture.core.errors import Eagle3CaptureError
+    from sglang_eagle3_capture.core.sglang.resolution import resolve_target_capture
     from sglang_eagle3_capture.doctor.inspect import inspect_draft
-    from sglang_eagle3_capture.errors import Eagle3CaptureError
-    from sglang_eagle3_capture.serving.resolution import resolve_target_capture
 
     monkeypatch.setattr("sglang_eagle3_capture.doctor.inspect.plugin_installed", lambda: True)
     target = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": N_LAYERS, "hidden_size": 64}
@@ -156,7 +157,7 @@ def test_inspect_and_the_server_decide_alike(tmp_path, capsys, monkeypatch, rele
             declared = resolve_target_capture(
                 config=SimpleNamespace(eagle_use_aux_hidden_state=True), server_args=SimpleNamespace(),
                 model_config=SimpleNamespace(hf_config=target), spec_algorithm=_Eagle3(), is_draft_worker=False,
-                draft_path=str(d), draft_hf_config=lambda cfg=cfg: cfg, release=releases.get(release))
+                draft_path=str(d), draft_hf_config=lambda cfg=cfg: cfg, release=release_table.get(release))
         except Eagle3CaptureError as e:
             assert f"plugin refuses to start: {e}" in summary, (name, summary)
             refused.add(name)

@@ -19,9 +19,10 @@ from transformers import DeepseekV3ForCausalLM
 
 from fixtures.language import Language
 from fixtures.samples import make_samples
-from sglang_eagle3_capture.draft.model import Eagle3Draft
-from sglang_eagle3_capture.manifest import Manifest, read_manifest, write_manifest
-from sglang_eagle3_capture.readings import releases_label, stock_by_release, stock_sglang_capture
+from sglang_eagle3_capture.core.manifest import Manifest, read_manifest, write_manifest
+from sglang_eagle3_capture.core.stock import stock_sglang_capture
+from sglang_eagle3_capture.doctor.model import Eagle3Draft
+from sglang_eagle3_capture.doctor.readings import releases_label, stock_by_release
 from support.cli import run
 from support.fixture import fixture_dir
 

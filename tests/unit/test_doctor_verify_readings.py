@@ -13,7 +13,7 @@ import pytest
 
 from fixtures.language import Language
 from fixtures.samples import make_samples
-from sglang_eagle3_capture import releases
+from sglang_eagle3_capture.core import releases
 from support.cli import run
 from support.fixture import fixture_dir
 
@@ -68,7 +68,7 @@ def test_verify_without_a_manifest_needs_the_target(ambiguous_draft, all_layers,
 def test_verify_scores_no_stock_reading_that_would_crash(fx, ambiguous_draft, all_layers, capsys):
     # [0, 1, 2] as loop indices captures the embedding at loop index 0, which crashes some releases' DeepSeek loop
     # (embedding_crashes): such a release feeds nothing, so it is listed as not scored, like a crashing vLLM runner
-    from sglang_eagle3_capture.readings import releases_label, stock_by_release
+    from sglang_eagle3_capture.doctor.readings import releases_label, stock_by_release
 
     cfg = json.loads((ambiguous_draft / "config.json").read_text())
     n = json.loads((fx / "fixture.json").read_text())["num_hidden_layers"]

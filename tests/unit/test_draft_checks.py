@@ -1,5 +1,5 @@
-"""draft/checks.py (and draft/config.py's flag reader): a draft config checked against its manifest before SGLang
-builds anything (no SGLang here).
+"""core/draft_checks.py (and core/draft_config.py's flag reader): a draft config checked against its manifest before
+SGLang builds anything (no SGLang here).
 
 The chunk-count readers mirrored in ``sglang_chunk_counts`` are compared with SGLang's own functions in
 tests/inprocess/test_serving_draft.py (``test_chunk_counts_match_sglangs_own_readers``).
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sglang_eagle3_capture.draft.checkpoint import parameter_checkpoint_names
-from sglang_eagle3_capture.draft.checks import plan_draft, sglang_chunk_counts
-from sglang_eagle3_capture.draft.config import resolve_flags
-from sglang_eagle3_capture.errors import DraftHeadError, ManifestError, WeightsError
-from sglang_eagle3_capture.manifest import read_manifest
+from sglang_eagle3_capture.core.checkpoint import parameter_checkpoint_names
+from sglang_eagle3_capture.core.draft_checks import plan_draft, sglang_chunk_counts
+from sglang_eagle3_capture.core.draft_config import resolve_flags
+from sglang_eagle3_capture.core.errors import DraftHeadError, ManifestError, WeightsError
+from sglang_eagle3_capture.core.manifest import read_manifest
 from support.draft_dirs import make_draft, rewrite_config, target_manifest
 
 
@@ -156,11 +156,12 @@ def test_a_draft_path_with_control_characters_is_escaped_in_errors(tmp_path, tin
 
 
 def test_one_dimension_bound_and_one_flag_list_for_config_and_checkpoint():
-    from sglang_eagle3_capture.draft import checkpoint, config
-    from sglang_eagle3_capture.draft.config import DraftConfig
-    from sglang_eagle3_capture.errors import ConvertError, DraftFormatError
-    from sglang_eagle3_capture.formats.base import MATH_FLAGS, MAX_DIM
-    from sglang_eagle3_capture.schemas.draft import DIM
+    from sglang_eagle3_capture.core import checkpoint
+    from sglang_eagle3_capture.core import draft_config as config
+    from sglang_eagle3_capture.core.draft_config import DraftConfig
+    from sglang_eagle3_capture.core.errors import ConvertError, DraftFormatError
+    from sglang_eagle3_capture.core.schemas.draft import DIM
+    from sglang_eagle3_capture.doctor.formats.base import MATH_FLAGS, MAX_DIM
 
     assert config.FLAG_FIELDS is MATH_FLAGS and config.MAX_DIM == MAX_DIM == DIM.hi
     assert not hasattr(checkpoint, "MAX_DIM")
@@ -179,7 +180,7 @@ def test_one_dimension_bound_and_one_flag_list_for_config_and_checkpoint():
 
 @pytest.fixture
 def fresh_default_release():
-    from sglang_eagle3_capture.draft import config
+    from sglang_eagle3_capture.core import draft_config as config
 
     config.default_release.cache_clear()
     yield config
@@ -187,7 +188,7 @@ def fresh_default_release():
 
 
 def test_the_draft_rules_default_to_the_installed_release_not_the_newest(fresh_default_release, monkeypatch):
-    from sglang_eagle3_capture import releases
+    from sglang_eagle3_capture.core import releases
 
     oldest = releases.supported()[0]
     monkeypatch.setattr(releases, "installed_sglang_version", lambda: oldest.version)
@@ -195,7 +196,7 @@ def test_the_draft_rules_default_to_the_installed_release_not_the_newest(fresh_d
 
 
 def test_without_a_supported_sglang_the_draft_rules_are_the_newest(fresh_default_release, monkeypatch):
-    from sglang_eagle3_capture import releases
+    from sglang_eagle3_capture.core import releases
 
     monkeypatch.setattr(releases, "installed_sglang_version", lambda: None)
     assert fresh_default_release.default_release() is releases.newest()
@@ -204,9 +205,9 @@ def test_without_a_supported_sglang_the_draft_rules_are_the_newest(fresh_default
 def test_flags_and_weight_names_follow_the_default_release(monkeypatch):
     from dataclasses import replace
 
-    from sglang_eagle3_capture import releases
-    from sglang_eagle3_capture.draft import checkpoint, config
-    from sglang_eagle3_capture.releases.schema import DraftFlag
+    from sglang_eagle3_capture.core import checkpoint, releases
+    from sglang_eagle3_capture.core import draft_config as config
+    from sglang_eagle3_capture.core.releases.schema import DraftFlag
 
     rel = releases.newest()
     other = replace(rel, draft_flags={**rel.draft_flags, "fc_norm": DraftFlag(("eagle_config.fc_norm",))},

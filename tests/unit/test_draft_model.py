@@ -1,4 +1,4 @@
-"""The standalone draft head (sglang_eagle3_capture/draft/model.py) without SGLang: save/load, padding, the
+"""The standalone draft head (sglang_eagle3_capture/doctor/model.py) without SGLang: save/load, padding, the
 target embedding, the EAGLE shift and its loader's errors.
 
 It is compared with SGLang's own ``LlamaForCausalLMEagle3`` in tests/engine/test_draft_model_sglang.py.
@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift, rope_frequencies
-from sglang_eagle3_capture.errors import DraftFormatError
+from sglang_eagle3_capture.core.errors import DraftFormatError
+from sglang_eagle3_capture.doctor.model import Eagle3Draft, eagle3_shift, rope_frequencies
 from support.draft_dirs import VARIANTS, mine_per_token, ragged_inputs, random_draft
 from support.tolerances import TOLERANCES
 

@@ -1,4 +1,4 @@
-"""serving/dump.py without SGLang: off by default, bounded, and what it writes is what it is handed.
+"""observe/dump.py without SGLang: off by default, bounded, and what it writes is what it is handed.
 
 That it writes exactly what the target feeds the draft is checked on SGLang's own model in
 tests/inprocess/test_dump_target.py.
@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from sglang_eagle3_capture import __version__
-from sglang_eagle3_capture.serving.dump import ENV_DIR, ENV_MAX_BATCHES, ENV_MAX_BYTES, CaptureDump, dump_from_env
+from sglang_eagle3_capture.observe.dump import ENV_DIR, ENV_MAX_BATCHES, ENV_MAX_BYTES, CaptureDump, dump_from_env
 
 
 def _batches(directory):

@@ -12,20 +12,22 @@ from types import SimpleNamespace
 import pytest
 
 from fixtures.specs import SPECS
-from sglang_eagle3_capture import policy, releases
-from sglang_eagle3_capture.config_keys import FAIL_CLOSED_IDS, IDS_KEY, is_fail_closed
+from sglang_eagle3_capture.core import policy, releases
+from sglang_eagle3_capture.core.config_keys import FAIL_CLOSED_IDS, IDS_KEY, is_fail_closed
+from sglang_eagle3_capture.core.draft_checks import plan_draft, sglang_chunk_counts
+from sglang_eagle3_capture.core.draft_config import DraftConfig
+from sglang_eagle3_capture.core.errors import DraftFormatError, DraftHeadError, FormatError, WiringError
+from sglang_eagle3_capture.core.families import all_families
+from sglang_eagle3_capture.core.manifest import Manifest, read_manifest
+from sglang_eagle3_capture.core.releases.schema import SHIFT_IF_FIRST_IS_1
+from sglang_eagle3_capture.core.sglang.draft import _manifest_ids_for_counting
+from sglang_eagle3_capture.core.sglang.guard import declares_layer_ids
+from sglang_eagle3_capture.core.stock import stock_rule, stock_sglang_capture
+from sglang_eagle3_capture.doctor import release_table
+from sglang_eagle3_capture.doctor.formats import check_draft_config, read_draft_config
 from sglang_eagle3_capture.doctor.inspect import inspect_draft
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.draft.checks import plan_draft, sglang_chunk_counts
-from sglang_eagle3_capture.draft.config import DraftConfig
-from sglang_eagle3_capture.errors import DraftFormatError, DraftHeadError, FormatError, WiringError
-from sglang_eagle3_capture.families import all_families
-from sglang_eagle3_capture.formats import check_draft_config, read_draft_config
-from sglang_eagle3_capture.manifest import Manifest, read_manifest
-from sglang_eagle3_capture.readings import fail_closed_eagle_config_ids, stock_rule, stock_sglang_capture
-from sglang_eagle3_capture.releases.schema import SHIFT_IF_FIRST_IS_1
-from sglang_eagle3_capture.serving.draft import _manifest_ids_for_counting
-from sglang_eagle3_capture.serving.guard import declares_layer_ids
+from sglang_eagle3_capture.doctor.readings import fail_closed_eagle_config_ids
 
 N = 61
 FIELD = f"eagle_config.{IDS_KEY}"
@@ -41,7 +43,7 @@ EC = {"eagle_config": {IDS_KEY: dict(FAIL_CLOSED_IDS), "use_aux_hidden_state": T
 def test_expressible_manifests_get_ids_every_supported_release_feeds_exactly(ids, family, written):
     got = fail_closed_eagle_config_ids(ids, N, family=family)
     assert got.exact and got.value == written and not got.why
-    for release in releases.all_releases():
+    for release in release_table.all_releases():
         if release.supported:
             c = stock_sglang_capture({"eagle_config": {IDS_KEY: got.value}}, N, family=family, release=release)
             assert c.fed_layer_ids == tuple(ids) and c.problem is None, c.describe()
@@ -61,7 +63,7 @@ def test_inexpressible_manifests_get_the_fail_closed_object(ids, family):
 
 @pytest.mark.parametrize("family", [f.name for f in all_families()])
 def test_every_release_refuses_the_fail_closed_object_at_startup(family):
-    for release in releases.all_releases():
+    for release in release_table.all_releases():
         c = stock_sglang_capture(EC, N, family=family, release=release)
         assert c.refuses_at_startup and c.problem and c.fed_layer_ids == (), (release.version, c)
         error = "KeyError: 0" if stock_rule(family, release) == SHIFT_IF_FIRST_IS_1 else "TypeError"

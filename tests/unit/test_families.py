@@ -1,4 +1,4 @@
-"""The family table (sglang_eagle3_capture/families/) without SGLang: its invariants, the per-family stock readings
+"""The family table (sglang_eagle3_capture/core/families/) without SGLang: its invariants, the per-family stock readings
 per release, the startup refusals, the compatibility unit of a manifest, and the patch engine's two rules for
 class hierarchies (no double wrapping through the MRO; a forward reached through ``super().forward()`` feeds once).
 
@@ -17,16 +17,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture import families, releases
-from sglang_eagle3_capture.errors import ManifestError, WiringError
-from sglang_eagle3_capture.families import LIST, PACKED, Family
-from sglang_eagle3_capture.manifest import Manifest, check_target, write_manifest
-from sglang_eagle3_capture.readings import stock_rule, stock_sglang_capture
-from sglang_eagle3_capture.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1
-from sglang_eagle3_capture.serving import seams, selfcheck, target
-from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds, resolve_target_capture
-from sglang_eagle3_capture.target_config import target_dims
+from sglang_eagle3_capture.core import families, releases, seams
+from sglang_eagle3_capture.core.capture import CaptureError, FcFeed, plan_capture
+from sglang_eagle3_capture.core.errors import ManifestError, WiringError
+from sglang_eagle3_capture.core.families import LIST, PACKED, Family
+from sglang_eagle3_capture.core.manifest import Manifest, check_target, write_manifest
+from sglang_eagle3_capture.core.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1
+from sglang_eagle3_capture.core.sglang import selfcheck, target
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds, resolve_target_capture
+from sglang_eagle3_capture.core.stock import stock_rule, stock_sglang_capture
+from sglang_eagle3_capture.core.target_config import target_dims
+from sglang_eagle3_capture.doctor import release_table
 from support.cli import run
 from support.tiny_models import build_tiny_draft
 
@@ -63,14 +64,14 @@ def test_table_invariants():
         assert {s.role for s in f.seams()} == {"target.set_eagle3", "target.forward", "target.feed_slot"}, f.name
         assert f.container in (PACKED, LIST) and set(f.text_config) <= set(f.architectures), f.name
     names = {f.name for f in fams}
-    for r in releases.all_releases():  # the release table names only families that exist
+    for r in release_table.all_releases():  # the release table names only families that exist
         named = (set(r.stock_rules) | set(r.embedding_crashes) | set(r.final_norm_captures)
                  | set(r.deepstack_before_add) | set(r.branch_captures))
         assert named | set(r.absent_families) <= names, r.version
         assert not named & set(r.absent_families), r.version  # no fact about a family the release lacks
     assert [f.name for f in fams if f.container == PACKED] == ["deepseek_v2"]
     assert [f.name for f in fams if f.layer_flag] == ["qwen_moe", "minimax_m3", "qwen3_5", "qwen3_next"]
-    for r in releases.all_releases():  # an absent hook is a causal LM of a family the release has
+    for r in release_table.all_releases():  # an absent hook is a causal LM of a family the release has
         hooks = {cls for f in fams if f.name not in r.absent_families for _, cls in f.causal_lms}
         assert set(r.absent_hooks) <= hooks, r.version
 
@@ -87,7 +88,7 @@ def test_table_invariants():
 ])
 def test_stock_rule_per_release(family, rules):
     """SGLang's readings per release (docs/families.md; the release files cite the lines)."""
-    assert {v: stock_rule(family, v) for v in rules} == rules
+    assert {v: stock_rule(family, release_table.get(v)) for v in rules} == rules
 
 
 @pytest.mark.parametrize("family, first_ok", [("llama", "0.5.22"), ("glm4_moe", "0.5.21"),
@@ -99,15 +100,15 @@ def test_stock_rule_per_release(family, rules):
                                               ("bailing_moe", "0.5.11")])
 def test_embedding_reachable_from(family, first_ok):
     """Loop index 0 crashes (``hidden_states + residual`` with no residual) in every release before ``first_ok``."""
-    versions = [r.version for r in releases.all_releases()]
-    crashes = [v for v in versions if family in releases.get(v).embedding_crashes]
+    versions = [r.version for r in release_table.all_releases()]
+    crashes = [v for v in versions if family in release_table.get(v).embedding_crashes]
     assert crashes == versions[:versions.index(first_ok)]
 
 
 # --- stock readings per family ----------------------------------------------------------------------------------
 
 def test_llama_eagle_config_ids_are_layer_ids_in_every_release_without_minus_one():
-    for r in releases.all_releases():
+    for r in release_table.all_releases():
         c = stock_sglang_capture(eagle([0, 15, 28]), 32, family="llama", release=r)
         assert (c.loop_indices, c.fed_layer_ids, c.problem) == ((1, 16, 29), (0, 15, 28), None), r.version
 
@@ -138,9 +139,9 @@ def test_gpt_oss_list_whose_max_is_n_is_read_as_loop_indices_from_0_5_17():
     assert c.loop_indices == (0, 12, 24) and c.fed_layer_ids == (-1, 11, 23) and c.problem is None  # 23 at final norm
     c = stock_sglang_capture(eagle([0, 12, 23]), 24, family="gpt_oss", release="0.5.23")
     assert c.loop_indices == (1, 13, 24) and c.fed_layer_ids == (0, 12, 23) and c.problem is None
-    old = stock_sglang_capture(eagle([0, 12, 24]), 24, family="gpt_oss", release="0.5.15.post1")
+    old = stock_sglang_capture(eagle([0, 12, 24]), 24, family="gpt_oss", release=release_table.get("0.5.15.post1"))
     assert old.loop_indices == (1, 13, 25) and old.fed_layer_ids == (0, 12) and "never reached" in old.problem
-    old = stock_sglang_capture(eagle([0, 12, 23]), 24, family="gpt_oss", release="0.5.15.post1")
+    old = stock_sglang_capture(eagle([0, 12, 23]), 24, family="gpt_oss", release=release_table.get("0.5.15.post1"))
     assert old.fed_layer_ids == (0, 12) and "fc fails" in old.problem  # no final-norm capture before 0.5.17
 
 
@@ -260,14 +261,14 @@ def _resolve(tmp_path, arch, ids, release):
         config=SimpleNamespace(eagle_use_aux_hidden_state=True), server_args=SimpleNamespace(pp_size=1),
         model_config=SimpleNamespace(hf_config=cfg), spec_algorithm=_Eagle3(), is_draft_worker=False,
         draft_path=str(draft), draft_hf_config=lambda: json.loads((draft / "config.json").read_text()),
-        release=releases.get(release))
+        release=release_table.get(release))
 
 
 @pytest.mark.parametrize("release", [r.version for r in releases.supported()])
 @pytest.mark.parametrize("family", [f for f in families.all_families()], ids=lambda f: f.name)
 def test_minus_one_is_refused_exactly_where_the_family_loop_crashes(tmp_path, family, release):
     arch = family.architectures[0]
-    if family.name in releases.get(release).embedding_crashes:
+    if family.name in release_table.get(release).embedding_crashes:
         with pytest.raises(WiringError) as e:
             _resolve(tmp_path, arch, [-1, 1, 4], release)
         msg = str(e.value)
@@ -309,7 +310,7 @@ def test_a_hook_the_release_lacks_is_left_out_of_the_patch_and_a_draft_on_it_ref
     declares layer ids on it is refused naming the class, the release and the fix; 0.5.18 has the hook."""
     vl = "MiniMaxM3SparseForConditionalGeneration"
     family = families.family_of(vl)
-    old, new = releases.get("0.5.17"), releases.get("0.5.18")
+    old, new = release_table.get("0.5.17"), release_table.get("0.5.18")
     hooked = {release.version: {s.owner for s in target.family_patch(family, release).seams
                                 if s.role == "target.set_eagle3"} for release in (old, new)}
     assert hooked == {"0.5.17": {"MiniMaxM3SparseForCausalLM"}, "0.5.18": {"MiniMaxM3SparseForCausalLM", vl}}

@@ -17,15 +17,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture import families, releases
-from sglang_eagle3_capture.families import LIST, PACKED, Family
-from sglang_eagle3_capture.families.schema import STREAM_FROM_INPUT_NORM
-from sglang_eagle3_capture.manifest import Manifest, write_manifest
-from sglang_eagle3_capture.readings import fail_closed_eagle_config_ids, stock_sglang_capture
-from sglang_eagle3_capture.releases.schema import ALWAYS_SHIFT
-from sglang_eagle3_capture.serving import seams, selfcheck, target
-from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
-from sglang_eagle3_capture.serving.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.core import families, releases, seams
+from sglang_eagle3_capture.core.capture import CaptureError, FcFeed, plan_capture
+from sglang_eagle3_capture.core.families import LIST, PACKED, Family
+from sglang_eagle3_capture.core.families.schema import STREAM_FROM_INPUT_NORM
+from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.core.releases.schema import ALWAYS_SHIFT
+from sglang_eagle3_capture.core.sglang import selfcheck, target
+from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
+from sglang_eagle3_capture.core.stock import stock_sglang_capture
+from sglang_eagle3_capture.doctor import release_table
+from sglang_eagle3_capture.doctor.readings import fail_closed_eagle_config_ids
 from support.cli import run
 from support.tiny_models import build_tiny_draft
 
@@ -149,7 +151,7 @@ def test_stock_gemma3_feeds_branch_outputs_for_every_id_from_0_on_every_supporte
 
 
 def test_stock_gemma3_before_0_5_17_summed_the_stream():
-    c = stock_sglang_capture(eagle([-1, 1, 4]), N, family="gemma3", release="0.5.15.post1")
+    c = stock_sglang_capture(eagle([-1, 1, 4]), N, family="gemma3", release=release_table.get("0.5.15.post1"))
     assert c.fed_layer_ids == (-1, 1, 4) and c.mis_fed is None
 
 

@@ -12,17 +12,17 @@ import pytest
 import torch
 
 from fixtures.specs import SPECS
-from sglang_eagle3_capture import policy, releases
-from sglang_eagle3_capture.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
+from sglang_eagle3_capture.core import policy, releases
+from sglang_eagle3_capture.core.capture import CaptureError, FcFeed, plan_capture
+from sglang_eagle3_capture.core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
+from sglang_eagle3_capture.core.errors import LayerIdError, ManifestError, UsageError, WiringError
+from sglang_eagle3_capture.core.families import all_families
+from sglang_eagle3_capture.core.layer_ids import FINAL_NORM, check_layer_ids, split_capture
+from sglang_eagle3_capture.core.manifest import Manifest, manifest_from_dict, read_manifest
+from sglang_eagle3_capture.core.schemas.manifest import VERSIONS
 from sglang_eagle3_capture.doctor.cli import parse_layer_ids
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.errors import LayerIdError, ManifestError, UsageError, WiringError
-from sglang_eagle3_capture.families import all_families
-from sglang_eagle3_capture.layer_ids import FINAL_NORM, check_layer_ids, split_capture
-from sglang_eagle3_capture.manifest import Manifest, manifest_from_dict, read_manifest
-from sglang_eagle3_capture.readings import fail_closed_eagle_config_ids, stock_safe_eagle_config_ids
-from sglang_eagle3_capture.schemas.manifest import VERSIONS
-from sglang_eagle3_capture.serving.capture import CaptureError, FcFeed, plan_capture
+from sglang_eagle3_capture.doctor.readings import fail_closed_eagle_config_ids, stock_safe_eagle_config_ids
 from support.cli import run
 
 WHERE = "draft/eagle3_manifest.json: field 'layer_ids'"
@@ -304,7 +304,7 @@ def test_compare_tells_a_served_post_norm_chunk_from_a_pre_norm_training_one(tmp
     [embed, layer 0, Y] from a dump whose layer ids say final_norm: matches only when X and Y are the same state."""
     from transformers import AutoModelForCausalLM
 
-    from sglang_eagle3_capture.serving.dump import CaptureDump
+    from sglang_eagle3_capture.observe.dump import CaptureDump
     from support.cli import run
     from support.fixture import fixture_dir
 
@@ -346,8 +346,8 @@ def test_compare_tells_a_served_post_norm_chunk_from_a_pre_norm_training_one(tmp
 def test_an_sglang_format_list_naming_the_last_layer_has_a_pre_and_a_post_norm_reading():
     """A layer-output trainer's last id N-1: SpecForge's HF backend read HF hidden_states[N] (post-norm, final_norm),
     a hook on the layer (Model Optimizer) its pre-norm output (N-1). Nothing in the config says which."""
-    from sglang_eagle3_capture.errors import AmbiguousLayerIds
-    from sglang_eagle3_capture.formats import read_draft_config
+    from sglang_eagle3_capture.core.errors import AmbiguousLayerIds
+    from sglang_eagle3_capture.doctor.formats import read_draft_config
 
     target = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": N, "hidden_size": 96}
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {IDS_KEY: [1, 3, N - 1]}}

@@ -21,8 +21,8 @@ from fixtures.language import COPY, MID, REVERSE, SEP, ZIP, Language, complete, 
 from fixtures.samples import forward_states, load_target, sample_prompts
 from fixtures.specs import SPECS
 from fixtures.target import FAMILIES
-from sglang_eagle3_capture.layer_ids import hidden_state_index
-from sglang_eagle3_capture.manifest import check_fc_width, check_target, read_manifest
+from sglang_eagle3_capture.core.layer_ids import hidden_state_index
+from sglang_eagle3_capture.core.manifest import check_fc_width, check_target, read_manifest
 from support import REPO
 from support.fixture import FIXTURE_NAMES, load_fixture_draft, remeasure
 from support.tolerances import TOLERANCES

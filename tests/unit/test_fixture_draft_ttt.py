@@ -21,8 +21,8 @@ from fixtures.draft_train import _extended, aux_of, chain_accuracy, unrolled_log
 from fixtures.language import Language
 from fixtures.samples import load_target, make_batch
 from fixtures.specs import DRAFTS, SPECS
-from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift
-from sglang_eagle3_capture.manifest import read_manifest
+from sglang_eagle3_capture.core.manifest import read_manifest
+from sglang_eagle3_capture.doctor.model import Eagle3Draft, eagle3_shift
 from support import REPO
 
 MAX_COMMITTED_BYTES = 1024 * 1024

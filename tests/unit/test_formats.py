@@ -1,8 +1,8 @@
-"""Foreign-format readers (formats/: the registry and one class per format).
+"""Foreign-format readers (doctor/formats/: the registry and one class per format).
 
 Configs are shaped like the real files (docs/formats-and-convert.md); the speculators
 ones are also produced by the speculators package's own config class. What stock SGLang would feed
-(readings.py) is tested in tests/unit/test_readings.py.
+(core/stock.py) is tested in tests/unit/test_readings.py.
 """
 
 import pytest
@@ -11,9 +11,9 @@ from speculators.models.eagle3 import Eagle3SpeculatorConfig
 from speculators.proposals.greedy import GreedyTokenProposalConfig
 from transformers import LlamaConfig
 
-from sglang_eagle3_capture.config_keys import CONVERTED_MARKER_KEY
-from sglang_eagle3_capture.errors import AmbiguousLayerIds, FormatError, UsageError
-from sglang_eagle3_capture.formats import (
+from sglang_eagle3_capture.core.config_keys import CONVERTED_MARKER_KEY
+from sglang_eagle3_capture.core.errors import AmbiguousLayerIds, FormatError, UsageError
+from sglang_eagle3_capture.doctor.formats import (
     EagleDefaultFormat,
     SGLangEagleConfigFormat,
     SpeculatorsFormat,
@@ -238,7 +238,7 @@ def test_draft_config_keeps_unknown_keys_and_refuses_a_bool_where_an_int_belongs
 
 
 def test_every_id_list_a_stock_engine_reads_is_declared_a_list_of_integers():
-    from sglang_eagle3_capture import releases
+    from sglang_eagle3_capture.core import releases
 
     for reader in releases.other_engines():
         for dotted in reader.keys:

@@ -3,8 +3,8 @@
 What stays is what only the command line shows end to end: special files, permissions, a full disk, concurrency,
 the JSON text itself (nesting, huge integers, duplicate keys, NaN, bytes that are not UTF-8), sizes and time bounds,
 checks that tie one file to another, printing. The cases that re-tested one declared field of one record (a wrong
-type, a bound, a missing or unknown key) went: test_fuzz_records.py proves those properties for
-every record in ``sglang_eagle3_capture.schemas.ALL`` at once.
+type, a bound, a missing or unknown key) went: test_fuzz_records.py proves those properties for every record in
+``support.schemas.ALL`` at once.
 
 Each case builds one bad input from a valid one (tests/support/hostile_inputs.py) and runs one command through
 ``sglang_eagle3_capture.doctor.cli.main`` in this process. A bad input must end in exit 2 with one line on stderr

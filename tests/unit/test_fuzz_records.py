@@ -1,5 +1,5 @@
-"""Property tests over every declared user record at once (``sglang_eagle3_capture.schemas.ALL``, read by the one
-engine ``sglang_eagle3_capture.records``): a schema added to ALL is covered without a line here.
+"""Property tests over every declared user record at once (``support.schemas.ALL``, read by the one
+engine ``sglang_eagle3_capture.core.records``): a schema added to ALL is covered without a line here.
 
 For each record: generated valid documents are accepted; one strict field given a value of a type it never takes,
 or just outside its bounds, is refused with ``.field`` that field's path and ``.file`` the file given; a required
@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sglang_eagle3_capture import records
-from sglang_eagle3_capture.records import (
+from sglang_eagle3_capture.core import records
+from sglang_eagle3_capture.core.records import (
     Anything,
     Bool,
     Const,
@@ -37,8 +37,8 @@ from sglang_eagle3_capture.records import (
     Record,
     Str,
 )
-from sglang_eagle3_capture.schemas import ALL
 from support.hostile_inputs import fuzz_settings, json_values
+from support.schemas import ALL
 
 pytestmark = pytest.mark.fuzz
 
@@ -58,7 +58,7 @@ def _tensor(kind) -> st.SearchStrategy:
 
 
 # Kinds a schema module defines itself (not derived from the engine's): "module.Class" -> valid-value strategy.
-OWN_KINDS = {"sglang_eagle3_capture.schemas.samples.Tensor": _tensor}
+OWN_KINDS = {"sglang_eagle3_capture.doctor.sample_schema.Tensor": _tensor}
 
 
 def _name(kind: Kind) -> str:

@@ -3,7 +3,7 @@ it writes. (The promises about hostile files are proven by the other test_fuzz_*
 
 - every ``torch.load`` passes ``weights_only=True``; nothing imports pickle, marshal, dill or runpy, calls ``eval``,
   ``exec``, ``compile``, ``os.system`` or ``subprocess``, or passes ``trust_remote_code``;
-- every write to a user's file goes through userfiles.py (atomic, umask modes), except the two that are listed:
+- every write to a user's file goes through core/userfiles.py (atomic, umask modes), except the two that are listed:
   ``convert``'s ``safetensors.save_file`` into its own temporary directory (then userfiles.finish_file), and the
   crash report (``tempfile.mkstemp``, mode 0600, in the temporary directory) of the command line;
 - a malicious pickle among the samples is refused and does not run.
@@ -64,7 +64,7 @@ def test_every_write_goes_through_userfiles(path):
     tree = ast.parse(path.read_text(), str(path))
     for node, name, owner in _calls(tree):
         if name in WRITE_METHODS:
-            assert (path.name, name) in ALLOWED_WRITES, f"{path.name}:{node.lineno}: {name}() outside userfiles.py"
+            assert (path.name, name) in ALLOWED_WRITES, f"{path.name}:{node.lineno}: {name}() outside core/userfiles.py"
         if name == "open" and owner == "os" and len(node.args) > 1:  # flags: only reading (or /dev/null)
             flags = {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
             devnull = isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "devnull"

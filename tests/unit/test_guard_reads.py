@@ -1,5 +1,5 @@
-"""serving/guard.py reads a draft's files as every user file is read: bounded, never blocking on a special file, and an
-unreadable config.json refuses the start (the guard cannot tell that it declares nothing) instead of letting stock
+"""core/sglang/guard.py reads a draft's files as every user file is read: bounded, never blocking on a special file, and
+an unreadable config.json refuses the start (the guard cannot tell that it declares nothing) instead of letting stock
 wiring run."""
 
 import json
@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_eagle3_capture.config_keys import CONVENTION_KEY
-from sglang_eagle3_capture.errors import InputError, UnsupportedSGLangVersion
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME
-from sglang_eagle3_capture.serving import guard
-from sglang_eagle3_capture.userfiles import MAX_JSON_BYTES
+from sglang_eagle3_capture.core.config_keys import CONVENTION_KEY
+from sglang_eagle3_capture.core.errors import InputError, UnsupportedSGLangVersion
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME
+from sglang_eagle3_capture.core.sglang import guard
+from sglang_eagle3_capture.core.userfiles import MAX_JSON_BYTES
 
 
 def _bounded(call, seconds=10):

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import pytest
 
+from sglang_eagle3_capture.core.errors import ManifestError, UsageError
+from sglang_eagle3_capture.core.manifest import read_manifest
+from sglang_eagle3_capture.core.userfiles import TEMP_DIR_PREFIX
 from sglang_eagle3_capture.doctor import cli
+from sglang_eagle3_capture.doctor.convert import convert
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.errors import ManifestError, UsageError
-from sglang_eagle3_capture.manifest import read_manifest
-from sglang_eagle3_capture.userfiles import TEMP_DIR_PREFIX
 from support import REPO
 from support.hostile_inputs import FIXTURE, VFLAGS, run_cli
 from support.speculators_drafts import build_specforge_draft, write_target
@@ -257,7 +257,7 @@ _SLOW_CONVERT = r"""
 import sys, time
 from pathlib import Path
 from sglang_eagle3_capture.doctor import cli
-from sglang_eagle3_capture.draft import convert
+from sglang_eagle3_capture.doctor import convert
 real = convert.finish_file
 def slow(path, **kw):
     real(path, **kw)
@@ -301,7 +301,7 @@ def test_a_mount_point_dst_gets_a_fix_that_applies(base, tmp_path, monkeypatch):
 
 
 def test_rename_ebusy_gets_a_fix_that_applies_and_leaves_nothing(base, tmp_path, monkeypatch):
-    from sglang_eagle3_capture import userfiles
+    from sglang_eagle3_capture.core import userfiles
 
     def busy(a, b):
         raise OSError(errno.EBUSY, "Device or resource busy")

@@ -1,8 +1,8 @@
 """Issue 21 part 4, round 2, over every reader each class applies to (table-driven):
 
 1. ``convert`` refuses, for every source format, a setting SGLang's ``LlamaForCausalLMEagle3`` would run with other
-   math than the draft was trained with (one declaration: ``schemas.draft.HONOURED``), and ``verify``'s reader takes
-   what ``convert`` writes;
+   math than the draft was trained with (one declaration: ``core.schemas.draft.HONOURED``), and ``verify``'s reader
+   takes what ``convert`` writes;
 2. tensors outside dense CPU float/int in every sample layout and the capture dump: fp8 is read (upcast to float32),
    the rest refused with exit 2 naming the file and the key;
 3. every compressed container a sample reader opens is bounded (gzip, and the zip records of a torch ``.ckpt``);
@@ -19,11 +19,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from sglang_eagle3_capture.draft.checkpoint import tensor_index
-from sglang_eagle3_capture.draft.config import DraftConfig
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.draft.model import check_checkpoint
-from sglang_eagle3_capture.errors import ConvertError, DraftFormatError
+from sglang_eagle3_capture.core.checkpoint import tensor_index
+from sglang_eagle3_capture.core.draft_config import DraftConfig
+from sglang_eagle3_capture.core.errors import ConvertError, DraftFormatError
+from sglang_eagle3_capture.doctor.convert import convert
+from sglang_eagle3_capture.doctor.model import check_checkpoint
 from support.cli import run
 from support.speculators_drafts import (
     HIDDEN,
@@ -247,7 +247,7 @@ CASES = [(layout, kind) for layout in LAYOUTS for kind in REFUSED
 
 @pytest.mark.parametrize("layout,kind", CASES, ids=[f"{a}-{b}" for a, b in CASES])
 def test_a_hidden_state_outside_dense_float_is_refused_naming_file_and_key(tmp_path, layout, kind):
-    from sglang_eagle3_capture.errors import SampleError
+    from sglang_eagle3_capture.core.errors import SampleError
 
     d = _sample(layout)
     key = LAYOUTS[layout][1]
@@ -265,7 +265,7 @@ IDS_REFUSED = [(layout, kind) for layout in LAYOUTS for kind in ("sparse", "meta
 
 @pytest.mark.parametrize("layout,kind", IDS_REFUSED, ids=[f"{a}-{b}" for a, b in IDS_REFUSED])
 def test_ids_outside_dense_integers_are_refused_naming_file_and_key(tmp_path, layout, kind):
-    from sglang_eagle3_capture.errors import SampleError
+    from sglang_eagle3_capture.core.errors import SampleError
 
     d = _sample(layout)
     key = LAYOUTS[layout][2]
@@ -297,7 +297,7 @@ def test_fp8_hidden_states_are_read_as_float32(tmp_path, layout, kind):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kind", ["uint16", "uint32", "uint64"])
 def test_unsigned_ids_are_read_as_int64_and_past_int64_refused(tmp_path, layout, kind):
-    from sglang_eagle3_capture.errors import SampleError
+    from sglang_eagle3_capture.core.errors import SampleError
 
     d = _sample(layout)
     key = LAYOUTS[layout][2]
@@ -352,8 +352,8 @@ def test_a_deflated_torch_zip_record_is_bounded_in_every_container(tmp_path, mon
     64 MiB to 1 MiB so the test stays small) is refused before torch.load reads it; within the bound it loads."""
     import gzip
 
+    from sglang_eagle3_capture.core.errors import SampleError
     from sglang_eagle3_capture.doctor import samples
-    from sglang_eagle3_capture.errors import SampleError
 
     monkeypatch.setattr(samples, "MIN_BUDGET", 1 << 20)
     d = _sample(layout)
@@ -373,8 +373,8 @@ def test_a_deflated_torch_zip_record_is_bounded_in_every_container(tmp_path, mon
 
 @pytest.mark.parametrize("key", ["hidden_state", "aux_hidden_state", "input_ids", "loss_mask"])
 def test_a_batch_2_specforge_ckpt_is_refused_not_read_as_its_first_row(tmp_path, key):
+    from sglang_eagle3_capture.core.errors import SampleError
     from sglang_eagle3_capture.doctor.samples import load_sample
-    from sglang_eagle3_capture.errors import SampleError
 
     d = _sample("ckpt")
     d[key] = torch.cat([d[key], d[key]])  # SpecForge writes one sample per file: a second row is another sample

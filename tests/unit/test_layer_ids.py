@@ -2,7 +2,7 @@
 
 import pytest
 
-from sglang_eagle3_capture.layer_ids import (
+from sglang_eagle3_capture.core.layer_ids import (
     EMBEDDING_LAYER_ID,
     LayerIdError,
     check_layer_ids,

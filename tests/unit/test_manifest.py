@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from sglang_eagle3_capture.errors import ManifestError
-from sglang_eagle3_capture.manifest import (
+from sglang_eagle3_capture.core.errors import ManifestError
+from sglang_eagle3_capture.core.manifest import (
     MANIFEST_FILENAME,
     MANIFEST_FORMAT,
     MANIFEST_VERSION,
@@ -17,8 +17,8 @@ from sglang_eagle3_capture.manifest import (
     read_manifest,
     write_manifest,
 )
-from sglang_eagle3_capture.schemas.manifest import VERSIONS
-from sglang_eagle3_capture.target_config import target_dims
+from sglang_eagle3_capture.core.schemas.manifest import VERSIONS
+from sglang_eagle3_capture.core.target_config import target_dims
 from support.cli import run
 
 KIMI_K25 = {  # shaped like moonshotai/Kimi-K2.5 config.json (decoder dims in text_config)

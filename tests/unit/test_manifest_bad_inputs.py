@@ -14,9 +14,10 @@ from typing import Callable
 import pytest
 from safetensors.torch import load_file, save_file
 
-from sglang_eagle3_capture.draft.convert import convert
-from sglang_eagle3_capture.errors import ConvertError, FormatError, ManifestError, WeightsError
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, check_target, read_manifest
+from sglang_eagle3_capture.core.errors import ConvertError, FormatError, ManifestError, WeightsError
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, check_target, read_manifest
+from sglang_eagle3_capture.core.schemas.manifest import VERSIONS
+from sglang_eagle3_capture.doctor.convert import convert
 from support.speculators_drafts import write_target
 
 OUR_ERRORS = (ManifestError, ConvertError, FormatError, WeightsError)
@@ -86,7 +87,8 @@ def _missing_shard(d):
 CASES = [
     # --- manifest (provenance is metadata, never refused: tests/unit/test_manifest.py) ---
     Case("unknown key", "manifest", _m(lambda d: d.update(layer_id=[1])), MANIFEST_FILENAME, "layer_id"),
-    Case("unknown version", "manifest", _m(lambda d: d.update(version=3)), MANIFEST_FILENAME, "version"),
+    Case("unknown version", "manifest", _m(lambda d: d.update(version=max(VERSIONS) + 1)), MANIFEST_FILENAME,
+         "version"),
     Case("version wrong type", "manifest", _m(lambda d: d.update(version="1")), MANIFEST_FILENAME, "version"),
     Case("wrong format tag", "manifest", _m(lambda d: d.update(format="eagle")), MANIFEST_FILENAME, "format"),
     Case("ids as a string", "manifest", _m(lambda d: d.update(layer_ids="-1,2,30")), MANIFEST_FILENAME, "layer_ids"),

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_eagle3_capture import policy, releases
-from sglang_eagle3_capture.errors import WiringError
-from sglang_eagle3_capture.manifest import Manifest
+from sglang_eagle3_capture.core import policy, releases
+from sglang_eagle3_capture.core.errors import WiringError
+from sglang_eagle3_capture.core.manifest import Manifest
 
 
 def _deployment(manifest, model_impl):

@@ -1,4 +1,4 @@
-"""Packaging promises: cheap import, declared entry points, supported-version check (releases/).
+"""Packaging promises: cheap import, declared entry points, supported-version check (core/releases/).
 
 That SGLang reads the entry points' group is checked in tests/inprocess/test_plugin.py.
 """
@@ -11,7 +11,7 @@ from importlib import metadata
 import pytest
 
 import sglang_eagle3_capture
-from sglang_eagle3_capture.releases import UnsupportedSGLangVersion, check_sglang_version, supported_versions
+from sglang_eagle3_capture.core.releases import UnsupportedSGLangVersion, check_sglang_version, supported_versions
 from support import REPO
 
 
@@ -29,7 +29,7 @@ def test_import_does_not_import_sglang_or_touch_cuda():
 def test_entry_points_are_declared_in_the_installed_metadata():
     dist = metadata.distribution("sglang-eagle3-capture")
     eps = {(ep.group, ep.name): ep.value for ep in dist.entry_points}
-    assert eps[("sglang.srt.plugins", "eagle3_capture")] == "sglang_eagle3_capture.serving.plugin:register"
+    assert eps[("sglang.srt.plugins", "eagle3_capture")] == "sglang_eagle3_capture.core.sglang.plugin:register"
     assert eps[("console_scripts", "sglang-eagle3-capture")] == "sglang_eagle3_capture.doctor.cli:main"
 
 
@@ -47,7 +47,7 @@ def test_unsupported_versions_are_refused_with_the_fix(version):
 
 
 def test_a_missing_sglang_is_refused_with_the_fix(monkeypatch):
-    from sglang_eagle3_capture import releases
+    from sglang_eagle3_capture.core import releases
 
     monkeypatch.setattr(releases, "installed_sglang_version", lambda: None)
     with pytest.raises(UnsupportedSGLangVersion) as e:

@@ -11,6 +11,9 @@ import shutil
 import pytest
 
 from fixtures.specs import SPECS
+from sglang_eagle3_capture.core.errors import UsageError
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, MANIFEST_VERSION, read_manifest
+from sglang_eagle3_capture.core.schemas.manifest import EXPECTED_VERSION
 from sglang_eagle3_capture.doctor.expected import (
     DEFAULT_SETTINGS,
     ExpectedReport,
@@ -19,9 +22,6 @@ from sglang_eagle3_capture.doctor.expected import (
     runs_as_asked,
     write_expected,
 )
-from sglang_eagle3_capture.errors import UsageError
-from sglang_eagle3_capture.manifest import MANIFEST_FILENAME, MANIFEST_VERSION, read_manifest
-from sglang_eagle3_capture.schemas.manifest import EXPECTED_VERSION
 from support.cli import run
 
 LLAMA = SPECS["tiny-llama"].directory

@@ -1,11 +1,12 @@
-"""readings.py: what stock SGLang would feed a draft's fc, per release in the release table, on the DeepSeek-V2
+"""core/stock.py: what stock SGLang would feed a draft's fc, per release in the release table, on the DeepSeek-V2
 family. Cross-checked against SGLang 0.5.23's own ``DeepseekV2ForCausalLM.set_eagle3_layers_to_capture`` in
 tests/inprocess/test_readings_sglang.py.
 """
 
 import pytest
 
-from sglang_eagle3_capture.readings import stock_sglang_capture
+from sglang_eagle3_capture.core.stock import stock_sglang_capture
+from sglang_eagle3_capture.doctor import release_table
 
 FAMILY = "deepseek_v2"
 
@@ -28,7 +29,7 @@ def eagle(ids, **extra):
     (eagle([0, 3, 61]), "0.5.23", (0, 3, 61), (-1, 2), "never reached"),
 ])
 def test_stock_sglang_capture(cfg, version, loop, fed, problem):
-    c = stock_sglang_capture(cfg, 61, family=FAMILY, release=version)
+    c = stock_sglang_capture(cfg, 61, family=FAMILY, release=release_table.get(version))
     assert (c.loop_indices, c.fed_layer_ids) == (loop, fed)
     assert (c.problem is None) if problem is None else (problem in c.problem)
     assert version in c.describe()
@@ -37,21 +38,21 @@ def test_stock_sglang_capture(cfg, version, loop, fed, problem):
 def test_stock_sglang_without_aux_capture_and_unknown_release():
     c = stock_sglang_capture(eagle([1, 2, 3], use_aux_hidden_state=False), 61, family=FAMILY)
     assert c.fed_layer_ids == () and "fc is skipped" in c.problem
-    with pytest.raises(KeyError, match=r"no facts for SGLang 0\.5\.99; known: 0\.5\.11, "):  # whatever the newest is
+    with pytest.raises(KeyError, match=r"no facts for SGLang 0\.5\.99; known: "):
         stock_sglang_capture(eagle([1]), 61, family=FAMILY, release="0.5.99")
 
 
 @pytest.mark.parametrize("ids", [5, "0,3,31", [0, "3", 31], [0, 3.0, 31], [True, 3, 31], {"a": 1}])
 def test_ids_that_are_not_a_list_of_integers_are_refused_naming_the_field(ids):
-    # SGLang's parsed eagle_config reaches stock_sglang_capture as it is (serving/resolution.py): a raw TypeError
+    # SGLang's parsed eagle_config reaches stock_sglang_capture as it is (core/sglang/resolution.py): a raw TypeError
     # from tuple()/max()/+1 used to escape
-    from sglang_eagle3_capture.errors import FormatError
-    from sglang_eagle3_capture.readings import engine_capture
-    from sglang_eagle3_capture.releases import other_engines
+    from sglang_eagle3_capture.core.errors import FormatError
+    from sglang_eagle3_capture.core.releases import other_engines
+    from sglang_eagle3_capture.doctor.readings import engine_capture
 
     for version in ("0.5.11", "0.5.23"):
         with pytest.raises(FormatError) as e:
-            stock_sglang_capture(eagle(ids), 61, family=FAMILY, release=version)
+            stock_sglang_capture(eagle(ids), 61, family=FAMILY, release=release_table.get(version))
         assert e.value.field == "eagle_config.eagle_aux_hidden_state_layer_ids" and e.value.fix
         assert e.value.file == "the draft's config.json"
     for reader in other_engines():

@@ -1,9 +1,9 @@
-"""releases/: a local build of a supported release (``0.5.23+rocm``) is that release, not a refused unknown one."""
+"""core/releases/: a local build of a supported release (``0.5.23+rocm``) is that release, not a refused unknown one."""
 
 import pytest
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.releases import UnsupportedSGLangVersion, check_sglang_version, supported_versions
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.releases import UnsupportedSGLangVersion, check_sglang_version, supported_versions
 
 
 @pytest.mark.parametrize("local", ["+rocm", "+cu128", "+cpu.build1"])

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from sglang_eagle3_capture import families, releases
+from sglang_eagle3_capture.core import families, releases
+from sglang_eagle3_capture.doctor import release_table
 from support import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
@@ -58,7 +59,7 @@ def test_an_absent_family_is_not_made_present_by_a_hook_inherited_from_another_m
     absent = [(s, p) for s, p in static_seams.probe("0.5.21") if s.role == static_seams.ABSENT]
     assert {s.owner for s, _ in absent} >= {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"}
     assert all(p is None for _, p in absent)
-    lacking = replace(releases.get("0.5.22"), absent_families=("qwen3_5",))
+    lacking = replace(release_table.get("0.5.22"), absent_families=("qwen3_5",))
     new = static_seams.Source(static_seams.wheel("0.5.22"))
     problems = [static_seams.check(new, s) for s in static_seams.seams_of(lacking) if s.role == static_seams.ABSENT]
     assert [p for p in problems if p] == ["Qwen3_5ForCausalLM.set_eagle3_layers_to_capture already exists "

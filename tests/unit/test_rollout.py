@@ -1,4 +1,4 @@
-"""The draft's own rollouts (sglang_eagle3_capture.draft.rollout): a hand-built top-k tree whose answer is derived
+"""The draft's own rollouts (sglang_eagle3_capture.doctor.rollout): a hand-built top-k tree whose answer is derived
 by hand below, the served walk, and the training code's recorded offline chain accuracy reproduced (the tree against
 SGLang's own functions: tests/inprocess/test_rollout_sglang.py)."""
 
@@ -10,8 +10,8 @@ import math
 import pytest
 import torch
 
+from sglang_eagle3_capture.doctor import rollout
 from sglang_eagle3_capture.doctor.expected import Setting, _walk
-from sglang_eagle3_capture.draft import rollout
 from support import rollout_fake
 from support.rollout_fake import ROOT_TOKEN
 
@@ -72,7 +72,7 @@ def test_package_rollout_reproduces_the_training_codes_recorded_chain_accuracy()
     from fixtures.language import Language
     from fixtures.samples import load_target, make_batch
     from fixtures.specs import SPECS
-    from sglang_eagle3_capture.draft.model import Eagle3Draft, eagle3_shift
+    from sglang_eagle3_capture.doctor.model import Eagle3Draft, eagle3_shift
 
     fixture = SPECS["tiny-llama"].directory
     build = json.loads((fixture / "draft-ttt" / "build.json").read_text())

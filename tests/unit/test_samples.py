@@ -15,6 +15,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from sglang_eagle3_capture.core.errors import SampleError
 from sglang_eagle3_capture.doctor.samples import (
     HS_SAFETENSORS,
     LEGACY_PT,
@@ -22,7 +23,6 @@ from sglang_eagle3_capture.doctor.samples import (
     expand_data_paths,
     load_sample,
 )
-from sglang_eagle3_capture.errors import SampleError
 
 SEQ, H = 9, 8
 
@@ -220,9 +220,10 @@ def test_sample_lengths_judges_only_the_sample_read(tmp_path):
 
 
 def test_schema_policy_samples_keep_unknown_keys_and_type_declared_ones_strictly():
-    """schemas/samples.py: forward-compatible (a pipeline's extra keys are kept), strict on what is scored."""
-    from sglang_eagle3_capture import records, schemas
-    from sglang_eagle3_capture.schemas import samples as schema
+    """doctor/sample_schema.py: forward-compatible (a pipeline's extra keys are kept), strict on what is scored."""
+    from sglang_eagle3_capture.core import records
+    from sglang_eagle3_capture.doctor import sample_schema as schema
+    from support import schemas
 
     assert all(r in schemas.ALL for r in schema.RECORDS)
     assert all(r.unknown == "keep" and not r.metadata and r.error is SampleError for r in schema.RECORDS)

@@ -1,5 +1,6 @@
-"""serving/selfcheck.py without SGLang: its gating, references, bound, row alignment and error text on the torch-only
-DeepSeek-shaped stand-in (benchmarks/selfcheck_standin.py, which runs the package's real CapturePlan and FcFeed)."""
+"""core/sglang/selfcheck.py without SGLang: its gating, references, bound, row alignment and error text on the
+torch-only DeepSeek-shaped stand-in (benchmarks/selfcheck_standin.py, which runs the package's real CapturePlan and
+FcFeed)."""
 
 import dataclasses
 import sys
@@ -8,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture.errors import SelfCheckError
-from sglang_eagle3_capture.serving import selfcheck
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.errors import SelfCheckError
+from sglang_eagle3_capture.core.sglang import selfcheck
 from support import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from sglang_eagle3_capture import releases
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.doctor import release_table
 from support import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
@@ -27,4 +28,4 @@ def test_the_resolution_record_fact_matches_the_release_source(version):
         in hook
     assigns = "server_args.speculative_num_draft_tokens = server_args.speculative_num_steps + 1" in hook
     assert declares != assigns  # exactly one of the two ways
-    assert releases.get(version).resolution_record is declares
+    assert release_table.get(version).resolution_record is declares

@@ -1,5 +1,5 @@
-"""The startup report of the effective speculative setup (setup_report.py) from plain data, and its reading of
-SGLang-shaped objects (serving/setup_report.py, with stand-ins: no SGLang here).
+"""The startup report of the effective speculative setup (observe/report.py) from plain data, and its reading of
+SGLang-shaped objects (observe/sglang_report.py, with stand-ins: no SGLang here).
 
 One table of cases: each names the facts that differ from a consistent EAGLE-3 chain on the bundled draft, and the
 findings (kind and field) the report must name; the consistent case has none, so every case can fail."""
@@ -13,10 +13,11 @@ import pytest
 from safetensors.numpy import save_file
 
 from fixtures.specs import SPECS
-from sglang_eagle3_capture import releases
-from sglang_eagle3_capture import setup_report as sr
-from sglang_eagle3_capture.serving import setup_report as serving
-from sglang_eagle3_capture.serving import target as target_patch
+from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core.sglang import runtime
+from sglang_eagle3_capture.core.sglang import target as target_patch
+from sglang_eagle3_capture.observe import report as sr
+from sglang_eagle3_capture.observe import sglang_report as serving
 
 TINY = SPECS["tiny"].directory
 RELEASE = releases.newest()
@@ -174,7 +175,7 @@ def test_at_the_resolution_seam_rank_0_logs_one_block_one_warning_per_finding_an
     sa = SimpleNamespace(**{**CHAIN, "speculative_num_draft_tokens": 4}, model_path=str(t))
     sa._raw_input, sa._resolved_overrides = {}, [("_handle_eagle_family", {"speculative_num_draft_tokens": 2})]
     runner = SimpleNamespace(is_draft_worker=False, server_args=sa, model_config=SimpleNamespace(context_len=512))
-    monkeypatch.setattr(serving, "draft_model_path", lambda server_args: str(d))
+    monkeypatch.setattr(runtime, "draft_model_path", lambda server_args: str(d))  # read by at_resolution
     caplog.set_level("INFO", logger=serving.__name__)
     report = serving.at_resolution(runner, environ={sr.REPORT_ENV: str(tmp_path / "r.json")})
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

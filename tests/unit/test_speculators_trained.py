@@ -22,8 +22,8 @@ from safetensors.torch import load_file
 from fixtures import speculators_trained as st
 from fixtures.language import Language
 from fixtures.samples import load_target, make_batch, make_samples
+from sglang_eagle3_capture.doctor.convert import convert
 from sglang_eagle3_capture.doctor.verify import verify
-from sglang_eagle3_capture.draft.convert import convert
 
 TARGET = st.FIXTURE / "target"
 HELDOUT_SEED = 6  # fixtures/tiny-llama/prompts.json's prompts: the ones the engine test serves
@@ -195,7 +195,7 @@ def test_verify_refuses_a_d2t_past_the_target_vocabulary(converted, tmp_path):
 
     from safetensors.torch import save_file
 
-    from sglang_eagle3_capture.errors import WeightsError
+    from sglang_eagle3_capture.core.errors import WeightsError
 
     bad = tmp_path / "bad"
     shutil.copytree(converted.dst, bad)

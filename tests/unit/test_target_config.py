@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from sglang_eagle3_capture.errors import InputError, ManifestError
-from sglang_eagle3_capture.target_config import load_target_config, target_dims
+from sglang_eagle3_capture.core.errors import InputError, ManifestError
+from sglang_eagle3_capture.core.target_config import load_target_config, target_dims
 
 
 @pytest.mark.parametrize("cfg, fld", [
@@ -48,7 +48,7 @@ class _HFConfig:  # an HF config object: attributes at the top, dicts inside
 
 
 def test_path_get_reads_dicts_and_config_objects_never_attributes_of_json_values():
-    from sglang_eagle3_capture.target_config import path_get
+    from sglang_eagle3_capture.core.target_config import path_get
 
     assert path_get({"eagle_config": {"fc_norm": True}}, "eagle_config.fc_norm") is True
     assert path_get(_HFConfig(), "eagle_config.norm_before_fc") is True

@@ -10,8 +10,8 @@ import stat
 
 import pytest
 
-from sglang_eagle3_capture.errors import InputError, SampleError
-from sglang_eagle3_capture.userfiles import (
+from sglang_eagle3_capture.core.errors import InputError, SampleError
+from sglang_eagle3_capture.core.userfiles import (
     TEMP_DIR_PREFIX,
     atomic_directory,
     finish_file,

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from sglang_eagle3_capture import policy, releases
-from sglang_eagle3_capture.config_keys import FAIL_CLOSED_IDS, IDS_KEY, VLLM_FAIL_CLOSED_IDS, is_vllm_fail_closed
+from sglang_eagle3_capture.core import policy, releases
+from sglang_eagle3_capture.core.config_keys import FAIL_CLOSED_IDS, IDS_KEY, VLLM_FAIL_CLOSED_IDS, is_vllm_fail_closed
+from sglang_eagle3_capture.core.errors import FormatError, WiringError
+from sglang_eagle3_capture.core.layer_ids import FINAL_NORM
+from sglang_eagle3_capture.core.manifest import find_manifest
+from sglang_eagle3_capture.core.stock import engine_capture, stock_on_vllm, vllm_fail_closed_ids
+from sglang_eagle3_capture.doctor.formats import check_draft_config
 from sglang_eagle3_capture.doctor.inspect import inspect_draft
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
-from sglang_eagle3_capture.errors import FormatError, WiringError
-from sglang_eagle3_capture.formats import check_draft_config
-from sglang_eagle3_capture.layer_ids import FINAL_NORM
-from sglang_eagle3_capture.manifest import find_manifest
-from sglang_eagle3_capture.readings import engine_capture, stock_on_vllm, vllm_fail_closed_ids
 from support.tiny_models import build_family_target, build_tiny_draft
 
 N = 7

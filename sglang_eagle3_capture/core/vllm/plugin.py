@@ -4,7 +4,7 @@ vLLM's ``load_general_plugins()`` (``plugins/__init__.py:77``) calls it in every
 engine core and every worker. ``VLLM_PLUGINS`` is the allowlist of plugin names (unset: every installed plugin); a
 plugin whose import fails is only logged (``plugins/__init__.py:72``), and one whose ``register()`` raises stops vLLM,
 so ``register()`` never raises. It imports no vLLM module: it arms, through the shared import hook
-(:mod:`sglang_eagle3_capture.serving.after_import`),
+(:mod:`sglang_eagle3_capture.core.after_import`),
 
 - the gate (``vllm.gate``: ``Worker.load_model``) whenever vLLM's worker module is imported, for every release: a draft
   that declares layer ids is fed exactly by this plugin or refused when the worker loads the model;
@@ -12,7 +12,8 @@ so ``register()`` never raises. It imports no vLLM module: it arms, through the 
   imported, for a release the table supports, and for a release newer than the table when every seam probes clean
   (names and parameter names) and the first-batch self-check is on (it then proves the wiring on the first batch of
   every worker), as on SGLang. Every seam set is applied all or nothing through the one patch engine
-  (:mod:`sglang_eagle3_capture.serving.seams`).
+  (:mod:`sglang_eagle3_capture.core.seams`); the acceptance alarm on vLLM's own counters
+  (:mod:`sglang_eagle3_capture.observe.vllm_metrics`) when vLLM's spec-decode metrics module is imported.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import os
 
 from packaging.version import InvalidVersion, Version
 
-from ... import releases
-from ...releases.schema import VllmRelease
-from ...serving import seams, selfcheck
-from ...serving.after_import import when_imported
-from . import metrics, wiring
+from .. import releases, seams
+from ..after_import import when_imported
+from ..releases.schema import VllmRelease
+from ..sglang import selfcheck
+from . import wiring
 
 logger = logging.getLogger("sglang_eagle3_capture")
 
@@ -43,12 +44,10 @@ def _log_to_stderr() -> None:
         logger.propagate = False
 
 
-WRAPPERS = {**wiring.WRAPPERS, **metrics.WRAPPERS}
-
-
-def _patch(release: VllmRelease, roles: tuple[str, ...], name: str) -> seams.Patch:
+def _patch(release: VllmRelease, roles: tuple[str, ...], name: str, wrappers: dict | None = None) -> seams.Patch:
     chosen = tuple(s for s in release.seams if s.role in roles)
-    return seams.Patch(name, chosen, lambda seam, original: WRAPPERS[seam.role](original))
+    wrappers = wiring.WRAPPERS if wrappers is None else wrappers
+    return seams.Patch(name, chosen, lambda seam, original: wrappers[seam.role](original))
 
 
 def probe_release(release: VllmRelease) -> list[str]:
@@ -95,8 +94,12 @@ def _apply_capture(release: VllmRelease, unverified: str | None) -> None:
 
 
 def _apply_metrics(release: VllmRelease) -> None:
+    """The acceptance alarm on vLLM's counters (observability: imported only here, when vLLM's metrics module is)."""
+    from ...observe import vllm_metrics
+
     try:
-        seams.apply(_patch(release, ("vllm.metrics.init", "vllm.metrics.observe"), "vllm-metrics"))
+        seams.apply(_patch(release, ("vllm.metrics.init", "vllm.metrics.observe"), "vllm-metrics",
+                           vllm_metrics.WRAPPERS))
     except Exception as e:  # noqa: BLE001 - metrics never stop a server
         logger.warning("eagle3-capture: no acceptance alarm on vLLM's counters (pid %d): %s", os.getpid(), e)
 

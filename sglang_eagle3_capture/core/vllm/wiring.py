@@ -26,14 +26,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ... import policy, releases
-from ...config_keys import IDS_KEY
-from ...layer_ids import EMBEDDING_LAYER_ID
-from ...manifest import check_fc_width, find_manifest
-from ...releases.schema import NORM_OPERANDS, VllmRelease
-from ...serving import selfcheck
-from ...serving.capture import plan_capture, to_fc_order
-from ...target_config import target_dims
+from .. import policy, releases
+from ..capture import plan_capture, to_fc_order
+from ..config_keys import IDS_KEY
+from ..layer_ids import EMBEDDING_LAYER_ID
+from ..manifest import check_fc_width, find_manifest
+from ..releases.schema import NORM_OPERANDS, VllmRelease
+from ..sglang import selfcheck  # the check itself is engine-neutral: references, comparison, message
+from ..target_config import target_dims
 
 logger = logging.getLogger(__name__)
 

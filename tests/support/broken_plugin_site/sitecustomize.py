@@ -13,7 +13,7 @@ import sglang_cpu_patches
 
 sglang_cpu_patches.install_import_hook()
 
-BROKEN = "sglang_eagle3_capture.serving.plugin"  # pyproject.toml's sglang.srt.plugins entry point module
+BROKEN = "sglang_eagle3_capture.core.sglang.plugin"  # pyproject.toml's sglang.srt.plugins entry point module
 
 
 class _BrokenPlugin:

@@ -2,7 +2,7 @@
 the package). Put this folder first on PYTHONPATH: Python imports the first ``sitecustomize`` it finds, so this one
 also installs the CPU runtime's patches (cpu_runtime/ must follow on the path), then, driven by the environment:
 
-- ``EAGLE3_TEST_SABOTAGE=permute|shift``: after the plugin's ``serving.target.configure`` has configured a target
+- ``EAGLE3_TEST_SABOTAGE=permute|shift``: after the plugin's ``core.sglang.target.configure`` has configured a target
   model, alter what its feed hands the draft: ``permute`` swaps the first two fc chunks of the plan, ``shift`` moves
   every captured loop index up by one (the same list object, so the feed's own identity check still passes);
 - ``EAGLE3_TEST_PRESENT_SGLANG_VERSION=V``: the package reads ``V`` as the installed SGLang version (a release newer
@@ -15,7 +15,7 @@ import sys
 
 import sglang_cpu_patches
 
-from sglang_eagle3_capture.serving.after_import import when_imported
+from sglang_eagle3_capture.core.after_import import when_imported
 
 sglang_cpu_patches.install_import_hook()
 
@@ -33,7 +33,7 @@ def _sabotage(feed, kind):
 
 
 def _wrap_configure():
-    target = sys.modules["sglang_eagle3_capture.serving.target"]
+    target = sys.modules["sglang_eagle3_capture.core.sglang.target"]
     original, kind = target.configure, os.environ["EAGLE3_TEST_SABOTAGE"]
 
     def configure(model, *args, **kwargs):
@@ -48,12 +48,12 @@ def _wrap_configure():
 
 
 def _present_version():
-    releases = sys.modules["sglang_eagle3_capture.releases"]
+    releases = sys.modules["sglang_eagle3_capture.core.releases"]
     version = os.environ["EAGLE3_TEST_PRESENT_SGLANG_VERSION"]
     releases.installed_sglang_version = lambda: version
 
 
 if os.environ.get("EAGLE3_TEST_SABOTAGE"):
-    when_imported("sglang_eagle3_capture.serving.target", _wrap_configure)
+    when_imported("sglang_eagle3_capture.core.sglang.target", _wrap_configure)
 if os.environ.get("EAGLE3_TEST_PRESENT_SGLANG_VERSION"):
-    when_imported("sglang_eagle3_capture.releases", _present_version)
+    when_imported("sglang_eagle3_capture.core.releases", _present_version)

@@ -50,7 +50,7 @@ def _spy(out_dir: str) -> None:
 
 
 def _record(out_dir: str, error: BaseException) -> None:
-    from sglang_eagle3_capture.errors import Eagle3CaptureError
+    from sglang_eagle3_capture.core.errors import Eagle3CaptureError
 
     if isinstance(error, Eagle3CaptureError) and not getattr(error, "_eagle3_test_recorded", False):
         error._eagle3_test_recorded = True  # the worker's wrapper sees the runner's error again
@@ -67,7 +67,7 @@ def _errors_and_sabotage(out_dir: str | None, sabotage: str | None) -> None:
 
     def load_model(self, *args, **kwargs):
         if sabotage == "unwire":  # the plugin loaded and patched, then its capture patch is gone: the gate must refuse
-            from sglang_eagle3_capture.serving import seams
+            from sglang_eagle3_capture.core import seams
 
             seams.revert(seams.Patch("vllm-capture", (), None))
             print(f"TEST SABOTAGE unwire: the vLLM capture patch reverted (pid {os.getpid()})", flush=True)
@@ -117,10 +117,7 @@ def _install() -> None:
     if os.environ.get("EAGLE3_TEST_BREAK_PLUGIN") == "1":
         sys.modules.pop(PLUGIN_MODULE, None)
         sys.meta_path.insert(0, _BrokenPlugin())
-    try:
-        from sglang_eagle3_capture.serving.after_import import when_imported
-    except ImportError:
-        from sglang_eagle3_capture.core.after_import import when_imported
+    from sglang_eagle3_capture.core.after_import import when_imported
     spy = os.environ.get("EAGLE3_TEST_FC_SPY")
     if spy:
         when_imported("vllm.model_executor.models.llama_eagle3", lambda: _spy(spy))

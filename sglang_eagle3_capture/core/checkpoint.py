@@ -1,0 +1,278 @@
+"""Draft checkpoint files: which safetensors files a draft has, what each holds, and tensor names.
+
+Headers are parsed here without torch (8-byte little-endian header length, JSON header, data
+offsets), so a truncated or corrupt file is reported with its name before anything is loaded.
+Also the tensor set SGLang's ``LlamaForCausalLMEagle3`` (sglang/srt/models/llama_eagle3.py) needs for
+a one-layer draft, as names and shapes (:func:`expected_eagle3_tensors`), and the mapping between
+checkpoint names and module names (SGLang's legacy name map is a release fact).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import records
+from .draft_config import default_release, resolve_flags
+from .errors import ConvertError, InputError, WeightsError, brief
+from .schemas.checkpoint import DTYPE_BITS, HEADER, INDEX, MAX_DIMS, REEXPORT, TENSOR  # noqa: F401 (re-exported)
+from .schemas.draft import TENSOR_DIMS
+from .userfiles import list_directory, open_regular, os_problem, parse_json, path_kind, read_json_object, require_file
+
+INDEX_FILENAME = "model.safetensors.index.json"
+SINGLE_FILENAME = "model.safetensors"
+_UNSUPPORTED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt")
+SINGLE_LAYER_PREFIX = "midlayer."  # the one-layer draft's checkpoint prefix every SGLang release loads
+
+
+def module_name(checkpoint_name: str) -> str:
+    """The module (parameter) name SGLang's draft ``load_weights`` maps a checkpoint tensor name to: the
+    optional ``model.`` prefix dropped and the legacy names of the release (:func:`.draft_config.default_release`)
+    renamed (``midlayer.`` -> ``layers.0.``).
+
+    Example::
+
+        >>> module_name("model.midlayer.hidden_norm.weight"), module_name("aux_norm_low.weight")
+        ('layers.0.hidden_norm.weight', 'fc_norm.0.weight')
+    """
+    name = checkpoint_name[len("model."):] if checkpoint_name.startswith("model.") else checkpoint_name
+    for legacy, new in default_release().legacy_weight_names.items():
+        if name.startswith(legacy):
+            name = new + name[len(legacy):]
+    return name
+
+
+def sglang_checkpoint_name(name: str) -> str:
+    """The checkpoint name ``convert`` writes for tensor ``name``: its module name, with layer 0 of the
+    one-layer draft spelled ``midlayer.``, the name every SGLang release loads."""
+    name = module_name(name)
+    return SINGLE_LAYER_PREFIX + name[len("layers.0."):] if name.startswith("layers.0.") else name
+
+
+def parameter_checkpoint_names(param: str) -> str:
+    """The checkpoint tensor name(s) SGLang loads into parameter ``param`` (both draft classes), for messages.
+
+    Example::
+
+        >>> parameter_checkpoint_names("model.layers.0.self_attn.qkv_proj.weight")
+        'layers.0.self_attn.{q,k,v}_proj.weight'
+    """
+    name = module_name(param).replace("fused_qkv_a_proj_with_mqa", "{q_a_proj,kv_a_proj_with_mqa}")
+    return name.replace("qkv_proj", "{q,k,v}_proj").replace("gate_up_proj", "{gate,up}_proj")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor in a safetensors file: where it is, its dtype string, shape and byte range in the data section."""
+
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+    offsets: tuple[int, int] = (0, 0)
+
+
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
+_FIX = REEXPORT
+
+
+def _read(record: records.Record, doc: Any, path: Path, error: type[InputError], fix: str, prefix: str = "") -> dict:
+    """``records.read`` raising ``error`` with ``fix`` (a header read for a sample or a dump says what to do there)."""
+    try:
+        return records.read(record, doc, file=path, prefix=prefix)
+    except InputError as e:
+        raise error(e.file, e.field, e.problem, fix) from None
+
+
+def read_safetensors_header(path: str | Path, *, error: type[InputError] = WeightsError,
+                            fix: str = _FIX) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+    """``({name: TensorInfo}, metadata)`` of one safetensors file, checked the way safetensors checks it before it
+    loads anything: a regular file (never a fifo or a device), a header of at most :data:`MAX_HEADER_BYTES` holding
+    a strict JSON object (no duplicate names), every entry a :data:`~.schemas.checkpoint.TENSOR` whose offsets span
+    exactly its shape's bytes, the entries tiling the data section, ``__metadata__`` strings only. Anything else
+    raises ``error`` (:class:`WeightsError` by default) naming the file, the tensor or field and ``fix``. Time and
+    memory are linear in the header's size; no tensor data is read."""
+    p = Path(path)
+    with open_regular(p, error=error, fix=fix, missing="missing") as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            if len(head) < 8:
+                raise error(p, "<header>", f"file is {size} bytes, too short for a safetensors header", fix)
+            (n,) = struct.unpack("<Q", head)
+            if n > size - 8:
+                raise error(p, "<header>", f"header claims {n} bytes but the file has {size - 8} after the length "
+                            "field (truncated)", fix)
+            if n > MAX_HEADER_BYTES:
+                raise error(p, "<header>", f"header of {n} bytes, more than safetensors' limit of {MAX_HEADER_BYTES}",
+                            fix)
+            raw = f.read(n)
+        except OSError as e:
+            problem, how = os_problem(e)
+            raise error(p, "<file>", f"cannot read ({problem})", how) from None
+    if not raw.lstrip().startswith(b"{"):
+        raise error(p, "<header>", "not a safetensors header (no JSON object)", fix)
+    header = _read(HEADER, parse_json(raw, where=p, error=error, fix=fix), p, error, fix)
+    metadata = header.pop("__metadata__") or {}
+    tensors: dict[str, TensorInfo] = {}
+    data_len = size - 8 - n
+    for name, entry in header.items():
+        entry = _read(TENSOR, entry, p, error, fix, prefix=name)
+        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        bits = math.prod(shape) * DTYPE_BITS[dtype]
+        if offsets[0] > offsets[1] or bits % 8 or offsets[1] - offsets[0] != bits // 8:
+            raise error(p, f"{name}.data_offsets", f"{brief(offsets)} spans {offsets[1] - offsets[0]} bytes, but "
+                        f"shape {shape} of {dtype} needs {bits / 8:g}", fix)
+        if offsets[1] > data_len:
+            raise error(p, f"{name}.data_offsets", f"data ends at byte {offsets[1]} but the file holds {data_len} "
+                        "data bytes (truncated)", fix)
+        tensors[name] = TensorInfo(p, dtype, tuple(shape), (offsets[0], offsets[1]))
+    end = 0
+    for name, info in sorted(tensors.items(), key=lambda kv: kv[1].offsets):
+        if info.offsets[0] != end:
+            raise error(p, f"{name}.data_offsets", f"starts at byte {info.offsets[0]}, but the previous tensor ends at "
+                        f"{end} (tensors must tile the data section, as safetensors requires)", fix)
+        end = info.offsets[1]
+    if end != data_len:
+        raise error(p, "<data>", f"the tensors cover {end} of its {data_len} data bytes", fix)
+    return tensors, metadata
+
+
+def read_index(d: Path) -> dict:
+    """The draft directory's ``model.safetensors.index.json`` (:data:`~.schemas.checkpoint.INDEX`): ``weight_map``
+    a non-empty object of shard file names; ``metadata`` and any other key kept as written."""
+    index = d / INDEX_FILENAME
+    doc = records.read(INDEX, read_json_object(index, fix=_FIX, error=WeightsError), file=index)
+    if not doc["weight_map"]:
+        raise WeightsError(index, "weight_map", "lists no tensor", INDEX.field("weight_map").fix)
+    return doc
+
+
+def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
+    """The safetensors files of draft directory ``d`` and, when sharded, the index's ``weight_map``.
+
+    As SGLang's loader: with an index, exactly the shards it lists (other ``*.safetensors`` are not loaded); without
+    one, ``model.safetensors`` and nothing else (SGLang would load every ``*.safetensors`` in the directory, so a
+    stray one is refused: it would silently override tensors)."""
+    fix = "re-export the checkpoint"
+    if path_kind(d / INDEX_FILENAME, error=WeightsError, fix=fix) != "missing":
+        weight_map = read_index(d)["weight_map"]
+        return [d / f for f in sorted(set(weight_map.values()))], weight_map
+    single = d / SINGLE_FILENAME
+    kind = path_kind(single, error=WeightsError, fix=fix)
+    if kind == "file":
+        stray = [n for n in list_directory(d, error=WeightsError, fix="point at the draft checkpoint directory")
+                 if n.endswith(".safetensors") and n != SINGLE_FILENAME and not n.startswith(".")]
+        if stray:
+            raise WeightsError(d / stray[0], "<file>", f"a safetensors file besides {SINGLE_FILENAME} and no "
+                               f"{INDEX_FILENAME}: SGLang's loader reads every *.safetensors then, so its tensors "
+                               f"would silently override {SINGLE_FILENAME}'s (all: {brief(stray)})",
+                               "remove it, or write an index listing the shards")
+        return [single], None
+    if kind != "missing":
+        require_file(single, error=WeightsError, fix=f"replace it with the checkpoint file; {fix}")
+    other = [n for n in _UNSUPPORTED if path_kind(d / n, error=WeightsError) != "missing"]
+    if other:
+        raise WeightsError(d / other[0], "<file>", "only safetensors checkpoints are read",
+                           "re-save the draft with safetensors (e.g. save_pretrained(..., safe_serialization=True))")
+    raise WeightsError(d, SINGLE_FILENAME, "no weights found", "point at the draft checkpoint directory")
+
+
+def weights_present(draft_dir: str | Path) -> bool:
+    """True when something stands where a draft's weights go (an index or ``model.safetensors``; whatever it is,
+    :func:`tensor_index` then reads it or says what is wrong with it)."""
+    d = Path(draft_dir)
+    return any(path_kind(d / n, error=WeightsError) != "missing" for n in (INDEX_FILENAME, SINGLE_FILENAME))
+
+
+def weight_files(draft_dir: str | Path) -> list[Path]:
+    """The safetensors files of a draft directory (single file or sharded with an index)."""
+    return _files_and_map(Path(draft_dir))[0]
+
+
+def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
+    """Every tensor of a draft directory, by name; a name stored twice, or missing from a listed shard, is an error."""
+    d = Path(draft_dir)
+    files, weight_map = _files_and_map(d)
+    out: dict[str, TensorInfo] = {}
+    for f in files:
+        if path_kind(f, error=WeightsError) == "missing":
+            raise WeightsError(d / INDEX_FILENAME, "weight_map", f"lists {f.name}, which does not exist",
+                               "copy every shard of the checkpoint")
+        tensors, _ = read_safetensors_header(f)
+        for name, info in tensors.items():
+            if name in out:
+                raise WeightsError(f, name, f"tensor also stored in {out[name].file.name}", _FIX)
+            out[name] = info
+    for name, fname in (weight_map or {}).items():
+        if name not in out or out[name].file.name != fname:
+            raise WeightsError(d / INDEX_FILENAME, f"weight_map.{name}", f"tensor listed in {fname} but not stored "
+                               "there", _FIX)
+    return out
+
+
+def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: int,
+                            where: str = "config.json") -> dict[str, tuple[tuple[int, ...], bool]]:
+    """``{name: (shape, required)}`` of a one-layer ``LlamaForCausalLMEagle3`` draft in SGLang checkpoint naming.
+
+    ``config`` is the flattened SGLang draft config (:data:`~.schemas.draft.TENSOR_DIMS`, the flags); errors are
+    :class:`ConvertError` naming ``where`` and the field.
+    """
+    dims = records.read(TENSOR_DIMS, config, file=where)
+    h, heads, inter, vocab = (dims[k] for k in TENSOR_DIMS.names[:4])
+    kv, hd, dvocab = dims["num_key_value_heads"] or heads, dims["head_dim"] or h // heads, dims["draft_vocab_size"]
+    dvocab = dvocab or vocab
+    if not hd:
+        raise ConvertError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {h} and no head_dim "
+                           "is given", "set head_dim, or correct num_attention_heads")
+    t = target_hidden_size
+    exp: dict[str, tuple[tuple[int, ...], bool]] = {
+        "fc.weight": ((h, num_aux * t), True),
+        "midlayer.self_attn.q_proj.weight": ((heads * hd, 2 * h), True),
+        "midlayer.self_attn.k_proj.weight": ((kv * hd, 2 * h), True),
+        "midlayer.self_attn.v_proj.weight": ((kv * hd, 2 * h), True),
+        "midlayer.self_attn.o_proj.weight": ((h, heads * hd), True),
+        "midlayer.mlp.gate_proj.weight": ((inter, h), True),
+        "midlayer.mlp.up_proj.weight": ((inter, h), True),
+        "midlayer.mlp.down_proj.weight": ((h, inter), True),
+        "midlayer.input_layernorm.weight": ((h,), True),
+        "midlayer.post_attention_layernorm.weight": ((h,), True),
+        "midlayer.hidden_norm.weight": ((h,), True),
+        "norm.weight": ((h,), True),
+        "lm_head.weight": ((dvocab, h), True),
+        "embed_tokens.weight": ((vocab, h), False),
+        "d2t": ((dvocab,), dvocab != vocab),
+        "t2d": ((vocab,), dvocab != vocab),
+    }
+    if config.get("bias"):  # llama.py gives o_proj a bias for "bias" too: unloaded, SGLang would serve garbage there
+        exp["fc.bias"] = ((h,), True)
+        exp["midlayer.self_attn.o_proj.bias"] = ((h,), True)
+    flags = resolve_flags(config, where, forbid_pair=False)  # the tensors SGLang's class builds for these flags
+    if flags["norm_before_fc"]:
+        exp["input_norm.weight"] = ((num_aux * t,), True)
+    if flags["fc_norm"]:
+        for i in range(num_aux):
+            exp[f"fc_norm.{i}.weight"] = ((t,), True)
+    return exp
+
+
+def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
+    """The input width of ``index["fc.weight"]`` (``[hidden, k x target hidden]``), or :class:`WeightsError` naming
+    its file and the fix when the header does not give it a 2-D shape (``shape: []`` or a 1-D tensor is no fc)."""
+    fc = index["fc.weight"]
+    if len(fc.shape) != 2:
+        raise WeightsError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "
+                           "k x target hidden]", _FIX)
+    return fc.shape[1]
+
+
+def draft_fc_in_features(draft_dir: str | Path) -> int | None:
+    """The input width of the draft's ``fc.weight``, or None when the directory holds no weights or no ``fc.weight``
+    (weights that are there but unreadable raise, as :func:`tensor_index` does)."""
+    if not weights_present(draft_dir):
+        return None
+    index = tensor_index(draft_dir)
+    return fc_input_width(index) if "fc.weight" in index else None

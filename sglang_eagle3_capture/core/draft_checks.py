@@ -1,0 +1,140 @@
+"""Checks on an EAGLE-3 draft directory against its manifest, before SGLang builds the draft.
+
+No SGLang import: :mod:`sglang_eagle3_capture.core.sglang.draft` calls these from inside SGLang's draft
+classes. Every error is a :class:`DraftHeadError` naming the file, the field and the fix.
+
+What SGLang derives from a draft ``config.json``, each checked here against the manifest:
+
+- the fc's chunk count, read three ways: ``LlamaForCausalLMEagle3`` (models/llama_eagle3.py,
+  ``LlamaModel.__init__``): ``num_aux_hidden_states`` > non-empty ``eagle_config`` ids > 3;
+  ``Eagle3DeepseekV2ForCausalLM`` (models/kimi_k25_eagle3.py, ``_get_eagle_aux_layer_count``):
+  ``eagle_config`` ids > top-level ids > 3; the draft-extend buffers (speculative/eagle_utils.py,
+  ``get_draft_input_from_target_hidden_dim``): ``num_aux_hidden_states`` > ``eagle_config`` ids >
+  top-level ids > 3;
+- the chunk width: ``target_hidden_size``, else ``hidden_size``;
+- the math flags :data:`.draft_config.FLAG_FIELDS` (SGLang's Llama class implements all but ``norm_before_residual``,
+  its MLA class only ``fc_norm`` and ``norm_output``; :mod:`draft_head` adds the rest or refuses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import tensor_index
+from .config_keys import IDS_KEY as IDS_FIELD
+from .config_keys import is_fail_closed
+from .draft_config import resolve_flags
+from .errors import DraftHeadError, shown
+from .manifest import Manifest
+from .target_config import cfg_get
+
+
+def _eagle(cfg: Any, key: str, default: Any = None) -> Any:
+    return cfg_get(cfg_get(cfg, "eagle_config") or {}, key, default)
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """A draft directory whose config agrees with its manifest, and how it will be served."""
+
+    manifest: Manifest | None  # None: no eagle3_manifest.json (SGLang's own wiring, with a warning)
+    draft_dir: Path | None  # None: not a local directory
+    config_file: Path
+    mla: bool  # Eagle3DeepseekV2ForCausalLM (True) or LlamaForCausalLMEagle3
+    flags: dict  # config.FLAG_FIELDS -> bool, as the draft was trained
+    tensor_files: dict  # checkpoint tensor name -> checkpoint.TensorInfo (file, dtype, shape)
+
+    def where(self, tensor: str) -> str:
+        """``"<file>: tensor '<name>'"`` for error messages."""
+        info = self.tensor_files.get(tensor)
+        return f"{shown(info.file if info is not None else self.config_file.parent)}: tensor '{shown(tensor)}'"
+
+
+def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
+    """``{reader: (count, field it came from)}``: the fc chunk count each SGLang reader derives."""
+    num = cfg_get(cfg, "num_aux_hidden_states")
+    ec_ids, top_ids = _eagle(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
+    ec_f, top_f, num_f = f"eagle_config.{IDS_FIELD}", IDS_FIELD, "num_aux_hidden_states"
+    default = (3, "<absent: SGLang's default of 3>")
+    if is_fail_closed(ec_ids):  # plan_draft requires num_aux_hidden_states beside it; the plugin's draft __init__
+        ec_ids, mla_count = None, (num, num_f)  # hands the MLA class the manifest's ids in its place
+
+    def first(*options):
+        return next(((len(v) if f != num_f else v, f) for v, f in options if v), default)
+
+    out = {"eagle_utils.get_draft_input_from_target_hidden_dim": first((num, num_f), (ec_ids, ec_f), (top_ids, top_f))}
+    if mla:
+        out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = next(
+            ((len(v), f) for v, f in ((ec_ids, ec_f), (top_ids, top_f)) if v is not None), default)
+        if is_fail_closed(_eagle(cfg, IDS_FIELD)):
+            out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = mla_count
+    else:
+        out["llama_eagle3.LlamaModel"] = first((num, num_f), (ec_ids, ec_f))
+    return out
+
+
+def check_window(cfg: Any, server_window: int | None, where: Any) -> None:
+    """Refuse a draft trained with sliding-window attention unless the server's draft window matches it."""
+    window = cfg_get(cfg, "sliding_window")
+    if window and "sliding_attention" in (cfg_get(cfg, "layer_types") or []) and server_window != window:
+        raise DraftHeadError(where, "sliding_window", f"the draft was trained with a {window}-token sliding window, "
+                             f"but the server's draft window is {server_window}",
+                             f"pass --speculative-draft-window-size {window}")
+
+
+def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None, *, mla: bool,
+               server_window: int | None = None) -> DraftPlan:
+    """Check a draft config (as SGLang parsed it) against ``manifest`` before SGLang builds the model.
+
+    Checks ``use_aux_hidden_state``, every fc chunk count and width SGLang derives (against the manifest,
+    when there is one), the math flags the class can run, the sliding window, and the weight files'
+    headers (truncation, duplicates; only for a local ``draft_dir``). Whether the ``eagle_config`` ids
+    name the manifest's layers is checked against the running target
+    (:func:`sglang_eagle3_capture.wiring.declared_layer_ids`, from ``draft_head``).
+    """
+    draft_dir = Path(draft_dir) if draft_dir is not None else None
+    where = draft_dir / "config.json" if draft_dir is not None else Path("config.json")
+    if cfg_get(cfg, "eagle_config") is not None and _eagle(cfg, "use_aux_hidden_state", True) is not True:
+        raise DraftHeadError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
+                             "target hidden states and skip the fc",
+                             "remove it (an EAGLE-3 draft always consumes them)")
+    if is_fail_closed(_eagle(cfg, IDS_FIELD)):
+        fld = f"eagle_config.{IDS_FIELD}"
+        if manifest is None:
+            raise DraftHeadError(where, fld, "is sglang-eagle3-capture's fail-closed object, which stands for the ids "
+                                 "in the draft's eagle3_manifest.json, but the draft has no manifest",
+                                 "restore eagle3_manifest.json beside config.json, or write it with `manifest write "
+                                 "DIR --layer-ids=...`")
+        if cfg_get(cfg, "num_aux_hidden_states") is None:
+            raise DraftHeadError(where, "num_aux_hidden_states", f"missing beside {fld}, the fail-closed object, so "
+                                 "SGLang cannot count the fc's inputs", f"set it to {len(manifest.layer_ids)}, the "
+                                 "manifest's layer count (`manifest write --fail-closed` writes both)")
+    if manifest is not None:
+        _check_against_manifest(cfg, manifest, mla, where)
+    flags = resolve_flags(cfg, where, error=DraftHeadError)
+    if mla and flags["norm_before_residual"]:
+        raise DraftHeadError(where, "norm_before_residual", "SGLang's Eagle3DeepseekV2ForCausalLM takes the residual "
+                             "before hidden_norm, and this plugin implements the other order only for "
+                             "LlamaForCausalLMEagle3", "serve the draft as LlamaForCausalLMEagle3, or use a draft "
+                             "trained with norm_before_residual=false")
+    check_window(cfg, server_window, where)
+    files = tensor_index(draft_dir) if draft_dir is not None else {}
+    return DraftPlan(manifest, draft_dir, where, mla, flags, files)
+
+
+def _check_against_manifest(cfg: Any, manifest: Manifest, mla: bool, where: Path) -> None:
+    mpath, k = manifest.path, len(manifest.layer_ids)
+    for reader, (n, fld) in sglang_chunk_counts(cfg, mla).items():
+        if n != k:
+            raise DraftHeadError(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest "
+                                 f"{shown(mpath)} field 'layer_ids' lists {k}",
+                                 f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to agree with the manifest "
+                                 "(`sglang-eagle3-capture convert SRC DST` writes both)")
+    hidden = cfg_get(cfg, "target_hidden_size") or cfg_get(cfg, "hidden_size")
+    if hidden != manifest.target_hidden_size:
+        fld = "target_hidden_size" if cfg_get(cfg, "target_hidden_size") else "hidden_size"
+        raise DraftHeadError(where, fld, f"the fc takes chunks of width {hidden}, but manifest {shown(mpath)} field "
+                             f"'target.hidden_size' is {manifest.target_hidden_size}",
+                             "set target_hidden_size to the hidden size of the target the draft was trained against")

@@ -1,0 +1,248 @@
+"""The layer manifest: the one statement of which target hidden states an EAGLE-3 draft's fc consumes.
+
+``eagle3_manifest.json`` lives in the draft directory. Example::
+
+    {"format": "sglang-eagle3-capture.manifest", "version": 1,
+     "layer_ids": [-1, 2, 30],
+     "target": {"architecture": "KimiK25ForConditionalGeneration", "num_hidden_layers": 61, "hidden_size": 7168},
+     "provenance": {"source": "speculators-config", "file": "config.json",
+                    "field": "eagle_aux_hidden_state_layer_ids", "original_ids": [0, 3, 31],
+                    "convention": "vllm-hf-index"}}
+
+Layer ids follow the one convention of :mod:`sglang_eagle3_capture.core.layer_ids` (``-1`` = embedding
+output, ``k`` = output of decoder layer ``k``); the fc consumes their hidden states concatenated in
+the listed order. The document is declared in :mod:`sglang_eagle3_capture.core.schemas.manifest`: strict where the
+value changes what the fc receives (``format``, ``version``, ``layer_ids``, ``target``, an unknown top-level key),
+while ``provenance`` is metadata, kept as it is (an unknown key, a tab in a note, a value of another type) and
+never refused: :meth:`Manifest.provenance_problems` lists what looks off in it. Every error is a
+:class:`~sglang_eagle3_capture.core.errors.ManifestError` naming the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from . import records
+from .errors import LayerIdError, ManifestError, brief, cut, shown
+from .layer_ids import FINAL_NORM, check_layer_ids
+from .schemas.manifest import (
+    EXPECTED,
+    EXPECTED_VERSION,
+    FINAL_NORM_VERSION,
+    HEAD,
+    MANIFEST,
+    PROVENANCE,
+    REWRITE,
+    TARGET,
+    WRITE_EXPECTED,
+    WRITE_HINT,
+)
+from .schemas.manifest import FILENAME as MANIFEST_FILENAME
+from .schemas.manifest import FORMAT as MANIFEST_FORMAT
+from .schemas.manifest import VERSION as MANIFEST_VERSION
+from .target_config import architecture_family, decoder_field_prefix, target_dims
+from .userfiles import path_kind, read_json_object, write_file_atomic
+
+__all__ = ["MANIFEST_FILENAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "WRITE_HINT", "Manifest", "check_fc_width",
+           "check_target", "check_target_bounds", "find_manifest", "manifest_from_dict", "manifest_path",
+           "read_manifest", "write_manifest"]
+
+
+def _document(layer_ids: Any, architecture: Any, num_hidden_layers: Any, hidden_size: Any, provenance: Any,
+              expected: Any = None) -> dict:
+    final = isinstance(layer_ids, list) and FINAL_NORM in layer_ids
+    version = EXPECTED_VERSION if expected is not None else FINAL_NORM_VERSION if final else MANIFEST_VERSION
+    doc = {"format": MANIFEST_FORMAT, "version": version,
+           "layer_ids": layer_ids,
+           "target": {"architecture": architecture, "num_hidden_layers": num_hidden_layers,
+                      "hidden_size": hidden_size},
+           "provenance": provenance}
+    if expected is not None:
+        doc["expected"] = expected
+    return doc
+
+
+def _checked(doc: Any, file: Any) -> dict:
+    """``doc`` read as a manifest: the header first (a document of another format or version is named as such before
+    its other fields are judged), then every field, then the ids against the target's layer count."""
+    records.read(HEAD, doc, file=file)
+    m = records.read(MANIFEST, doc, file=file)
+    n = m["target"]["num_hidden_layers"]
+    if FINAL_NORM in m["layer_ids"] and m["version"] < FINAL_NORM_VERSION:
+        # an older reader would not know the token: the version says the document needs a reader that does
+        raise ManifestError(file, "version", f"is {m['version']}, but field 'layer_ids' lists \"{FINAL_NORM}\", "
+                            f"which version {FINAL_NORM_VERSION} introduced", f"set version to {FINAL_NORM_VERSION}; "
+                            f"or {REWRITE}")
+    try:
+        check_layer_ids(m["layer_ids"], n, file=file, field="layer_ids")
+    except LayerIdError as e:
+        raise ManifestError(e.file, e.field, e.problem, f"list each layer the fc consumes once, in fc order, within "
+                            f"[-1, {n - 1}]; or {REWRITE}") from None
+    return m
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated manifest. Constructing one validates it (raises :class:`ManifestError`)."""
+
+    layer_ids: tuple[int, ...]
+    target_architecture: str
+    target_num_hidden_layers: int
+    target_hidden_size: int
+    provenance: dict = field(default_factory=lambda: {"source": "manual"})
+    path: Path | None = field(default=None, compare=False)
+    expected: dict | None = None  # metadata (core.schemas.manifest.EXPECTED): what verify measured offline
+
+
+    def __post_init__(self) -> None:
+        ids = self.layer_ids
+        if isinstance(ids, Sequence) and not isinstance(ids, (str, bytes)):
+            ids = list(ids)
+        prov = dict(self.provenance) if isinstance(self.provenance, Mapping) else self.provenance
+        doc = _document(ids, self.target_architecture, self.target_num_hidden_layers, self.target_hidden_size, prov,
+                        self.expected)
+        m = _checked(doc, self.path if self.path is not None else MANIFEST_FILENAME)
+        object.__setattr__(self, "layer_ids", tuple(m["layer_ids"]))
+        object.__setattr__(self, "provenance", dict(m["provenance"]))
+
+    @property
+    def fc_in_features(self) -> int:
+        """Input width the draft's fc must have: ``len(layer_ids) * target_hidden_size``."""
+        return len(self.layer_ids) * self.target_hidden_size
+
+    def provenance_problems(self) -> list[tuple[str, str]]:
+        """``(field, problem)`` for what the provenance holds that this version would not write (a value of another
+        type, a missing ``source``); shown, never refused. Unknown keys are not problems: a later version adds some."""
+        return records.problems(PROVENANCE, self.provenance, "provenance")
+
+    def expected_acceptance(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str | None]:
+        """``(per_position, None)``: the offline per-position acceptance ``expected`` holds for the setting ``(steps,
+        topk, draft_tokens)`` as a server runs it (``steps`` figures); or ``(None, why)`` when there is none, the block
+        does not read cleanly, or it was measured for other ``layer_ids`` than the manifest's (metadata: never an
+        error; the block is bounded, schemas.manifest)."""
+        if self.expected is None:
+            return None, "the manifest has no 'expected' block"
+        bad = records.problems(EXPECTED, self.expected, "expected")
+        if bad:
+            return None, f"field '{bad[0][0]}': {bad[0][1]}; {WRITE_EXPECTED}"
+        measured = list(self.expected["provenance"]["layer_ids"])
+        if measured != list(self.layer_ids):
+            return None, (f"field 'expected.provenance.layer_ids': the figures were measured with layer ids "
+                          f"{measured}, but the manifest's layer_ids are {list(self.layer_ids)}; {WRITE_EXPECTED}")
+        for entry in self.expected["acceptance"]:
+            if (entry["steps"], entry["topk"], entry["draft_tokens"]) == (steps, topk, draft_tokens):
+                if len(entry["per_position"]) != steps:
+                    return None, (f"field 'expected.acceptance': the entry for {steps},{topk},{draft_tokens} has "
+                                  f"{len(entry['per_position'])} figures for {steps} draft positions; {WRITE_EXPECTED}")
+                return list(entry["per_position"]), None
+        have = " ".join(f"{e['steps']},{e['topk']},{e['draft_tokens']}" for e in self.expected["acceptance"])
+        served = f"{steps},{topk},{draft_tokens}"
+        return None, (f"field 'expected.acceptance' has figures for the settings {brief(have, 200)}, not for the "
+                      f"{served} served; write them with `sglang-eagle3-capture verify DRAFT --data SAMPLES "
+                      f"--write-expected --settings {served}`")
+
+    def to_dict(self) -> dict:
+        """The JSON document (``format``, ``version``, ``layer_ids``, ``target``, ``provenance``, ``expected`` when
+        there is one)."""
+        return _document(list(self.layer_ids), self.target_architecture, self.target_num_hidden_layers,
+                         self.target_hidden_size, dict(self.provenance), self.expected)
+
+
+def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest:
+    """Parse and validate a manifest JSON document (``path`` only names the file in errors)."""
+    m = _checked(data, path if path is not None else MANIFEST_FILENAME)
+    t = m["target"]
+    return Manifest(tuple(m["layer_ids"]), t["architecture"], t["num_hidden_layers"], t["hidden_size"],
+                    m["provenance"], path=Path(path) if path is not None else None, expected=m.get("expected"))
+
+
+def manifest_path(draft_dir_or_file: str | os.PathLike) -> Path:
+    """The manifest file for a draft directory (or the file itself when given a file)."""
+    p = Path(draft_dir_or_file)
+    if p.suffix == ".json" and path_kind(p, error=ManifestError) != "directory":
+        return p
+    return p / MANIFEST_FILENAME
+
+
+def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
+    """Read and validate the manifest of a draft directory (or a manifest file); missing is an error, and so is
+    anything but a regular file standing where the manifest belongs (a directory, fifo, dangling symlink, loop)."""
+    path = manifest_path(draft_dir_or_file)
+    if path_kind(path, error=ManifestError, fix=REWRITE) == "missing":
+        draft = cut(shown(path.parent), 200, keep_end=True)  # a long path must not push the rest of the fix out
+        raise ManifestError(path, "<file>", "no layer manifest found",
+                            f"write one with `sglang-eagle3-capture manifest write {draft} "
+                            "--layer-ids=... --target TARGET` (or convert the draft with `sglang-eagle3-capture "
+                            "convert SRC DST`)")
+    return manifest_from_dict(read_json_object(path, fix=f"replace it with a manifest file; {REWRITE}"), path=path)
+
+
+def find_manifest(draft_dir: str | os.PathLike) -> Manifest | None:
+    """The draft's manifest, or ``None`` only when nothing stands at its path (anything else that is not a valid
+    manifest file raises)."""
+    if path_kind(manifest_path(draft_dir), error=ManifestError) == "missing":
+        return None
+    return read_manifest(draft_dir)
+
+
+def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
+    """Write ``manifest`` to ``draft_dir/eagle3_manifest.json`` atomically (a unique temporary file in the draft
+    directory, fsynced, then renamed: readers see the old or the new manifest, concurrent writers never collide, the
+    mode follows the umask); returns the path."""
+    path = Path(draft_dir) / MANIFEST_FILENAME
+    manifest_from_dict(manifest.to_dict(), path=path)  # re-validate what is about to be written
+    return write_file_atomic(path, json.dumps(manifest.to_dict(), indent=2) + "\n", error=ManifestError,
+                             fix="make the draft directory writable, or free space")
+
+
+def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None, field: str | None = "fc.weight"
+                   ) -> None:
+    """Raise unless the draft fc's input width equals ``len(layer_ids) * target_hidden_size``.
+
+    ``file`` and ``field`` name the weights file and the tensor (``"draft/model.safetensors"``, ``"fc.weight"``).
+    """
+    if fc_in_features != manifest.fc_in_features:
+        k, h = len(manifest.layer_ids), manifest.target_hidden_size
+        hint = f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else ""
+        raise ManifestError(file, field, f"fc input width is {fc_in_features}, but manifest "
+                            f"{shown(manifest.path or MANIFEST_FILENAME)} field 'layer_ids' lists {k} ids x field "
+                            f"'target.hidden_size' {h} = {manifest.fc_in_features}{hint}",
+                            "list exactly the hidden states the fc was trained on, and the target it was trained "
+                            "against")
+
+
+def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: int, where: Any) -> None:
+    """Raise unless a manifest can hold these target dimensions, read from the target config ``where``: a value past
+    a bound only the manifest applies (e.g. more than 100000 layers) is that file's field, not the manifest's."""
+    doc = {"architecture": architecture, "num_hidden_layers": num_hidden_layers, "hidden_size": hidden_size}
+    try:
+        records.read(TARGET, doc, file=where)
+    except ManifestError as e:
+        name = (e.field or "").rsplit(".", 1)[-1]
+        field = "architectures" if name == "architecture" else decoder_field_prefix(architecture) + name
+        raise ManifestError(where, field, e.problem, "point TARGET at the target model's own config.json (no real "
+                            "model has such a value)") from None
+
+
+def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:
+    """Raise unless the running target matches the manifest's (architecture family, layer count, hidden size).
+
+    ``target_hf_config`` is the target's HF config (dict or object); ``where`` names its file in errors.
+    """
+    arch, n_layers, hidden = target_dims(target_hf_config, where)
+    mpath = shown(manifest.path or MANIFEST_FILENAME)
+    fix = "serve the draft with the target it was trained against (or correct the manifest)"
+    if architecture_family(arch) != architecture_family(manifest.target_architecture):
+        raise ManifestError(where, "architectures", f"target architecture {arch} is not in the family of "
+                            f"{manifest.target_architecture} named by manifest {mpath} field 'target.architecture'",
+                            fix)
+    prefix = decoder_field_prefix(arch)
+    for fld, have, want in (("num_hidden_layers", n_layers, manifest.target_num_hidden_layers),
+                            ("hidden_size", hidden, manifest.target_hidden_size)):
+        if have != want:
+            raise ManifestError(where, prefix + fld, f"is {have}, but manifest {mpath} field 'target.{fld}' is {want}",
+                                fix)

@@ -1,0 +1,330 @@
+"""The refusal policy: what the plugin does with a deployment, decided from plain data, in one place.
+
+The server (:func:`sglang_eagle3_capture.core.sglang.resolution.resolve_target_capture`, once per target process) and
+``inspect`` (:func:`sglang_eagle3_capture.doctor.inspect.plugin_refusal`) both call :func:`decide`, so the doctor
+cannot disagree with the server. No torch, no SGLang: the caller reads the facts (the release, the draft's manifest
+and ``eagle_config``, the target's architecture and layer count, the server settings, which family patches are active
+in the process) into a :class:`Deployment`, and :func:`decide` returns a :class:`Decision` (wire these ids, or stock
+wiring) or raises a :class:`~sglang_eagle3_capture.core.errors.WiringError` naming the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from . import releases
+from .config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed, is_vllm_fail_closed
+from .errors import Eagle3CaptureError, UnsupportedSGLangVersion, WiringError, brief
+from .families import Family, all_families, family_of
+from .layer_ids import (
+    EMBEDDING_LAYER_ID,
+    FINAL_NORM,
+    check_layer_ids,
+    hidden_state_indices,
+    is_layer_id,
+    layer_id_of_index,
+    split_capture,
+)
+from .manifest import WRITE_HINT, Manifest, check_target
+from .releases.schema import Release
+from .stock import engine_capture, stock_sglang_capture, vllm_fail_closed_ids
+
+TARGET = "target config (--model-path)"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The facts a decision depends on. ``architecture`` is None when the target config's ``architectures`` is not a
+    list naming a class (``architectures`` holds what it is); ``unpatched`` maps a family name to why its capture
+    patch is not active in this process; ``last_stage`` is the last pipeline stage's ``[start, end)`` layers."""
+
+    release: Release
+    draft: str
+    manifest: Manifest | None = None
+    eagle_config: Mapping | None = None
+    config_file: str = "draft config.json"
+    architecture: str | None = None
+    architectures: Any = None
+    num_hidden_layers: int = 0
+    target_config: Any = None  # the target's HF config, to hold a manifest to (None: not checked)
+    eagle3: bool = True  # --speculative-algorithm EAGLE3
+    algorithm: str = "EAGLE3"
+    eagle3_draft: bool = True  # an EAGLE-3 draft (architecture, manifest or marked ids)
+    use_aux_hidden_state: bool = True
+    two_batch_overlap: bool = False
+    pp_size: int = 1
+    last_stage: tuple[int, int] | None = None
+    unpatched: Mapping[str, str] = field(default_factory=dict)
+    model_impl: Any = "auto"  # --model-impl ("mindspore": no torch decoder stack, see decide)
+
+    @property
+    def declares(self) -> bool:
+        """True when the draft declares layer ids (a manifest, eagle_config ids marked with the convention, or the
+        fail-closed object standing for a manifest's ids)."""
+        ec = self.eagle_config
+        marks = ec is not None and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
+        return self.manifest is not None or marks
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``layer_ids`` (fc order) from ``file``/``field`` to wire on ``family``; ``layer_ids`` None: stock wiring, and
+    ``stock`` says what stock SGLang feeds (None when the deployment is none of the plugin's business)."""
+
+    family: Family | None = None
+    layer_ids: tuple[int, ...] | None = None
+    file: str | None = None
+    field: str | None = None
+    stock: str | None = None
+
+
+def supported_families() -> str:
+    """``family (Arch, Arch), ...`` for every family with an entry, for refusals."""
+    return "; ".join(f"{f.name} ({', '.join(f.architectures)})" for f in all_families())
+
+
+def refuse_release(release: Release) -> None:
+    """Raise :class:`UnsupportedSGLangVersion` for a release the table lists as not supported."""
+    if not release.supported:
+        why = f": {release.refused_because}" if release.refused_because else ""
+        versions = ", ".join(releases.supported_versions())
+        raise UnsupportedSGLangVersion(None, None, f"SGLang {release.version} is a release sglang-eagle3-capture does "
+                                       f"not support{why}", f"serve with one of {versions}")
+
+
+def decide(d: Deployment) -> Decision:
+    """What the plugin does with ``d``: the rules in the order the server meets them (module doc)."""
+    refuse_release(d.release)
+    if not d.eagle3:
+        if d.eagle3_draft:
+            raise WiringError(None, "--speculative-algorithm", f"{d.algorithm} with the EAGLE-3 draft {d.draft}: "
+                              "SGLang then captures no aux hidden states and skips the draft's fc, so accept length "
+                              "falls to about 1.0", "pass --speculative-algorithm EAGLE3")
+        return Decision()
+    if d.model_impl == "mindspore" and d.declares:
+        raise WiringError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM whatever the "
+                          f"target's architecture ({d.architecture}), a MindSpore network from the sgl_mindspore "
+                          "package (models/mindspore.py:193, 359-360; model_loader/utils.py:228-229), not a torch "
+                          f"decoder stack: nothing can capture the layer ids the draft {d.draft} declares",
+                          "serve with --model-impl sglang (or auto), or remove the draft's manifest/marked ids to run "
+                          "stock wiring knowingly")
+    family = _family(d)
+    if family is None:
+        return Decision()
+    if not d.use_aux_hidden_state:
+        if d.declares:
+            raise WiringError(d.config_file, "eagle_config.use_aux_hidden_state", "false, but the draft declares layer "
+                              "ids and SGLang would capture nothing", "remove use_aux_hidden_state or set it to true")
+        return Decision()
+    if d.two_batch_overlap:
+        raise WiringError(None, "--enable-two-batch-overlap", f"{'/'.join(family.model_classes)}.forward runs its "
+                          "layers through model_forward_stages under two-batch overlap, which skips the "
+                          f"aux-hidden-state capture EAGLE-3 needs on {d.architecture}",
+                          "drop --enable-two-batch-overlap")
+    declared = declared_ids(d, family)
+    if declared is None:
+        stock = stock_sglang_capture({"eagle_config": dict(d.eagle_config or {})}, d.num_hidden_layers, family=family,
+                                     release=d.release)
+        return Decision(family, stock=stock.describe())
+    ids, file, fld = declared
+    _wirable(d, family, ids, file, fld)
+    return Decision(family, ids, file, fld)
+
+
+def _family(d: Deployment) -> Family | None:
+    if d.architecture is None:
+        if d.declares:
+            raise WiringError(TARGET, "architectures", f"{brief(d.architectures)}, not a list naming the target class, "
+                              f"so no family can wire the layer ids the draft {d.draft} declares",
+                              "serve a target whose config.json lists its class in 'architectures'")
+        return None
+    family = family_of(d.architecture)
+    if family is None and d.declares:
+        raise WiringError(TARGET, "architectures", f"{d.architecture} has no family entry; manifest-exact capture "
+                          f"covers the families {supported_families()}", "serve the draft on one of those targets, or "
+                          "remove its manifest/marked ids to run stock SGLang wiring knowingly")
+    return family
+
+
+def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, str] | None:
+    """``(layer ids, file, field)`` the draft declares (its manifest, else marked eagle_config ids), or None."""
+    ec, cfg_field = d.eagle_config, f"eagle_config.{IDS_KEY}"
+    marked = None
+    if ec is not None and CONVENTION_KEY in ec:
+        if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
+            raise WiringError(d.config_file, f"eagle_config.{CONVENTION_KEY}", f"is {brief(ec[CONVENTION_KEY])}",
+                              f"set it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output of "
+                              "layer k) or remove it")
+        marked = ec.get(IDS_KEY)
+        if not isinstance(marked, list) or not all(is_layer_id(i) for i in marked):
+            raise WiringError(d.config_file, cfg_field, f"expected a list of integer layer ids next to "
+                              f"'{CONVENTION_KEY}', got {brief(marked)}", "list the layers the fc consumes, in fc "
+                              "order, e.g. [-1, 2, 30]")
+        marked = tuple(marked)
+    m = d.manifest
+    fail_closed = ec is not None and is_fail_closed(ec.get(IDS_KEY))
+    if m is None and fail_closed:
+        raise WiringError(d.config_file, cfg_field, f"is sglang-eagle3-capture's fail-closed object, which stands for "
+                          f"the layer ids in the draft's eagle3_manifest.json, but the draft {d.draft} has none (or it "
+                          "is not a local directory)", "restore eagle3_manifest.json beside config.json and serve the "
+                          "local directory, or write it with `sglang-eagle3-capture manifest write DIR "
+                          "--layer-ids=...`")
+    if m is None:
+        return None if marked is None else (marked, d.config_file, cfg_field)
+    if d.target_config is not None:
+        check_target(m, d.target_config, where=TARGET)
+    mfile = str(m.path)
+    if marked is not None and marked != m.layer_ids:
+        raise WiringError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' is "
+                          f"{list(marked)} (marked as layer ids)", "make them equal (the manifest is what the fc was "
+                          "trained on) or remove the ids from eagle_config")
+    if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
+        stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release)
+        want = sorted(hidden_state_indices(i for i in m.layer_ids if i != FINAL_NORM))
+        # no stock reading captures the final norm's output: an id list beside such a manifest always means other
+        if stock.problem or sorted(stock.loop_indices) != want or FINAL_NORM in m.layer_ids:
+            raise WiringError(mfile, "layer_ids", f"is {list(m.layer_ids)} (loop indices {want}), but {d.config_file} "
+                              f"field '{cfg_field}' means something else to SGLang: {stock.describe()}",
+                              f"set eagle_config.{IDS_KEY} to {list(m.layer_ids)} and eagle_config.{CONVENTION_KEY} "
+                              f"to {LAYER_ID_CONVENTION!r}, or correct the manifest")
+    return m.layer_ids, mfile, "layer_ids"
+
+
+def _wirable(d: Deployment, family: Family, ids: tuple[int, ...], file: str, fld: str) -> None:
+    """Raise unless ``ids`` can be captured exactly on ``d``'s target, release and pipeline stage."""
+    try:
+        check_layer_ids(list(ids), d.num_hidden_layers, file=file, field=fld)
+    except Eagle3CaptureError as e:
+        raise WiringError(file, fld, e.problem, f"correct the ids to the layers the draft was trained on "
+                          f"(`{WRITE_HINT}`), or serve the target it was trained against") from None
+    if family.name in d.unpatched:
+        raise WiringError(file, fld, f"the draft declares layer ids {list(ids)} but the sglang-eagle3-capture capture "
+                          f"patch is incomplete for the {family.name} family in this process "
+                          f"({d.unpatched[family.name]})", "reinstall sglang-eagle3-capture, check the log for "
+                          "'eagle3-capture' errors, or serve with a supported SGLang release")
+    if d.architecture in d.release.absent_hooks:
+        raise WiringError(file, fld, f"the draft declares layer ids {list(ids)} on {d.architecture}, which has no "
+                          f"set_eagle3_layers_to_capture in SGLang {d.release.version} (SGLang cannot capture EAGLE-3 "
+                          "hidden states on it; a later release added it)",
+                          f"upgrade SGLang (the newest supported is {releases.newest().version})")
+    if EMBEDDING_LAYER_ID in ids and family.name in d.release.embedding_crashes:
+        raise WiringError(file, fld, f"layer id -1 (the embedding output) on {d.architecture}: the {family.name} "
+                          f"family's capture loop in SGLang {d.release.version} computes hidden_states + residual "
+                          "with no residual at loop index 0 (TypeError at the first forward)",
+                          f"upgrade SGLang (the newest supported is {releases.newest().version}), or serve a draft "
+                          "trained without layer id -1")
+    if d.last_stage is not None:
+        check_stage(ids, d.num_hidden_layers, *d.last_stage, pp_size=d.pp_size, file=file, field=fld)
+
+
+def check_stage(layer_ids: tuple[int, ...], num_hidden_layers: int, start_layer: int, end_layer: int, *,
+                pp_size: int, file: str | None, field: str | None) -> None:
+    """Raise unless every id captured in SGLang's loop runs on the last pipeline stage ``[start_layer, end_layer)``.
+
+    Only the last stage captures, and its loop covers only its own layers (the embedding, loop index 0, is computed
+    on the first stage); the last layer's output is taken at the final norm, which runs on the last stage.
+
+    Example::
+
+        >>> check_stage((2, 3), 6, 3, 6, pp_size=2, file="m.json", field="layer_ids")
+    """
+    loop = split_capture(layer_ids, num_hidden_layers)[0]
+    missing = [layer_id_of_index(i) for i in loop if not start_layer <= i < end_layer]
+    if missing:
+        raise WiringError(file, field, f"layer ids {missing} are captured at the input of decoder layers outside "
+                          f"[{start_layer}, {end_layer}), the layers of the last pipeline stage (--pp-size {pp_size}); "
+                          "SGLang captures EAGLE-3 hidden states on the last stage only",
+                          "serve with --pp-size 1, or set SGLANG_PP_LAYER_PARTITION so the last stage starts at or "
+                          f"before decoder layer {min(loop)}")
+
+
+def as_served(release: Release, family: Family, layer_ids: tuple[int, ...], num_hidden_layers: int) -> Deployment:
+    """The deployment ``inspect`` judges: the draft's ids (as a manifest would declare them) on ``family`` under
+    ``release``, with default server settings and every family patch active."""
+    ec = {IDS_KEY: list(layer_ids), CONVENTION_KEY: LAYER_ID_CONVENTION}
+    return Deployment(release=release, draft="DRAFT", eagle_config=ec, architecture=family.architectures[0],
+                      num_hidden_layers=num_hidden_layers)
+
+
+# ---------------------------------------------------------------------------------------------------------- vLLM
+
+VLLM_FIX = ("serve with vLLM {supported} and its V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0 on 0.33), or remove the "
+            "draft's eagle3_manifest.json to run stock vLLM wiring knowingly")
+
+
+@dataclass(frozen=True)
+class VllmDeployment:
+    """The facts the vLLM plugin's decision depends on: the vLLM release (None: not in the table), the draft's
+    manifest and ``config.json`` (as a dict), the target's HF config, and ``unserved``: why the plugin's capture patch
+    is not active in this process (None when it is)."""
+
+    release: Any
+    version: str
+    draft: str
+    manifest: Manifest | None
+    draft_config: Mapping
+    config_file: str = "draft config.json"
+    target_config: Any = None
+    unserved: str | None = None
+
+    @property
+    def declares(self) -> bool:
+        """True when the draft declares layer ids to vLLM: a manifest, or a value only the plugin reads (the vLLM
+        fail-closed value, the SGLang fail-closed object, or ``eagle_config`` ids marked as layer ids)."""
+        ec = self.draft_config.get("eagle_config")
+        marks = isinstance(ec, Mapping) and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
+        return self.manifest is not None or marks or is_vllm_fail_closed(self.draft_config.get(IDS_KEY))
+
+
+def decide_vllm(d: VllmDeployment) -> Decision:
+    """What the vLLM plugin does with ``d``: stock wiring for a draft that declares nothing; else wire the manifest's
+    ids, or raise a :class:`WiringError` naming the file, the field and the fix (an unserved release or runner, no
+    manifest beside a value that stands for one, a target or id list the manifest does not fit, a config.json that
+    stock vLLM would read as other layers)."""
+    if not d.declares:
+        return Decision()
+    m = d.manifest
+    where, fld = (str(m.path), "layer_ids") if m is not None else (d.config_file, IDS_KEY)
+    supported = ", ".join(r.version for r in releases.vllm_supported())
+    if d.release is None or not d.release.supported or d.unserved:
+        why = d.unserved or (f"vLLM {d.version} is not in the vLLM release table" if d.release is None else
+                             f"vLLM {d.version} is not served: {d.release.refused_because}")
+        raise WiringError(where, fld, f"the draft {d.draft} declares layer ids, but the sglang-eagle3-capture vLLM "
+                          f"plugin does not wire them in this process ({why}), so stock vLLM would feed its own "
+                          "reading of config.json", VLLM_FIX.format(supported=supported))
+    if m is None:
+        raise WiringError(d.config_file, fld, f"holds a value that stands for the layer ids of the draft's "
+                          f"eagle3_manifest.json, but the draft {d.draft} has none (or it is not a local directory)",
+                          "restore eagle3_manifest.json beside config.json and serve the local directory, or write "
+                          "it with `sglang-eagle3-capture manifest write DIR --layer-ids=... --fail-closed`")
+    if d.target_config is not None:
+        check_target(m, d.target_config, where=TARGET)
+    family = family_of(m.target_architecture)
+    if family is None:
+        raise WiringError(str(m.path), "target.architecture", f"{m.target_architecture} has no family entry; "
+                          f"manifest-exact capture covers the families {supported_families()}",
+                          "serve the draft on one of those targets")
+    n = m.target_num_hidden_layers
+    try:
+        check_layer_ids(list(m.layer_ids), n, file=str(m.path), field="layer_ids")
+    except Eagle3CaptureError as e:
+        raise WiringError(str(m.path), "layer_ids", e.problem, f"correct the ids to the layers the draft was trained "
+                          f"on (`{WRITE_HINT}`), or serve the target it was trained against") from None
+    safe = vllm_fail_closed_ids(m.layer_ids, n, family=family).value
+    if d.draft_config.get(IDS_KEY) != safe:
+        for reader in d.release.readers:
+            stock = engine_capture(dict(d.draft_config), n, family=family, reader=reader)
+            if not stock.refuses_at_startup and (stock.fed_layer_ids != m.layer_ids or stock.problem):
+                raise WiringError(str(m.path), "layer_ids", f"is {list(m.layer_ids)}, but {d.config_file} means "
+                                  f"something else to stock vLLM ({reader.name}: {stock.describe()}), so a server "
+                                  "without the plugin would feed other hidden states",
+                                  f"run `sglang-eagle3-capture manifest write {d.draft} --layer-ids="
+                                  f"{','.join(map(str, m.layer_ids))} --target TARGET --force --fail-closed` "
+                                  f"(top-level {IDS_KEY} {_json(safe)})")
+    return Decision(family, m.layer_ids, str(m.path), "layer_ids")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)

@@ -1,0 +1,153 @@
+"""SGLang plugin entry point: ``register()`` (group ``sglang.srt.plugins``, name ``eagle3_capture``).
+
+SGLang's ``sglang.srt.plugins.load_plugins()`` calls it once per process: in the launcher
+(``Engine.__init__``, ``launch_server``, ``sglang serve``), in every scheduler / TP worker
+(``managers/scheduler.py::run_scheduler_process``, whose models are the ones patched), the DP controller
+and the detokenizer. ``register()`` itself imports no SGLang model code: it arms a trigger (the release
+table's ``trigger_module``, a module only processes that build a ``ModelRunner`` import, before any model
+is resolved or loaded) that applies the target capture patch and the draft-head loader patch.
+Processes that never run a model pay nothing.
+
+A release newer than the table is served unverified with the newest release's seams when every seam (names and
+parameter names, :func:`probe_release`) probes clean and the first-batch self-check (:mod:`.selfcheck`) is on:
+a WARNING says so, and every target process then proves its wiring on its first extend batch. A failed probe, or
+the self-check turned off, refuses it like an unsupported release.
+
+``load_plugins`` logs and swallows exceptions raised here. So an unsupported SGLang, or a resolution seam that cannot
+be patched, moves the resolution gate to its fallback seat (:mod:`.guard`, which depends on none of the patched
+seams): a draft that declares layer ids then fails at startup instead of running stock wiring. A family whose own
+seams do not fit is refused by the resolution gate itself (:func:`.target.is_patched` is one of its facts).
+
+Why not SGLang's own ``HookRegistry`` (``sglang.srt.plugins.hook_registry``) or
+``SGLANG_EXTERNAL_MODEL_PACKAGE``: ``HookRegistry.apply_hooks()`` runs inside ``load_plugins`` in every
+process and resolves each target with ``pkgutil.resolve_name``, so it imports the model modules in the
+launcher and the detokenizer too; it applies targets one by one and logs and swallows a failing one
+(a half-applied capture would run stock wiring for the rest), checks no parameter names, and has no
+revert for in-process use. An external model package replaces SGLang's model registry with subclasses,
+which changes the class names SGLang keys behaviour on (e.g. MLA detection for the draft) and excludes
+every other external package. Patching SGLang's own classes, all or nothing, through :mod:`..seams` avoids
+all of that.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from .. import families, releases, seams
+from ..after_import import when_imported
+from ..errors import UnsupportedSGLangVersion, WiringError
+from ..releases.schema import Release
+from . import draft, guard, selfcheck, target
+from .runtime import current_tp_rank
+
+logger = logging.getLogger(__name__)
+
+
+def _apply() -> None:
+    """Apply the target capture patch and the draft-head loader patch; never raise into SGLang's import."""
+    patched = []
+    try:
+        if target.apply():
+            patched.append(target.describe())
+    except Exception as e:  # noqa: BLE001 - runs inside SGLang's own import of its ModelRunner: never break it
+        # The resolution seam does not fit (a family that does not fit is left out by target.apply itself, and
+        # refused by name at startup): refuse declared drafts at startup instead, leave every other deployment running.
+        guard.arm(f"the capture patch does not fit this SGLang ({e})",
+                  "reinstall sglang-eagle3-capture for this SGLang release, or serve with a supported one", WiringError)
+        logger.exception("eagle3-capture: target capture not patched: %s (startup guard %s; pid %d)", e,
+                         "installed" if guard.is_armed() else "NOT installed", os.getpid())
+    try:
+        if draft.apply_draft_head_patch():
+            patched.append("the EAGLE-3 draft-head loader (sglang_eagle3_capture.core.sglang.draft)")
+    except Exception as e:  # noqa: BLE001 - same reason; the draft then loads as stock SGLang loads it
+        logger.exception("eagle3-capture: draft-head loader not patched: %s (pid %d)", e, os.getpid())
+    if patched:
+        logger.info("eagle3-capture: patched %s (sglang %s, pid %d, tp_rank %s)", "; ".join(patched),
+                    releases.installed_sglang_version(), os.getpid(), current_tp_rank())
+
+
+def probe_release(release: Release) -> list[str]:
+    """Import and probe every seam the plugin would patch under ``release`` (its own: resolution, draft side and
+    self-check gate; every family's); one ``Owner.attr: problem`` line per seam that does not fit."""
+    problems, every = [], (*release.seams, *selfcheck.gate_patch(release).seams,
+                           *(s for f in families.all_families() for s in f.seams()))
+    for seam in dict.fromkeys(every):  # each once (the gate's seams are the release's own)
+        try:
+            seams.probe(seam, seams.owner_of(seam, import_=True))
+        except Exception as e:  # noqa: BLE001 - a missing module, class, attribute or a changed signature alike
+            problems.append(f"{seam.name}: {type(e).__name__}: {e}")
+    return problems
+
+
+def _refuse_newer(found: str, why: str) -> UnsupportedSGLangVersion:
+    newest = releases.newest().version
+    error = UnsupportedSGLangVersion(None, None, f"sglang {found} is newer than the releases sglang-eagle3-capture "
+                                     f"was verified against ({', '.join(releases.supported_versions())}) and {why}",
+                                     f"install a supported release, e.g. pip install sglang=={newest}")
+    guard.arm(error.problem, error.fix, UnsupportedSGLangVersion)
+    logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), error)
+    return error
+
+
+def _apply_newer() -> None:
+    """At the trigger: probe every seam of the newest release; serve the installed (newer) SGLang unverified only
+    if all fit."""
+    found, newest = releases.installed_sglang_version(), releases.newest()
+    if releases.unverified() == found:  # accepted already (register() ran twice)
+        _apply()
+        return
+    problems = probe_release(newest)
+    if problems:
+        _refuse_newer(found, f"{len(problems)} of the seams the plugin patches do not fit it: {'; '.join(problems)}")
+        return
+    releases.accept_unverified(found)
+    logger.warning("eagle3-capture: sglang %s is newer than the release table (newest verified: %s); every seam probed "
+                   "clean (names and parameter names), so it is patched as %s UNVERIFIED and the first-batch "
+                   "self-check proves the wiring on the first extend batch of every target process (pid %d)", found,
+                   newest.version, newest.version, os.getpid())
+    _apply()
+
+
+def _apply_metrics() -> None:
+    """The acceptance metrics patch (:mod:`...observe.metrics`), when SGLang's scheduler module has been executed; a
+    seam that does not fit costs the metrics only (one WARNING), never the capture or the server."""
+    try:
+        from ...observe import metrics  # observability: imported only once the scheduler module is
+
+        metrics.apply()
+    except Exception as e:  # noqa: BLE001 - metrics never stop a server
+        logger.warning("eagle3-capture: no per-position acceptance metrics: %s (pid %d)", e, os.getpid())
+
+
+def _arm_metrics() -> None:
+    when_imported(releases.installed_or_newest().seam("metrics.init").module, _apply_metrics)
+
+
+def register() -> None:
+    """Entry point: check the SGLang version and arm the patches in this process (idempotent).
+
+    The target capture patch (:mod:`.target`) and the draft-head loader patch (:mod:`.draft`) are applied
+    when SGLang imports the release's trigger module (at once if already imported), with one INFO line per
+    process: what was patched, the SGLang version, pid and TP rank (``None`` until SGLang publishes it); the
+    acceptance metrics patch (:mod:`...observe.metrics`) when it imports its scheduler module.
+    Outside the supported releases it raises
+    :class:`~sglang_eagle3_capture.core.errors.UnsupportedSGLangVersion` after arming the startup guard, except for a
+    release newer than the table, which is probed at the trigger and served unverified when it fits (module doc).
+    """
+    found = releases.installed_sglang_version()
+    if releases.is_newer_than_table(found) and releases.unverified() != found:
+        if not selfcheck.enabled():
+            raise _refuse_newer(found, f"{selfcheck.ENV}=0 turns off the first-batch self-check that stands in for "
+                                       "the missing verification")
+        when_imported(releases.newest().trigger_module, _apply_newer)
+        _arm_metrics()
+        return
+    try:
+        release = releases.check_sglang_version()
+    except UnsupportedSGLangVersion as e:
+        guard.arm(e.problem, e.fix or "install a supported SGLang release", UnsupportedSGLangVersion)
+        logger.error("eagle3-capture: not patching (pid %d): %s", os.getpid(), e)
+        raise
+    when_imported(release.trigger_module, _apply)
+    _arm_metrics()

@@ -1,0 +1,178 @@
+"""WHERE the target's layer ids come from: SGLang's facts read once per process, decided by the policy, recorded.
+
+SGLang takes the target's capture ids only from the draft config's
+``eagle_config["eagle_aux_hidden_state_layer_ids"]``, while the target ``ModelRunner`` is built, before
+the model is loaded (the release table names the seam). The capture patch wraps that seam and asks
+:func:`resolve_target_capture` which ids to capture, in this order of authority:
+
+1. the draft's ``eagle3_manifest.json`` (:func:`sglang_eagle3_capture.core.manifest.find_manifest`);
+2. ``eagle_config.eagle_aux_hidden_state_layer_ids`` when ``eagle_config`` also carries
+   ``"eagle_aux_hidden_state_layer_ids_convention": "sglang-eagle3-capture/layer-id"``;
+3. neither: stock SGLang wiring, with a WARNING naming what stock SGLang captures and the fix.
+
+What is refused is :mod:`sglang_eagle3_capture.core.policy`'s decision (the one ``inspect`` reports): this module only
+reads SGLang's objects into a :class:`~sglang_eagle3_capture.core.policy.Deployment`. This is the first of the three
+runtime gates (docs/how-it-works.md). Ids are handed on as :class:`DeclaredLayerIds` (carrying the
+:class:`~..capture.CapturePlan`, built once), which only the patched ``set_eagle3_layers_to_capture`` can use. The
+manifest is read once per process: the outcome is recorded (:func:`recorded`) and the draft side reads that record.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .. import policy, releases
+from ..capture import CapturePlan, plan_capture
+from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from ..errors import ManifestError, WiringError
+from ..families import family_of
+from ..manifest import MANIFEST_FILENAME, WRITE_HINT, Manifest, find_manifest
+from ..releases.schema import Release
+from ..target_config import architecture, cfg_get, target_dims
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CONVENTION_KEY", "IDS_KEY", "LAYER_ID_CONVENTION", "DeclaredLayerIds", "Resolution", "WiringError",
+           "recorded", "resolve_target_capture"]
+
+
+class DeclaredLayerIds:
+    """Layer ids (fc order) from ``file``/``field``, handed from the resolution to the patched
+    ``set_eagle3_layers_to_capture`` in SGLang's ``SpecAuxHiddenStateConfig.eagle_aux_hidden_state_layer_ids``.
+
+    Part of the configure gate: it is not a list, so only :func:`.target.configure` can use it; an unpatched
+    ``set_eagle3_layers_to_capture`` (a model class the family table does not list) fails on its first use instead of
+    reinterpreting the ids with SGLang's heuristic, even with the self-check turned off.
+    """
+
+    __slots__ = ("layer_ids", "file", "field", "plan", "family")
+
+    def __init__(self, layer_ids, file: str, field: str | None = None, plan: CapturePlan | None = None,
+                 family: str | None = None) -> None:
+        self.layer_ids = tuple(layer_ids)
+        self.file, self.field = file, field
+        self.plan = plan  # built by resolve_target_capture; None: the patched set_eagle3 builds it
+        self.family = family  # the target's family (resolve_target_capture); None: whichever patch receives it
+
+    @property
+    def where(self) -> str:
+        """``FILE: field 'FIELD'`` (``FILE`` without a field) for log lines and the dump's metadata."""
+        return self.file if self.field is None else f"{self.file}: field '{self.field}'"
+
+    def _refuse(self, *args: Any) -> Any:
+        raise WiringError(self.file, self.field, f"layer ids {list(self.layer_ids)} reached an unpatched "
+                          "set_eagle3_layers_to_capture (the capture patch is not active for this model class), "
+                          "which would reinterpret them with SGLang's heuristic", "look for 'eagle3_capture' errors in "
+                          "the log of this process, check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS "
+                          "(if set) includes eagle3_capture")
+
+    __bool__ = __len__ = __iter__ = __getitem__ = _refuse
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DeclaredLayerIds) and other.layer_ids == self.layer_ids
+
+    def __hash__(self) -> int:
+        return hash(self.layer_ids)
+
+    def __repr__(self) -> str:
+        return f"DeclaredLayerIds({list(self.layer_ids)}, {self.where!r})"
+
+
+def _eagle_config(draft_hf_config: Any) -> Mapping | None:
+    ec = cfg_get(draft_hf_config, "eagle_config")
+    if ec is None or isinstance(ec, Mapping):
+        return ec
+    return {k: v for k, v in vars(ec).items() if not k.startswith("_")}
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What this process's target resolution read, recorded once (:func:`recorded`): ``manifest`` is the draft's
+    manifest as read then (None when it has none or is not a local directory)."""
+
+    draft_path: str
+    draft_dir: Path | None
+    manifest: Manifest | None
+
+
+_RECORD: list[Resolution] = []  # at most one: the target ModelRunner of this process
+
+
+def recorded() -> Resolution | None:
+    """The resolution of this process's target, or None when none ran through the capture patch."""
+    return _RECORD[-1] if _RECORD else None
+
+
+def _target(model_config: Any) -> tuple[str | None, int]:
+    try:
+        arch = architecture(model_config.hf_config, policy.TARGET)
+    except ManifestError:
+        return None, 0  # the policy refuses it when the draft declares ids, else stock wiring
+    n = target_dims(model_config.hf_config, policy.TARGET)[1] if family_of(arch) else 0
+    return arch, n
+
+
+def _last_stage(server_args: Any, n_layers: int) -> tuple[int, tuple[int, int] | None]:
+    pp = int(getattr(server_args, "pp_size", 1) or 1)
+    if pp == 1 or not n_layers:
+        return pp, None
+    from sglang.srt.distributed.utils import get_pp_indices
+
+    return pp, tuple(get_pp_indices(n_layers, pp - 1, pp))
+
+
+def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, spec_algorithm: Any,
+                           is_draft_worker: bool, draft_path: str | None, draft_hf_config: Callable[[], Any],
+                           release: Release | None = None,
+                           unpatched: Mapping[str, str] | None = None) -> DeclaredLayerIds | None:
+    """Which layer ids the target must capture (None: stock wiring), refusing what the policy refuses; recorded.
+
+    Called by the patched resolution seam after SGLang's own resolution filled ``config`` (a
+    ``SpecAuxHiddenStateConfig``) for the ``ModelRunner`` whose ``server_args``, ``model_config``, ``spec_algorithm``
+    and ``is_draft_worker`` are passed; ``draft_hf_config()`` returns the draft's HF config (None: SGLang resolved no
+    draft); ``release``: whose capture loops serve it (default: the installed supported release); ``unpatched``:
+    family name -> why its capture patch is not active in this process.
+    """
+    if is_draft_worker or not draft_path or not (spec_algorithm.is_eagle() or spec_algorithm.is_standalone()):
+        return None
+    draft_hf = draft_hf_config()
+    if draft_hf is None:
+        return None
+    draft_dir = Path(draft_path) if Path(draft_path).is_dir() else None
+    manifest = find_manifest(draft_dir) if draft_dir is not None else None
+    ec = _eagle_config(draft_hf)
+    arch, n_layers = _target(model_config)
+    pp, stage = _last_stage(server_args, n_layers)
+    d = policy.Deployment(
+        release=release or releases.installed_or_newest(), draft=draft_path, manifest=manifest, eagle_config=ec,
+        config_file=str(draft_dir / "config.json") if draft_dir else "draft config.json", architecture=arch,
+        architectures=cfg_get(model_config.hf_config, "architectures"), num_hidden_layers=n_layers,
+        target_config=model_config.hf_config, eagle3=spec_algorithm.is_eagle3(),
+        algorithm=getattr(spec_algorithm, "name", str(spec_algorithm)),
+        eagle3_draft=_is_eagle3_draft(draft_hf, ec, manifest), use_aux_hidden_state=config.eagle_use_aux_hidden_state,
+        two_batch_overlap=bool(getattr(server_args, "enable_two_batch_overlap", False)), pp_size=pp, last_stage=stage,
+        unpatched=unpatched or {}, model_impl=getattr(server_args, "model_impl", "auto"))
+    decision = policy.decide(d)
+    if decision.family is None:
+        return None
+    _RECORD[:] = [Resolution(draft_path, draft_dir, manifest)]
+    if draft_dir is None:
+        logger.warning("eagle3-capture: cannot look for %s: the draft path %s is not a local directory; only marked "
+                       "eagle_config ids are honoured. Fix: download the draft and pass its local directory",
+                       MANIFEST_FILENAME, draft_path)
+    if decision.layer_ids is None:
+        logger.warning("eagle3-capture: draft %s has no %s and no eagle_config.%s; running stock wiring: %s. A draft "
+                       "trained on other hidden states loses its acceptance silently. Fix: `%s`", draft_path,
+                       MANIFEST_FILENAME, CONVENTION_KEY, decision.stock, WRITE_HINT)
+        return None
+    where = f"{decision.file}: field '{decision.field}'"
+    plan = plan_capture(decision.layer_ids, n_layers, where=where)
+    return DeclaredLayerIds(decision.layer_ids, decision.file, decision.field, plan, decision.family.name)
+
+
+def _is_eagle3_draft(draft_hf_config: Any, ec: Mapping | None, manifest: Manifest | None) -> bool:
+    archs = cfg_get(draft_hf_config, "architectures") or []
+    return any("Eagle3" in str(a) for a in archs) or manifest is not None or (ec is not None and CONVENTION_KEY in ec)

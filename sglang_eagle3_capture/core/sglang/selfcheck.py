@@ -1,0 +1,632 @@
+"""The first-batch self-check: prove, on the first real extend batch of every target process, that each fc chunk
+the draft is handed is the hidden state its layer id names, by a route that does not go through the capture.
+
+Armed by :func:`arm` when the capture patch configures a target model (every TP rank; the last PP stage, the only
+one that captures), on by default, off with ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0`` (read once, at configure time).
+
+**When.** Only inside ``ModelRunner.forward`` (real batches; SGLang's dummy runs, CUDA-graph warm-ups and captures,
+autotune and compile passes call the model directly), only for a batch in ``EXTEND`` or ``MIXED`` mode with at
+least one token (idle DP-attention batches and decode, verify and draft batches are skipped until one arrives).
+With ``launch_server`` that is the startup warmup request, so a mis-wired server never reports ready. While a
+check is pending, :func:`gate_patch` (one :class:`~..seams.Patch`, applied through the patch engine) wraps
+``ModelRunner.forward`` and makes ``PrefillCudaGraphRunner.can_replay_locally`` answer False, so the checked
+batch runs eagerly on every rank (the DP-attention vote is that same method); both are SGLang's own functions
+again once the last pending check of the process has passed.
+
+**References**, one per fc chunk, taken by temporary module hooks that exist only during the checked forward,
+never from the capture list, SGLang's packer, the plugin's :class:`~..capture.FcFeed` or its final-norm hook:
+
+- layer id ``-1``: ``F.embedding`` of this rank's vocabulary shard at the batch's input ids, times the
+  embedding's float ``embed_scale`` where it has one (Gemma) (``input_embeds`` when the model is handed
+  embeddings); rows whose id another rank owns are that rank's to check. Bit-equal.
+- layer id ``k`` in ``0..N-2`` (the residual stream decoder layer ``k`` hands layer ``k+1``), the first of the
+  release's routes (:data:`~sglang_eagle3_capture.core.releases.schema.SELFCHECK_ROUTES`) that fires at layer ``k+1``:
+  ``norm-operands``, the fp32 sum of the operands of ``layers[k+1]``'s input norm, computed in a pre-hook before
+  the (possibly in-place) kernel runs and rounded once as the norm rounds its residual, within :data:`ULP_BOUND`;
+  ``fused-norm``, the residual returned by that norm's ``forward_with_allreduce_fusion`` (the all-reduce + add +
+  norm kernel at TP > 1, which fires no module hook), bit-equal; ``residual-stream`` (where the release table lists
+  it), the residual ``forward_batch.residual_stream`` holds when ``layers[k+1]``'s attention starts, bit-equal.
+- layer id ``N-1``: the fp32 sum of the final norm's operands (its input), as ``norm-operands``.
+- ``final_norm`` (the post-norm state): the final norm module's own output for this batch (``output[0]`` of
+  ``norm(hidden, residual)``, the output of a norm called without one), taken by a forward hook of this check's
+  own, bit-equal: the capture must hand on the tensor the model computed, from this batch, in its fc slot.
+
+**Bound.** Every add SGLang uses for the residual (``RMSNorm.forward_native``, flashinfer/sgl-kernel
+``FusedAddRMSNorm``, the all-reduce fusion's add) computes ``float(x) + float(residual)`` and rounds once; the
+reference does the same, so 0 ulp is expected. One ulp of the chunk's dtype is allowed on the operand routes
+(and reported) for a kernel that adds natively in bf16/fp16: for two p-bit operands that rounding equals the
+fp32 route (fp32's 24 bits >= 2p + 2 for bf16), but a non-round-to-nearest kernel could differ by one ulp. A
+wrong, shifted or permuted layer differs by thousands of ulp or more.
+
+**Cost.** Nothing of this module runs after the check: the hooks are removed when the checked forward ends, and
+the patch is reverted when no check is pending, so later forwards run exactly SGLang's and the capture patch's
+code. At most :data:`MAX_ROWS` token rows are referenced and compared.
+
+A mismatch raises :class:`~sglang_eagle3_capture.core.errors.SelfCheckError` from the forward: SGLang's scheduler
+dies with it (``Scheduler hit an exception``), the server exits before it reports ready. A pass logs one INFO
+line per rank.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .. import seams
+from ..errors import SelfCheckError
+from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM
+from ..releases.schema import FUSED_NORM, NORM_OPERANDS, RESIDUAL_STREAM, Release
+from ..seams import attr_path
+
+logger = logging.getLogger(__name__)
+
+ENV = "SGLANG_EAGLE3_CAPTURE_SELFCHECK"
+MAX_ROWS = 512  # token rows referenced and compared per chunk (the warmup request has a handful)
+ULP_BOUND = 1  # allowed on the operand-sum routes (0 expected; see the module doc)
+_OFF = ("0", "false", "off", "no")
+CHECKED_MODES = ("EXTEND", "MIXED")  # ForwardMode names; not TARGET_VERIFY, SPLIT_PREFILL, DRAFT_EXTEND*, IDLE
+_FUSED_METHODS = ("forward_with_allreduce_fusion", "forward_with_allreduce_fusion_quant_per_group")
+
+
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """True unless ``SGLANG_EAGLE3_CAPTURE_SELFCHECK`` is ``0``/``false``/``off``/``no``."""
+    return (os.environ if environ is None else environ).get(ENV, "").strip().lower() not in _OFF
+
+
+@dataclass(frozen=True)
+class Anatomy:
+    """Where a decoder stack keeps what the check hooks (family table names) and which reference routes its
+    release's loops offer for the residual a layer hands the next (release table); no defaults: build it with
+    :meth:`of`."""
+
+    layers: str
+    embed: str
+    input_norm: str
+    attn: str | None
+    final_norm: str
+    forward_params: tuple[str, ...]
+    embeds_param: str
+    routes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, family: Any, release: Release) -> "Anatomy":
+        """The anatomy of ``family``'s decoder stacks under ``release``."""
+        return cls(layers=family.layers, embed=family.embed_tokens, input_norm=family.input_norm, attn=family.attn,
+                   final_norm=family.final_norm, forward_params=tuple(family.forward_params),
+                   embeds_param=family.embeds_param,
+                   routes=tuple(release.selfcheck_routes))
+
+
+@dataclass
+class Ref:
+    """One reference: ``value`` (at most MAX_ROWS rows), the route, the row count of its source, and whether it
+    must be bit-equal. ``rows``: a boolean mask of the rows this rank can check (the embedding's vocab shard)."""
+
+    value: Any
+    route: str
+    source_rows: int
+    exact: bool
+    rows: Any = None
+
+
+# ------------------------------------------------------------------------------------------------------ arming
+
+_STRONG: dict[int, "SelfCheck"] = {}  # the pending checks themselves (the model owns nothing of ours)
+_GATE: dict[str, Any] = {}  # "patch": the applied gate Patch
+
+
+def pending() -> tuple["SelfCheck", ...]:
+    """The checks of this process that have not passed yet."""
+    return tuple(_STRONG.values())
+
+
+def gate_patch(release: Release) -> seams.Patch:
+    """The transient patch: ``ModelRunner.forward`` runs pending checks, prefill graphs are not replayed."""
+    return seams.Patch("selfcheck", (release.seam("selfcheck.gate"), release.seam("selfcheck.eager_prefill")),
+                       lambda seam, original: _WRAPPERS[seam.role](original))
+
+
+def arm(stack: Any, plan: Any, family: Any, *, num_hidden_layers: int, where: str,
+        release: Release | None = None) -> "SelfCheck | None":
+    """Arm a check of ``stack`` (a decoder stack of ``family`` just configured with ``plan``) for its first real extend
+    batch and apply the gate; None when ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0`` or on a PD decode server (it runs no
+    extend batch: the prefill server's check covers the wiring). ``release``: whose facts (default: the installed
+    release, or the newest for one served unverified). Replaces a pending check of the same stack."""
+    from .. import releases
+
+    if not enabled():
+        logger.warning("eagle3-capture: %s=0: the first-batch self-check is off; the fc wiring is not verified "
+                       "in this process (pid %d)", ENV, os.getpid())
+        return None
+    if _pd_decode():
+        return None
+    release = release or releases.installed_or_newest()
+    check = watch(SelfCheck(stack, plan, Anatomy.of(family, release), release, num_hidden_layers=num_hidden_layers,
+                            where=where))
+    if "patch" not in _GATE:
+        patch = gate_patch(release)
+        seams.apply(patch)
+        _GATE["patch"] = patch
+    return check
+
+
+def _pd_decode() -> bool:
+    try:
+        from sglang.srt.runtime_context import get_server_args
+
+        return str(getattr(get_server_args(), "disaggregation_mode", "")) == "decode"
+    except Exception:  # noqa: BLE001 - no published server args (in-process use): not a PD decode server
+        return False
+
+
+def watch(check: "SelfCheck") -> "SelfCheck":
+    """Make ``check`` pending (what :func:`arm` does besides applying the gate)."""
+    _STRONG[id(check.stack_ref())] = check
+    return check
+
+
+def disarm(stack: Any = None) -> None:
+    """Drop the pending check of ``stack`` (every one when None) and revert the gate when none is left."""
+    if stack is None:
+        _STRONG.clear()
+    else:
+        _STRONG.pop(id(stack), None)
+    if not _STRONG and "patch" in _GATE:
+        seams.revert(_GATE.pop("patch"))
+
+
+def gate_applied() -> bool:
+    """True while the transient patch holds ``ModelRunner.forward`` and ``can_replay_locally``."""
+    return "patch" in _GATE and seams.is_applied(_GATE["patch"])
+
+
+def is_real_extend(forward_batch: Any) -> bool:
+    """A batch the check runs on: EXTEND or MIXED, with at least one token."""
+    mode = getattr(getattr(forward_batch, "forward_mode", None), "name", None)
+    if mode not in CHECKED_MODES:
+        return False
+    ids = getattr(forward_batch, "input_ids", None)
+    rows = ids.shape[0] if ids is not None else getattr(getattr(forward_batch, "input_embeds", None), "shape", (0,))[0]
+    return rows > 0
+
+
+def checked(forward_batch: Any, run: Callable[[], Any]) -> Any:
+    """``run()`` (one ``ModelRunner.forward``), with every pending check's hooks in place when ``forward_batch`` is a
+    real extend batch; a check whose stack ran and matched is reported and dropped (the gate with the last)."""
+    if not _STRONG or not is_real_extend(forward_batch):
+        return run()
+    sessions = [Session(c) for c in list(_STRONG.values())]
+    try:
+        out = run()
+    finally:
+        for s in sessions:
+            s.close()
+    for s in sessions:
+        if s.passed:
+            s.check.report(s)
+            disarm(s.check.stack_ref())
+    return out
+
+
+def _wrap_gate(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def forward(self, forward_batch, *args, **kwargs):
+        return checked(forward_batch, lambda: original(self, forward_batch, *args, **kwargs))
+
+    return forward
+
+
+def _wrap_no_replay(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def can_replay_locally(self, *args, **kwargs):
+        return False if _STRONG else original(self, *args, **kwargs)
+
+    return can_replay_locally
+
+
+_WRAPPERS: dict[str, Callable[[Callable], Callable]] = {
+    "selfcheck.gate": _wrap_gate,
+    "selfcheck.eager_prefill": _wrap_no_replay,
+}
+
+
+# ------------------------------------------------------------------------------------------------------ the check
+
+
+class SelfCheck:
+    """A pending check of one decoder stack: what it must be fed (``layer_ids`` in fc order) and how to look."""
+
+    def __init__(self, stack: Any, plan: Any, anatomy: Anatomy, release: Release, *, num_hidden_layers: int,
+                 where: str) -> None:
+        self.stack_ref = weakref.ref(stack)
+        self.layer_ids = tuple(plan.layer_ids)
+        self.num_hidden_layers = num_hidden_layers
+        self.anatomy = anatomy
+        self.release = release
+        self.where = where
+        self.stack_name = type(stack).__name__
+
+    def context(self) -> str:
+        """``tp_rank R, pid P, sglang V`` for the log lines."""
+        from .. import releases
+        from .runtime import current_tp_rank
+
+        version = releases.installed_sglang_version()
+        note = (f" (newer than the release table: patched as {releases.newest().version}, unverified; this check is "
+                "its verification)") if releases.unverified() else ""
+        rank = current_tp_rank() if "sglang" in sys.modules else None  # never import SGLang for a log line
+        return f"tp_rank {rank}, pid {os.getpid()}, sglang {version}{note}"
+
+    def fix(self) -> str:
+        """The fix a failure names (an engine adapter says its own)."""
+        from .. import releases
+
+        return (f"install a supported SGLang release ({', '.join(releases.supported_versions())}); this one is "
+                "newer than the release table and its capture loop differs" if releases.unverified() else
+                "reinstall sglang-eagle3-capture unmodified for this SGLang release and remove anything else that "
+                "patches the model's capture (plugins, sitecustomize); if it persists, report it with this message "
+                "and the server arguments")
+
+    def report(self, session: "Session") -> None:
+        """The INFO line of a pass."""
+        parts = [f"chunk {j} layer {lid}: max|diff| {d:.3g} ({route})" for j, lid, d, route in session.lines]
+        logger.info("eagle3-capture self-check passed (%s; %d tokens, checked forward %.1f ms, the check's own work "
+                    "%.2f ms): %s; hooks removed", self.context(), session.tokens, session.elapsed_ms,
+                    session.own_s * 1e3, "; ".join(parts))
+
+
+def _tensor(x: Any) -> bool:
+    import torch
+
+    return isinstance(x, torch.Tensor)
+
+
+def _rounded_sum(module: Any, x: Any, residual: Any, post: Any, rows: int) -> Any:
+    """``float(x) + float(residual) (+ float(post))`` rounded once, as SGLang's RMSNorm rounds the residual."""
+    s = x[:rows].float() + residual[:rows].float()
+    if _tensor(post):
+        s = s + post[:rows].float()
+    if getattr(module, "fp32_residual", False):
+        return s
+    return s.to(getattr(module, "override_orig_dtype", None) or x.dtype)
+
+
+def _operands(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
+    x = args[0] if args else kwargs.get("x", kwargs.get("hidden_states"))
+    residual = args[1] if len(args) > 1 else kwargs.get("residual")
+    post = args[2] if len(args) > 2 else kwargs.get("post_residual_addition")
+    return x, residual, post
+
+
+def _find_forward_batch(args: tuple, kwargs: dict) -> Any:
+    for value in (*kwargs.values(), *args):
+        if hasattr(value, "residual_stream"):
+            return value
+    return None
+
+
+def _own_time(method: Callable) -> Callable:
+    """Count the time spent in ``method`` as the check's own work (reported next to the checked forward's)."""
+
+    @functools.wraps(method)
+    def timed(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.own_s += time.perf_counter() - t
+
+    return timed
+
+
+class Session:
+    """One checked forward of one :class:`SelfCheck`: hooks in, references taken, the fc compared, hooks out."""
+
+    def __init__(self, check: SelfCheck, *, verify_output: bool = True) -> None:
+        self.check = check
+        self.verify_output = verify_output  # False: the caller hands :meth:`verify` the fc input (vLLM's runner)
+        self.refs: dict[int | str, Ref] = {}
+        self.handles: list = []
+        self.shadowed: list[tuple[Any, str]] = []
+        self.passed = False
+        self.lines: list[tuple[int, int | str, float, str]] = []
+        self.tokens = 0
+        self.t0 = time.perf_counter()
+        self.elapsed_ms = 0.0
+        self.own_s = 0.0  # hooks installed and removed, references taken, comparison
+        stack = check.stack_ref()
+        if stack is not None:
+            self._install(stack)
+
+    # -- hooks
+    @_own_time
+    def _install(self, stack: Any) -> None:
+        a, n = self.check.anatomy, self.check.num_hidden_layers
+        layers = getattr(stack, a.layers)
+        for k in sorted({i for i in self.check.layer_ids if i != FINAL_NORM and 0 <= i <= n - 2}):
+            nxt = layers[k + 1]
+            norm = attr_path(nxt, a.input_norm)
+            where = f"{a.layers}[{k + 1}].{a.input_norm}"
+            if NORM_OPERANDS in a.routes:
+                self.handles.append(norm.register_forward_pre_hook(
+                    functools.partial(self._take_operands, k, f"operands of {where}"), with_kwargs=True))
+            if FUSED_NORM in a.routes:
+                for name in _FUSED_METHODS:
+                    if callable(getattr(norm, name, None)):
+                        self._shadow(norm, name, k, f"residual out of {where}.{name}")
+            if RESIDUAL_STREAM in a.routes and a.attn is not None:
+                self.handles.append(attr_path(nxt, a.attn).register_forward_pre_hook(
+                    functools.partial(self._take_stream, k, f"residual_stream at {a.layers}[{k + 1}].{a.attn}"),
+                    with_kwargs=True))
+        if n - 1 in self.check.layer_ids:
+            self.handles.append(getattr(stack, a.final_norm).register_forward_pre_hook(
+                functools.partial(self._take_operands, n - 1, f"operands of the final {a.final_norm}"),
+                with_kwargs=True))
+        if FINAL_NORM in self.check.layer_ids:
+            self.handles.append(getattr(stack, a.final_norm).register_forward_hook(self._take_normed))
+        self.handles.append(stack.register_forward_pre_hook(self._take_inputs, with_kwargs=True))
+        if self.verify_output:
+            self.handles.append(stack.register_forward_hook(self._verify_output))
+
+    def _shadow(self, norm: Any, name: str, k: int, route: str) -> None:
+        method = getattr(norm, name)
+
+        @functools.wraps(method)
+        def fused(*args, **kwargs):
+            out = method(*args, **kwargs)
+            t = time.perf_counter()
+            if k not in self.refs and isinstance(out, tuple) and len(out) >= 2 and _tensor(out[1]):
+                self.refs[k] = Ref(out[1][:MAX_ROWS].clone(), route, out[1].shape[0], exact=True)
+            self.own_s += time.perf_counter() - t
+            return out
+
+        setattr(norm, name, fused)  # an instance attribute: SGLang looks the method up at call time
+        self.shadowed.append((norm, name))
+
+    @_own_time
+    def _take_operands(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
+        if k in self.refs:
+            return
+        x, residual, post = _operands(args, kwargs)
+        if not _tensor(x):
+            return
+        if _tensor(residual):  # the sum the norm is about to form (maybe in place): take it now
+            self.refs[k] = Ref(_rounded_sum(module, x, residual, post, MAX_ROWS), route, x.shape[0],
+                               exact=False)
+        elif k == self.check.num_hidden_layers - 1:  # a final norm handed the complete stream itself
+            self.refs[k] = Ref(x[:MAX_ROWS].clone(), f"input of the final {self.check.anatomy.final_norm}",
+                               x.shape[0], exact=True)
+
+    @_own_time
+    def _take_normed(self, module: Any, args: tuple, output: Any) -> None:
+        normed = output[0] if isinstance(output, tuple) else output
+        if FINAL_NORM not in self.refs and _tensor(normed):
+            self.refs[FINAL_NORM] = Ref(normed[:MAX_ROWS].clone(), f"output of the final "
+                                        f"{self.check.anatomy.final_norm}", normed.shape[0], exact=True)
+
+    @_own_time
+    def _take_stream(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
+        if k in self.refs:
+            return
+        stream = getattr(_find_forward_batch(args, kwargs), "residual_stream", None)
+        residual = getattr(stream, "residual", None)
+        if _tensor(residual):
+            self.refs[k] = Ref(residual[:MAX_ROWS].clone(), route, residual.shape[0], exact=True)
+
+    def take_inputs(self, stack: Any, **inputs: Any) -> None:
+        """Take the embedding reference from the stack's forward inputs handed here by name (an engine whose decoder
+        stack is called past ``nn.Module.__call__``, as vLLM's compiled stacks are, fires no hook on the stack)."""
+        self._take_inputs(stack, (), inputs)
+
+    @_own_time
+    def _take_inputs(self, module: Any, args: tuple, kwargs: dict) -> None:
+        import torch.nn.functional as F
+
+        if -1 not in self.check.layer_ids:
+            return
+        params = self.check.anatomy.forward_params[1:]
+
+        def arg(name: str) -> Any:
+            i = params.index(name)
+            return args[i] if i < len(args) else kwargs.get(name)
+
+        embeds = arg(self.check.anatomy.embeds_param)
+        if _tensor(embeds):
+            self.refs[-1] = Ref(embeds[:MAX_ROWS].clone(), "input_embeds handed to the model", embeds.shape[0],
+                                exact=True)
+            return
+        ids = arg("input_ids")
+        emb = getattr(module, self.check.anatomy.embed)
+        local, rows = ids[:MAX_ROWS].long(), None
+        shard = getattr(emb, "shard_indices", None)
+        if shard is not None and getattr(emb, "tp_size", 1) > 1:
+            start, end = shard.org_vocab_start_index, shard.org_vocab_end_index
+            rows = (local >= start) & (local < end)
+            local = (local - start) * rows
+        value = F.embedding(local, emb.weight)
+        route = "embedding lookup of the input ids"
+        scale = getattr(emb, "embed_scale", None)  # Gemma's scaled embedding: lookup * float (gemma3_causal.py:547-548)
+        if isinstance(scale, float):
+            value = value * scale
+            route += f" times embed_scale {scale:g}"
+        if rows is not None:
+            route += f" ({int(rows.sum())} of {rows.shape[0]} rows in this rank's vocabulary shard)"
+        self.refs[-1] = Ref(value, route, ids.shape[0], exact=True, rows=rows)
+
+    def _verify_output(self, module: Any, args: tuple, output: Any) -> None:
+        import torch
+
+        aux = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+        if isinstance(aux, (list, tuple)):  # a LIST family with nothing to permute: packed as LogitsProcessor does
+            aux = torch.cat(list(aux), dim=-1) if aux else None
+        self.verify(aux, (output[0] if isinstance(output, tuple) else output).shape[0])
+
+    @_own_time
+    def verify(self, aux: Any, tokens: int) -> None:
+        """Compare the fc input ``aux`` (``[T, K*H]``, or None) of this forward of ``tokens`` tokens with the
+        references; raise the check's failure, or mark the session passed."""
+        self.tokens = tokens
+        problems = self.compare(aux)
+        self.elapsed_ms = (time.perf_counter() - self.t0) * 1e3
+        if problems:
+            raise self.failure(problems)
+        self.passed = True
+
+    @_own_time
+    def close(self) -> None:
+        """Remove every hook and method shadow (on pass and on failure)."""
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+        for norm, name in self.shadowed:
+            vars(norm).pop(name, None)
+        self.shadowed.clear()
+
+    # -- comparison
+    def compare(self, aux: Any) -> list[str]:
+        """One problem line per chunk that is not its layer id's hidden state (empty: passed)."""
+        ids = self.check.layer_ids
+        if aux is None:
+            return [f"{self.check.stack_name}.forward handed the draft no aux hidden states at all"]
+        width = aux.shape[-1] // len(ids)
+        if width * len(ids) != aux.shape[-1]:
+            return [f"the fc input is {aux.shape[-1]} wide, not a multiple of {len(ids)} chunks"]
+        problems = []
+        for j, (lid, chunk) in enumerate(zip(ids, aux.split(width, dim=-1))):
+            what = ("the embedding output" if lid == EMBEDDING_LAYER_ID else "the final norm's output"
+                    if lid == FINAL_NORM else f"the output of decoder layer {lid}")
+            ref = self.refs.get(lid)
+            if ref is None:
+                problems.append(f"fc chunk {j} (layer id {lid}): no reference for {what} was taken in this "
+                                f"forward: none of the routes {list(self.check.anatomy.routes)} fired at "
+                                f"{self._site(lid)} (this SGLang's kernels bypass the modules the check hooks)")
+                continue
+            got, want = align_rows(chunk, ref)
+            if got is None:
+                problems.append(f"fc chunk {j} (layer id {lid}): {chunk.shape[0]} rows, but {ref.route} has "
+                                f"{ref.source_rows} and its rows are not among the chunk's (a partial capture)")
+                continue
+            if want.dtype != got.dtype:
+                want = want.to(got.dtype)
+            diff, ulps = difference(got, want)
+            ok = diff == 0 or (not ref.exact and ulps <= ULP_BOUND)
+            self.lines.append((j, lid, diff, ref.route))
+            if not ok:
+                instead = self._matches(chunk, lid)
+                problems.append(f"fc chunk {j} (layer id {lid}) is not {what}: max |diff| {diff:.4g} "
+                                f"({ulps:.3g} ulp; allowed {'none' if ref.exact else f'{ULP_BOUND} ulp'}) against "
+                                f"{ref.route}{instead}")
+        return problems
+
+    def _site(self, lid: int) -> str:
+        a = self.check.anatomy
+        if lid == -1:
+            return f"{a.embed}"
+        if lid in (self.check.num_hidden_layers - 1, FINAL_NORM):
+            return f"the final {a.final_norm}"
+        return f"{a.layers}[{lid + 1}]"
+
+    def _matches(self, chunk: Any, lid: int) -> str:
+        for other, ref in self.refs.items():
+            if other == lid:
+                continue
+            g, w = align_rows(chunk, ref)
+            if g is not None and g.shape == w.shape and difference(g, w.to(g.dtype))[1] <= ULP_BOUND:
+                return f"; it is layer id {other}'s hidden state instead (a permuted or shifted capture)"
+        return ""
+
+    def failure(self, problems: list[str]) -> SelfCheckError:
+        """The SelfCheckError: where (the declaration), what, the fix."""
+        c = self.check
+        fix = c.fix()
+        return SelfCheckError(c.where, None, f"eagle3-capture self-check FAILED on the first extend batch "
+                              f"({c.context()}; {self.tokens} tokens; layer ids {list(c.layer_ids)}): "
+                              + "; ".join(problems) + ". The draft's fc would be fed other hidden states than it "
+                              f"declares ({ENV}=0 skips the check; the wiring is then unverified)", fix)
+
+
+def difference(got: Any, want: Any) -> tuple[float, float]:
+    """``(max |got - want|, the same in ulps of want's dtype)``; (0, 0) when bit-equal."""
+    import torch
+
+    if got.numel() == 0 or torch.equal(got, want):
+        return 0.0, 0.0
+    diff = (got.float() - want.float()).abs()
+    return float(diff.max()), float((diff / _ulp(want)).max())
+
+
+def _ulp(want: Any) -> Any:
+    """One unit in the last place of each element of ``want``, in its dtype, as an fp32 tensor."""
+    import torch
+
+    fi = torch.finfo(want.dtype)
+    return torch.exp2(torch.floor(torch.log2(want.float().abs().clamp_min(fi.tiny)))) * fi.eps
+
+
+def _attn_tp() -> tuple[int, int]:
+    if "sglang" not in sys.modules:
+        return 0, 1
+    try:
+        from sglang.srt.runtime_context import get_parallel
+
+        p = get_parallel()
+        return int(p.attn_tp_rank), int(p.attn_tp_size)
+    except Exception:  # noqa: BLE001 - no runtime context (in-process use, tests): a single rank
+        return 0, 1
+
+
+def align_rows(chunk: Any, ref: Ref, attn_tp: tuple[int, int] | None = None) -> tuple[Any, Any]:
+    """``(rows of chunk, rows of ref.value)`` that describe the same tokens, or ``(None, None)``.
+
+    The reference was taken on this rank's rows, before any gather; the capture may be gathered over attention
+    TP (sequence-parallel layouts) or context-parallel ranks. Same row count: the first rows of both. Else this
+    rank's attention-TP slice, as SGLang's ``attn_tp_slice`` takes it (``tensor_split``). Else each reference row,
+    cast to the chunk's dtype, must occur among the chunk's rows (context parallelism's token order) as the
+    comparison would accept it: bit for bit for an exact route, within :data:`ULP_BOUND` for an operand sum."""
+    want, k = ref.value, ref.value.shape[0]
+    if chunk.shape[0] == ref.source_rows:
+        got = chunk[:k]
+    else:
+        rank, size = attn_tp or _attn_tp()
+        part = chunk.tensor_split(size)[rank] if size > 1 else None
+        if part is not None and part.shape[0] == ref.source_rows:
+            got = part[:k]
+        else:
+            got = _rows_by_value(chunk, want, exact=ref.exact)
+            if got is None:
+                return None, None
+    if ref.rows is not None:
+        return got[ref.rows], want[ref.rows]
+    return got, want
+
+
+def _rows_by_value(chunk: Any, want: Any, *, exact: bool) -> Any:
+    """The chunk's rows, one per row of ``want`` (cast to the chunk's dtype), each equal to it as
+    :meth:`Session.compare` judges (bit for bit, or within :data:`ULP_BOUND` when not ``exact``); None when a row has
+    no match."""
+    import torch
+
+    if want.shape[0] == 0 or chunk.shape[0] < want.shape[0] or not chunk.is_floating_point():
+        return None
+    want = want.to(device=chunk.device, dtype=chunk.dtype)
+    index = {bytes(r.contiguous().view(torch.uint8).cpu().numpy()): i for i, r in enumerate(chunk)}
+    picks = [index.get(bytes(r.contiguous().view(torch.uint8).cpu().numpy())) for r in want]
+    if not exact:
+        wide, ulps = chunk.float(), _ulp(want)
+        for j, p in enumerate(picks):
+            if p is None:  # not bit-equal: the first row within the bound, as the comparison allows
+                close = ((wide - want[j].float()).abs() <= ULP_BOUND * ulps[j]).all(dim=-1).nonzero()
+                picks[j] = int(close[0]) if close.numel() else None
+    if any(p is None for p in picks):
+        return None
+    return chunk[torch.tensor(picks, device=chunk.device)]
+
+
+__all__ = ["ENV", "MAX_ROWS", "ULP_BOUND", "Anatomy", "SelfCheck", "Session", "align_rows", "arm", "checked",
+           "difference", "disarm", "enabled", "gate_applied", "gate_patch", "is_real_extend", "pending", "watch"]

@@ -1,0 +1,340 @@
+"""``convert``: a speculators- or SpecForge-format EAGLE-3 draft becomes a draft directory for SGLang.
+
+The output holds (written to a temporary sibling, then renamed, so a failure leaves nothing):
+
+- ``config.json`` that SGLang parses as ``LlamaForCausalLMEagle3``: the speculators
+  ``transformer_layer_config`` flattened to the top level, ``draft_vocab_size``, ``target_hidden_size``,
+  ``num_aux_hidden_states``, the math flags (``norm_before_fc``, ``fc_norm``, ``norm_output``,
+  ``norm_before_residual``) carried, ``eagle_config`` with capture ids, and the marker
+  ``"eagle3_capture_manifest": "eagle3_manifest.json"``;
+- the weights, renamed to SGLang checkpoint names (``layers.0.*`` -> ``midlayer.*``, which every
+  SGLang release's llama_eagle3.py loads and maps back to its ``layers.0`` module), every tensor
+  checked against the config's shapes; speculators' training-only ``verifier_*`` tensors are dropped
+  and reported; anything else unknown is refused;
+- ``eagle3_manifest.json``, the source of truth for the wiring.
+
+``eagle_config.eagle_aux_hidden_state_layer_ids`` holds the manifest's ids as capture-loop (HF)
+indices, ordered so that every supported stock SGLang, even without the plugin, captures exactly the
+manifest's hidden states (:func:`~sglang_eagle3_capture.doctor.readings.stock_safe_eagle_config_ids`); when no id list
+can say that to every supported release, it holds the fail-closed object instead, which stock SGLang refuses at
+startup (:func:`~sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids`), and the report says so: a draft
+``convert`` writes is fed exactly or not served, never fed other hidden states. The top-level
+``eagle_aux_hidden_state_layer_ids`` (which stock vLLM reads first and SGLang never reads) says the same to vLLM: the
+HF indices where every vLLM runner in the table feeds them exactly, else the vLLM fail-closed value
+(:func:`~sglang_eagle3_capture.core.stock.vllm_fail_closed_ids`). The source format's reader
+(:mod:`sglang_eagle3_capture.doctor.formats`) reads the ids, builds the SGLang config and says which tensors are
+training-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..core.checkpoint import (
+    INDEX_FILENAME,
+    draft_fc_in_features,
+    expected_eagle3_tensors,
+    fc_input_width,
+    read_index,
+    read_safetensors_header,
+    sglang_checkpoint_name,
+    tensor_index,
+    weight_files,
+)
+from ..core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
+from ..core.errors import ConvertError, FormatError, ManifestError, UsageError, WeightsError, brief
+from ..core.families import family_of
+from ..core.manifest import MANIFEST_FILENAME, Manifest, check_target_bounds, write_manifest
+from ..core.target_config import load_target_config, target_dims
+from ..core.userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
+from .formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
+from .formats.sglang_eagle_config import SGLangEagleConfigFormat
+from .readings import fail_closed_eagle_config_ids, vllm_fail_closed_ids
+
+
+@dataclass(frozen=True)
+class ConvertReport:
+    """What :func:`convert` did: the manifest, renamed and dropped tensors, and messages for the user."""
+
+    src: Path
+    dst: Path
+    source_format: str
+    manifest: Manifest
+    renamed: tuple[tuple[str, str], ...]
+    dropped: tuple[str, ...]
+    not_copied: tuple[str, ...]
+    messages: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        """Human-readable summary, one item per line."""
+        out = [f"converted {self.source_format} draft {self.src} -> {self.dst}",
+               f"layer ids {list(self.manifest.layer_ids)} (provenance: {self.manifest.provenance.get('source')})"]
+        prefixes = ", ".join(sorted({a.split(".")[0] for a, _ in self.renamed}))
+        out += [f"renamed {len(self.renamed)} tensors ({prefixes}.* -> SGLang names)"] if self.renamed else []
+        out += [f"dropped training-only tensor {n}" for n in self.dropped]
+        out += [f"not copied: {n}" for n in self.not_copied]
+        return out + [f"note: {m}" for m in self.messages]
+
+
+def _resolve_target(src_cfg: Mapping, target: Any, src: Path) -> tuple[Any, str]:
+    if isinstance(target, Mapping):
+        return target, "target config"
+    if target is None:
+        fld, file = "speculators_config.verifier.name_or_path", src / "config.json"
+        verifier = (src_cfg.get("speculators_config") or {}).get("verifier") or {}
+        if not isinstance(verifier, Mapping):
+            raise ConvertError(file, "speculators_config.verifier", f"expected an object, got {brief(verifier)}",
+                               "pass --target TARGET")
+        verifier = verifier.get("name_or_path")
+        if verifier is not None and not isinstance(verifier, str):
+            raise ConvertError(file, fld, f"expected a path, got {brief(verifier)}", "pass --target TARGET")
+        if not verifier or path_kind(Path(verifier) / "config.json", error=ConvertError) != "file":
+            raise ConvertError(file, fld, f"no local target config ({brief(verifier)})",
+                               "pass --target TARGET (the target model dir or its config.json)")
+        target = verifier
+    data, path = load_target_config(target)
+    return data, str(path)
+
+
+def _name_map(names: Sequence[str], fmt: Any, file_of: Mapping[str, Path]) -> tuple[dict[str, str], list[str]]:
+    """source name -> SGLang name, and the training-only tensors dropped."""
+    mapping, dropped, produced = {}, [], set()  # a set: linear in the number of tensors
+    for name in names:
+        if fmt.drops(name):
+            dropped.append(name)
+            continue
+        new = sglang_checkpoint_name(name)
+        if new in produced:
+            raise ConvertError(file_of[name], name, f"tensor maps to {new}, which another tensor also maps to",
+                               "keep one of them")
+        mapping[name] = new
+        produced.add(new)
+    return mapping, dropped
+
+
+def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
+    files = ", ".join(str(f) for f in sorted({i.file for i in index.values()})) or str(src_dir)
+    have = {mapping[n]: (n, index[n]) for n in mapping}
+    for new, (old, info) in sorted(have.items()):
+        if new not in expected:
+            raise ConvertError(info.file, old, f"tensor not part of a {SGLANG_ARCH} draft with this config (SGLang "
+                               "would silently drop it)", "remove it, or convert only drafts whose every tensor is "
+                               "understood")
+        shape, _ = expected[new]
+        if info.shape != shape:
+            raise ConvertError(info.file, old, f"tensor of shape {list(info.shape)}, but the config implies "
+                               f"{list(shape)}", "the config and the weights disagree: re-export the draft")
+    for new, (shape, required) in sorted(expected.items()):
+        if required and new not in have:
+            raise ConvertError(files, new, f"tensor missing (shape {list(shape)} expected)",
+                               "convert a complete checkpoint")
+
+
+def metadata_text(value: Any) -> Any:
+    """``value`` with every string made valid Unicode, for metadata (a manifest's provenance): a path Python decoded
+    with surrogate escapes (a non-UTF-8 directory name, or any non-ASCII name under an ASCII locale) becomes its
+    bytes read as UTF-8, each byte that is not UTF-8 written ``\\xff``. JSON readers refuse lone surrogates, so the
+    manifest could otherwise never be read back."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, list):
+        return [metadata_text(v) for v in value]
+    if isinstance(value, dict):
+        return {metadata_text(k): metadata_text(v) for k, v in value.items()}
+    return value
+
+
+@contextlib.contextmanager
+def _utf8_path(path: Path, *, directory: bool = False):
+    """A name safetensors (which takes UTF-8 paths only) can open for ``path``: the path itself when it is UTF-8, else
+    the opened file (or, for a file still to be written, its opened directory) through /proc/self/fd."""
+    try:
+        os.fspath(path).encode("utf-8")
+        yield str(path)
+        return
+    except UnicodeEncodeError:
+        pass
+    target = path.parent if directory else path
+    fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0))
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}" if directory else f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
+def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str, str]) -> None:
+    """The renamed tensors, shard by shard, into ``out_dir`` (the temporary copy of ``dst``); the files get the
+    umask's mode (safetensors creates them 0600) and are fsynced. Errors name the file in ``dst``."""
+    from safetensors.torch import load_file, save_file  # lazy: torch only when converting
+
+    files = weight_files(src_dir)
+    for f in files:
+        _, metadata = read_safetensors_header(f)
+        try:
+            with _utf8_path(f) as name:
+                tensors = load_file(name)
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own error type for corrupt data
+            raise WeightsError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
+                               "re-export the checkpoint") from None
+        renamed = {mapping[n]: t for n, t in tensors.items() if n in mapping}
+        out = out_dir / f.name
+        try:
+            with _utf8_path(out, directory=True) as name:
+                save_file(renamed, name, metadata=dict(metadata) or {"format": "pt"})
+        except Exception as e:  # noqa: BLE001 - SafetensorError wraps the OSError (no space, file too large ...)
+            problem = os_problem(e)[0] if isinstance(e, OSError) else brief(str(e).splitlines()[0], 160)
+            raise ConvertError(dst / f.name, "<file>", f"cannot write ({problem})",
+                               "free space or write DST elsewhere") from None
+        finish_file(out, error=ConvertError)
+    if path_kind(src_dir / INDEX_FILENAME, error=WeightsError) != "missing":
+        data = read_index(src_dir)  # metadata and any other key kept as written
+        data["weight_map"] = {mapping[n]: fn for n, fn in data["weight_map"].items() if n in mapping}
+        write_file_atomic(out_dir / INDEX_FILENAME, _dumps(data), error=ConvertError)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2) + "\n"
+
+
+def _check_dst(dst: Path) -> None:
+    """DST must be new (or an empty directory) in an existing directory, and not a symlink: convert never writes
+    through a link nor replaces anything but an empty directory."""
+    fix = "choose a new DST"
+    if dst.is_symlink():
+        raise ConvertError(dst, "DST", "is a symlink", "give the real path (convert never writes through a link)")
+    parent_kind = path_kind(dst.parent, error=ConvertError, fix=fix)
+    if parent_kind != "directory":
+        what = {"missing": "does not exist", "file": "is a file"}.get(parent_kind, f"is {parent_kind}")
+        raise ConvertError(dst.parent, "DST", f"the directory DST goes in {what}", "create it, or choose another DST")
+    kind = path_kind(dst, error=ConvertError, fix=fix)
+    if kind == "missing":
+        return
+    if kind == "directory" and os.path.ismount(dst):  # rename onto a mount point fails (EBUSY)
+        raise ConvertError(dst, "DST", "is a mount point, which convert cannot replace with its finished copy",
+                           f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}")
+    if kind != "directory" or list_directory(dst, error=ConvertError, fix=fix):
+        raise ConvertError(dst, "<dir>", "exists and is not an empty directory", fix)
+
+
+def _check_trained_with(trained_with: str | None, fmt: Any, src: Path) -> None:
+    """``--trained-with`` only chooses among the readings of an SGLang-format config's ids: refused (never ignored)
+    where nothing reads it."""
+    if trained_with is None:
+        return
+    if path_kind(src / MANIFEST_FILENAME, error=ConvertError) != "missing":
+        raise UsageError(None, "--trained-with", f"SRC has {MANIFEST_FILENAME}, which states the ids; --trained-with "
+                         "only chooses among the readings of a config without one",
+                         "drop --trained-with; to convert with the manifest's ids pass them as --layer-ids")
+    if fmt is not SGLangEagleConfigFormat:
+        raise UsageError(None, "--trained-with", f"SRC is a {fmt.name} draft, whose config states how its ids count; "
+                         "--trained-with only reads an SGLang-format config's ids", "drop --trained-with")
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
+            layer_ids: Sequence[int] | None = None, trained_with: str | None = None) -> ConvertReport:
+    """Convert the draft in ``src`` into an SGLang draft directory ``dst`` (must not exist or be empty).
+
+    ``target``: the target model directory, its ``config.json``, or the config as a dict (default: the
+    speculators verifier path, when it is a local directory). ``layer_ids``: override the ids read from
+    the source config (recorded as provenance ``manual``). ``trained_with`` (``sglang==X`` or ``layer-output``)
+    says how an SGLang-format draft was trained when its ids mean different layers for different trainers;
+    without either, such a draft is refused (:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds`).
+    """
+    src, dst = Path(src), Path(dst)
+    cfg_file = src / "config.json"
+    try:
+        cfg = load_draft_config(cfg_file)
+    except FormatError as e:
+        raise ConvertError(e.file, e.field, e.problem, e.fix) from e
+    if CONVERTED_MARKER_KEY in cfg:
+        raise ConvertError(cfg_file, CONVERTED_MARKER_KEY, "already converted", "use the directory as is")
+    _check_dst(dst)
+    try:
+        fmt, format_error = detect_format(cfg, file=str(cfg_file)), None
+    except FormatError as e:
+        if layer_ids is None:
+            raise
+        fmt, format_error = SGLangEagleConfigFormat, e  # ids from --layer-ids; the config must be SGLang's layout
+    _check_trained_with(trained_with, fmt, src)
+    out_cfg, messages = fmt.to_sglang_config(cfg, str(cfg_file))
+    target_cfg, target_where = _resolve_target(cfg, target, src)
+    arch, n_layers, hidden = target_dims(target_cfg, target_where)
+    check_target_bounds(arch, n_layers, hidden, target_where)
+    family = family_of(arch)
+    if family is None:
+        raise ConvertError(target_where, "architectures", f"{arch} has no target-family entry in "
+                           "sglang-eagle3-capture, so the capture ids SGLang reads cannot be written for it",
+                           "convert for a supported target (docs/families.md)")
+
+    resolved, read_error = None, format_error
+    if format_error is None:
+        try:
+            resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file), trained_with,
+                                     fc_in_features=draft_fc_in_features(src))
+        except FormatError as e:
+            if layer_ids is None:
+                raise
+            read_error = e
+    if layer_ids is None:
+        ids, prov = resolved.layer_ids, dict(resolved.provenance)
+        prov["file"] = str(cfg_file.resolve())  # the manifest travels; say exactly which file it came from
+        messages += list(resolved.messages)
+    else:
+        ids = tuple(layer_ids)
+        said = (f"{resolved.provenance['source']} read {list(resolved.layer_ids)}" if resolved is not None else
+                f"the config could not be read: {read_error}")
+        prov = {"source": "manual", "convention": CONVENTION_LAYER_ID, "note": f"given to convert; {said}"}
+        if resolved is not None and tuple(resolved.layer_ids) != ids:
+            messages.append(f"--layer-ids {list(ids)} overrides {list(resolved.layer_ids)} read from {cfg_file}")
+    fail_closed = fail_closed_eagle_config_ids(ids, n_layers, family=family)
+    if not fail_closed.exact:
+        src_ec = cfg.get("eagle_config")
+        prov["fail_closed"] = {"field": f"eagle_config.{IDS_KEY}", "source_value": (
+            src_ec.get(IDS_KEY) if isinstance(src_ec, Mapping) else None), "stock_sglang": list(fail_closed.why)}
+    prov = metadata_text(prov)
+    manifest = Manifest(ids, arch, n_layers, hidden, prov, path=dst / MANIFEST_FILENAME)
+
+    cfg_target_hidden = cfg.get("target_hidden_size")
+    if cfg_target_hidden is not None and cfg_target_hidden != hidden:
+        raise ConvertError(cfg_file, "target_hidden_size", f"is {brief(cfg_target_hidden)}, but target {target_where} "
+                           f"field 'hidden_size' is {hidden}", "pass the target the draft was trained against")
+    k = len(ids)
+    out_cfg.update(target_hidden_size=hidden, num_aux_hidden_states=k)
+    eagle_config = dict(out_cfg.get("eagle_config") or {})
+    eagle_config.update({IDS_KEY: fail_closed.value, "use_aux_hidden_state": True})
+    out_cfg["eagle_config"] = eagle_config
+    out_cfg[IDS_KEY] = vllm_fail_closed_ids(ids, n_layers, family=family).value  # read first by vLLM, never by SGLang
+    out_cfg[CONVERTED_MARKER_KEY] = MANIFEST_FILENAME
+
+    index = tensor_index(src)
+    mapping, dropped = _name_map(list(index), fmt, {n: i.file for n, i in index.items()})
+    if "fc.weight" in index and fc_input_width(index) != manifest.fc_in_features:
+        fc = index["fc.weight"]
+        origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
+        raise ConvertError(fc.file, "fc.weight", f"tensor of input width {fc.shape[-1]}, but {origin} gives {k} "
+                           f"layer ids {list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}",
+                           "pass --layer-ids listing exactly the hidden states the fc was trained on, and the target "
+                           "it was trained against")
+    _check_tensors(index, mapping, expected_eagle3_tensors(out_cfg, k, hidden, str(cfg_file)), src)
+
+    if not fail_closed.exact:
+        messages.append(f"no eagle_config ids make every supported stock SGLang feed the manifest's {list(ids)} (e.g. "
+                        f"{fail_closed.why[-1]}); config.json carries the fail-closed object instead: stock SGLang "
+                        "refuses to start with this draft, the sglang-eagle3-capture plugin serves it")
+
+    weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
+    not_copied = tuple(n for n in list_directory(src, error=ConvertError, fix="make SRC readable") if n not in weights)
+    with atomic_directory(dst, error=ConvertError) as tmp:  # DST appears complete, or not at all
+        _write_weights(src, tmp, dst, mapping)
+        write_file_atomic(tmp / "config.json", _dumps(out_cfg), error=ConvertError)
+        write_manifest(tmp, manifest)
+    renamed = tuple((a, b) for a, b in mapping.items() if a != b)
+    return ConvertReport(src, dst, fmt.name, manifest, renamed, tuple(dropped), not_copied, tuple(messages))
+
+
+__all__ = ["ConvertError", "ConvertReport", "convert", "ManifestError", "WeightsError"]

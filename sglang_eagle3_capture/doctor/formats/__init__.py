@@ -1,0 +1,101 @@
+"""Readers of foreign draft formats: each turns its own id convention into layer ids at its edge.
+
+Every format (:mod:`.base` says what one provides) is one module and one entry in :data:`FORMATS`;
+:func:`detect_format` asks them in order. All arithmetic goes through :mod:`sglang_eagle3_capture.core.layer_ids`.
+
+======================================  ==========================================  ======================
+source                                  what id ``i`` means                         canonical layer id
+======================================  ==========================================  ======================
+SGLang / SpecForge ``eagle_config``     output of layer ``i``                       ``i``
+speculators ``config.json`` (vLLM)      HF ``output_hidden_states`` index           ``layer_id_of_index(i)``
+original EAGLE (no key)                 fixed HF indices ``[2, N//2, N-3]``         ``layer_id_of_index``
+======================================  ==========================================  ======================
+
+speculators' legacy ``data_config.json`` (captured after layer ``i``: already layer ids, the last one the verifier
+target) describes stored training samples and is read with them, by ``doctor/samples.py``.
+
+Every capture loop these formats were trained with (vLLM, SGLang, speculators' legacy worker) appends
+hidden states in ascending layer order, whatever order the config lists them in; readers therefore
+return ascending ids and say so when the file listed them otherwise (docs/formats-and-convert.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from ...core import records
+from ...core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
+from ...core.errors import AmbiguousLayerIds, FormatError, brief
+from ...core.schemas.draft import DRAFT_CONFIG
+from ...core.userfiles import read_json_object
+from .base import (
+    CONVENTION_EAGLE_DEFAULT,
+    CONVENTION_LAYER_ID,
+    CONVENTION_SGLANG,
+    CONVENTION_SPECULATORS_LEGACY,
+    CONVENTION_VLLM,
+    MATH_FLAGS,
+    SGLANG_ARCH,
+    ResolvedLayerIds,
+)
+from .eagle_default import EagleDefaultFormat
+from .sglang_eagle_config import SGLangEagleConfigFormat
+from .speculators import SpeculatorsFormat
+
+__all__ = ["CONVENTION_EAGLE_DEFAULT", "CONVENTION_LAYER_ID", "CONVENTION_SGLANG", "CONVENTION_SPECULATORS_LEGACY",
+           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "AmbiguousLayerIds", "FormatError",
+           "ResolvedLayerIds", "check_draft_config", "detect_format", "load_draft_config", "load_json",
+           "read_draft_config"]
+
+# Asked in this order; the first whose detect() says yes reads the file.
+FORMATS = (SpeculatorsFormat, SGLangEagleConfigFormat, EagleDefaultFormat)
+
+
+def detect_format(draft_config: Any, *, file: str = "config.json"):
+    """The format of a draft ``config.json`` dict, or a :class:`FormatError` naming the file, the field and the fix."""
+    if not isinstance(draft_config, Mapping):
+        raise FormatError(file, "<document>", "expected a JSON object", "point at the draft's config.json")
+    if CONVERTED_MARKER_KEY in draft_config:
+        raise FormatError(file, CONVERTED_MARKER_KEY, "this draft was written by `sglang-eagle3-capture convert`; its "
+                          "eagle_config ids are loop indices, not a training format",
+                          f"read its manifest ({brief(draft_config[CONVERTED_MARKER_KEY], 80)}) instead")
+    for fmt in FORMATS:
+        if fmt.detect(draft_config):
+            return fmt
+    if IDS_KEY in draft_config:
+        raise FormatError(file, IDS_KEY, "top-level ids without 'speculators_model_type' have no known convention",
+                          "pass --layer-ids explicitly")
+    raise FormatError(file, "architectures", f"{brief(draft_config.get('architectures') or [])} is not a recognised "
+                      "EAGLE-3 draft config", "point at a speculators, SpecForge, SGLang or EAGLE draft, or pass "
+                      "--layer-ids explicitly")
+
+
+def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json",
+                      trained_with: str | None = None, fc_in_features: int | None = None) -> ResolvedLayerIds:
+    """The layer ids of a draft ``config.json`` dict (:func:`check_draft_config` first), read by its format;
+    ``trained_with`` (``sglang==X`` or ``layer-output``) settles what an SGLang-format id list meant
+    (:class:`AmbiguousLayerIds` otherwise); ``fc_in_features`` (the draft's ``fc.weight`` input width, None when
+    there are no weights) settles whether a speculators list's trailing final layer is an fc input."""
+    cfg = check_draft_config(draft_config, file)
+    return detect_format(cfg, file=file).layer_ids(cfg, target_hf_config, file, trained_with,
+                                                   fc_in_features=fc_in_features)
+
+
+def load_json(path: str | Path, what: str) -> dict:
+    """Read a JSON object from ``path``; errors (:class:`FormatError`) name the file and ``what`` it should be."""
+    return read_json_object(Path(path), fix=f"point at {what}", error=FormatError)
+
+
+def check_draft_config(cfg: Any, file: str | Path = "config.json") -> Any:
+    """``cfg`` as it is, once :data:`~...core.schemas.draft.DRAFT_CONFIG` accepts it (the types every format reader
+    relies on: the document an object, ``architectures`` a list of names, the nested settings objects, every capture-id
+    list a list of integers, ``num_aux_hidden_states`` a positive integer; every other key kept), or a
+    :class:`FormatError` naming the file, the field and the fix."""
+    records.read(DRAFT_CONFIG, cfg, file=file)
+    return cfg
+
+
+def load_draft_config(path: str | Path) -> dict:
+    """A draft ``config.json``: :func:`load_json` and :func:`check_draft_config`."""
+    return check_draft_config(load_json(path, "the draft's config.json"), path)

@@ -1,0 +1,35 @@
+"""The whole release table as the doctor reads it: the releases the plugin refuses (one module each here, kept for
+the doctor's stock readings and the README's support matrix) before the supported ones
+(:mod:`sglang_eagle3_capture.core.releases`), oldest first. The plugin never imports this: it refuses these
+releases at startup as not supported.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ...core import releases
+from ...core.releases.schema import Release
+
+__all__ = ["all_releases", "get"]
+
+# One line per refused release file, oldest first; all older than every supported release.
+_MODULES = (
+    "sglang_0_5_11",
+    "sglang_0_5_13_post1",
+    "sglang_0_5_15_post1",
+)
+_REFUSED: tuple[Release, ...] = tuple(importlib.import_module(f".{m}", __name__).RELEASE for m in _MODULES)
+
+
+def all_releases() -> tuple[Release, ...]:
+    """Every release with a file, supported or not, oldest first."""
+    return (*_REFUSED, *releases.supported())
+
+
+def get(version: str) -> Release:
+    """The facts of ``version``; KeyError naming the known releases when it has no file."""
+    for r in all_releases():
+        if r.version == version:
+            return r
+    raise KeyError(f"no facts for SGLang {version}; known: {', '.join(r.version for r in all_releases())}")

@@ -1,0 +1,272 @@
+"""Per-position acceptance on SGLang's ``/metrics``, one log line every N verify steps, and the acceptance alarm.
+
+Two seams (the release table's ``metrics.`` roles), one patch, applied when SGLang's scheduler module is imported:
+
+- ``Scheduler.init_metrics_collector``: after SGLang has set up its own metrics, a scheduler that is SGLang's
+  stats-logging rank (attention TP rank 0, and attention CP rank 0 where the release has context parallelism:
+  SGLang's own ``SchedulerMetricsCollectorContext.is_stats_logging_rank``) counts; the other TP ranks of the same
+  batch do not, so a request is counted once under TP, once per DP group under DP attention, and once per replica
+  under ``--dp-size`` (labelled ``dp_rank`` by SGLang, summed by Prometheus as usual);
+- ``Req.update_spec_correct_drafts_histogram``: SGLang's own record of one verify step of one request (called by
+  its batch result processor with ``num_correct_drafts``), so the counts are exactly those of SGLang's per-request
+  ``spec_correct_drafts_histogram``. SGLang exports no per-position figure on ``/metrics`` of its own, only the
+  ``sglang:spec_accept_length`` / ``sglang:spec_accept_rate`` gauges of the last log interval (docs/metrics.md).
+
+Counting is one integer add per verify step (:class:`~sglang_eagle3_capture.observe.acceptance.Tally`, written by the
+scheduler thread only); a daemon thread copies the counts and moves the deltas into Prometheus every
+:data:`FLUSH_SECONDS` (``prometheus_client`` in SGLang's multi-process mode: SGLang set ``PROMETHEUS_MULTIPROC_DIR``
+before it started this process), so the verify path never takes a lock or touches a metric file. Names and labels:
+docs/metrics.md. Nothing here ever raises into SGLang: a failure logs one WARNING and stops counting.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from ..core import releases, seams
+from ..core.errors import shown
+from ..core.manifest import find_manifest
+from ..core.sglang.runtime import draft_model_path
+from . import acceptance
+from .acceptance import Alarm, Settings, Tally
+from .sglang_report import effective_value
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "sglang_eagle3_capture:"
+OWN_LABELS = ("position", "accepted_drafts")  # the labels this module adds to SGLang's
+FLUSH_SECONDS = 0.5
+_LOCK = threading.Lock()
+_COUNTER: "_Counter | None" = None  # this process's scheduler (one per process), when it counts
+
+
+class _Exporter:
+    """The Prometheus side: counters of proposed and accepted tokens per position, the accepted-drafts histogram
+    as one counter per value, and gauges for the expected figures, the recent position-0 acceptance and the alarm.
+    Each child is resolved once (labels as SGLang labels its own scheduler metrics, plus ``position`` or
+    ``accepted_drafts``)."""
+
+    def __init__(self, labels: dict, steps: int, expected: list[float] | None) -> None:
+        from prometheus_client import Counter, Gauge  # after SGLang set PROMETHEUS_MULTIPROC_DIR
+
+        labels = {k: v for k, v in labels.items() if k not in OWN_LABELS}  # _after_init warned once
+        names = list(labels)
+        base = {k: str(v) for k, v in labels.items()}
+        proposed = Counter(f"{PREFIX}draft_position_proposed", "Verify steps that proposed a draft token at this "
+                           "position (sglang-eagle3-capture)", [*names, "position"])
+        accepted = Counter(f"{PREFIX}draft_position_accepted", "Verify steps that accepted the draft tokens up to and "
+                           "including this position (sglang-eagle3-capture)", [*names, "position"])
+        by_count = Counter(f"{PREFIX}verify_steps_by_accepted_drafts", "Verify steps by the number of draft tokens "
+                           "they accepted, the bonus token not counted (sglang-eagle3-capture)",
+                           [*names, "accepted_drafts"])
+        expected_g = Gauge(f"{PREFIX}expected_position_acceptance", "Per-position acceptance the manifest's expected "
+                           "block says the draft reaches offline (sglang-eagle3-capture)", [*names, "position"],
+                           multiprocess_mode="mostrecent")
+        self.recent = Gauge(f"{PREFIX}recent_first_position_acceptance", "Position-0 acceptance over the alarm's "
+                            "window of verify steps (sglang-eagle3-capture)", names,
+                            multiprocess_mode="mostrecent").labels(**base)
+        self.alarm = Gauge(f"{PREFIX}acceptance_alarm", "1 while position-0 acceptance is below the expected figure by "
+                           "more than the margin (sglang-eagle3-capture)", names,
+                           multiprocess_mode="mostrecent").labels(**base)
+        self.proposed = [proposed.labels(**base, position=str(k)) for k in range(steps)]
+        self.accepted = [accepted.labels(**base, position=str(k)) for k in range(steps)]
+        self.by_count = [by_count.labels(**base, accepted_drafts=str(j)) for j in range(steps + 1)]
+        for k, p in enumerate((expected or ())[:steps]):  # bounded by the positions the server drafts
+            expected_g.labels(**base, position=str(k)).set(p)
+        self.alarm.set(0)
+
+    def add(self, delta: Tally) -> None:
+        for children, counts in ((self.proposed, delta.proposed), (self.accepted, delta.accepted),
+                                 (self.by_count, delta.histogram)):
+            for child, n in zip(children, counts):
+                if n:
+                    child.inc(n)
+
+
+class _Counter:
+    """One counting scheduler: the tally, the log interval, the alarm and the exporter (built at the first verify
+    step, when the draft and the settings SGLang runs are known)."""
+
+    def __init__(self, server_args: Any, labels: dict | None, settings: Settings) -> None:
+        self.server_args, self.labels, self.settings = server_args, labels, settings
+        self.tally: Tally | None = None
+        self.alarm: Alarm | None = None
+        self.exporter: _Exporter | None = None
+        self._flushed: Tally | None = None
+        self._logged: Tally | None = None
+        self._draft = self._target = "DRAFT"
+        self._steps = 0  # = tally.verify_steps, kept apart: that one is a sum over the histogram, this is the hot path
+
+    def _start(self) -> None:
+        release = releases.installed_or_newest()
+        steps = int(effective_value(self.server_args, release, "speculative_num_steps") or 1)
+        topk = int(effective_value(self.server_args, release, "speculative_eagle_topk") or 1)
+        draft_tokens = int(effective_value(self.server_args, release, "speculative_num_draft_tokens") or steps + 1)
+        self.tally = Tally(steps)
+        self._flushed, self._logged = self.tally.copy(), self.tally.copy()
+        self._draft = draft_model_path(self.server_args) or "DRAFT"
+        self._target = getattr(self.server_args, "model_path", None) or "TARGET"
+        expected, why, has_block = self._expected(steps, topk, draft_tokens)
+        setting = f"{steps},{topk},{draft_tokens}"
+        if expected is not None:
+            s = self.settings
+            self.alarm = Alarm(expected[0], margin=s.margin, window=s.window)
+            logger.info("eagle3-capture: acceptance alarm armed: position-0 acceptance expected %.3f (setting %s: "
+                        "steps, topk, draft tokens as served, from the manifest's 'expected' block), margin %.2f over "
+                        "%d verify steps", expected[0], setting, s.margin, s.window)
+        elif has_block:  # figures that are there but do not hold for this server: said loudly, never refused
+            logger.warning("eagle3-capture: no acceptance alarm for setting %s: %s", setting, shown(why))
+        else:
+            logger.info("eagle3-capture: no acceptance alarm: %s; write the figures with `sglang-eagle3-capture "
+                        "verify DRAFT --data SAMPLES --write-expected`", why)
+        if self.labels is not None:
+            self.exporter = _Exporter(self.labels, steps, expected)
+            threading.Thread(target=_flush_forever, name="eagle3-capture-metrics", daemon=True).start()
+
+    def _expected(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str, bool]:
+        """The manifest's expected figures for the setting served, or why there are none, and whether the manifest
+        carries an ``expected`` block at all."""
+        try:
+            manifest = find_manifest(self._draft)
+        except Exception as e:  # noqa: BLE001 - the capture side refuses a bad manifest; here it only means no alarm
+            return None, f"the manifest does not read ({e})", False
+        if manifest is None:
+            return None, "the draft has no manifest", False
+        figures, why = manifest.expected_acceptance(steps, topk, draft_tokens)
+        return figures, why or "", manifest.expected is not None
+
+    def record(self, num_correct_drafts: int) -> None:
+        if self.tally is None:
+            with _LOCK:  # the flush thread starts in _start
+                self._start()
+        self.tally.record(num_correct_drafts)
+        if self.alarm is not None:
+            event = self.alarm.observe(num_correct_drafts > 0)
+            if event is not None:
+                message = acceptance.alarm_message(event, self._draft, self._target)
+                (logger.warning if event.firing else logger.info)("eagle3-capture: %s", message)
+        self._steps += 1
+        every = self.settings.log_every
+        if every and self._steps % every == 0:
+            recent = self.tally.since(self._logged)
+            self._logged = self.tally.copy()
+            logger.info("eagle3-capture: acceptance over the last %s; since start: %s", recent.line(),
+                        self.tally.line())
+
+    def flush(self) -> None:
+        if self.exporter is None or self.tally is None:
+            return
+        now = self.tally.copy()  # one list copy: the scheduler thread may add meanwhile, the next flush has it
+        delta = now.since(self._flushed)
+        self._flushed = now
+        self.exporter.add(delta)
+        if self.alarm is not None:
+            if self.alarm.observed is not None:
+                self.exporter.recent.set(self.alarm.observed)
+            self.exporter.alarm.set(1 if self.alarm.firing else 0)
+
+
+def _stop(e: Exception) -> None:
+    global _COUNTER
+    _COUNTER = None
+    logger.warning("eagle3-capture: acceptance counting stopped (%s: %s); serving goes on", type(e).__name__, e)
+
+
+def _flush_forever() -> None:
+    while True:
+        time.sleep(FLUSH_SECONDS)
+        flush()
+
+
+def flush() -> None:
+    """Move what was counted since the last flush into Prometheus (the daemon thread calls it; tests too)."""
+    with _LOCK:
+        if _COUNTER is None:
+            return
+        try:
+            _COUNTER.flush()
+        except Exception as e:  # noqa: BLE001 - metrics never stop a server
+            _stop(e)
+
+
+def _speculating(server_args: Any) -> bool:
+    algorithm = effective_value(server_args, releases.installed_or_newest(), "speculative_algorithm")
+    return bool(algorithm) and str(getattr(algorithm, "name", algorithm)).upper() not in ("NONE", "")
+
+
+def _after_init(scheduler: Any) -> None:
+    """Decide whether this scheduler counts (module doc); what SGLang set up is read, never changed."""
+    global _COUNTER
+    settings = Settings.from_environ()
+    for problem in settings.problems:
+        logger.warning("eagle3-capture: %s", problem)
+    context = getattr(scheduler, "metrics_collector_context", None)
+    server_args = getattr(scheduler, "server_args", None)
+    if not settings.enabled or context is None or server_args is None or not _speculating(server_args):
+        return
+    if not context.is_stats_logging_rank:
+        return
+    collector = context.collector if context.enable_metrics else None
+    labels = dict(getattr(collector, "labels", None) or {}) if collector is not None else None
+    for name in sorted(set(labels or ()) & set(OWN_LABELS)):
+        logger.warning("eagle3-capture: SGLang labels its scheduler metrics %s=%s (--extra-metric-labels), a label "
+                       "name sglang_eagle3_capture's per-position metrics use for their own values: those metrics "
+                       "are exported without it (every other label kept), counting goes on; fix: rename that extra "
+                       "label to have it on them too", shown(name), shown(str(labels[name])))
+    with _LOCK:
+        _COUNTER = _Counter(server_args, labels, settings)
+    logger.info("eagle3-capture: counting per-position acceptance in this scheduler (pid %d; %s)", os.getpid(),
+                "exported on /metrics" if labels is not None else "log lines only: start SGLang with --enable-metrics "
+                "to export it")
+
+
+def _on_verify(num_correct_drafts: Any) -> None:
+    counter = _COUNTER
+    if counter is None:
+        return
+    try:
+        counter.record(int(num_correct_drafts))
+    except Exception as e:  # noqa: BLE001 - metrics never stop a server
+        _stop(e)
+
+
+def _wrap(seam: Any, original: Any) -> Any:
+    if seam.role == "metrics.init":
+        @functools.wraps(original)
+        def init_metrics_collector(self, *args, **kwargs):
+            out = original(self, *args, **kwargs)
+            try:
+                _after_init(self)
+            except Exception as e:  # noqa: BLE001 - metrics never stop a server
+                _stop(e)
+            return out
+
+        return init_metrics_collector
+
+    @functools.wraps(original)
+    def update_spec_correct_drafts_histogram(self, num_correct_drafts):
+        original(self, num_correct_drafts)
+        _on_verify(num_correct_drafts)
+
+    return update_spec_correct_drafts_histogram
+
+
+def patch() -> seams.Patch:
+    return seams.Patch("metrics", releases.installed_or_newest().seams_with("metrics."), _wrap)
+
+
+def apply() -> bool:
+    """Install the metrics patch (both seams or neither); False when it was installed already."""
+    return seams.apply(patch())
+
+
+def revert() -> None:
+    global _COUNTER
+    seams.revert(patch())
+    with _LOCK:
+        _COUNTER = None

@@ -1,0 +1,402 @@
+"""The effective speculative setup: what was asked, what SGLang runs, what the draft was trained for, and where
+they disagree. From plain data only (no torch, no SGLang): :mod:`.sglang_report` reads the facts inside the
+server (once per server, TP rank 0 logs it), ``inspect ... -- ARGS`` reads them through the installed SGLang's own
+argument parser (:mod:`..doctor.setup_args`); both hand a :class:`SetupFacts` to :func:`build`.
+
+A setting SGLang changed is named with the SGLang source that changed it: the last declaration of that field in
+SGLang's own resolution record (``server_args._resolved_overrides``) where the release keeps one (the release
+table's ``resolution_record``), else the parsed arguments compared with the effective ones. Nothing here restates
+SGLang's rules: a change is what the record or the comparison shows.
+
+Each finding is a :class:`Finding` naming the flag (or the draft's file and field) that fixes it: ``rewritten``
+(a speculative setting that was asked for and is not what runs) or ``contradiction`` (the setup and the draft's own
+files disagree). ``SGLANG_EAGLE3_CAPTURE_STRICT=1`` makes the server refuse to start on any finding
+(:func:`strict_refusal`); without it each is one WARNING. docs/setup-report.md shows the report.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..core.checkpoint import tensor_index, weights_present
+from ..core.errors import DeploymentError, Eagle3CaptureError, brief, cut, shown
+from ..core.manifest import Manifest, find_manifest
+from ..core.releases.schema import Release
+
+STRICT_ENV = "SGLANG_EAGLE3_CAPTURE_STRICT"
+REPORT_ENV = "SGLANG_EAGLE3_CAPTURE_REPORT"
+REPORT_FILENAME = "setup-report.json"
+# under SGLANG_EAGLE3_CAPTURE_DUMP when that is set, in a subdirectory: the dump's own readers take every *.json there
+# as a batch's metadata
+REPORT_SUBDIR = "report"
+REWRITTEN, CONTRADICTION = "rewritten", "contradiction"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One reported setting: its name in the report, its ServerArgs field, its flag; ``speculative``: a rewrite of
+    it is a finding."""
+
+    name: str
+    field: str
+    flag: str
+    speculative: bool = False
+
+
+SETTINGS = (
+    Setting("speculative_algorithm", "speculative_algorithm", "--speculative-algorithm", True),
+    Setting("num_steps", "speculative_num_steps", "--speculative-num-steps", True),
+    Setting("eagle_topk", "speculative_eagle_topk", "--speculative-eagle-topk", True),
+    Setting("num_draft_tokens", "speculative_num_draft_tokens", "--speculative-num-draft-tokens", True),
+    Setting("draft_window", "speculative_draft_window_size", "--speculative-draft-window-size", True),
+    Setting("attention_backend", "attention_backend", "--attention-backend"),
+    Setting("draft_attention_backend", "speculative_draft_attention_backend", "--speculative-draft-attention-backend"),
+    Setting("cuda_graph", "cuda_graph", "--disable-cuda-graph"),  # on/off, read by the caller from its config
+    Setting("torch_compile", "enable_torch_compile", "--enable-torch-compile"),
+    Setting("page_size", "page_size", "--page-size"),
+    Setting("context_length", "context_length", "--context-length"),
+)
+FIELDS = tuple(s.field for s in SETTINGS)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A rewrite or a contradiction: ``field`` is the flag (``file`` None) or the draft file's field that fixes it."""
+
+    kind: str
+    field: str
+    problem: str
+    fix: str
+    file: str | None = None
+
+    def line(self) -> str:
+        where = f"{self.file}: field '{self.field}'" if self.file else self.field
+        return f"{self.kind.upper()}: {where}: {self.problem}; fix: {self.fix}"
+
+
+@dataclass(frozen=True)
+class DraftFacts:
+    """What the draft's (and the target's) files say, read by :func:`read_draft_facts`."""
+
+    path: str
+    config: Mapping | None = None  # the draft's config.json (None: not a local directory with one)
+    manifest: Manifest | None = None
+    d2t: tuple[int, int] | None = None  # (lowest, highest) target id the draft's d2t offsets map to
+    d2t_file: str | None = None
+    tokenizer: str | None = None  # a digest of the draft directory's vocabulary (None: it has no tokenizer)
+    target_path: str | None = None
+    target_config: Mapping | None = None
+    target_tokenizer: str | None = None
+
+
+@dataclass(frozen=True)
+class SetupFacts:
+    """The facts a report is built from. ``requested``: ServerArgs field -> the value asked for (None: not given;
+    a field missing: not known); ``effective``: field -> the value SGLang runs; ``record``: SGLang's resolution
+    record ``[(source, {field: value})]`` (None: the release keeps none); ``sources``: record source -> where SGLang
+    defines it; ``plugin_active``: this package's plugin serves the deployment."""
+
+    release: Release
+    requested: Mapping[str, Any]
+    effective: Mapping[str, Any]
+    record: Sequence[tuple[str, Mapping]] | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+    draft: DraftFacts | None = None
+    plugin_active: bool = True
+    notes: Sequence[str] = ()  # what SGLang said while resolving, where the caller saw it
+
+
+@dataclass
+class SetupReport:
+    """The report: one row per :data:`SETTINGS` entry, what the draft was trained with, the findings."""
+
+    release: str
+    how: str
+    settings: list[dict]
+    trained: dict
+    findings: list[Finding]
+    notes: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was rewritten and nothing contradicts."""
+        return not self.findings
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (the file the server writes)."""
+        return {"sglang": self.release, "changes_read_from": self.how, "settings": self.settings,
+                "trained": self.trained, "findings": [asdict(f) for f in self.findings], "notes": self.notes,
+                "ok": self.ok}
+
+    def lines(self) -> list[str]:
+        """The report as log lines (one block)."""
+        out = [f"speculative setup (SGLang {self.release}; changes read from {self.how}):"]
+        for r in self.settings:
+            asked = "not given" if r["requested"] is None else "not known" if r["requested"] == "?" else \
+                brief(r["requested"])
+            by = f" <- {r['changed_by']}" + (f" ({r['source']})" if r["source"] else "") if r["changed_by"] else ""
+            out.append(f"  {r['name']}: requested {asked}, effective {brief(r['effective'])}{by}")
+        for k, v in self.trained.items():
+            out.append(f"  draft {k}: {cut(shown(v), 200) if isinstance(v, str) else brief(v, 200)}")
+        out += [f"  SGLang said: {n}" for n in self.notes]
+        out += [f"  {f.line()}" for f in self.findings] or ["  no rewrites or contradictions"]
+        return out
+
+
+def _changed_by(s: Setting, facts: SetupFacts, requested: Any, effective: Any) -> tuple[str | None, str | None]:
+    """``(who changed it, where SGLang defines that)``; ``(None, None)`` when nothing did."""
+    if facts.record is not None:
+        for source, declared in reversed(facts.record):
+            if s.field in declared:
+                if declared[s.field] == requested:
+                    return None, None
+                return source, facts.sources.get(source)
+        return None, None
+    if requested not in (None, "?") and requested != effective:
+        return "argument resolution (the parsed value differs from the effective one)", None
+    return None, None
+
+
+def _rows(facts: SetupFacts) -> tuple[list[dict], list[Finding]]:
+    rows, findings = [], []
+    for s in SETTINGS:
+        requested = facts.requested.get(s.field, "?")
+        effective = facts.effective.get(s.field)
+        by, source = _changed_by(s, facts, requested, effective)
+        rule = next((n for n in facts.notes if s.field in n), None) if by else None
+        rows.append({"name": s.name, "flag": s.flag, "requested": requested, "effective": effective,
+                     "changed_by": by, "source": source, "rule": rule})
+        if s.speculative and requested not in (None, "?") and requested != effective:
+            where = f" by SGLang's {by}" + (f" ({source})" if source else "") if by else ""
+            findings.append(Finding(REWRITTEN, s.flag, f"{brief(requested)} was rewritten to {brief(effective)}"
+                                    f"{where}{f': {rule}' if rule else ''}", f"pass {s.flag} {brief(effective)} "
+                                    "(what runs), or change the settings SGLang derives it from"))
+    return rows, findings
+
+
+def _get(cfg: Mapping | None, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _trained_depth(cfg: Mapping) -> tuple[int, str] | None:
+    """The draft's test-time-training depth, where its config states it: ``(steps, field)``."""
+    methods = _get(cfg, "speculators_config.proposal_methods")
+    for i, m in enumerate(methods if isinstance(methods, list) else []):
+        n = _get(m, "speculative_tokens")
+        if isinstance(n, int) and not isinstance(n, bool):
+            return n, f"speculators_config.proposal_methods[{i}].speculative_tokens"
+    for key in ("ttt_length", "ttt_steps"):
+        n = cfg.get(key)
+        if isinstance(n, int) and not isinstance(n, bool):
+            return n, key
+    return None
+
+
+def _draft_class(d: DraftFacts, algorithm: Any) -> list[Finding]:
+    """The draft class SGLang will pick (the draft config's ``architectures[0]``) against the algorithm."""
+    cfg, out = d.config or {}, []
+    archs = cfg.get("architectures")
+    arch = str(archs[0]) if isinstance(archs, list) and archs else ""
+    target_archs = _get(d.target_config, "architectures") or []
+    eagle3 = "Eagle3" in arch or _get(cfg, "speculators_model_type") == "eagle3"
+    if d.target_path and Path(d.path).resolve() == Path(d.target_path).resolve() or \
+            (arch and not eagle3 and "Eagle" not in arch and arch in map(str, target_archs)):
+        out.append(Finding(CONTRADICTION, "--speculative-draft-model-path", f"{d.path} is the target model "
+                           f"(architectures {brief(archs)}), not a draft: SGLang would load the target as the draft",
+                           "pass the EAGLE-3 draft's directory as --speculative-draft-model-path"))
+    elif algorithm == "EAGLE3" and arch and not eagle3:
+        what = "an EAGLE (not EAGLE-3) draft" if "Eagle" in arch else "not an EAGLE-3 draft class"
+        out.append(Finding(CONTRADICTION, "--speculative-algorithm", f"EAGLE3 with {d.path}, whose class {arch} is "
+                           f"{what}: it takes no aux hidden states", "serve an EAGLE-3 draft, or pass "
+                           "--speculative-algorithm EAGLE for an EAGLE draft"))
+    elif algorithm == "EAGLE" and (eagle3 or d.manifest is not None):
+        out.append(Finding(CONTRADICTION, "--speculative-algorithm", f"EAGLE with the EAGLE-3 draft {d.path}: SGLang "
+                           "captures no aux hidden states and skips the fc (accept length about 1.0)",
+                           "pass --speculative-algorithm EAGLE3"))
+    elif not algorithm:
+        out.append(Finding(CONTRADICTION, "--speculative-algorithm", f"not set: SGLang serves without speculation "
+                           f"and never loads the draft {d.path}", "pass --speculative-algorithm EAGLE3"))
+    return out
+
+
+def _draft_findings(d: DraftFacts, eff: Mapping, release: Release, plugin: bool) -> tuple[dict, list[Finding]]:
+    cfg, out, trained = d.config or {}, [], {}
+    cfile = str(Path(d.path) / "config.json")
+    if d.manifest is not None:
+        trained["layer ids"] = list(d.manifest.layer_ids)
+    depth = _trained_depth(cfg)
+    if depth is not None:
+        trained["test-time-training steps"] = depth[0]
+        steps = eff.get("speculative_num_steps")
+        if isinstance(steps, int) and steps > depth[0]:
+            out.append(Finding(CONTRADICTION, "--speculative-num-steps", f"{steps} draft steps, but {cfile} field "
+                               f"'{depth[1]}' says the draft was trained for {depth[0]}: later positions are "
+                               "proposals it never learned", f"pass --speculative-num-steps {depth[0]} or fewer"))
+    window = cfg.get("sliding_window")
+    if window and "sliding_attention" in (cfg.get("layer_types") or []):
+        trained["window"] = window
+        if eff.get("speculative_draft_window_size") != window:
+            out.append(Finding(CONTRADICTION, "--speculative-draft-window-size", f"the draft was trained with a "
+                               f"{window}-token sliding window, the server's draft window is "
+                               f"{eff.get('speculative_draft_window_size')}",
+                               f"pass --speculative-draft-window-size {window}"))
+    vocab, dvocab = cfg.get("vocab_size"), cfg.get("draft_vocab_size")
+    target_vocab = _get(d.target_config, "vocab_size") or vocab
+    if dvocab is not None:
+        trained["vocab"] = f"{dvocab} of {vocab}"
+    if d.d2t is not None:
+        lo, hi = d.d2t
+        trained["d2t target ids"] = f"[{lo}, {hi}]"
+        if isinstance(target_vocab, int) and (lo < 0 or hi >= target_vocab):
+            out.append(Finding(CONTRADICTION, "tensor d2t", f"maps draft ids to target ids [{lo}, {hi}], outside "
+                               f"the target vocabulary [0, {target_vocab})", "export d2t as offsets (target id - "
+                               "draft id) from the training run for this target's tokenizer", d.d2t_file))
+    if isinstance(vocab, int) and isinstance(target_vocab, int) and vocab != target_vocab:
+        out.append(Finding(CONTRADICTION, "vocab_size", f"{vocab}, but the target's vocab_size is {target_vocab}: "
+                           "the draft was trained on another vocabulary", "serve the draft on the target it was "
+                           "trained against", cfile))
+    if d.tokenizer and d.target_tokenizer and d.tokenizer != d.target_tokenizer:
+        out.append(Finding(CONTRADICTION, "tokenizer", f"the draft directory's vocabulary ({d.tokenizer}) is not "
+                           f"the target's ({d.target_tokenizer})", "serve the draft on the target whose tokenizer "
+                           "it was trained with", d.path))
+    positions, ctx = cfg.get("max_position_embeddings"), eff.get("context_length")
+    if isinstance(positions, int) and isinstance(ctx, int) and ctx > positions:
+        out.append(Finding(CONTRADICTION, "--context-length", f"{ctx} tokens, but {cfile} field "
+                           f"'max_position_embeddings' is {positions}: the draft attends beyond its positions",
+                           f"pass --context-length {positions} or less, or serve a draft built for {ctx}"))
+    for name, flag in release.draft_flags.items():
+        value = next((_get(cfg, k) for k in flag.keys if _get(cfg, k) is not None), None)
+        if value is not None:
+            trained[name] = value
+        if value and not flag.native and not plugin:
+            out.append(Finding(CONTRADICTION, flag.keys[0], "true, but stock SGLang's draft class ignores it "
+                               "(the plugin's draft loader serves it)", "install sglang-eagle3-capture in the "
+                               "server's environment (and list eagle3_capture in SGLANG_PLUGINS if it is set)", cfile))
+    return trained, out
+
+
+def build(facts: SetupFacts) -> SetupReport:
+    """The report of ``facts`` (module doc)."""
+    rows, findings = _rows(facts)
+    how = "SGLang's resolution record (server_args._resolved_overrides)" if facts.record is not None else \
+        "the parsed arguments compared with the effective ones (this release keeps no resolution record)"
+    trained: dict = {}
+    eff = facts.effective
+    if facts.draft is None or not facts.draft.path:
+        if eff.get("speculative_algorithm"):
+            findings.append(Finding(CONTRADICTION, "--speculative-draft-model-path", f"{eff['speculative_algorithm']} "
+                                    "without a draft: SGLang loads the target as its own draft",
+                                    "pass --speculative-draft-model-path DRAFT_DIR"))
+    else:
+        findings += _draft_class(facts.draft, eff.get("speculative_algorithm"))
+        more_trained, more = _draft_findings(facts.draft, eff, facts.release, facts.plugin_active)
+        trained.update(more_trained)
+        findings += more
+    return SetupReport(facts.release.version, how, rows, trained, findings, list(facts.notes))
+
+
+def strict(environ: Mapping[str, str]) -> bool:
+    """True when ``SGLANG_EAGLE3_CAPTURE_STRICT`` asks for strict mode (``1``, ``true``, ``yes``, ``on``)."""
+    return environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def strict_refusal(report: SetupReport) -> DeploymentError | None:
+    """The error strict mode raises for ``report`` (None when it has no findings): the first finding's flag or file
+    and field, every finding in the problem."""
+    if report.ok:
+        return None
+    first = report.findings[0]
+    rest = "; ".join(f.line() for f in report.findings[1:])
+    return DeploymentError(first.file, first.field, f"{first.problem} ({STRICT_ENV}=1 refuses a rewritten speculative "
+                           f"setting or a contradiction{'; also: ' + rest if rest else ''})",
+                           f"{first.fix}, or unset {STRICT_ENV} to serve it with a WARNING")
+
+
+def report_path(environ: Mapping[str, str]) -> Path | None:
+    """Where the JSON goes: ``SGLANG_EAGLE3_CAPTURE_REPORT``, else ``report/setup-report.json`` in the dump
+    directory (a subdirectory, so a batch reader globbing the dump's ``*.json`` never takes it for a batch)."""
+    if environ.get(REPORT_ENV):
+        return Path(environ[REPORT_ENV])
+    if environ.get("SGLANG_EAGLE3_CAPTURE_DUMP"):
+        return Path(environ["SGLANG_EAGLE3_CAPTURE_DUMP"]) / REPORT_SUBDIR / REPORT_FILENAME
+    return None
+
+
+# --- reading the draft's and the target's files (no torch) -------------------------------------------------------
+
+_INT_CODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b"}
+
+
+def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
+    if not weights_present(draft):
+        return None, None
+    info = tensor_index(draft).get("d2t")
+    if info is None or info.dtype not in _INT_CODES:
+        return None, None
+    with open(info.file, "rb") as f:
+        (n,) = array.array("Q", f.read(8))
+        f.seek(8 + n + info.offsets[0])
+        values = array.array(_INT_CODES[info.dtype], f.read(info.offsets[1] - info.offsets[0]))
+    if sys.byteorder == "big":
+        values.byteswap()
+    if not values:
+        return None, str(info.file)
+    mapped = [i + v for i, v in enumerate(values)]
+    return (min(mapped), max(mapped)), str(info.file)
+
+
+def _vocabulary(directory: Path) -> str | None:
+    """A short digest of ``directory``'s ``tokenizer.json`` vocabulary (its ``model.vocab``, else the file)."""
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    try:
+        vocab = json.loads(data).get("model", {}).get("vocab")
+    except (ValueError, AttributeError):
+        vocab = None
+    if vocab is not None:
+        data = json.dumps(vocab, sort_keys=True).encode()
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+
+
+def _json(path: Path) -> Mapping | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, Mapping) else None
+
+
+def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
+                     manifest: Manifest | None = None) -> DraftFacts | None:
+    """What the draft's files (and the target's) say; unreadable parts are left out (metadata never fails)."""
+    if not draft_path:
+        return None
+    draft = Path(draft_path)
+    target = Path(target_path) if target_path else None
+    tdir = target if target is None or target.is_dir() else target.parent
+    if not draft.is_dir():
+        return DraftFacts(str(draft_path), target_path=target_path,
+                          target_config=_json(tdir / "config.json") if tdir else None)
+    try:
+        manifest = manifest or find_manifest(draft)
+    except Eagle3CaptureError:
+        manifest = None  # the policy refuses a bad manifest itself
+    try:
+        d2t, d2t_file = _d2t_range(draft)
+    except (Eagle3CaptureError, OSError, ValueError):
+        d2t, d2t_file = None, None
+    return DraftFacts(str(draft_path), _json(draft / "config.json"), manifest, d2t, d2t_file, _vocabulary(draft),
+                      target_path, _json(tdir / "config.json") if tdir else None, _vocabulary(tdir) if tdir else None)

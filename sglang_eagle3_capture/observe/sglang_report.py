@@ -1,0 +1,213 @@
+"""The startup report of the effective speculative setup (:mod:`sglang_eagle3_capture.observe.report`), from SGLang's
+objects: one per server, at the resolution seam of the target ``ModelRunner`` (before the model loads).
+
+Every target process builds it (plain data, no tensors); the one with TP, PP and DP rank 0 logs it as one block of
+INFO lines, each finding as one WARNING, and writes it as JSON (``SGLANG_EAGLE3_CAPTURE_REPORT=PATH``, else
+``report/setup-report.json`` under ``SGLANG_EAGLE3_CAPTURE_DUMP``). A report that cannot be built or written logs
+one WARNING and serving goes on. ``SGLANG_EAGLE3_CAPTURE_STRICT=1``: every target process refuses to start on a
+finding (:func:`refuse_if_strict`), so no rank serves what rank 0 refused.
+
+:func:`facts_from_server_args` is shared with ``inspect ... -- ARGS`` (:mod:`sglang_eagle3_capture.doctor.setup_args`),
+which resolves the arguments with the installed SGLang's own parser: the same reading gives the same report. Nothing
+here imports SGLang: its objects come from the caller, its ranks from its already loaded runtime context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..core import releases
+from ..core.errors import Eagle3CaptureError
+from ..core.releases.schema import Release
+from ..core.userfiles import write_file_atomic
+from . import report as report_mod
+from .report import FIELDS, SetupFacts, SetupReport, read_draft_facts
+
+logger = logging.getLogger(__name__)
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready form of a ServerArgs value (enums and config objects as their text)."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return getattr(value, "name", None) or str(value)
+
+
+def _cuda_graph(values: Mapping[str, Any]) -> bool | None:
+    """On/off from SGLang's ``cuda_graph_config`` phases where the release has one, else ``disable_cuda_graph``."""
+    cfg = values.get("cuda_graph_config")
+    if cfg is not None:
+        phases = [getattr(cfg, p, None) for p in ("decode", "prefill")]
+        return any(getattr(p, "backend", "disabled") != "disabled" for p in phases if p is not None)
+    flag = values.get("disable_cuda_graph")
+    return None if flag is None else not flag
+
+
+def locate(source: str) -> str | None:
+    """Where SGLang defines the resolution step ``source`` (a function's qualified name), as
+    ``sglang/srt/...py:LINE``: from the loaded ``sglang.srt`` modules, else (a scheduler process, whose arguments
+    the launcher resolved) by reading the installed SGLang's argument sources; None when neither has it."""
+    head, _, rest = source.partition(".")
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("sglang.srt.") or module is None:
+            continue
+        obj = vars(module).get(head)
+        for part in rest.split(".") if rest else ():
+            obj = getattr(obj, part, None)
+        if obj is None or not callable(obj) or getattr(obj, "__module__", None) != name:
+            continue
+        try:
+            file, line = inspect.getsourcefile(obj), inspect.getsourcelines(obj)[1]
+        except (OSError, TypeError):
+            return name
+        return f"{Path(file).as_posix().split('site-packages/', 1)[-1]}:{line}"
+    return _read_sources(source.rsplit(".", 1)[-1])
+
+
+def _read_sources(function: str) -> str | None:
+    paths = list(getattr(sys.modules.get("sglang.srt"), "__path__", None) or ())  # a namespace package
+    if not paths:
+        return None
+    root = Path(paths[0])
+    wanted = re.compile(rf"^\s*def {re.escape(function)}\(")
+    for path in (root / "server_args.py", *sorted((root / "arg_groups").glob("*.py"))):
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for n, text in enumerate(lines, 1):
+            if wanted.match(text):
+                return f"sglang/srt/{path.relative_to(root).as_posix()}:{n}"
+    return None
+
+
+def requested_from_argv(server_args_class: Any, argv: Sequence[str]) -> dict[str, Any]:
+    """The reported fields as launch_server parsed ``argv`` (SGLang's own parser, ``server_args_class.add_cli_args``,
+    nothing resolved); {} when ``argv`` is not a launch_server command line (an ``Engine`` built in Python)."""
+    if "--model-path" not in argv and "--model" not in argv:
+        return {}
+    parser = argparse.ArgumentParser(add_help=False)
+    server_args_class.add_cli_args(parser)
+    args, _ = parser.parse_known_args(list(argv))
+    out = {f: getattr(args, f) for f in FIELDS if hasattr(args, f)}
+    if hasattr(args, "disable_cuda_graph"):
+        out["cuda_graph"] = False if args.disable_cuda_graph else None
+    return out
+
+
+def effective_value(server_args: Any, release: Release, name: str) -> Any:
+    """``name`` as SGLang runs it: its last declaration in SGLang's resolution record where the release keeps one
+    (declarations leave the raw input in place), else the field itself (assigned in place)."""
+    if release.resolution_record:
+        for _, declared in reversed(getattr(server_args, "_resolved_overrides", None) or ()):
+            if name in declared:
+                return declared[name]
+    return getattr(server_args, name, None)
+
+
+def facts_from_server_args(server_args: Any, release: Release, *, draft_path: str | None, target_path: str | None,
+                           plugin_active: bool, context_length: int | None = None,
+                           requested: Mapping[str, Any] | None = None, notes: Sequence[str] = ()) -> SetupFacts:
+    """The :class:`~sglang_eagle3_capture.observe.report.SetupFacts` of a resolved ``ServerArgs``: SGLang's record
+    and raw inputs where the release keeps them, else ``requested`` (the parsed arguments, when known)."""
+    record = None
+    names = (*FIELDS, "cuda_graph_config", "disable_cuda_graph")
+    if release.resolution_record:
+        record = [(str(s), dict(d)) for s, d in getattr(server_args, "_resolved_overrides", None) or ()]
+        raw = getattr(server_args, "_raw_input", None) or {}
+        asked = {f: raw.get(f, getattr(server_args, f, None)) for f in names}
+        asked["cuda_graph"] = False if asked.get("disable_cuda_graph") else None
+    else:
+        asked = dict(requested or {})
+    effective = {f: effective_value(server_args, release, f) for f in names}
+    effective["cuda_graph"] = _cuda_graph(effective)
+    if context_length is not None and effective.get("context_length") is None:
+        effective["context_length"] = context_length
+    changed = {s for s, d in record or () if any(f in d for f in FIELDS)}
+    sources = {s: where for s in changed if (where := locate(s))}
+    keep = set(FIELDS)
+    return SetupFacts(release=release, requested={f: _plain(v) for f, v in asked.items() if f in keep},
+                      effective={f: _plain(v) for f, v in effective.items() if f in keep},
+                      record=None if record is None else [(s, {f: _plain(v) for f, v in d.items() if f in keep})
+                                                           for s, d in record],
+                      sources=sources, draft=read_draft_facts(draft_path, target_path), plugin_active=plugin_active,
+                      notes=notes)
+
+
+def _ranks() -> tuple[int | None, ...]:
+    """TP, PP and DP rank of this process from SGLang's runtime context (loaded by the ModelRunner that calls this;
+    never imported here); None where it is not published yet (the only rank, then)."""
+    context = sys.modules.get("sglang.srt.runtime_context")
+    try:
+        p = context.get_parallel()
+        return tuple(getattr(p, n, None) for n in ("tp_rank", "pp_rank", "dp_rank"))
+    except Exception:  # noqa: BLE001 - older releases raise until the groups exist, see core/releases/
+        return (None, None, None)
+
+
+def _write(report: SetupReport, environ: Mapping[str, str]) -> None:
+    path = report_mod.report_path(environ)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file_atomic(path, json.dumps(report.to_dict(), indent=2) + "\n")
+    except (OSError, Eagle3CaptureError) as e:
+        logger.warning("eagle3-capture: the setup report was not written to %s (%s); serving goes on. Fix: point "
+                       "%s at a writable file", path, e, report_mod.REPORT_ENV)
+        return
+    logger.info("eagle3-capture: setup report written to %s", path)
+
+
+def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -> SetupReport | None:
+    """Build this target process's report (None for a draft worker, or when it cannot be built: one WARNING);
+    the process of rank 0 logs and writes it."""
+    if getattr(model_runner, "is_draft_worker", False):
+        return None
+    environ = os.environ if environ is None else environ
+    try:
+        server_args = model_runner.server_args
+        release = releases.installed_or_newest()
+        requested = None if release.resolution_record else requested_from_argv(type(server_args), sys.argv)
+        model_config = getattr(model_runner, "model_config", None)
+        from ..core.sglang.runtime import draft_model_path  # SGLang's runtime state; the doctor never needs it
+
+        draft = draft_model_path(server_args)
+        facts = facts_from_server_args(server_args, release, draft_path=draft,
+                                       target_path=getattr(server_args, "model_path", None), plugin_active=True,
+                                       context_length=getattr(model_config, "context_len", None), requested=requested)
+        if not draft and not facts.effective.get("speculative_algorithm"):
+            return None  # no speculation: nothing to report
+        report = report_mod.build(facts)
+    except Exception as e:  # noqa: BLE001 - metadata never stops a server
+        logger.warning("eagle3-capture: no speculative setup report (%s: %s); serving goes on", type(e).__name__, e)
+        return None
+    if all(r in (None, 0) for r in _ranks()):
+        for line in report.lines():
+            logger.info("eagle3-capture: %s", line)
+        if not report_mod.strict(environ):
+            for f in report.findings:
+                logger.warning("eagle3-capture: %s (set %s=1 to refuse it)", f.line(), report_mod.STRICT_ENV)
+        _write(report, environ)
+    return report
+
+
+def refuse_if_strict(report: SetupReport | None, environ: Mapping[str, str] | None = None) -> None:
+    """Raise the strict-mode :class:`~sglang_eagle3_capture.core.errors.DeploymentError` when ``report`` has a finding
+    and ``SGLANG_EAGLE3_CAPTURE_STRICT`` is on."""
+    environ = os.environ if environ is None else environ
+    if report is not None and report_mod.strict(environ):
+        error = report_mod.strict_refusal(report)
+        if error is not None:
+            raise error

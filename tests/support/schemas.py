@@ -1,0 +1,11 @@
+"""Every declared user record, for the property tests: the core's (:mod:`sglang_eagle3_capture.core.schemas`), the
+doctor's sample files and the capture dump. A schema module added to the package is added here."""
+
+from __future__ import annotations
+
+from sglang_eagle3_capture.core.records import Record
+from sglang_eagle3_capture.core.schemas import checkpoint, draft, manifest
+from sglang_eagle3_capture.doctor import dump_schema as dump
+from sglang_eagle3_capture.doctor import sample_schema as samples
+
+ALL: tuple[Record, ...] = (*manifest.RECORDS, *samples.RECORDS, *dump.RECORDS, *draft.RECORDS, *checkpoint.RECORDS)
