@@ -29,6 +29,7 @@ from typing import Any
 from .. import policy, releases
 from ..capture import plan_capture, to_fc_order
 from ..config_keys import IDS_KEY
+from ..errors import WiringError
 from ..layer_ids import EMBEDDING_LAYER_ID
 from ..manifest import check_fc_width, find_manifest
 from ..releases.schema import NORM_OPERANDS, VllmRelease
@@ -103,7 +104,7 @@ def resolve(runner: Any, original: Any) -> None:
         setattr(runner, PLAN, None)
         return original(runner)
     manifest = find_manifest(_draft_dir(spec))
-    _, n, hidden = target_dims(runner.model_config.hf_config, "target config (--model)")
+    n = target_dims(runner.model_config.hf_config, "target config (--model)")[1]
     # Eagle3LlamaForCausalLM.model.fc, built from the draft's config.json (llama_eagle3.py:242; its ``input_size``: the
     # CPU build repacks the weight after loading and leaves ``weight`` empty)
     fc = runner.drafter.model.model.fc
@@ -111,6 +112,11 @@ def resolve(runner: Any, original: Any) -> None:
     plan = plan_capture(decision.layer_ids, n, where=decision.file)
     inline = decision.family.name in release.embedding_crashes and EMBEDDING_LAYER_ID in decision.layer_ids
     indices = [i for i in plan.loop_indices if not (inline and i == 0)] + ([n] if plan.captures_last_layer else [])
+    if not indices:  # vLLM's model then returns no aux list at all, and its runner unpacks one (gpu_model_runner:4218)
+        raise WiringError(decision.file, decision.field, f"is {list(plan.layer_ids)}: none of them is a state vLLM's "
+                          f"capture loop takes on {type(runner.model).__name__} (the embedding is taken apart there, "
+                          "the final norm's output is the model's own), and vLLM runs EAGLE-3 only with one",
+                          "serve this draft with SGLang, or with a manifest that names at least one decoder layer")
     runner.model.set_aux_hidden_state_layers(tuple(indices))
     setattr(runner, PLAN, plan)
     setattr(runner, EMBED, inline)
