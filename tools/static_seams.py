@@ -9,6 +9,7 @@ function's parameter names are compared with the seam's. New attributes (seams w
 absent. Nothing is imported or executed from the wheel.
 
     python3 tools/static_seams.py 0.5.18 0.5.19      # one line per seam; exit 1 when one does not match
+    python3 tools/static_seams.py --vllm 0.33.0 0.34.0  # the vLLM plugin's seams in vLLM's wheels
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ ABSENT = "absent.family"  # the hook of a family the release lacks (absent_famil
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sglang-eagle3-capture" / "wheels"
 
 
-def wheel(version: str) -> Path:
-    """The SGLang wheel of ``version`` (downloaded once)."""
-    found = sorted(CACHE.glob(f"sglang-{version}-*.whl"))
+def wheel(version: str, dist: str = "sglang") -> Path:
+    """The ``dist`` wheel (SGLang, or vLLM) of ``version`` (downloaded once)."""
+    found = sorted(CACHE.glob(f"{dist}-{version}-*.whl"))
     if not found:
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                        f"sglang=={version}", "-d", str(CACHE)], check=True)
-        found = sorted(CACHE.glob(f"sglang-{version}-*.whl"))
+                        f"{dist}=={version}", "-d", str(CACHE)], check=True)
+        found = sorted(CACHE.glob(f"{dist}-{version}-*.whl"))
     return found[0]
 
 
@@ -152,8 +153,22 @@ def probe(version: str) -> list[tuple[Seam, str | None]]:
     return [(seam, check(source, seam)) for seam in seams_of(release_table.get(version))]
 
 
+def probe_vllm(version: str) -> list[tuple[Seam, str | None]]:
+    """``(seam, problem or None)`` for every seam of vLLM ``version``'s release file (the vLLM plugin's), in the vLLM
+    wheel's source."""
+    release = releases.vllm_get(version)
+    source = Source(wheel(release.version, "vllm"))
+    return [(seam, check(source, seam)) for seam in release.seams]
+
+
 def main(argv: list[str]) -> int:
     bad = 0
+    if argv[1:2] == ["--vllm"]:
+        for version in argv[2:]:
+            for seam, problem in probe_vllm(version):
+                bad += problem is not None
+                print(f"vllm {version}  {seam.role:14s} {seam.name:55s} {problem or 'ok'}")
+        return 1 if bad else 0
     for version in argv[1:]:
         for seam, problem in probe(version):
             bad += problem is not None

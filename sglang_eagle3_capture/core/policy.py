@@ -10,11 +10,12 @@ wiring) or raises a :class:`~sglang_eagle3_capture.core.errors.WiringError` nami
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from . import releases
-from .config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
+from .config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed, is_vllm_fail_closed
 from .errors import Eagle3CaptureError, UnsupportedSGLangVersion, WiringError, brief
 from .families import Family, all_families, family_of
 from .layer_ids import (
@@ -28,7 +29,7 @@ from .layer_ids import (
 )
 from .manifest import WRITE_HINT, Manifest, check_target
 from .releases.schema import Release
-from .stock import stock_sglang_capture
+from .stock import engine_capture, stock_sglang_capture, vllm_fail_closed_ids
 
 TARGET = "target config (--model-path)"
 
@@ -245,3 +246,85 @@ def as_served(release: Release, family: Family, layer_ids: tuple[int, ...], num_
     ec = {IDS_KEY: list(layer_ids), CONVENTION_KEY: LAYER_ID_CONVENTION}
     return Deployment(release=release, draft="DRAFT", eagle_config=ec, architecture=family.architectures[0],
                       num_hidden_layers=num_hidden_layers)
+
+
+# ---------------------------------------------------------------------------------------------------------- vLLM
+
+VLLM_FIX = ("serve with vLLM {supported} and its V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0 on 0.33), or remove the "
+            "draft's eagle3_manifest.json to run stock vLLM wiring knowingly")
+
+
+@dataclass(frozen=True)
+class VllmDeployment:
+    """The facts the vLLM plugin's decision depends on: the vLLM release (None: not in the table), the draft's
+    manifest and ``config.json`` (as a dict), the target's HF config, and ``unserved``: why the plugin's capture patch
+    is not active in this process (None when it is)."""
+
+    release: Any
+    version: str
+    draft: str
+    manifest: Manifest | None
+    draft_config: Mapping
+    config_file: str = "draft config.json"
+    target_config: Any = None
+    unserved: str | None = None
+
+    @property
+    def declares(self) -> bool:
+        """True when the draft declares layer ids to vLLM: a manifest, or a value only the plugin reads (the vLLM
+        fail-closed value, the SGLang fail-closed object, or ``eagle_config`` ids marked as layer ids)."""
+        ec = self.draft_config.get("eagle_config")
+        marks = isinstance(ec, Mapping) and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
+        return self.manifest is not None or marks or is_vllm_fail_closed(self.draft_config.get(IDS_KEY))
+
+
+def decide_vllm(d: VllmDeployment) -> Decision:
+    """What the vLLM plugin does with ``d``: stock wiring for a draft that declares nothing; else wire the manifest's
+    ids, or raise a :class:`WiringError` naming the file, the field and the fix (an unserved release or runner, no
+    manifest beside a value that stands for one, a target or id list the manifest does not fit, a config.json that
+    stock vLLM would read as other layers)."""
+    if not d.declares:
+        return Decision()
+    m = d.manifest
+    where, fld = (str(m.path), "layer_ids") if m is not None else (d.config_file, IDS_KEY)
+    supported = ", ".join(r.version for r in releases.vllm_supported())
+    if d.release is None or not d.release.supported or d.unserved:
+        why = d.unserved or (f"vLLM {d.version} is not in the vLLM release table" if d.release is None else
+                             f"vLLM {d.version} is not served: {d.release.refused_because}")
+        raise WiringError(where, fld, f"the draft {d.draft} declares layer ids, but the sglang-eagle3-capture vLLM "
+                          f"plugin does not wire them in this process ({why}), so stock vLLM would feed its own "
+                          "reading of config.json", VLLM_FIX.format(supported=supported))
+    if m is None:
+        raise WiringError(d.config_file, fld, f"holds a value that stands for the layer ids of the draft's "
+                          f"eagle3_manifest.json, but the draft {d.draft} has none (or it is not a local directory)",
+                          "restore eagle3_manifest.json beside config.json and serve the local directory, or write "
+                          "it with `sglang-eagle3-capture manifest write DIR --layer-ids=... --fail-closed`")
+    if d.target_config is not None:
+        check_target(m, d.target_config, where=TARGET)
+    family = family_of(m.target_architecture)
+    if family is None:
+        raise WiringError(str(m.path), "target.architecture", f"{m.target_architecture} has no family entry; "
+                          f"manifest-exact capture covers the families {supported_families()}",
+                          "serve the draft on one of those targets")
+    n = m.target_num_hidden_layers
+    try:
+        check_layer_ids(list(m.layer_ids), n, file=str(m.path), field="layer_ids")
+    except Eagle3CaptureError as e:
+        raise WiringError(str(m.path), "layer_ids", e.problem, f"correct the ids to the layers the draft was trained "
+                          f"on (`{WRITE_HINT}`), or serve the target it was trained against") from None
+    safe = vllm_fail_closed_ids(m.layer_ids, n, family=family).value
+    if d.draft_config.get(IDS_KEY) != safe:
+        for reader in d.release.readers:
+            stock = engine_capture(dict(d.draft_config), n, family=family, reader=reader)
+            if not stock.refuses_at_startup and (stock.fed_layer_ids != m.layer_ids or stock.problem):
+                raise WiringError(str(m.path), "layer_ids", f"is {list(m.layer_ids)}, but {d.config_file} means "
+                                  f"something else to stock vLLM ({reader.name}: {stock.describe()}), so a server "
+                                  "without the plugin would feed other hidden states",
+                                  f"run `sglang-eagle3-capture manifest write {d.draft} --layer-ids="
+                                  f"{','.join(map(str, m.layer_ids))} --target TARGET --force --fail-closed` "
+                                  f"(top-level {IDS_KEY} {_json(safe)})")
+    return Decision(family, m.layer_ids, str(m.path), "layer_ids")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)

@@ -27,18 +27,20 @@ initialises, so the server refuses to start (:attr:`StockCapture.refuses_at_star
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from . import families, releases
-from .config_keys import IDS_KEY, is_fail_closed
+from .config_keys import IDS_KEY, VLLM_FAIL_CLOSED_IDS, is_fail_closed, is_vllm_fail_closed
 from .errors import FormatError, brief
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
 from .layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices, last_layer_id, layer_ids_of_loop
 from .records import is_int
-from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, Release
+from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
+from .target_config import path_get
 
-__all__ = ["StockCapture", "default_low_mid_high_indices", "stock_rule", "stock_sglang_capture"]
+__all__ = ["FailClosedIds", "StockCapture", "default_low_mid_high_indices", "engine_capture", "stock_on_vllm",
+           "stock_rule", "stock_sglang_capture", "vllm_fail_closed_ids"]
 
 DRAFT_CONFIG = "the draft's config.json"  # what the errors name as their file
 
@@ -252,3 +254,97 @@ def _problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n
         return f"{what} and fails at the first forward ('captured {len(fed)} of {len(loop)} aux hidden states')"
     return (f"{what}, silently (its list is never counted), and the draft's fc fails at the first draft extend on "
             f"its input width ({len(fed)} hidden states where it takes {len(loop)})")
+
+
+@dataclass(frozen=True)
+class FailClosedIds:
+    """What ``convert`` and ``manifest write --fail-closed`` write for a manifest, per engine: ``value`` (the ids a
+    stock engine reads right, or that engine's fail-closed value); ``exact``: every stock release or runner of the
+    engine feeds the manifest's ids exactly from ``value``; ``why``: what the best id list would make them do instead
+    (empty when exact)."""
+
+    value: Any
+    exact: bool
+    why: tuple[str, ...] = ()
+
+
+def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
+                   reader: EngineReader) -> StockCapture:
+    """What another engine (``reader``, e.g. vLLM 0.33's default runner) feeds the fc for ``draft_config``.
+
+    Mirrors vLLM's ``_get_eagle3_aux_layers_from_config`` (0.32 ``v1/worker/gpu_model_runner.py:5251-5285``; Model
+    Runner V2's ``eagle3_utils.py``): the first key of ``reader.keys`` whose value is truthy decides; only a list or a
+    tuple counts (anything else, e.g. the SGLang fail-closed object, means the low/mid/high default, silently); the ids
+    are HF indices (sorted, each once; index N is the last layer's output before the final norm). A list holding a
+    string (an id list with ``"final_norm"``, the vLLM fail-closed value) fails in ``tuple(sorted(set(ids)))`` while the
+    model runner loads the model, except on a family that keeps the ids unsorted (``reader.unsorted``), whose loop then
+    captures only the integers.
+
+    Example (an SGLang-format config: vLLM's default runner does not read the nested key and uses its default)::
+
+        >>> from sglang_eagle3_capture.core.releases import other_engines
+        >>> engine_capture({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}, 61,
+        ...                family="deepseek_v2", reader=other_engines()[1]).fed_layer_ids
+        (1, 29, 57)
+    """
+    fam, n = _family(family), num_hidden_layers
+    key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
+    listed = isinstance(ids, (list, tuple))
+    if ids is not None and not listed:
+        what = "the SGLang fail-closed object" if is_fail_closed(ids) else brief(ids, 40)
+        config_ids, rule, loop = None, f"{key}: {what}, not a list -> default", default_low_mid_high_indices(n)
+        ids = None
+    elif ids is None:
+        config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
+    elif any(isinstance(i, str) for i in ids):
+        what = "the vLLM fail-closed value" if is_vllm_fail_closed(ids) else f"an id list with {brief(ids, 60)}"
+        if fam.name not in reader.unsorted:
+            return StockCapture(reader.name, fam.name, None, f"{key}: {what}", (), (),
+                                f"{key} is {what}: sorted(set(ids)) over an integer and a string raises a TypeError "
+                                "while the model runner loads the model (interfaces.py, _set_aux_hidden_state_layers)",
+                                engine="", refuses_at_startup=True)
+        config_ids, rule = None, f"{key}: {what}, its integers as HF indices"
+        loop = sorted({i for i in ids if is_int(i)})
+        ids = list(ids)
+    else:
+        ids = _int_ids(ids, key)
+        config_ids, rule = tuple(ids), f"{key} as HF indices"
+        loop = sorted(set(ids))
+    fed = tuple(i - 1 for i in loop if 0 <= i <= n)  # HF index N is the last layer's output there
+    problem = None
+    if fam.name in reader.embedding_crashes and 0 in loop:
+        problem = "its capture loop computes hidden_states + residual before layer 0: TypeError at the first forward"
+    elif len(fed) != len(loop) or (ids is not None and len(loop) != len(ids)):
+        problem = f"ids outside [0, {n}], repeated or not integers: fewer hidden states reach the fc than it takes"
+    return StockCapture(reader.name, fam.name, config_ids, rule, tuple(loop), fed, problem, engine="")
+
+
+def stock_on_vllm(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str) -> list[StockCapture]:
+    """What each vLLM model runner of each release in the table, stock, makes of ``draft_config`` (oldest first)."""
+    return [engine_capture(draft_config, num_hidden_layers, family=family, reader=r) for r in releases.other_engines()]
+
+
+def vllm_fail_closed_ids(layer_ids: Sequence, num_hidden_layers: int, *, family: Family | str) -> FailClosedIds:
+    """The top-level ``eagle_aux_hidden_state_layer_ids`` (the key every stock vLLM runner reads first and SGLang never
+    reads) that makes every vLLM runner in the table either feed ``layer_ids`` exactly, in their order, or refuse to
+    start: the HF indices ``layer id + 1`` when each runner feeds them exactly, else
+    :data:`~.config_keys.VLLM_FAIL_CLOSED_IDS`. Inexpressible: an fc order that is not ascending (vLLM sorts),
+    ``"final_norm"`` (no vLLM index names the final norm's output) and layer id -1 on a family vLLM captures inline
+    (DeepSeek: index 0 fails at the first forward).
+
+    Example::
+
+        >>> vllm_fail_closed_ids([-1, 1, 4], 7, family="llama").value
+        [0, 2, 5]
+        >>> vllm_fail_closed_ids([4, -1, 1], 7, family="llama").exact
+        False
+    """
+    fam = _family(family)
+    if FINAL_NORM in layer_ids:
+        return FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, (f"no stock vLLM index names the final norm's output "
+                                                                  f"({FINAL_NORM!r}): index N is the last layer's "
+                                                                  "output before it",))
+    ids = hidden_state_indices(layer_ids)
+    why = [c.describe() for c in stock_on_vllm({IDS_KEY: ids}, num_hidden_layers, family=fam)
+           if c.fed_layer_ids != tuple(layer_ids) or c.problem]
+    return FailClosedIds(ids, True) if not why else FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, tuple(why))

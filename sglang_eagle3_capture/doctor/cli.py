@@ -182,6 +182,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         _print(f"reading:     {reading.describe()}")
     if r.stock_outcome:
         _print(f"no plugin:   stock SGLang: {r.stock_outcome}")
+    if r.vllm_outcome:
+        _print(f"no plugin:   stock vLLM: {r.vllm_outcome}")
     _print(f"verdict:     {r.verdict.upper()}: {r.summary}")
     return status
 

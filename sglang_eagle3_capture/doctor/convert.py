@@ -18,7 +18,10 @@ indices, ordered so that every supported stock SGLang, even without the plugin, 
 manifest's hidden states (:func:`~sglang_eagle3_capture.doctor.readings.stock_safe_eagle_config_ids`); when no id list
 can say that to every supported release, it holds the fail-closed object instead, which stock SGLang refuses at
 startup (:func:`~sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids`), and the report says so: a draft
-``convert`` writes is fed exactly or not served, never fed other hidden states. The source format's reader
+``convert`` writes is fed exactly or not served, never fed other hidden states. The top-level
+``eagle_aux_hidden_state_layer_ids`` (which stock vLLM reads first and SGLang never reads) says the same to vLLM: the
+HF indices where every vLLM runner in the table feeds them exactly, else the vLLM fail-closed value
+(:func:`~sglang_eagle3_capture.core.stock.vllm_fail_closed_ids`). The source format's reader
 (:mod:`sglang_eagle3_capture.doctor.formats`) reads the ids, builds the SGLang config and says which tensors are
 training-only.
 """
@@ -51,7 +54,7 @@ from ..core.target_config import load_target_config, target_dims
 from ..core.userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
 from .formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
 from .formats.sglang_eagle_config import SGLangEagleConfigFormat
-from .readings import fail_closed_eagle_config_ids
+from .readings import fail_closed_eagle_config_ids, vllm_fail_closed_ids
 
 
 @dataclass(frozen=True)
@@ -305,6 +308,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     eagle_config = dict(out_cfg.get("eagle_config") or {})
     eagle_config.update({IDS_KEY: fail_closed.value, "use_aux_hidden_state": True})
     out_cfg["eagle_config"] = eagle_config
+    out_cfg[IDS_KEY] = vllm_fail_closed_ids(ids, n_layers, family=family).value  # read first by vLLM, never by SGLang
     out_cfg[CONVERTED_MARKER_KEY] = MANIFEST_FILENAME
 
     index = tensor_index(src)

@@ -16,7 +16,9 @@ order, ``mis-wired`` when it feeds other tensors, ``crash`` when it would fail (
 states``), ``refused-at-startup`` when it would refuse to start (the fail-closed object ``convert`` and ``manifest
 write --fail-closed`` write where no id list can express the manifest to stock SGLang). Whatever the verdict,
 :attr:`InspectReport.stock_outcome` says what a server without the plugin does with the draft on every supported
-release: ``fed exactly``, ``refuses at startup``, or ``silently mis-fed`` (what ``--fail-closed`` removes).
+release: ``fed exactly``, ``refuses at startup``, or ``silently mis-fed`` (what ``--fail-closed`` removes), and
+:attr:`InspectReport.vllm_outcome` the same for stock vLLM, on each model runner of each vLLM release in its table
+(the vLLM readings: 0.32's V1 runner, 0.33's Model Runner V2 and V1 runner, 0.34's Model Runner V2).
 ``ambiguous``: there is no manifest and the config's ids mean different layers depending on how the
 draft was trained (:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
 
@@ -92,6 +94,7 @@ class InspectReport:
     plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)
     setup: Any = None  # setup_report.SetupReport, when launch_server arguments were given
     stock_outcome: str = ""  # without the plugin, on every supported release (see the module doc)
+    vllm_outcome: str = ""  # without the vLLM plugin, on every vLLM runner of the vLLM release table
 
     @property
     def ok(self) -> bool:
@@ -113,6 +116,7 @@ class InspectReport:
                                        for r in self.ambiguous_readings],
                 "verdict": self.verdict, "summary": self.summary, "plugin_active": self.plugin_active,
                 "setup": None if self.setup is None else self.setup.to_dict(), "stock_outcome": self.stock_outcome,
+                "vllm_outcome": self.vllm_outcome,
                 "ok": self.ok}
 
 
@@ -141,7 +145,8 @@ def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
     ids = f"no {key}" if c.config_ids is None else f"{key} {list(c.config_ids)}"
     rule = f"{ids} -> {c.rule} -> loop indices {list(c.loop_indices)}"
     if c.refuses_at_startup and not c.loop_indices:
-        rule = "eagle_config ids: the fail-closed object" if c.rule == "fail-closed" else f"{ids} -> {c.rule}"
+        rule = ("eagle_config ids: the fail-closed object" if c.rule == "fail-closed" else
+                f"{ids} -> {c.rule}" if c.engine == "SGLang" else c.rule)
     if c.mis_fed:  # it runs, but these ids' tensors are not what it feeds
         return WiringRow(name, c.fed_layer_ids, rule, "mis-wired", c.mis_fed)
     return WiringRow(name, c.fed_layer_ids, rule, _status(c.fed_layer_ids, c.problem, declared, c.refuses_at_startup),
@@ -235,6 +240,7 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         config_file=str(cfg_path), architecture=arch, num_hidden_layers=n_layers, **_served(server_args, draft_cfg))
     _decide(report, plugin_refusal(deployment), _plugin_feeds(deployment))
     report.stock_outcome = stock_outcome(readings)
+    report.vllm_outcome = stock_outcome(readings, [r.name for r in releases.other_engines()], engine="vLLM")
     ds = deepstack.check(family, target_cfg, declared.layer_ids, prov, trained_with, serving)
     if ds is not None and report.verdict == "consistent":  # the ids are fed; which tensor each one names is not
         report.verdict = ds.verdict
@@ -244,26 +250,31 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         report.checks.append(f"deepstack: {ds.summary}" if ds.verdict == "consistent" else
                              f"deepstack layer ids {list(ds.affected)}: served {ds.served}, trained "
                              f"{ds.trained or 'unknown'}")
-    if manifest is not None and "silently mis-fed" in report.stock_outcome:
-        report.messages.append(f"without the plugin, stock SGLang would feed this draft's fc other hidden states "
-                               f"({report.stock_outcome}). Fix: `sglang-eagle3-capture manifest write {draft} "
+    if manifest is not None and "silently mis-fed" in report.stock_outcome + report.vllm_outcome:
+        report.messages.append(f"without the plugin, stock SGLang or stock vLLM would feed this draft's fc other "
+                               f"hidden states (SGLang: {report.stock_outcome}; vLLM: {report.vllm_outcome}). "
+                               f"Fix: `sglang-eagle3-capture manifest write {draft} "
                                f"--layer-ids={','.join(map(str, manifest.layer_ids))} --target TARGET --force "
                                "--fail-closed` rewrites config.json so that it is fed exactly or refused at startup")
     return report
 
 
-def stock_outcome(readings: Sequence[WiringRow]) -> str:
-    """What a server without the plugin does with the draft, over the supported releases' rows of ``readings``:
-    ``fed exactly``, ``refuses at startup``, or ``silently mis-fed``, with the releases where it differs."""
-    names = {f"stock SGLang {r.version}" for r in release_table.all_releases() if r.supported}
-    rows = [r for r in readings if r.name in names]
+def stock_outcome(readings: Sequence[WiringRow], names: Sequence[str] | None = None, *, engine: str = "SGLang"
+                  ) -> str:
+    """What a server without the plugin does with the draft, over the rows of ``readings`` named ``names`` (default:
+    the supported SGLang releases'; for vLLM, each runner of each release in its table): ``fed exactly``, ``refuses
+    at startup``, ``fails at the first forward`` or ``silently mis-fed``, with the releases where it differs."""
+    if names is None:
+        names = [f"stock SGLang {r.version}" for r in release_table.all_releases() if r.supported]
+    rows = [r for r in readings if r.name in set(names)]
     words = {"consistent": "fed exactly", "refused-at-startup": "refuses at startup", "mis-wired": "silently mis-fed",
              "crash": "fails at the first forward"}
     by: dict[str, list[str]] = {}
     for r in rows:
         by.setdefault(words.get(r.status, r.status), []).append(r.name.removeprefix("stock SGLang "))
     if len(by) == 1:
-        return f"{next(iter(by))} on every supported release"
+        return f"{next(iter(by))} on every supported release" if engine == "SGLang" else \
+            f"{next(iter(by))} on every runner of vLLM {', '.join(r.version for r in releases.vllm_releases())}"
     return "; ".join(f"{what} on {', '.join(versions)}" for what, versions in by.items())
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.checkpoint import fc_input_width, tensor_index, weights_present
-from ..core.config_keys import IDS_KEY, is_fail_closed
+from ..core.config_keys import IDS_KEY, is_fail_closed, is_vllm_fail_closed
 from ..core.errors import FormatError, UsageError, WeightsError
 from ..core.families import family_of
 from ..core.manifest import Manifest, check_fc_width, check_target_bounds, manifest_path, write_manifest
@@ -29,7 +29,7 @@ from ..core.target_config import load_target_config, target_dims
 from ..core.userfiles import is_directory, is_file, path_kind, read_bytes, write_file_atomic
 from .convert import metadata_text
 from .formats import load_draft_config
-from .readings import fail_closed_eagle_config_ids, stock_on_supported
+from .readings import fail_closed_eagle_config_ids, stock_on_supported, stock_on_vllm, vllm_fail_closed_ids
 
 
 @dataclass(frozen=True)
@@ -109,37 +109,58 @@ class ConfigChange:
 
 
 def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
-    """None when every supported stock SGLang release, reading ``cfg_path``, feeds exactly the manifest's ids (or
-    refuses the draft at startup), or when there is no config.json or no family entry; else the change that makes
-    it so."""
+    """None when every supported stock SGLang release and every stock vLLM runner in the tables, reading ``cfg_path``,
+    feed exactly the manifest's ids (or refuse the draft at startup), or when there is no config.json or no family
+    entry; else the change that makes it so: ``eagle_config``'s ids for SGLang, the top-level ids for vLLM (which
+    reads them first; SGLang never does)."""
     family = family_of(manifest.target_architecture)
     if family is None or not is_file(cfg_path, error=FormatError, fix="replace it with the draft's config.json"):
         return None
     cfg, n, ids = load_draft_config(cfg_path), manifest.target_num_hidden_layers, manifest.layer_ids
     wrong = [stock for stock in stock_on_supported(cfg, n, family=family)
              if not stock.refuses_at_startup and (stock.fed_layer_ids != ids or stock.problem or stock.mis_fed)]
-    if not wrong:
+    vllm = vllm_fail_closed_ids(ids, n, family=family)
+    wrong_vllm = [] if cfg.get(IDS_KEY) == vllm.value else [
+        c for c in stock_on_vllm(cfg, n, family=family)
+        if not c.refuses_at_startup and (c.fed_layer_ids != ids or c.problem)]
+    if not wrong and not wrong_vllm:
         return None
-    ec = cfg.get("eagle_config")
-    ec = dict(ec) if isinstance(ec, dict) else {}
-    value = fail_closed_eagle_config_ids(ids, n, family=family)
-    new_ec = {**ec, IDS_KEY: value.value}
-    new = {**cfg, "eagle_config": new_ec}
-    what = f"eagle_config.{IDS_KEY} {_shown(ec.get(IDS_KEY))} -> {_shown(value.value)}"
-    if is_fail_closed(value.value) and cfg.get("num_aux_hidden_states") is None:
-        new["num_aux_hidden_states"] = len(ids)  # SGLang's draft classes count the fc's inputs from it
-        what += f", num_aux_hidden_states absent -> {len(ids)}"
-    outcome = ("ids every supported stock SGLang release reads as the manifest's" if value.exact else
-               "so that stock SGLang refuses to start with this draft (no id list can express "
-               f"{list(ids)} to it: {value.why[-1]})")
-    note = (f"{cfg_path} disagrees with the manifest: {wrong[-1].describe()}; --fail-closed would set {what}, "
-            f"{outcome}")
-    record = {"file": str(cfg_path), "field": f"eagle_config.{IDS_KEY}", "replaced_value": ec.get(IDS_KEY),
-              "replaced_num_aux_hidden_states": cfg.get("num_aux_hidden_states"), "stock_sglang": wrong[-1].describe()}
+    new, whats, outcomes, notes = dict(cfg), [], [], []
+    record = {"file": str(cfg_path)}
+    if wrong:
+        ec = cfg.get("eagle_config")
+        ec = dict(ec) if isinstance(ec, dict) else {}
+        value = fail_closed_eagle_config_ids(ids, n, family=family)
+        new["eagle_config"] = {**ec, IDS_KEY: value.value}
+        whats.append(f"eagle_config.{IDS_KEY} {_shown(ec.get(IDS_KEY))} -> {_shown(value.value)}")
+        if is_fail_closed(value.value) and cfg.get("num_aux_hidden_states") is None:
+            new["num_aux_hidden_states"] = len(ids)  # SGLang's and vLLM's draft classes count the fc's inputs from it
+            whats[-1] += f", num_aux_hidden_states absent -> {len(ids)}"
+        outcomes.append("ids every supported stock SGLang release reads as the manifest's" if value.exact else
+                        "so that stock SGLang refuses to start with this draft (no id list can express "
+                        f"{list(ids)} to it: {value.why[-1]})")
+        notes.append(wrong[-1].describe())
+        record.update({"field": f"eagle_config.{IDS_KEY}", "replaced_value": ec.get(IDS_KEY),
+                       "replaced_num_aux_hidden_states": cfg.get("num_aux_hidden_states"),
+                       "stock_sglang": wrong[-1].describe()})
+    if wrong_vllm:
+        new[IDS_KEY] = vllm.value
+        whats.append(f"{IDS_KEY} {_shown(cfg.get(IDS_KEY))} -> {_shown(vllm.value)}")
+        outcomes.append("HF indices every stock vLLM runner reads as the manifest's" if vllm.exact else
+                        "so that stock vLLM refuses the draft (no id list can express "
+                        f"{list(ids)} to it: {vllm.why[-1]})")
+        notes.append(wrong_vllm[-1].describe())
+        record.update({"top_level_field": IDS_KEY, "replaced_top_level_value": cfg.get(IDS_KEY),
+                       "stock_vllm": wrong_vllm[-1].describe()})
+    what = "; ".join(whats)
+    note = (f"{cfg_path} disagrees with the manifest: {'; '.join(notes)}; --fail-closed would set {what}, "
+            f"{'; '.join(outcomes)}")
     return ConfigChange(new, what, note, record)
 
 
 def _shown(value: Any) -> str:
     if value is None:
         return "absent"
+    if is_vllm_fail_closed(value):
+        return "the vLLM fail-closed value"
     return "the fail-closed object" if is_fail_closed(value) else json.dumps(value)

@@ -1,67 +1,32 @@
 """What stock engines feed a draft's fc, as the doctor shows it: every release in the table
-(:func:`stock_by_release`), another engine's reader (:func:`engine_capture`), and the ``eagle_config`` ids that make
-stock SGLang feed a manifest's ids or refuse to start (:func:`fail_closed_eagle_config_ids`). One release's reading
+(:func:`stock_by_release`), another engine's reader (:func:`engine_capture`, with the vLLM plugin's policy in core),
+and the ``eagle_config`` ids that make stock SGLang feed a manifest's ids or refuse to start
+(:func:`fail_closed_eagle_config_ids`; vLLM's top-level value: :func:`vllm_fail_closed_ids`). One release's reading
 is :func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`, the one the plugin's refusal policy uses.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
-from ..core.config_keys import FAIL_CLOSED_IDS, IDS_KEY, is_fail_closed
+from ..core.config_keys import FAIL_CLOSED_IDS, IDS_KEY
 from ..core.families import Family
 from ..core.layer_ids import FINAL_NORM, hidden_state_indices
-from ..core.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
+from ..core.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, Release
 from ..core.stock import (
+    FailClosedIds,
     StockCapture,
-    _carries_token,
     _family,
-    _int_ids,
-    default_low_mid_high_indices,
+    engine_capture,
+    stock_on_vllm,
     stock_rule,
     stock_sglang_capture,
+    vllm_fail_closed_ids,
 )
-from ..core.target_config import path_get
 from . import release_table
 
 __all__ = ["FailClosedIds", "engine_capture", "fail_closed_eagle_config_ids", "releases_label", "stock_by_release",
-           "stock_on_supported", "stock_safe_eagle_config_ids"]
-
-
-def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
-                   reader: EngineReader) -> StockCapture:
-    """What another engine (``reader``, e.g. vLLM 0.33's default runner) feeds the fc for ``draft_config``: the
-    first non-empty key it reads, as HF indices (sorted, each once; index N is the last layer's output), else
-    the low/mid/high default.
-
-    Example (an SGLang-format config: vLLM's default runner does not read the nested key and uses its default)::
-
-        >>> from sglang_eagle3_capture.core.releases import other_engines
-        >>> engine_capture({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}, 61,
-        ...                family="deepseek_v2", reader=other_engines()[0]).fed_layer_ids
-        (1, 29, 57)
-    """
-    fam, n = _family(family), num_hidden_layers
-    key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
-    if is_fail_closed(ids) or _carries_token(ids):
-        what = "the fail-closed object" if is_fail_closed(ids) else f"an id list with {FINAL_NORM!r}"
-        return StockCapture(reader.name, fam.name, None, f"{key}: {what}", (), (),
-                            f"{key} is {what}, sglang-eagle3-capture's, not integer ids: this reader fails on it",
-                            engine="")
-    if ids is None:
-        config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
-    else:
-        ids = _int_ids(ids, key)
-        config_ids, rule = tuple(ids), f"{key} as HF indices"
-        loop = sorted(set(ids))
-    fed = tuple(i - 1 for i in loop if 0 <= i <= n)  # HF index N is the last layer's output there
-    problem = None
-    if fam.name in reader.embedding_crashes and 0 in loop:
-        problem = "its capture loop computes hidden_states + residual before layer 0: TypeError at the first forward"
-    elif len(fed) != len(loop) or (ids is not None and len(loop) != len(ids)):
-        problem = f"ids outside [0, {n}] or repeated: fewer hidden states reach the fc than it takes"
-    return StockCapture(reader.name, fam.name, config_ids, rule, tuple(loop), fed, problem, engine="")
+           "stock_on_supported", "stock_on_vllm", "stock_safe_eagle_config_ids", "vllm_fail_closed_ids"]
 
 
 def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str
@@ -120,18 +85,6 @@ def stock_safe_eagle_config_ids(layer_ids: Sequence[int], *, family: Family | st
     if rule == SHIFT_IF_FIRST_IS_1 and len(loop) > 1 and loop[0] == 1:
         loop = loop[1:] + loop[:1]
     return loop
-
-
-@dataclass(frozen=True)
-class FailClosedIds:
-    """What ``convert`` and ``manifest write --fail-closed`` write as ``eagle_config.eagle_aux_hidden_state_layer_ids``
-    for a manifest: ``value`` (the stock-safe ids, or :data:`~..core.config_keys.FAIL_CLOSED_IDS`); ``exact``: every
-    supported stock release feeds the manifest's ids exactly from ``value``; ``why``: per release, what the best id
-    list would make stock SGLang do instead (empty when exact)."""
-
-    value: Any
-    exact: bool
-    why: tuple[str, ...] = ()
 
 
 def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: int, *,

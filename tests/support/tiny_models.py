@@ -67,6 +67,15 @@ _FAMILY_COMMON = dict(vocab_size=256, hidden_size=64, num_attention_heads=4, num
 _MOE = dict(moe_intermediate_size=32, num_experts_per_tok=2)
 
 
+# vLLM's CPU attention takes head sizes [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512] only
+# (v1/attention/backends/cpu_attn.py:69 in 0.32): the common hidden 64 over 4 heads (16) does not load there.
+VLLM_DIMS = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=256)
+# DeepSeek-V3 on vLLM's CPU build: the AMX MLA backend (chosen where the CPU has AMX) takes bf16 weights and these MLA
+# head sizes (with the fixtures' 16-wide heads, amx_mla.py:303 raises "invalid weight input features 16"); its
+# fallback CPU_MLA shares no KV block size with the draft's attention (block 16 against multiples of 32).
+VLLM_MLA_DIMS = dict(hidden_size=256, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, kv_lora_rank=512,
+                     q_lora_rank=256, intermediate_size=256, moe_intermediate_size=64)
+
 JSON_NULL = object()  # an extra_keys value written as JSON null (None removes the key)
 
 
@@ -359,9 +368,9 @@ FAMILY_TARGETS["gemma4_mm"] = replace(
 
 
 
-def _family_config_kwargs(name: str, num_hidden_layers: int) -> dict:
+def _family_config_kwargs(name: str, num_hidden_layers: int, dims: dict | None = None) -> dict:
     layers = "num_layers" if name == "longcat_flash" else "num_hidden_layers"  # HF: num_hidden_layers = 2 * num_layers
-    kwargs = {**_FAMILY_COMMON, **FAMILY_TARGETS[name].config, layers: num_hidden_layers}
+    kwargs = {**_FAMILY_COMMON, **FAMILY_TARGETS[name].config, **(dims or {}), layers: num_hidden_layers}
     if name in ("gpt_oss", "gemma4", "gemma3", "gemma4_mm", "gemma3_mm"):
         kwargs["layer_types"] = _layer_types(num_hidden_layers)
     if name == "exaone_moe":  # "LLLG": every fourth layer global
@@ -386,9 +395,11 @@ def _minimax_m3_layer_keys(n: int) -> dict:
                                         "sparse_topk_blocks": 16, "sparse_local_block": 1, "sparse_init_block": 0}}
 
 
-def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed: int = 0) -> Path:
+def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed: int = 0,
+                        dims: dict | None = None) -> Path:
     """Write the tiny random checkpoint of :data:`FAMILY_TARGETS` ``[name]`` (fp32, seeded, transformers' own class)
-    to ``out_dir`` and return it; load it back for reference outputs with ``hf_reference.load_hf``."""
+    to ``out_dir`` and return it; load it back for reference outputs with ``hf_reference.load_hf``. ``dims`` replace
+    config keys (e.g. :data:`VLLM_DIMS`: a head size vLLM's CPU attention takes)."""
     import transformers
 
     spec = FAMILY_TARGETS[name]
@@ -399,7 +410,7 @@ def build_family_target(name: str, out_dir, *, num_hidden_layers: int = 6, seed:
     if spec.vl_of is not None:
         return _wrap_as_multimodal(build_family_target(spec.vl_of, out, num_hidden_layers=num_hidden_layers,
                                                        seed=seed), spec)
-    kwargs = _family_config_kwargs(name, num_hidden_layers)
+    kwargs = _family_config_kwargs(name, num_hidden_layers, dims)
     extra = dict(spec.extra_keys)
     if spec.outer is not None:  # the text config's keys go into text_config, the wrapper's own into the top level
         kwargs = {"tie_word_embeddings": False, **spec.outer, "text_config": {**kwargs, **extra}}

@@ -14,3 +14,10 @@ import torch
 TOLERANCES = {
     torch.float32: dict(atol=1e-5, rtol=1e-4),
 }
+
+# vLLM's CPU build against HF (tests/engine/test_vllm_*.py): its own CPU GEMM and attention kernels, hidden 256. The
+# largest difference seen was 2.2e-5 (Llama, layer id 1, 6 tokens, magnitudes up to ~4); neighbouring layers differ
+# by more than 1, and the embedding (routed, no arithmetic) is compared with torch.equal.
+VLLM_TOLERANCES = {
+    torch.float32: dict(atol=1e-4, rtol=1e-3),
+}

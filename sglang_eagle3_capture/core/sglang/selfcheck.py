@@ -263,6 +263,16 @@ class SelfCheck:
         rank = current_tp_rank() if "sglang" in sys.modules else None  # never import SGLang for a log line
         return f"tp_rank {rank}, pid {os.getpid()}, sglang {version}{note}"
 
+    def fix(self) -> str:
+        """The fix a failure names (an engine adapter says its own)."""
+        from .. import releases
+
+        return (f"install a supported SGLang release ({', '.join(releases.supported_versions())}); this one is "
+                "newer than the release table and its capture loop differs" if releases.unverified() else
+                "reinstall sglang-eagle3-capture unmodified for this SGLang release and remove anything else that "
+                "patches the model's capture (plugins, sitecustomize); if it persists, report it with this message "
+                "and the server arguments")
+
     def report(self, session: "Session") -> None:
         """The INFO line of a pass."""
         parts = [f"chunk {j} layer {lid}: max|diff| {d:.3g} ({route})" for j, lid, d, route in session.lines]
@@ -318,8 +328,9 @@ def _own_time(method: Callable) -> Callable:
 class Session:
     """One checked forward of one :class:`SelfCheck`: hooks in, references taken, the fc compared, hooks out."""
 
-    def __init__(self, check: SelfCheck) -> None:
+    def __init__(self, check: SelfCheck, *, verify_output: bool = True) -> None:
         self.check = check
+        self.verify_output = verify_output  # False: the caller hands :meth:`verify` the fc input (vLLM's runner)
         self.refs: dict[int | str, Ref] = {}
         self.handles: list = []
         self.shadowed: list[tuple[Any, str]] = []
@@ -360,7 +371,8 @@ class Session:
         if FINAL_NORM in self.check.layer_ids:
             self.handles.append(getattr(stack, a.final_norm).register_forward_hook(self._take_normed))
         self.handles.append(stack.register_forward_pre_hook(self._take_inputs, with_kwargs=True))
-        self.handles.append(stack.register_forward_hook(self._verify_output))
+        if self.verify_output:
+            self.handles.append(stack.register_forward_hook(self._verify_output))
 
     def _shadow(self, norm: Any, name: str, k: int, route: str) -> None:
         method = getattr(norm, name)
@@ -407,6 +419,11 @@ class Session:
         if _tensor(residual):
             self.refs[k] = Ref(residual[:MAX_ROWS].clone(), route, residual.shape[0], exact=True)
 
+    def take_inputs(self, stack: Any, **inputs: Any) -> None:
+        """Take the embedding reference from the stack's forward inputs handed here by name (an engine whose decoder
+        stack is called past ``nn.Module.__call__``, as vLLM's compiled stacks are, fires no hook on the stack)."""
+        self._take_inputs(stack, (), inputs)
+
     @_own_time
     def _take_inputs(self, module: Any, args: tuple, kwargs: dict) -> None:
         import torch.nn.functional as F
@@ -442,14 +459,19 @@ class Session:
             route += f" ({int(rows.sum())} of {rows.shape[0]} rows in this rank's vocabulary shard)"
         self.refs[-1] = Ref(value, route, ids.shape[0], exact=True, rows=rows)
 
-    @_own_time
     def _verify_output(self, module: Any, args: tuple, output: Any) -> None:
         import torch
 
         aux = output[1] if isinstance(output, tuple) and len(output) > 1 else None
         if isinstance(aux, (list, tuple)):  # a LIST family with nothing to permute: packed as LogitsProcessor does
             aux = torch.cat(list(aux), dim=-1) if aux else None
-        self.tokens = (output[0] if isinstance(output, tuple) else output).shape[0]
+        self.verify(aux, (output[0] if isinstance(output, tuple) else output).shape[0])
+
+    @_own_time
+    def verify(self, aux: Any, tokens: int) -> None:
+        """Compare the fc input ``aux`` (``[T, K*H]``, or None) of this forward of ``tokens`` tokens with the
+        references; raise the check's failure, or mark the session passed."""
+        self.tokens = tokens
         problems = self.compare(aux)
         self.elapsed_ms = (time.perf_counter() - self.t0) * 1e3
         if problems:
@@ -521,14 +543,8 @@ class Session:
 
     def failure(self, problems: list[str]) -> SelfCheckError:
         """The SelfCheckError: where (the declaration), what, the fix."""
-        from .. import releases
-
         c = self.check
-        fix = (f"install a supported SGLang release ({', '.join(releases.supported_versions())}); this one is "
-               "newer than the release table and its capture loop differs" if releases.unverified() else
-               "reinstall sglang-eagle3-capture unmodified for this SGLang release and remove anything else that "
-               "patches the model's capture (plugins, sitecustomize); if it persists, report it with this message "
-               "and the server arguments")
+        fix = c.fix()
         return SelfCheckError(c.where, None, f"eagle3-capture self-check FAILED on the first extend batch "
                               f"({c.context()}; {self.tokens} tokens; layer ids {list(c.layer_ids)}): "
                               + "; ".join(problems) + ". The draft's fc would be fed other hidden states than it "

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...core import records
-from ...core.config_keys import IDS_KEY
+from ...core.config_keys import IDS_KEY, is_vllm_fail_closed
 from ...core.errors import AmbiguousLayerIds, ConvertError, FormatError, brief
 from ...core.layer_ids import layer_id_of_index
 from ...core.schemas.draft import MATH_FLAGS, SGLANG_ARCH, SPECULATORS, SPECULATORS_ARCHS  # noqa: F401 (re-exported)
@@ -85,6 +85,10 @@ class SpeculatorsFormat:
         where = f"{file}: field '{IDS_KEY}'"
         messages: list[str] = []
         raw = cfg.get(IDS_KEY)
+        if is_vllm_fail_closed(raw):
+            raise FormatError(file, IDS_KEY, "is sglang-eagle3-capture's vLLM fail-closed value, which stands for the "
+                              "layer ids in the draft's eagle3_manifest.json, not ids of a training format",
+                              "read the draft's eagle3_manifest.json (restore it beside config.json)")
         if raw is None:
             original, inferred = None, True
             indices = default_low_mid_high_indices(n_layers)
