@@ -19,9 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def vllm_env_key() -> str:
-    """The vLLM environment's key: its recipe, ``tools/install_vllm.py`` (this package goes in with ``--no-deps``, so
-    its declared requirements do not decide the environment's contents)."""
-    return hashlib.sha256((ROOT / "tools" / "install_vllm.py").read_bytes()).hexdigest()[:12]
+    """The vLLM environment's key: its recipe, ``tools/install_vllm.py``, and the installer settings it shares with
+    ``tools/install_sglang.py`` (this package goes in with ``--no-deps``, so its declared requirements do not decide
+    the environment's contents)."""
+    h = hashlib.sha256()
+    for name in ("tools/install_vllm.py", "tools/install_sglang.py"):
+        h.update((ROOT / name).read_bytes())
+    return h.hexdigest()[:12]
 
 
 def env_key() -> str:
