@@ -167,6 +167,11 @@ def server_cmd(args, variant: str, port: int, setting: Setting | None = None) ->
                 "--decode-log-interval", "1"]
     if getattr(args, "start_jobs", 1) > 1:
         cmd += ["--sleep-on-idle"]  # a started server waiting for its turn does not spin on a core
+        if args.device == "cpu":
+            # SGLang's KV budget is the host's free memory after the weights load less (1 - this) x the free memory
+            # before (mem_cache/kv_cache_configurator.py: _profile_available_bytes), so at 0.05 the other servers
+            # starting beside it (about 1 GB each) fail it; --max-total-tokens still caps the KV cache.
+            cmd[cmd.index("--mem-fraction-static") + 1] = "0.5"
     cmd += args.server_arg
     if variant != "no_spec":
         steps, topk, tokens = setting or (args.speculative_num_steps, args.speculative_eagle_topk,
