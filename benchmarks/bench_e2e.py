@@ -422,7 +422,7 @@ def plot_positions(ax, rows: list[dict], title: str) -> None:
             ax.plot(xs, pos, color=colors[r["variant"]], marker=markers[i % len(markers)],
                     linestyle="-" if r["variant"] == "manifest" else "--",
                     label=f"{labels[r['variant']]} {setting}")
-            for x, y in zip(xs, pos):
+            for x, y in zip(xs, pos) if len(settings) == 1 else ():  # several settings: the table has the numbers
                 ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(0, 5), ha="center", fontsize=7)
     steps = max([len(r.get("per_position_acceptance") or []) for r in rows] + [1])
     ax.set_xticks(range(1, steps + 1))
