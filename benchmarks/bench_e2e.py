@@ -597,14 +597,14 @@ def run_fixture(args, label: str, settings: list[Setting]) -> dict[str, dict[str
         for variant, setting in group:
             print(f"[bench_e2e] {label} {setting_label(setting) or '-'} {variant}: starting server", flush=True)
         started = start_group(args, group, label)
-        try:
-            while started:
-                (variant, setting), (server, startup_s) = group[len(group) - len(started)], started.pop(0)
+        for n, ((variant, setting), (server, startup_s)) in enumerate(zip(group, started)):
+            try:
                 row = measure_variant(args, server, startup_s, variant, prompts, label, setting)
-                measured[variant, setting] = {**row, "offline_accuracy": offline.get(variant)}
-        finally:
-            for server, _ in started:
-                server.close()
+            except BaseException:
+                for waiting, _ in started[n + 1:]:
+                    waiting.close()
+                raise
+            measured[variant, setting] = {**row, "offline_accuracy": offline.get(variant)}
     plain = measured.get(("no_spec", None))
     by_setting = {}
     for setting in settings:

@@ -31,6 +31,7 @@ from bench_e2e import (  # noqa: E402
     ratio_se,
     rows_of,
     server_cmd,
+    setting_label,
     settings_from,
     write_results,
 )
@@ -196,6 +197,57 @@ def test_rows_are_one_per_fixture_setting_and_variant(tmp_path):
         table = list(csv.DictReader(f))
     assert len(table) == 5 and json.loads(table[1]["per_position_acceptance"]) == [0.9]
     assert "output_ids" not in json.loads((tmp_path / "e2e.json").read_text())[0]
+
+
+class _FakeServer:
+    def __init__(self, job, log):
+        self.job, self.log = job, log
+
+    def close(self):
+        self.log.append(("close", self.job))
+
+
+def _fake_run(monkeypatch, fail_on=None):
+    """run_fixture with servers replaced by a log of starts, measurements and closes."""
+    import bench_e2e
+
+    log = []
+
+    def start_variant(args, variant, label="", setting=None):
+        log.append(("start", (variant, setting)))
+        return _FakeServer((variant, setting), log), 1.0
+
+    def measure_variant(args, server, startup_s, variant, prompts, label="", setting=None):
+        log.append(("measure", (variant, setting)))
+        if (variant, setting) == fail_on:
+            raise RuntimeError("no answer")
+        server.close()
+        return {"variant": variant, "setting": setting_label(setting), "output_tok_per_s": 1.0}
+
+    monkeypatch.setattr(bench_e2e, "start_variant", start_variant)
+    monkeypatch.setattr(bench_e2e, "measure_variant", measure_variant)
+    args = SimpleNamespace(prompts=None, fixture=SPECS["tiny"].directory, num_prompts=2, prompt_seed=1,
+                           fixture_mode=False, variants="no_spec,stock,manifest", start_jobs=2)
+    return bench_e2e, args, log
+
+
+def test_servers_start_in_groups_and_are_measured_one_at_a_time(monkeypatch):
+    bench_e2e, args, log = _fake_run(monkeypatch)
+    by_setting = bench_e2e.run_fixture(args, "tiny", [(1, 1, 2), (3, 1, 4)])
+    jobs = [("no_spec", None), ("stock", (1, 1, 2)), ("manifest", (1, 1, 2)), ("stock", (3, 1, 4)),
+            ("manifest", (3, 1, 4))]
+    # groups of --start-jobs: both start, then each is measured and stopped before the next group starts
+    assert log == [e for group in (jobs[0:2], jobs[2:4], jobs[4:]) for e in
+                   [("start", j) for j in group] + [x for j in group for x in (("measure", j), ("close", j))]]
+    assert by_setting["3,1,4"]["no_spec"] is by_setting["1,1,2"]["no_spec"]  # one no_spec server per fixture
+    assert [r["setting"] for r in bench_e2e.rows_of(by_setting)] == ["", "1,1,2", "1,1,2", "3,1,4", "3,1,4"]
+
+
+def test_a_failed_measurement_stops_the_servers_still_waiting(monkeypatch):
+    bench_e2e, args, log = _fake_run(monkeypatch, fail_on=("no_spec", None))
+    with pytest.raises(RuntimeError):
+        bench_e2e.run_fixture(args, "tiny", [(3, 1, 4)])
+    assert ("close", ("stock", (3, 1, 4))) in log and ("measure", ("stock", (3, 1, 4))) not in log
 
 
 def test_table_names_the_drafts_and_ends_with_one_line_on_accept_length_and_cpu_speed():
