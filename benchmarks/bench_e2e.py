@@ -161,17 +161,16 @@ def server_cmd(args, variant: str, port: int, setting: Setting | None = None) ->
     cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(args.target),
            "--host", "127.0.0.1", "--port", str(port), "--skip-tokenizer-init", "--tp-size", str(args.tp_size)]
     if args.device == "cpu":
+        # --mem-fraction-static 0.5 as harness.ENGINE_DEFAULTS has it: SGLang's KV budget on CPU is the host's free
+        # memory after the weights load less (1 - fraction) x the free memory before
+        # (mem_cache/kv_cache_configurator.py: _profile_available_bytes), so at 0.05 the servers starting beside one
+        # (about 1 GB each, --start-jobs) failed it; --max-total-tokens still caps the KV cache.
         cmd += ["--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
-                "--mem-fraction-static", "0.05", "--max-total-tokens", "16384", "--dtype", "float32",
+                "--mem-fraction-static", "0.5", "--max-total-tokens", "16384", "--dtype", "float32",
                 # avg_spec_accept_length appears in /server_info only after a decode log line
                 "--decode-log-interval", "1"]
     if getattr(args, "start_jobs", 1) > 1:
         cmd += ["--sleep-on-idle"]  # a started server waiting for its turn does not spin on a core
-        if args.device == "cpu":
-            # SGLang's KV budget is the host's free memory after the weights load less (1 - this) x the free memory
-            # before (mem_cache/kv_cache_configurator.py: _profile_available_bytes), so at 0.05 the other servers
-            # starting beside it (about 1 GB each) fail it; --max-total-tokens still caps the KV cache.
-            cmd[cmd.index("--mem-fraction-static") + 1] = "0.5"
     cmd += args.server_arg
     if variant != "no_spec":
         steps, topk, tokens = setting or (args.speculative_num_steps, args.speculative_eagle_topk,
