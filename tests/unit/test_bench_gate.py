@@ -8,41 +8,49 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures.specs import SPECS
+from fixtures.specs import DRAFTS, SPECS
 from support import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_e2e import (  # noqa: E402
+    ACCEPT_NOTE,
+    CPU_NOTE,
+    DEFAULT_DRAFT_NAME,
     DEFAULT_FIXTURES,
     DEFAULT_SETTINGS,
+    FULL_SETTINGS,
     Limits,
     acceptance,
     effective_settings,
     fixture_path,
     fixture_runs,
+    format_table,
     gate,
     gate_fixtures,
     parse_setting,
+    ratio_se,
     rows_of,
     server_cmd,
+    setting_label,
     settings_from,
     write_results,
 )
 
-LIMITS = Limits(offline=0.05, first=0.2, rate=0.2, length=0.3, min_drafts=2000)
+LIMITS = Limits(offline=0.05, position=0.2, rate=0.2, length=0.3, min_drafts=2000)
 
 
-def _spec_row(rate, length, first, setting=(3, 1, 4), drafts=2500, output=((1, 2, 3),), offline=None):
+def _spec_row(rate, length, first, setting=(3, 1, 4), drafts=2500, output=((1, 2, 3),), offline=None, later=None):
     steps, topk, tokens = setting
-    return {"accept_rate": rate, "accept_length": length, "per_position_acceptance": [first] + [0.0] * (steps - 1),
+    later = [first * 0.9 ** k for k in range(1, steps)] if later is None else list(later)
+    return {"accept_rate": rate, "accept_length": length, "per_position_acceptance": [first, *later],
             "proposed_drafts": drafts, "output_ids": [list(o) for o in output], "offline_accuracy": offline,
             "speculative_num_steps": steps, "speculative_eagle_topk": topk, "speculative_num_draft_tokens": tokens}
 
 
-def _rows(manifest=(0.9, 3.7, 0.97), stock=(0.3, 1.8, 0.5), offline=0.98, **kw):
+def _rows(manifest=(0.9, 3.7, 0.97), stock=(0.3, 1.8, 0.5), offline=0.98, manifest_later=None, **kw):
     return {"no_spec": {"output_ids": [[1, 2, 3]]},
             "stock": _spec_row(*stock, **{k: v for k, v in kw.items() if k != "output"}),
-            "manifest": _spec_row(*manifest, offline=offline, **kw)}
+            "manifest": _spec_row(*manifest, offline=offline, later=manifest_later, **kw)}
 
 
 def test_acceptance_from_meta_info():
@@ -60,6 +68,26 @@ def test_acceptance_from_meta_info():
     assert got["accept_rate"] == pytest.approx(9 / 18, abs=1e-4)
     # position k: verify steps that accepted at least k+1 draft tokens
     assert got["per_position_acceptance"] == pytest.approx([4 / 6, 3 / 6, 2 / 6], abs=1e-4)
+    # standard errors over the two requests: accept rate 8/12 and 1/6 (ratio_se, checked below)
+    assert got["accept_rate_se"] == pytest.approx(ratio_se([8, 1], [12, 6]), abs=1e-4)
+    assert got["accept_length_se"] == pytest.approx(ratio_se([8, 1], [4, 2]), abs=1e-4)
+    assert got["per_position_se"] == pytest.approx([ratio_se([3, 1], [4, 2]), ratio_se([3, 0], [4, 2]),
+                                                    ratio_se([2, 0], [4, 2])], abs=1e-4)
+
+
+def test_ratio_se_is_the_binomial_standard_error_for_independent_trials():
+    """One Bernoulli trial per request: the textbook sqrt(p (1 - p) / n); equal ratios in every request: 0."""
+    import random
+
+    rng = random.Random(7)
+    n, p = 4000, 0.3
+    hits = [1 if rng.random() < p else 0 for _ in range(n)]
+    phat = sum(hits) / n
+    assert ratio_se(hits, [1] * n) == pytest.approx((phat * (1 - phat) / n) ** 0.5, rel=1e-3)
+    assert ratio_se([2, 4, 6], [1, 2, 3]) == 0
+    # two requests, 8 of 4 and 1 of 2: ratio 1.5, residuals 2 and -2, so sqrt(2/1 * 8) / 6
+    assert ratio_se([8, 1], [4, 2]) == pytest.approx(4 / 6)
+    assert ratio_se([1], [2]) is None and ratio_se([0, 0], [0, 0]) is None
 
 
 def test_acceptance_without_a_histogram_derives_no_positions():
@@ -84,8 +112,13 @@ def test_settings_parse_and_default():
         with pytest.raises(ValueError):
             parse_setting(bad)
     ns = dict(speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None)
-    assert settings_from(SimpleNamespace(settings=None, **ns)) == list(DEFAULT_SETTINGS) == [(1, 1, 2), (3, 1, 4)]
+    assert settings_from(SimpleNamespace(settings=None, **ns)) == list(DEFAULT_SETTINGS) == [(3, 1, 4)]
     assert settings_from(SimpleNamespace(settings=["1,1,2", "3,2,6"], **ns)) == [(1, 1, 2), (3, 2, 6)]
+    # make demo DEMO_ARGS=--full: the 1-step chain, the 3-step chain and the tree
+    assert settings_from(SimpleNamespace(settings=None, full=True, **ns)) == list(FULL_SETTINGS) == [
+        (1, 1, 2), (3, 1, 4), (3, 2, 6)]
+    with pytest.raises(ValueError, match="not both"):
+        settings_from(SimpleNamespace(settings=["3,1,4"], full=True, **ns))
     # gpu_check.py names one setting with the three --speculative-* options
     legacy = dict(speculative_num_steps=3, speculative_eagle_topk=4, speculative_num_draft_tokens=8)
     assert settings_from(SimpleNamespace(settings=None, **legacy)) == [(3, 4, 8)]
@@ -102,6 +135,14 @@ def test_server_cmd_runs_the_setting():
             flags["--speculative-num-draft-tokens"]) == ("3", "2", "6")
     assert "--speculative-num-steps" in server_cmd(args, "stock", 1234)  # bench_load.py: the args' setting
     assert not any(c.startswith("--speculative") for c in server_cmd(args, "no_spec", 1234, (3, 2, 6)))
+    # one server at a time: SGLang's own idle loop; several starting at once (make demo): the waiting ones sleep
+    assert "--sleep-on-idle" not in cmd
+    together = server_cmd(SimpleNamespace(**{**vars(args), "start_jobs": 3}), "manifest", 1234, (3, 1, 4))
+    assert "--sleep-on-idle" in together
+    # the memory the others take while one loads stays inside SGLang's KV budget check, as in the tests' harness
+    from harness import ENGINE_DEFAULTS
+
+    assert float(together[together.index("--mem-fraction-static") + 1]) == ENGINE_DEFAULTS["mem_fraction_static"]
 
 
 def test_gate_passes_a_healthy_run():
@@ -112,7 +153,9 @@ def test_gate_passes_a_healthy_run():
     (_rows(manifest=(0.9, 3.7, 0.90)), "below the draft's offline accuracy"),
     (_rows(stock=(0.75, 1.8, 0.5)), "accept_rate 0.750 is not at least 0.2 below"),
     (_rows(stock=(0.3, 3.5, 0.5)), "accept_length 3.500 is not at least 0.3 below"),
-    (_rows(stock=(0.3, 1.8, 0.8)), "first-position acceptance 0.800 is not at least 0.2 below"),
+    (_rows(stock=(0.3, 1.8, 0.8)), "stock acceptance at position 1 0.800 is not at least 0.2 below"),
+    # a plugin whose later draft steps are fed the wrong states: position 1 right, 2 and 3 at stock's level or below
+    (_rows(manifest_later=(0.05, 0.02)), "stock acceptance at position 2 0.450 is not at least 0.2 below"),
     (_rows(manifest=(None, None, 0.97)), "accept_rate not measured"),
     (_rows(output=((1, 2, 4),)), "manifest: greedy output differs"),
     (_rows(drafts=1999), "fewer than 2000"),
@@ -123,7 +166,7 @@ def test_gate_fails(rows, fragment):
     assert any(fragment in p for p in problems), problems
 
 
-def test_gate_first_position_falls_back_to_a_one_step_chains_accept_rate():
+def test_gate_position_falls_back_to_a_one_step_chains_accept_rate():
     rows = _rows(manifest=(0.97, 1.97, None), stock=(0.3, 1.3, None), setting=(1, 1, 2))
     for r in (rows["manifest"], rows["stock"]):
         r["per_position_acceptance"] = None
@@ -151,16 +194,85 @@ def test_rows_are_one_per_fixture_setting_and_variant(tmp_path):
     assert [(r["setting"], r["variant"]) for r in rows] == [
         ("", "no_spec"), ("1,1,2", "stock"), ("1,1,2", "manifest"), ("3,1,4", "stock"), ("3,1,4", "manifest")]
     write_results(rows, tmp_path)
+    assert (tmp_path / "e2e.png").stat().st_size > 0  # accept length beside per-position acceptance, per fixture
     with open(tmp_path / "e2e.csv") as f:
         table = list(csv.DictReader(f))
     assert len(table) == 5 and json.loads(table[1]["per_position_acceptance"]) == [0.9]
     assert "output_ids" not in json.loads((tmp_path / "e2e.json").read_text())[0]
 
 
+class _FakeServer:
+    def __init__(self, job, log):
+        self.job, self.log = job, log
+
+    def close(self):
+        self.log.append(("close", self.job))
+
+
+def _fake_run(monkeypatch, fail_on=None):
+    """run_fixture with servers replaced by a log of starts, measurements and closes."""
+    import bench_e2e
+
+    log = []
+
+    def start_variant(args, variant, label="", setting=None):
+        log.append(("start", (variant, setting)))
+        return _FakeServer((variant, setting), log), 1.0
+
+    def measure_variant(args, server, startup_s, variant, prompts, label="", setting=None):
+        log.append(("measure", (variant, setting)))
+        if (variant, setting) == fail_on:
+            raise RuntimeError("no answer")
+        server.close()
+        return {"variant": variant, "setting": setting_label(setting), "output_tok_per_s": 1.0}
+
+    monkeypatch.setattr(bench_e2e, "start_variant", start_variant)
+    monkeypatch.setattr(bench_e2e, "measure_variant", measure_variant)
+    args = SimpleNamespace(prompts=None, fixture=SPECS["tiny"].directory, num_prompts=2, prompt_seed=1,
+                           fixture_mode=False, variants="no_spec,stock,manifest", start_jobs=2)
+    return bench_e2e, args, log
+
+
+def test_servers_start_in_groups_and_are_measured_one_at_a_time(monkeypatch):
+    bench_e2e, args, log = _fake_run(monkeypatch)
+    by_setting = bench_e2e.run_fixture(args, "tiny", [(1, 1, 2), (3, 1, 4)])
+    jobs = [("no_spec", None), ("stock", (1, 1, 2)), ("manifest", (1, 1, 2)), ("stock", (3, 1, 4)),
+            ("manifest", (3, 1, 4))]
+    # groups of --start-jobs: both start, then each is measured and stopped before the next group starts
+    assert log == [e for group in (jobs[0:2], jobs[2:4], jobs[4:]) for e in
+                   [("start", j) for j in group] + [x for j in group for x in (("measure", j), ("close", j))]]
+    assert by_setting["3,1,4"]["no_spec"] is by_setting["1,1,2"]["no_spec"]  # one no_spec server per fixture
+    assert [r["setting"] for r in bench_e2e.rows_of(by_setting)] == ["", "1,1,2", "1,1,2", "3,1,4", "3,1,4"]
+
+
+def test_a_failed_measurement_stops_the_servers_still_waiting(monkeypatch):
+    bench_e2e, args, log = _fake_run(monkeypatch, fail_on=("no_spec", None))
+    with pytest.raises(RuntimeError):
+        bench_e2e.run_fixture(args, "tiny", [(3, 1, 4)])
+    assert ("close", ("stock", (3, 1, 4))) in log and ("measure", ("stock", (3, 1, 4))) not in log
+
+
+def test_table_names_the_drafts_and_ends_with_one_line_on_accept_length_and_cpu_speed():
+    rows = [{"fixture": "tiny", "setting": "", "variant": "no_spec", "accept_length": 1.0, "output_tok_per_s": 90.0,
+             "device": "cpu (2 cores)"},
+            {"fixture": "tiny", "setting": "3,1,4", "variant": "manifest", "accept_length": 3.8, "accept_rate": 0.94,
+             "per_position_acceptance": [0.98, 0.94, 0.9], "output_tok_per_s": 80.0, "device": "cpu (2 cores)",
+             "draft": "fixtures/tiny/draft-ttt", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": 4}]
+    lines = format_table(rows).splitlines()
+    assert lines[-1] == f"{ACCEPT_NOTE} {CPU_NOTE}" and lines[-2] == "drafts: tiny: fixtures/tiny/draft-ttt"
+    assert "0.98 0.94 0.90" in lines[3]
+    gpu = [{**r, "device": "NVIDIA H200"} for r in rows]
+    assert format_table(gpu).splitlines()[-1] == ACCEPT_NOTE  # the CPU runtime's cost is no GPU's
+
+
 def test_default_fixtures_are_the_bundled_ones_and_names_resolve():
     assert set(DEFAULT_FIXTURES) <= set(SPECS)
     for name in DEFAULT_FIXTURES:
         assert fixture_path(name) == SPECS[name].directory
+        # make demo and the gate serve each fixture's depth-capable draft, a committed one of specs.DRAFTS
+        assert DRAFTS[f"{name}/{DEFAULT_DRAFT_NAME}"].ttt_steps > 1
+        assert (SPECS[name].directory / DEFAULT_DRAFT_NAME / "config.json").is_file()
     assert fixture_path("fixtures/tiny-llama") == SPECS["tiny-llama"].directory.relative_to(REPO)
 
 
