@@ -14,13 +14,13 @@ never stop a server: anything that does not read leaves it without an alarm, sai
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Any
 
+from ..core.logs import get_logger
 from ..core.manifest import find_manifest
 from . import acceptance
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 ALARM = "_eagle3_capture_alarm"  # on the SpecDecodingProm: (Alarm, draft, target), or None
 
 

@@ -25,11 +25,12 @@ from packaging.version import InvalidVersion, Version
 
 from .. import releases, seams
 from ..after_import import when_imported
+from ..logs import get_logger
 from ..releases.schema import VllmRelease
 from ..sglang import selfcheck
 from . import wiring
 
-logger = logging.getLogger("sglang_eagle3_capture")
+logger = get_logger("sglang_eagle3_capture")
 
 
 def _log_to_stderr() -> None:

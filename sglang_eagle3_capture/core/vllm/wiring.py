@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,13 @@ from ..capture import plan_capture, to_fc_order
 from ..config_keys import IDS_KEY
 from ..errors import WiringError
 from ..layer_ids import EMBEDDING_LAYER_ID
+from ..logs import get_logger
 from ..manifest import check_fc_width, find_manifest
 from ..releases.schema import NORM_OPERANDS, VllmRelease
 from ..sglang import selfcheck  # the check itself is engine-neutral: references, comparison, message
 from ..target_config import target_dims
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 PLAN = "_eagle3_capture_plan"  # on the runner: the CapturePlan it feeds (None: stock wiring)
 EMBED = "_eagle3_capture_embedding"  # on the runner: True when the embedding is taken outside vLLM's loop
