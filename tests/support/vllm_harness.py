@@ -94,24 +94,27 @@ def run_vllm(runs: list[dict], *, plugins: str | None, env: dict | None = None, 
 FAMILIES = ("llama", "qwen3")  # Llama and a second family (DeepSeek-V3's MLA does not run on vLLM's CPU build)
 NUM_LAYERS = 7  # so that vLLM's default (2, N//2, N-3) = HF[2, 3, 4] differs from every manifest below
 PROMPT = [1, 2, 3, 4, 5, 6]
-MANIFESTS = {"ascending": [-1, 1, 4], "final-norm": [-1, 1, "final_norm"], "not-ascending": [4, -1, 1]}
+MANIFESTS = {"ascending": [-1, 1, 4], "final-norm": [-1, 1, "final_norm"], "not-ascending": [4, -1, 1],
+             "mixed": [4, -1, "final_norm"]}  # mixed: the embedding, a layer, the post-norm state, out of order
 
 
-def build_cases(root: Path) -> tuple[dict, dict]:
-    """``(targets, drafts)``: a tiny target per family of :data:`FAMILIES` (transformers' own class, a head size vLLM's
-    CPU attention takes) and, per family and manifest of :data:`MANIFESTS`, a random EAGLE-3 draft given that manifest
-    by ``manifest write --fail-closed`` (its config.json then carries what stock SGLang and stock vLLM must read);
-    ``drafts[(family, case)]``."""
+def build_cases(root: Path, cases) -> tuple[dict, dict]:
+    """``(targets, drafts)``: a tiny target per family the ``(family, manifest name)`` pairs of ``cases`` name
+    (transformers' own class, a head size vLLM's CPU attention takes) and, per pair, a random EAGLE-3 draft given
+    that manifest of :data:`MANIFESTS` by ``manifest write --fail-closed`` (its config.json then carries what stock
+    SGLang and stock vLLM must read); ``drafts[(family, case)]``."""
     from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
     from support.tiny_models import VLLM_DIMS, build_family_target, build_tiny_draft
 
-    targets = {f: build_family_target(f, root / f, num_hidden_layers=NUM_LAYERS, dims=VLLM_DIMS) for f in FAMILIES}
+    cases = list(dict.fromkeys(cases))
+    targets = {f: build_family_target(f, root / f, num_hidden_layers=NUM_LAYERS, dims=VLLM_DIMS)
+               for f in dict.fromkeys(f for f, _ in cases)}
     drafts = {}
-    for family in FAMILIES:
-        for seed, (case, ids) in enumerate(MANIFESTS.items()):
-            draft = build_tiny_draft(root / f"{family}-{case}", target_dir=targets[family], num_aux=len(ids), seed=seed)
-            write_draft_manifest(draft, ids, targets[family], fail_closed=True)
-            drafts[(family, case)] = draft
+    for seed, (family, case) in enumerate(cases):
+        ids = MANIFESTS[case]
+        draft = build_tiny_draft(root / f"{family}-{case}", target_dir=targets[family], num_aux=len(ids), seed=seed)
+        write_draft_manifest(draft, ids, targets[family], fail_closed=True)
+        drafts[(family, case)] = draft
     return targets, drafts
 
 
