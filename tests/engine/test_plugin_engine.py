@@ -1,5 +1,5 @@
 """The plugin through ``sglang.Engine``, installed as an entry point and never imported here, and the Engine harness
-itself. One subprocess (one ``import sglang``) runs five Engines on the 6-layer tiny DeepSeek-V3 target, one after
+itself. One subprocess (one ``import sglang``) runs six Engines on the 6-layer tiny DeepSeek-V3 target, one after
 another (support/engine_harness.py):
 
 1. plain decoding: SGLang's real server stack on this CPU gives HF's greedy tokens;
@@ -9,7 +9,8 @@ another (support/engine_harness.py):
    (non-ascending: the last layer's output first, then the embedding), TP 1: the scheduler process feeds the fc
    exactly that (the capture dump against HF), and the first-batch self-check passes (one INFO line);
 4. the same at TP 2 over gloo: every rank, each in its own process, feeds the same tensor and passes;
-5. the same draft with the plugin excluded: stock SGLang reads ``[5, -1, 1]`` as loop indices and fails at the
+5. the same at TP 2 with the manifest rewritten between the two ranks' reads (a start-up hook): refused at startup;
+6. the same draft with the plugin excluded: stock SGLang reads ``[5, -1, 1]`` as loop indices and fails at the
    first forward (the plugin, not chance, is what serves 3 and 4).
 
 The self-check's refusals (a sabotaged capture, before a server reports ready) are test_selfcheck_engine.py's; what
@@ -17,7 +18,9 @@ the self-check compares is tests/unit/test_selfcheck_unit.py's and tests/inproce
 """
 
 import json
+import os
 import re
+import shutil
 
 import pytest
 import torch
@@ -26,9 +29,11 @@ from safetensors.torch import load_file
 from sglang_eagle3_capture.core import releases
 from sglang_eagle3_capture.core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
 from sglang_eagle3_capture.core.layer_ids import hidden_state_index
-from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
+from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, Manifest, write_manifest
+from support import subprocess_env
 from support.engine_harness import NO_PLUGINS, engine_run, greedy, run_engines
 from support.hf_reference import hf_greedy, hf_layer_outputs
+from support.servers import SELFCHECK_SITE
 from support.tiny_models import build_tiny_draft
 from support.tolerances import TOLERANCES
 
@@ -36,7 +41,8 @@ IDS = [5, -1, 1]  # 5: the last decoder layer's output, taken at the final norm
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [100, 3, 200, 45, 17]]
 NEW_TOKENS = 8
 PASSED = "eagle3-capture self-check passed"
-RUNS = ("plain", "stock", "tp1", "tp2", "excluded")
+RUNS = ("plain", "stock", "tp1", "tp2", "edited", "excluded")
+EDITED = [-1, 1, 5]  # the same three layers in another fc order: a silent rewiring if one rank served it
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +53,10 @@ def served(tiny_target_dir, tiny_draft_dir, tmp_path_factory):
     draft = build_tiny_draft(root / "draft", target_dir=tiny_target_dir, num_aux=len(IDS),
                              config_overrides={"eagle_config": ec})
     write_manifest(draft, Manifest(tuple(IDS), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
+    edited, markers = root / "edited", root / "markers"  # a copy the start-up hook rewrites between the ranks' reads
+    shutil.copytree(draft, edited)
+    markers.mkdir()
+    site = os.pathsep.join([str(SELFCHECK_SITE), subprocess_env()["PYTHONPATH"]])
     dumps = {name: root / f"dump-{name}" for name in RUNS}
     info = {"log_level": "info"}
     described = [
@@ -58,11 +68,17 @@ def served(tiny_target_dir, tiny_draft_dir, tmp_path_factory):
         engine_run(tiny_target_dir, PROMPTS, draft_path=draft, sampling_params=greedy(NEW_TOKENS),
                    engine_kwargs={**info, "tp_size": 2},  # SGLang's CPU path asserts ranks <= NUMA nodes otherwise
                    env={"SGLANG_EAGLE3_CAPTURE_DUMP": str(dumps["tp2"]), "SGLANG_CPU_OMP_THREADS_BIND": "0|1"}),
+        engine_run(tiny_target_dir, PROMPTS, draft_path=edited, sampling_params=greedy(NEW_TOKENS), fails="start",
+                   engine_kwargs={**info, "tp_size": 2},
+                   env={"PYTHONPATH": site, "SGLANG_CPU_OMP_THREADS_BIND": "0|1",
+                        "EAGLE3_TEST_EDIT_MANIFEST": json.dumps(EDITED), "EAGLE3_TEST_MARKERS": str(markers)}),
         engine_run(tiny_target_dir, PROMPTS, draft_path=draft, sampling_params=greedy(NEW_TOKENS), fails="serve",
                    env={"SGLANG_PLUGINS": NO_PLUGINS, "SGLANG_EAGLE3_CAPTURE_DUMP": str(dumps["excluded"])}),
     ]
-    results = run_engines(described, plugins="eagle3_capture", timeout=1500)
-    return {name: (result, dumps[name]) for name, result in zip(RUNS, results)}
+    results = run_engines(described, plugins="eagle3_capture", timeout=1800)
+    out = {name: (result, dumps[name]) for name, result in zip(RUNS, results)}
+    out["edited"] = (results[RUNS.index("edited")], edited / MANIFEST_FILENAME)
+    return out
 
 
 def _tokens(result):
@@ -159,6 +175,22 @@ def test_every_rank_feeds_the_manifest_ids_and_passes_the_self_check(served, hf_
             assert f"chunk {j} layer {lid}: max|diff| 0 (" in line
     if tp == 2:  # replicated residual stream: both ranks feed their drafts the same tensor
         assert torch.equal(ranks[0][0][0]["aux_hidden_states"], ranks[1][0][0]["aux_hidden_states"])
+
+
+def test_a_manifest_edited_between_the_ranks_reads_refuses_the_tp2_start(served):
+    """Each TP rank reads the manifest on its own; a start-up hook (support/selfcheck_site/) rewrites its layer ids
+    after rank 0 read it and before rank 1 does: the ranks compare what they serve (core/ranks.py) and refuse the
+    start before serving, naming the manifest and both ranks' ids (the comparison's cases, unchanged and removed
+    among them, over SGLang's own TP group: test_ranks_agree_engine.py)."""
+    result, manifest = served["edited"]
+    log = result["log"]
+    assert result["failed"] == "start"
+    assert "TEST EDIT: TP rank 1 rewrote" in log, log[-4000:]
+    line = next((x for x in log.splitlines() if "tensor-parallel ranks do not serve the same draft wiring" in x), None)
+    assert line is not None, log[-4000:]
+    assert f"{manifest}: field 'layer_ids': " in line and "DeploymentError" in log
+    assert f"rank 0: layer ids {IDS}" in line and f"rank 1: layer ids {EDITED}" in line
+    assert PASSED not in log
 
 
 def test_without_the_plugin_stock_sglang_misreads_the_ids(served):
