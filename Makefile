@@ -25,7 +25,7 @@ PYTEST_ARGS ?=
 DEMO_OUT ?= demo-results
 DEMO_PROMPTS ?= 48
 # vLLM's CPU build in an environment of its own (tools/install_vllm.py), keyed like the SGLang ones.
-VLLM ?= 0.32.0
+VLLM ?= $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "tools"); import install_vllm; print(install_vllm.DEFAULT_VERSION)')
 VLLM_ENV_KEY := $(shell $(PYTHON) tools/env_key.py vllm)
 VLLM_VENV ?= $(ENV_ROOT)/vllm-$(VLLM)-$(VLLM_ENV_KEY)
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM)-$(VLLM_ENV_KEY)-$(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
