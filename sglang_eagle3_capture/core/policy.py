@@ -1,7 +1,7 @@
 """The refusal policy: what the plugin does with a deployment, decided from plain data, in one place.
 
 The server (:func:`sglang_eagle3_capture.core.sglang.resolution.resolve_target_capture`, once per target process) and
-``inspect`` (:func:`sglang_eagle3_capture.doctor.inspect.plugin_refusal`) both call :func:`decide`, so the doctor
+``inspect`` (:func:`sglang_eagle3_capture.doctor.inspect.plugin_outcome`) both call :func:`decide`, so the doctor
 cannot disagree with the server. No torch, no SGLang: the caller reads the facts (the release, the draft's manifest
 and ``eagle_config``, the target's architecture and layer count, the server settings, which family patches are active
 in the process) into a :class:`Deployment`, and :func:`decide` returns a :class:`Decision` (wire these ids, or stock

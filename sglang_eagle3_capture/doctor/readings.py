@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..core.config_keys import FAIL_CLOSED_IDS, IDS_KEY, is_fail_closed
+from ..core.config_keys import CONVENTION_KEY, FAIL_CLOSED_IDS, IDS_KEY, is_fail_closed
 from ..core.families import Family
 from ..core.layer_ids import FINAL_NORM, hidden_state_indices
 from ..core.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
@@ -26,7 +26,7 @@ from ..core.target_config import path_get
 from . import release_table
 
 __all__ = ["FailClosedIds", "engine_capture", "fail_closed_eagle_config_ids", "releases_label", "stock_by_release",
-           "stock_on_supported", "stock_safe_eagle_config_ids"]
+           "stock_on_supported", "stock_safe_eagle_config_ids", "with_stock_ids"]
 
 
 def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
@@ -164,3 +164,20 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
            if c.fed_layer_ids != tuple(layer_ids) or c.problem or c.mis_fed]
     return FailClosedIds(ids, True) if not why else FailClosedIds(dict(FAIL_CLOSED_IDS), False, tuple(why))
 
+
+
+def with_stock_ids(eagle_config: Any, value: Any) -> dict:
+    """``eagle_config`` (a draft config's, or None) holding ``value`` (a :class:`FailClosedIds` value: stock-safe
+    capture ids or the fail-closed object) as its ids, every other key kept but the layer-id mark: the ids it marked
+    are now what stock SGLang reads, so a mark left beside them would tell the plugin they are layer ids (it would
+    refuse them against the manifest, or feed other layers). ``convert`` and ``manifest write --fail-closed`` write
+    the ids through this one function.
+
+    Example::
+
+        >>> with_stock_ids({IDS_KEY: [-1, 2, 30], CONVENTION_KEY: "sglang-eagle3-capture/layer-id"}, [0, 3, 31])
+        {'eagle_aux_hidden_state_layer_ids': [0, 3, 31]}
+    """
+    out = {k: v for k, v in (eagle_config.items() if isinstance(eagle_config, Mapping) else ()) if k != CONVENTION_KEY}
+    out[IDS_KEY] = value
+    return out
