@@ -133,11 +133,6 @@ def eagle_config_of(draft_config: Any) -> Mapping | None:
     return {k: v for k, v in vars(ec).items() if not k.startswith("_")}
 
 
-def draft_config_file(draft_path: str) -> str:
-    """The draft's config.json as the user named the draft (a hub id's too: errors name it, never a placeholder)."""
-    return str(Path(draft_path) / "config.json")
-
-
 def deployment(launch: Launch | None, *, release: Release, draft_path: str, manifest: Manifest | None,
                draft_config: Any, target_config: Any = None, architecture: str | None = None,
                num_hidden_layers: int = 0, use_aux_hidden_state: bool | None = None,
@@ -159,8 +154,7 @@ def deployment(launch: Launch | None, *, release: Release, draft_path: str, mani
     if use_aux_hidden_state is None:
         use_aux_hidden_state = launch.eagle3 and (ec.get("use_aux_hidden_state", True) if ec is not None else True)
     return policy.Deployment(
-        release=release, draft=draft_path, manifest=manifest, eagle_config=ec,
-        config_file=draft_config_file(draft_path), architecture=architecture,
+        release=release, draft=draft_path, manifest=manifest, eagle_config=ec, architecture=architecture,
         architectures=cfg_get(target_config, "architectures") if target_config is not None else architecture,
         num_hidden_layers=num_hidden_layers, target_config=target_config, eagle3=launch.eagle3,
         algorithm=launch.algorithm, eagle3_draft=is_eagle3_draft(draft_config, manifest),

@@ -11,6 +11,7 @@ wiring) or raises a :class:`~sglang_eagle3_capture.core.errors.WiringError` nami
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from . import releases
@@ -43,7 +44,7 @@ class Deployment:
     draft: str
     manifest: Manifest | None = None
     eagle_config: Mapping | None = None
-    config_file: str = "draft config.json"
+    config_file: str | None = None  # the draft's config.json (None: DRAFT/config.json), which errors name
     architecture: str | None = None
     architectures: Any = None
     num_hidden_layers: int = 0
@@ -57,6 +58,10 @@ class Deployment:
     last_stage: tuple[int, int] | None = None
     unpatched: Mapping[str, str] = field(default_factory=dict)
     model_impl: Any = "auto"  # --model-impl ("mindspore": no torch decoder stack, see decide)
+
+    def __post_init__(self) -> None:
+        if self.config_file is None:
+            object.__setattr__(self, "config_file", str(Path(self.draft) / "config.json"))
 
     @property
     def declares(self) -> bool:
@@ -125,7 +130,7 @@ def decide(d: Deployment) -> Decision:
     declared = declared_ids(d, family)
     if declared is None:
         stock = stock_sglang_capture({"eagle_config": dict(d.eagle_config or {})}, d.num_hidden_layers, family=family,
-                                     release=d.release)
+                                     release=d.release, file=d.config_file)
         return Decision(family, stock=stock.describe())
     ids, file, fld = declared
     _wirable(d, family, ids, file, fld)
@@ -180,7 +185,8 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
                           f"{list(marked)} (marked as layer ids)", "make them equal (the manifest is what the fc was "
                           "trained on) or remove the ids from eagle_config")
     if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
-        stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release)
+        stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release,
+                                     file=d.config_file)
         want = sorted(hidden_state_indices(i for i in m.layer_ids if i != FINAL_NORM))
         # no stock reading captures the final norm's output: an id list beside such a manifest always means other
         if stock.problem or sorted(stock.loop_indices) != want or FINAL_NORM in m.layer_ids:

@@ -159,12 +159,14 @@ def _serving_release(version: str | None) -> releases.Release:
         raise UsageError(None, "--sglang", f"{version}: {e.args[0]}", "name a release from that list") from None
 
 
-def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...]) -> list[WiringRow]:
+def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...],
+               file: Any = None) -> list[WiringRow]:
     """One row per SGLang release in the table (oldest first), one per other engine's reader (vLLM), then the
-    no-ids default of the newest release."""
-    rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r),
-                 declared) for r in release_table.all_releases()]
-    rows += [_row(reader.name, engine_capture(draft_cfg, n_layers, family=family, reader=reader), declared)
+    no-ids default of the newest release (``file``: the draft config's path, for errors)."""
+    rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r,
+                                                                  file=file), declared)
+            for r in release_table.all_releases()]
+    rows += [_row(reader.name, engine_capture(draft_cfg, n_layers, family=family, reader=reader, file=file), declared)
              for reader in releases.other_engines()]
     default = stock_sglang_capture({}, n_layers, family=family)
     return rows + [_row("stock default (no ids)", default, declared)]
@@ -230,7 +232,7 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
                             "target.architecture" if manifest is not None else "architectures",
                             f"{arch} has no target-family entry, so what stock SGLang feeds it is unknown",
                             "see docs/families.md for the supported families")
-    readings = stock_rows(draft_cfg, n_layers, family, declared.layer_ids)
+    readings = stock_rows(draft_cfg, n_layers, family, declared.layer_ids, str(cfg_path))
     if manifest is not None:
         checks.append(_fc_width_check(draft, manifest))
     report = InspectReport(str(draft), declared, mdict, prov, messages, readings, checks, plugin_installed(),
@@ -301,7 +303,8 @@ def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: 
     declared = WiringRow("no manifest: config.json ids", (), "ambiguous (see the readings)", "declared")
     rows = [WiringRow(w.name, w.layer_ids, w.rule, "crash" if w.problem and w.status != "mis-wired" else "n/a",
                       w.problem)
-            for w in stock_rows(draft_cfg, n_layers, family, ())] if family is not None else []
+            for w in stock_rows(draft_cfg, n_layers, family, (), str(draft / "config.json"))
+            ] if family is not None else []
     report = InspectReport(str(draft), declared, None, {}, [], rows, [], plugin_installed(),
                            serving_release=serving.version, ambiguous_readings=list(error.readings))
     report.verdict = "ambiguous"

@@ -134,7 +134,7 @@ def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
     if family is None or not is_file(cfg_path, error=FormatError, fix="replace it with the draft's config.json"):
         return None
     cfg, n, ids = load_draft_config(cfg_path), manifest.target_num_hidden_layers, manifest.layer_ids
-    wrong = [stock for stock in stock_on_supported(cfg, n, family=family)
+    wrong = [stock for stock in stock_on_supported(cfg, n, family=family, file=cfg_path)
              if not stock.refuses_at_startup and (stock.fed_layer_ids != ids or stock.problem or stock.mis_fed)]
     if not wrong:
         return None

@@ -30,10 +30,10 @@ __all__ = ["FailClosedIds", "engine_capture", "fail_closed_eagle_config_ids", "r
 
 
 def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
-                   reader: EngineReader) -> StockCapture:
+                   reader: EngineReader, file: Any = None) -> StockCapture:
     """What another engine (``reader``, e.g. vLLM 0.33's default runner) feeds the fc for ``draft_config``: the
     first non-empty key it reads, as HF indices (sorted, each once; index N is the last layer's output), else
-    the low/mid/high default.
+    the low/mid/high default (``file``: the config's path, which an error about its ids names).
 
     Example (an SGLang-format config: vLLM's default runner does not read the nested key and uses its default)::
 
@@ -52,7 +52,7 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
     if ids is None:
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:
-        ids = _int_ids(ids, key)
+        ids = _int_ids(ids, key, file)
         config_ids, rule = tuple(ids), f"{key} as HF indices"
         loop = sorted(set(ids))
     fed = tuple(i - 1 for i in loop if 0 <= i <= n)  # HF index N is the last layer's output there
@@ -64,13 +64,14 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
     return StockCapture(reader.name, fam.name, config_ids, rule, tuple(loop), fed, problem, engine="")
 
 
-def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str
+def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str, file: Any = None
                      ) -> list[tuple[tuple[str, ...], StockCapture]]:
     """What every release in the table feeds, oldest first, consecutive releases that feed the same (and fail
-    the same way) grouped: ``[((version, ...), StockCapture of the newest of them), ...]``."""
+    the same way) grouped: ``[((version, ...), StockCapture of the newest of them), ...]`` (``file``: the config's
+    path, for errors)."""
     out: list[tuple[tuple[str, ...], StockCapture]] = []
     for release in release_table.all_releases():
-        c = stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=release)
+        c = stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=release, file=file)
         last = out[-1][1] if out else None
         if last is not None and (last.fed_layer_ids, last.problem is None, last.mis_fed is None) == \
                 (c.fed_layer_ids, c.problem is None, c.mis_fed is None):
@@ -80,9 +81,11 @@ def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: F
     return out
 
 
-def stock_on_supported(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str) -> list[StockCapture]:
-    """What each supported release in the table, stock, makes of ``draft_config`` (oldest first)."""
-    return [stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=r)
+def stock_on_supported(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
+                       file: Any = None) -> list[StockCapture]:
+    """What each supported release in the table, stock, makes of ``draft_config`` (oldest first; ``file``: the
+    config's path, for errors)."""
+    return [stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=r, file=file)
             for r in release_table.all_releases() if r.supported]
 
 
