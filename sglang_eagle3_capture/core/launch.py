@@ -58,6 +58,11 @@ class Launch:
         """``--speculative-algorithm EAGLE3``."""
         return self.algorithm == "EAGLE3"
 
+    @property
+    def eagle_worker(self) -> bool:
+        """SGLang serves it with its EAGLE worker: the plugin's resolution seam decides (else it is not involved)."""
+        return self.algorithm in EAGLE_WORKER_ALGORITHMS
+
 
 def read_launch(server_args: Any, release: Release, *, algorithm: Any = None) -> Launch:
     """The :class:`Launch` of a resolved ``ServerArgs`` (the server's, or the one ``inspect`` resolved);
@@ -85,7 +90,7 @@ def check_launch(launch: Launch) -> None:
     than 1 step or 1 candidate per step, or more draft tokens than the tree has candidates (speculative/eagle_utils.py
     ``organize_draft_results`` takes the top ``num_draft_tokens - 1`` of ``topk + (steps - 1) * topk**2`` scores
     with ``torch.topk``). Nothing to check without an EAGLE-worker algorithm or where a value is not known."""
-    if launch.algorithm not in EAGLE_WORKER_ALGORITHMS:
+    if not launch.eagle_worker:
         return
     steps, topk, tokens = (_count(v) for v in (launch.num_steps, launch.eagle_topk, launch.num_draft_tokens))
     for flag, value in (("--speculative-num-steps", steps), ("--speculative-eagle-topk", topk),

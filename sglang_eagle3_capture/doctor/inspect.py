@@ -283,7 +283,10 @@ def plugin_outcome(deployment: policy.Deployment, draft_cfg: Mapping, served: la
     the same facts: the policy (:func:`sglang_eagle3_capture.core.policy.decide`; the ids it wires, None for stock
     wiring), then, with ``loader`` (the plugin active) and an EAGLE-3 launch of a draft class the plugin's loader
     builds, the loader's checks (:func:`sglang_eagle3_capture.core.launch.check_draft`). ``refusal`` is the error
-    the server would stop with (None: it serves)."""
+    the server would stop with (None: it serves). A launch SGLang does not serve with its EAGLE worker never reaches
+    the plugin's decision (the server's resolution seam returns at once): stock, nothing refused."""
+    if served is not None and not served.eagle_worker:
+        return None, None
     try:
         decision = policy.decide(deployment)
         kind = launch.draft_class(draft_cfg, deployment.release)

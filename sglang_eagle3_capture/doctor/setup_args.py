@@ -183,6 +183,17 @@ def resolve(argv: Sequence[str], draft: str, target: str | None) -> Resolved:
     return Resolved(server_args, notes.lines, merged)
 
 
+def _context_length(server_args: Any) -> int | None:
+    """The context length the server's target ModelRunner runs (its ModelConfig's, which the server's report reads
+    where the arguments leave it to the model); None where SGLang cannot build it here (metadata: no error)."""
+    from sglang.srt.configs.model_config import ModelConfig
+
+    try:
+        return ModelConfig.from_server_args(server_args).context_len
+    except Exception:  # noqa: BLE001 - the report shows it as not known, as the server's would without a runner
+        return None
+
+
 def pp_indices() -> Any:
     """SGLang's ``get_pp_indices`` (the layers of a pipeline stage), as the server's resolution seam uses it."""
     from sglang.srt.distributed.utils import get_pp_indices
@@ -198,5 +209,5 @@ def setup_report(argv: Sequence[str], draft: str, target: str | None, *, plugin:
     requested = None if release.resolution_record else requested_from_argv(type(sa), resolved.argv)
     facts = facts_from_server_args(sa, release, draft_path=getattr(sa, "speculative_draft_model_path", None),
                                    target_path=getattr(sa, "model_path", None), plugin_active=plugin,
-                                   requested=requested, notes=resolved.notes)
+                                   context_length=_context_length(sa), requested=requested, notes=resolved.notes)
     return build(facts), sa
