@@ -93,7 +93,7 @@ class InspectReport:
     plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)
     setup: Any = None  # setup_report.SetupReport, when launch_server arguments were given
     stock_outcome: str = ""  # without the plugin, on every supported release (see the module doc)
-    refusal: dict | None = None  # the plugin's startup refusal (file, field, problem, fix), when it refuses
+    refusal: dict | None = None  # (file, field, problem, fix) of what the plugin would refuse at startup, if anything
 
     @property
     def ok(self) -> bool:
