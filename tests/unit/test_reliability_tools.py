@@ -214,8 +214,12 @@ READERS = {
 }
 
 
-@pytest.mark.parametrize("reader", READERS)
-@pytest.mark.parametrize("bad", BAD_CONFIGS)
+# manifest write does not read the math flags (nothing it writes depends on them): not a case for it
+NAMING_CASES = [(reader, bad) for reader in READERS for bad in BAD_CONFIGS
+                if (reader, bad) != ("manifest write --fail-closed", "a math flag not a boolean")]
+
+
+@pytest.mark.parametrize(("reader", "bad"), NAMING_CASES)
 def test_every_reader_names_the_draft_config_file(tmp_path, reader, bad):
     draft = tmp_path / "draft"
     shutil.copytree(TINY / "draft", draft)
@@ -223,8 +227,6 @@ def test_every_reader_names_the_draft_config_file(tmp_path, reader, bad):
     edit, field = BAD_CONFIGS[bad]
     edit(cfg)
     (draft / "config.json").write_text(json.dumps(cfg))
-    if reader == "manifest write --fail-closed" and bad == "a math flag not a boolean":
-        pytest.skip("manifest write does not read the math flags (nothing it writes depends on them)")
     with pytest.raises(Eagle3CaptureError) as e:
         READERS[reader](draft)
     assert e.value.file == str(draft / "config.json")
