@@ -85,17 +85,20 @@ def check_window(cfg: Any, server_window: int | None, where: Any) -> None:
 
 
 def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None, *, mla: bool,
-               server_window: int | None = None) -> DraftPlan:
+               server_window: int | None = None, draft_path: str | None = None,
+               read_weights: bool = True) -> DraftPlan:
     """Check a draft config (as SGLang parsed it) against ``manifest`` before SGLang builds the model.
 
     Checks ``use_aux_hidden_state``, every fc chunk count and width SGLang derives (against the manifest,
     when there is one), the math flags the class can run, the sliding window, and the weight files'
-    headers (truncation, duplicates; only for a local ``draft_dir``). Whether the ``eagle_config`` ids
+    headers (truncation, duplicates; only for a local ``draft_dir``, and not without ``read_weights``: ``inspect`` on
+    a draft's config alone). Errors name ``draft_dir``'s config.json, else
+    ``draft_path``'s (the draft as the server was given it, e.g. a hub id). Whether the ``eagle_config`` ids
     name the manifest's layers is checked against the running target
     (:func:`sglang_eagle3_capture.wiring.declared_layer_ids`, from ``draft_head``).
     """
     draft_dir = Path(draft_dir) if draft_dir is not None else None
-    where = draft_dir / "config.json" if draft_dir is not None else Path("config.json")
+    where = (draft_dir if draft_dir is not None else Path(draft_path or ".")) / "config.json"
     if cfg_get(cfg, "eagle_config") is not None and _eagle(cfg, "use_aux_hidden_state", True) is not True:
         raise DraftHeadError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
                              "target hidden states and skip the fc",
@@ -120,7 +123,7 @@ def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None
                              "LlamaForCausalLMEagle3", "serve the draft as LlamaForCausalLMEagle3, or use a draft "
                              "trained with norm_before_residual=false")
     check_window(cfg, server_window, where)
-    files = tensor_index(draft_dir) if draft_dir is not None else {}
+    files = tensor_index(draft_dir) if draft_dir is not None and read_weights else {}
     return DraftPlan(manifest, draft_dir, where, mla, flags, files)
 
 

@@ -1,7 +1,7 @@
 """The refusal policy: what the plugin does with a deployment, decided from plain data, in one place.
 
 The server (:func:`sglang_eagle3_capture.core.sglang.resolution.resolve_target_capture`, once per target process) and
-``inspect`` (:func:`sglang_eagle3_capture.doctor.inspect.plugin_refusal`) both call :func:`decide`, so the doctor
+``inspect`` (:func:`sglang_eagle3_capture.doctor.inspect.plugin_outcome`) both call :func:`decide`, so the doctor
 cannot disagree with the server. No torch, no SGLang: the caller reads the facts (the release, the draft's manifest
 and ``eagle_config``, the target's architecture and layer count, the server settings, which family patches are active
 in the process) into a :class:`Deployment`, and :func:`decide` returns a :class:`Decision` (wire these ids, or stock
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from . import releases
@@ -44,7 +45,7 @@ class Deployment:
     draft: str
     manifest: Manifest | None = None
     eagle_config: Mapping | None = None
-    config_file: str = "draft config.json"
+    config_file: str | None = None  # the draft's config.json (None: DRAFT/config.json), which errors name
     architecture: str | None = None
     architectures: Any = None
     num_hidden_layers: int = 0
@@ -58,6 +59,10 @@ class Deployment:
     last_stage: tuple[int, int] | None = None
     unpatched: Mapping[str, str] = field(default_factory=dict)
     model_impl: Any = "auto"  # --model-impl ("mindspore": no torch decoder stack, see decide)
+
+    def __post_init__(self) -> None:
+        if self.config_file is None:
+            object.__setattr__(self, "config_file", str(Path(self.draft) / "config.json"))
 
     @property
     def declares(self) -> bool:
@@ -126,7 +131,7 @@ def decide(d: Deployment) -> Decision:
     declared = declared_ids(d, family)
     if declared is None:
         stock = stock_sglang_capture({"eagle_config": dict(d.eagle_config or {})}, d.num_hidden_layers, family=family,
-                                     release=d.release)
+                                     release=d.release, file=d.config_file)
         return Decision(family, stock=stock.describe())
     ids, file, fld = declared
     _wirable(d, family, ids, file, fld)
@@ -181,7 +186,8 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
                           f"{list(marked)} (marked as layer ids)", "make them equal (the manifest is what the fc was "
                           "trained on) or remove the ids from eagle_config")
     if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
-        stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release)
+        stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release,
+                                     file=d.config_file)
         want = sorted(hidden_state_indices(i for i in m.layer_ids if i != FINAL_NORM))
         # no stock reading captures the final norm's output: an id list beside such a manifest always means other
         if stock.problem or sorted(stock.loop_indices) != want or FINAL_NORM in m.layer_ids:

@@ -42,9 +42,6 @@ from .target_config import path_get
 __all__ = ["FailClosedIds", "StockCapture", "default_low_mid_high_indices", "engine_capture", "stock_on_vllm",
            "stock_rule", "stock_sglang_capture", "vllm_fail_closed_ids"]
 
-DRAFT_CONFIG = "the draft's config.json"  # what the errors name as their file
-
-
 @dataclass(frozen=True)
 class StockCapture:
     """How one stock SGLang release wires a draft config on one target family."""
@@ -100,21 +97,19 @@ def stock_rule(family: Family | str, release: Release | str | None = None) -> st
     return _release(release).stock_rules.get(fam.name, fam.stock_rule)
 
 
-def _int_ids(value: Any, field: str) -> list[int]:
-    """``value`` as a list of integer ids, or a :class:`FormatError` naming the draft config's ``field`` and the fix
-    (no engine reads a string, a number or a list with non-integers as capture ids). The error's file is "the
-    draft's config.json" (this module is given its contents, not its path): a caller that knows the path says so
-    with ``e.with_file(path)``."""
+def _int_ids(value: Any, field: str, file: Any) -> list[int]:
+    """``value`` as a list of integer ids, or a :class:`FormatError` naming the draft config ``file``, its ``field``
+    and the fix (no engine reads a string, a number or a list with non-integers as capture ids)."""
     if not isinstance(value, (list, tuple)) or not all(is_int(i) for i in value):
-        raise FormatError(DRAFT_CONFIG, field, f"expected a list of integer layer ids, got {brief(value)}",
+        raise FormatError(file, field, f"expected a list of integer layer ids, got {brief(value)}",
                           "write the ids the draft was trained on as a JSON list of integers (or remove the field to "
                           "use the engine's default)")
     return list(value)
 
 
-def _read_ids_like_sglang(draft_config: Mapping) -> tuple[bool, list[int] | None]:
+def _read_ids_like_sglang(draft_config: Mapping, file: Any) -> tuple[bool, list[int] | None]:
     """(use_aux_hidden_state, ids or None) as ``_resolve_eagle_aux_hidden_state`` reads them; ids that are not a
-    list of integers raise :class:`FormatError`."""
+    list of integers raise :class:`FormatError` naming ``file``."""
     ec = draft_config.get("eagle_config")
     if not isinstance(ec, Mapping):
         return True, None
@@ -122,7 +117,7 @@ def _read_ids_like_sglang(draft_config: Mapping) -> tuple[bool, list[int] | None
     ids = ec.get(IDS_KEY)
     if is_fail_closed(ids) or _carries_token(ids):
         return bool(use_aux), ids
-    return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}")
+    return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}", file)
 
 
 def _carries_token(ids: Any) -> bool:
@@ -169,9 +164,9 @@ def _loop(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
 
 
 def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
-                         release: Release | str | None = None) -> StockCapture:
+                         release: Release | str | None = None, file: Any = None) -> StockCapture:
     """What stock SGLang ``release`` (default: the newest supported) would capture for ``draft_config`` on an
-    ``N``-layer target of ``family``.
+    ``N``-layer target of ``family``; ``file``: the config's path, which an error about its ids names.
 
     Example (a speculators config: top-level ids are ignored, the default applies)::
 
@@ -181,7 +176,7 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
     """
     rel, fam = _release(release), _family(family)
     n = num_hidden_layers
-    use_aux, ids = _read_ids_like_sglang(draft_config)
+    use_aux, ids = _read_ids_like_sglang(draft_config, file)
     if use_aux and fam.name in rel.absent_families:
         closed = is_fail_closed(ids)
         why = ("the fail-closed object stops it at startup (AttributeError where the class has no "
@@ -269,8 +264,9 @@ class FailClosedIds:
 
 
 def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
-                   reader: EngineReader) -> StockCapture:
-    """What another engine (``reader``, e.g. vLLM 0.33's default runner) feeds the fc for ``draft_config``.
+                   reader: EngineReader, file: Any = None) -> StockCapture:
+    """What another engine (``reader``, e.g. vLLM 0.33's default runner) feeds the fc for ``draft_config`` (``file``:
+    the config's path, which an error about its ids names).
 
     Mirrors vLLM's ``_get_eagle3_aux_layers_from_config`` (0.32 ``v1/worker/gpu_model_runner.py:5251-5285``; Model
     Runner V2's ``eagle3_utils.py``): the first key of ``reader.keys`` whose value is truthy decides; only a list or a
@@ -307,7 +303,7 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
         loop = sorted({i for i in ids if is_int(i)})
         ids = list(ids)
     else:
-        ids = _int_ids(ids, key)
+        ids = _int_ids(ids, key, file)
         config_ids, rule = tuple(ids), f"{key} as HF indices"
         loop = sorted(set(ids))
     fed = tuple(i - 1 for i in loop if 0 <= i <= n)  # HF index N is the last layer's output there

@@ -11,7 +11,8 @@ The output holds (written to a temporary sibling, then renamed, so a failure lea
   SGLang release's llama_eagle3.py loads and maps back to its ``layers.0`` module), every tensor
   checked against the config's shapes; speculators' training-only ``verifier_*`` tensors are dropped
   and reported; anything else unknown is refused;
-- ``eagle3_manifest.json``, the source of truth for the wiring.
+- ``eagle3_manifest.json``, the source of truth for the wiring: SRC's own manifest when it has one (carried with its
+  provenance, never rebuilt from the config's ids), else built from the ids the source format's reader reads.
 
 ``eagle_config.eagle_aux_hidden_state_layer_ids`` holds the manifest's ids as capture-loop (HF)
 indices, ordered so that every supported stock SGLang, even without the plugin, captures exactly the
@@ -49,12 +50,19 @@ from ..core.checkpoint import (
 from ..core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
 from ..core.errors import ConvertError, FormatError, ManifestError, UsageError, WeightsError, brief
 from ..core.families import family_of
-from ..core.manifest import MANIFEST_FILENAME, Manifest, check_target_bounds, write_manifest
+from ..core.manifest import (
+    MANIFEST_FILENAME,
+    Manifest,
+    check_target,
+    check_target_bounds,
+    find_manifest,
+    write_manifest,
+)
 from ..core.target_config import load_target_config, target_dims
 from ..core.userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
 from .formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
 from .formats.sglang_eagle_config import SGLangEagleConfigFormat
-from .readings import fail_closed_eagle_config_ids, vllm_fail_closed_ids
+from .readings import fail_closed_eagle_config_ids, vllm_fail_closed_ids, with_stock_ids
 
 
 @dataclass(frozen=True)
@@ -229,10 +237,29 @@ def _check_trained_with(trained_with: str | None, fmt: Any, src: Path) -> None:
     if path_kind(src / MANIFEST_FILENAME, error=ConvertError) != "missing":
         raise UsageError(None, "--trained-with", f"SRC has {MANIFEST_FILENAME}, which states the ids; --trained-with "
                          "only chooses among the readings of a config without one",
-                         "drop --trained-with; to convert with the manifest's ids pass them as --layer-ids")
+                         "drop --trained-with (convert carries the manifest's ids)")
     if fmt is not SGLangEagleConfigFormat:
         raise UsageError(None, "--trained-with", f"SRC is a {fmt.name} draft, whose config states how its ids count; "
                          "--trained-with only reads an SGLang-format config's ids", "drop --trained-with")
+
+
+def _carried(manifest: Manifest, layer_ids: Sequence | None, resolved: Any, read_error: Exception | None,
+             target_cfg: Any, target_where: str, cfg_file: Path) -> tuple[tuple, dict, list[str]]:
+    """SRC's own manifest states the wiring: its ids and provenance go to DST as they are (checked against the
+    target), ``--layer-ids`` that say otherwise are refused, and what config.json reads as is only reported."""
+    path = manifest.path
+    if layer_ids is not None and tuple(layer_ids) != manifest.layer_ids:
+        raise ConvertError(path, "layer_ids", f"is {list(manifest.layer_ids)}, but --layer-ids says {list(layer_ids)}",
+                           "drop --layer-ids (convert carries SRC's manifest), or correct the manifest first "
+                           "(`sglang-eagle3-capture manifest write SRC --layer-ids=... --target TARGET --force`)")
+    check_target(manifest, target_cfg, where=target_where)
+    said = [f"carried {path}: layer ids {list(manifest.layer_ids)}, provenance kept"]
+    if resolved is not None and tuple(resolved.layer_ids) != manifest.layer_ids:
+        said.append(f"{cfg_file} reads as layer ids {list(resolved.layer_ids)}; the manifest, which says "
+                    f"{list(manifest.layer_ids)}, is carried (it states what the fc was trained on)")
+    elif read_error is not None:
+        said.append(f"{cfg_file}'s ids were not read ({read_error.problem}); the manifest is carried")
+    return manifest.layer_ids, dict(manifest.provenance, carried_from=str(path.resolve())), said
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
@@ -241,7 +268,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
 
     ``target``: the target model directory, its ``config.json``, or the config as a dict (default: the
     speculators verifier path, when it is a local directory). ``layer_ids``: override the ids read from
-    the source config (recorded as provenance ``manual``). ``trained_with`` (``sglang==X`` or ``layer-output``)
+    the source config (recorded as provenance ``manual``); where SRC has a manifest, its ids are carried and
+    ``layer_ids`` must equal them. ``trained_with`` (``sglang==X`` or ``layer-output``)
     says how an SGLang-format draft was trained when its ids mean different layers for different trainers;
     without either, such a draft is refused (:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds`).
     """
@@ -254,12 +282,13 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     if CONVERTED_MARKER_KEY in cfg:
         raise ConvertError(cfg_file, CONVERTED_MARKER_KEY, "already converted", "use the directory as is")
     _check_dst(dst)
+    src_manifest = find_manifest(src)  # SRC's statement of the wiring, when it has one
     try:
         fmt, format_error = detect_format(cfg, file=str(cfg_file)), None
     except FormatError as e:
-        if layer_ids is None:
+        if layer_ids is None and src_manifest is None:
             raise
-        fmt, format_error = SGLangEagleConfigFormat, e  # ids from --layer-ids; the config must be SGLang's layout
+        fmt, format_error = SGLangEagleConfigFormat, e  # ids from the manifest or --layer-ids: SGLang's layout
     _check_trained_with(trained_with, fmt, src)
     out_cfg, messages = fmt.to_sglang_config(cfg, str(cfg_file))
     target_cfg, target_where = _resolve_target(cfg, target, src)
@@ -277,10 +306,13 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
             resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file), trained_with,
                                      fc_in_features=draft_fc_in_features(src))
         except FormatError as e:
-            if layer_ids is None:
+            if layer_ids is None and src_manifest is None:
                 raise
             read_error = e
-    if layer_ids is None:
+    if src_manifest is not None:
+        ids, prov, said = _carried(src_manifest, layer_ids, resolved, read_error, target_cfg, target_where, cfg_file)
+        messages += said
+    elif layer_ids is None:
         ids, prov = resolved.layer_ids, dict(resolved.provenance)
         prov["file"] = str(cfg_file.resolve())  # the manifest travels; say exactly which file it came from
         messages += list(resolved.messages)
@@ -292,12 +324,13 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
         if resolved is not None and tuple(resolved.layer_ids) != ids:
             messages.append(f"--layer-ids {list(ids)} overrides {list(resolved.layer_ids)} read from {cfg_file}")
     fail_closed = fail_closed_eagle_config_ids(ids, n_layers, family=family)
-    if not fail_closed.exact:
+    if not fail_closed.exact and "fail_closed" not in prov:  # a carried record keeps the value the user wrote
         src_ec = cfg.get("eagle_config")
         prov["fail_closed"] = {"field": f"eagle_config.{IDS_KEY}", "source_value": (
             src_ec.get(IDS_KEY) if isinstance(src_ec, Mapping) else None), "stock_sglang": list(fail_closed.why)}
     prov = metadata_text(prov)
-    manifest = Manifest(ids, arch, n_layers, hidden, prov, path=dst / MANIFEST_FILENAME)
+    manifest = Manifest(ids, arch, n_layers, hidden, prov, path=dst / MANIFEST_FILENAME,
+                        expected=src_manifest.expected if src_manifest is not None else None)
 
     cfg_target_hidden = cfg.get("target_hidden_size")
     if cfg_target_hidden is not None and cfg_target_hidden != hidden:
@@ -305,9 +338,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
                            f"field 'hidden_size' is {hidden}", "pass the target the draft was trained against")
     k = len(ids)
     out_cfg.update(target_hidden_size=hidden, num_aux_hidden_states=k)
-    eagle_config = dict(out_cfg.get("eagle_config") or {})
-    eagle_config.update({IDS_KEY: fail_closed.value, "use_aux_hidden_state": True})
-    out_cfg["eagle_config"] = eagle_config
+    out_cfg["eagle_config"] = {**with_stock_ids(out_cfg.get("eagle_config"), fail_closed.value),
+                               "use_aux_hidden_state": True}
     out_cfg[IDS_KEY] = vllm_fail_closed_ids(ids, n_layers, family=family).value  # read first by vLLM, never by SGLang
     out_cfg[CONVERTED_MARKER_KEY] = MANIFEST_FILENAME
 
@@ -328,6 +360,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
                         "refuses to start with this draft, the sglang-eagle3-capture plugin serves it")
 
     weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
+    if src_manifest is not None:
+        weights.add(MANIFEST_FILENAME)  # carried, written below
     not_copied = tuple(n for n in list_directory(src, error=ConvertError, fix="make SRC readable") if n not in weights)
     with atomic_directory(dst, error=ConvertError) as tmp:  # DST appears complete, or not at all
         _write_weights(src, tmp, dst, mapping)

@@ -22,10 +22,12 @@ release: ``fed exactly``, ``refuses at startup``, or ``silently mis-fed`` (what 
 ``ambiguous``: there is no manifest and the config's ids mean different layers depending on how the
 draft was trained (:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
 
-With launch_server arguments (``inspect DRAFT -- ARGS``), the installed SGLang resolves them
-(:mod:`.setup_args`) and the report adds the startup report the server would log
-(:mod:`sglang_eagle3_capture.observe.report`); a rewritten speculative setting or a contradiction makes the verdict
-``contradiction`` (exit 1).
+With launch_server arguments (``inspect DRAFT -- ARGS``), the installed SGLang resolves them as the server does
+(:mod:`.setup_args`), the launch's ``--model-path`` is the target, and the report adds the startup report the server
+would log (:mod:`sglang_eagle3_capture.observe.report`); a rewritten speculative setting or a contradiction makes the
+verdict ``contradiction`` (exit 1). What the server's plugin checks at startup is checked here by the same functions
+(:mod:`sglang_eagle3_capture.core.launch`): a draft chain SGLang cannot run is bad input (exit 2), and a deployment
+the policy or the plugin's draft loader refuses is ``refused`` (exit 1), with the refusal's file and field.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..core import policy, releases
+from ..core import launch, policy, releases
 from ..core.checkpoint import draft_fc_in_features, fc_input_width, tensor_index, weights_present
 from ..core.errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, ManifestError, UsageError
 from ..core.families import Family, family_of
@@ -44,12 +46,11 @@ from ..core.layer_ids import hidden_state_indices
 from ..core.manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
 from ..core.stock import StockCapture, stock_sglang_capture
 from ..core.target_config import load_target_config, target_dims
-from ..observe.sglang_report import effective_value
 from . import deepstack, release_table
 from .formats import load_draft_config, read_draft_config
 from .formats.sglang_eagle_config import DECIDE
 from .readings import engine_capture
-from .setup_args import setup_report
+from .setup_args import pp_indices, setup_report
 
 PLUGIN_ENTRY_POINT = ("sglang.srt.plugins", "eagle3_capture")
 
@@ -95,6 +96,7 @@ class InspectReport:
     setup: Any = None  # setup_report.SetupReport, when launch_server arguments were given
     stock_outcome: str = ""  # without the plugin, on every supported release (see the module doc)
     vllm_outcome: str = ""  # without the vLLM plugin, on every vLLM runner of the vLLM release table
+    refusal: dict | None = None  # (file, field, problem, fix) of what the plugin would refuse at startup, if anything
 
     @property
     def ok(self) -> bool:
@@ -116,8 +118,7 @@ class InspectReport:
                                        for r in self.ambiguous_readings],
                 "verdict": self.verdict, "summary": self.summary, "plugin_active": self.plugin_active,
                 "setup": None if self.setup is None else self.setup.to_dict(), "stock_outcome": self.stock_outcome,
-                "vllm_outcome": self.vllm_outcome,
-                "ok": self.ok}
+                "vllm_outcome": self.vllm_outcome, "refusal": self.refusal, "ok": self.ok}
 
 
 def plugin_installed() -> bool:
@@ -162,12 +163,14 @@ def _serving_release(version: str | None) -> releases.Release:
         raise UsageError(None, "--sglang", f"{version}: {e.args[0]}", "name a release from that list") from None
 
 
-def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...]) -> list[WiringRow]:
+def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...],
+               file: Any = None) -> list[WiringRow]:
     """One row per SGLang release in the table (oldest first), one per other engine's reader (vLLM), then the
-    no-ids default of the newest release."""
-    rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r),
-                 declared) for r in release_table.all_releases()]
-    rows += [_row(reader.name, engine_capture(draft_cfg, n_layers, family=family, reader=reader), declared)
+    no-ids default of the newest release (``file``: the draft config's path, for errors)."""
+    rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r,
+                                                                  file=file), declared)
+            for r in release_table.all_releases()]
+    rows += [_row(reader.name, engine_capture(draft_cfg, n_layers, family=family, reader=reader, file=file), declared)
              for reader in releases.other_engines()]
     default = stock_sglang_capture({}, n_layers, family=family)
     return rows + [_row("stock default (no ids)", default, declared)]
@@ -179,9 +182,10 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
     """Build the :class:`InspectReport` for ``draft_dir`` (``target``: model dir or config.json, optional;
     ``sglang_version``: the release the verdict concerns, default the installed-or-newest supported one;
     ``trained_with``: how the draft was trained, when its config's ids are ambiguous; ``stock``: the verdict of
-    stock SGLang even where the plugin is active; ``launch_args``: launch_server arguments to resolve)."""
+    stock SGLang even where the plugin is active; ``launch_args``: launch_server arguments to resolve, whose
+    ``--model-path`` is then the target)."""
     serving = _serving_release(sglang_version)
-    setup, server_args = None, None
+    setup, served, stages = None, None, None
     if launch_args is not None:
         installed = releases.installed_sglang_version()
         if sglang_version is not None and sglang_version != installed:
@@ -190,6 +194,9 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
                              f"SGLang {sglang_version}")
         setup, server_args = setup_report(launch_args, str(draft_dir), None if target is None else str(target),
                                           plugin=plugin_active() and not stock)
+        served, stages = launch.read_launch(server_args, releases.installed_or_newest()), pp_indices()
+        launch.check_launch(served)  # what SGLang accepts but cannot run: bad input, as the server refuses it
+        target = served.model_path if target is None else target  # the same model (setup_args refuses another)
     draft = Path(draft_dir)
     cfg_path = draft / "config.json"
     draft_cfg = load_draft_config(cfg_path)
@@ -229,16 +236,18 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
                             "target.architecture" if manifest is not None else "architectures",
                             f"{arch} has no target-family entry, so what stock SGLang feeds it is unknown",
                             "see docs/families.md for the supported families")
-    readings = stock_rows(draft_cfg, n_layers, family, declared.layer_ids)
+    readings = stock_rows(draft_cfg, n_layers, family, declared.layer_ids, str(cfg_path))
     if manifest is not None:
         checks.append(_fc_width_check(draft, manifest))
     report = InspectReport(str(draft), declared, mdict, prov, messages, readings, checks, plugin_installed(),
                            serving_release=serving.version, plugin_active=plugin_active() and not stock, setup=setup)
-    ec = draft_cfg.get("eagle_config")
-    deployment = policy.Deployment(
-        release=serving, draft=str(draft), manifest=manifest, eagle_config=ec if isinstance(ec, Mapping) else None,
-        config_file=str(cfg_path), architecture=arch, num_hidden_layers=n_layers, **_served(server_args, draft_cfg))
-    _decide(report, plugin_refusal(deployment), _plugin_feeds(deployment))
+    deployment = launch.deployment(served, release=serving, draft_path=str(draft), manifest=manifest,
+                                   draft_config=draft_cfg, target_config=target_cfg, architecture=arch,
+                                   num_hidden_layers=n_layers, pp_indices=stages)
+    refusal, feeds = plugin_outcome(deployment, draft_cfg, served, loader=report.plugin_active)
+    if refusal is not None:
+        report.refusal = {"file": refusal.file, "field": refusal.field, "problem": refusal.problem, "fix": refusal.fix}
+    _decide(report, None if refusal is None else f"the sglang-eagle3-capture plugin refuses to start: {refusal}", feeds)
     report.stock_outcome = stock_outcome(readings)
     report.vllm_outcome = stock_outcome(readings, [r.name for r in releases.other_engines()], engine="vLLM")
     ds = deepstack.check(family, target_cfg, declared.layer_ids, prov, trained_with, serving)
@@ -278,38 +287,26 @@ def stock_outcome(readings: Sequence[WiringRow], names: Sequence[str] | None = N
     return "; ".join(f"{what} on {', '.join(versions)}" for what, versions in by.items())
 
 
-def _served(server_args: Any, draft_cfg: dict) -> dict:
-    """The Deployment facts the launch arguments decide (none without arguments: the defaults)."""
-    if server_args is None:
-        return {}
-    release = releases.installed_or_newest()
-
-    def value(name: str) -> Any:
-        return effective_value(server_args, release, name)
-
-    algorithm = str(value("speculative_algorithm") or "NONE")
-    archs = draft_cfg.get("architectures") or []
-    return {"eagle3": algorithm == "EAGLE3", "algorithm": algorithm,
-            "eagle3_draft": any("Eagle3" in str(a) for a in archs) or "speculators_model_type" in draft_cfg,
-            "two_batch_overlap": bool(value("enable_two_batch_overlap")), "pp_size": int(value("pp_size") or 1)}
-
-
-def _plugin_feeds(deployment: policy.Deployment) -> tuple[int, ...] | None:
-    """The layer ids the plugin wires for ``deployment`` (None: stock wiring, or a refusal)."""
+def plugin_outcome(deployment: policy.Deployment, draft_cfg: Mapping, served: launch.Launch | None, *,
+                   loader: bool) -> tuple[Eagle3CaptureError | None, tuple | None]:
+    """``(refusal, layer ids)``: what the plugin does at startup with ``deployment``, by the server's own checks on
+    the same facts: the policy (:func:`sglang_eagle3_capture.core.policy.decide`; the ids it wires, None for stock
+    wiring), then, with ``loader`` (the plugin active) and an EAGLE-3 launch of a draft class the plugin's loader
+    builds, the loader's checks (:func:`sglang_eagle3_capture.core.launch.check_draft`). ``refusal`` is the error
+    the server would stop with (None: it serves). A launch SGLang does not serve with its EAGLE worker never reaches
+    the plugin's decision (the server's resolution seam returns at once): stock, nothing refused."""
+    if served is not None and not served.eagle_worker:
+        return None, None
     try:
-        return policy.decide(deployment).layer_ids
-    except Eagle3CaptureError:
-        return None
-
-
-def plugin_refusal(deployment: policy.Deployment) -> str | None:
-    """Why the plugin would refuse to start ``deployment`` (the server's own policy,
-    :func:`sglang_eagle3_capture.core.policy.decide`, on the same facts), or None when it would serve it."""
-    try:
-        policy.decide(deployment)
+        decision = policy.decide(deployment)
+        kind = launch.draft_class(draft_cfg, deployment.release)
+        if loader and deployment.eagle3 and kind is not None:
+            launch.check_draft(draft_cfg, deployment.draft, deployment.manifest, mla=kind == "mla",
+                               server_window=None if served is None else served.draft_window,
+                               read_weights=weights_present(Path(deployment.draft)))
     except Eagle3CaptureError as e:
-        return f"the sglang-eagle3-capture plugin refuses to start: {e}"
-    return None
+        return e, None
+    return None, decision.layer_ids
 
 
 def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: releases.Release,
@@ -319,7 +316,8 @@ def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: 
     declared = WiringRow("no manifest: config.json ids", (), "ambiguous (see the readings)", "declared")
     rows = [WiringRow(w.name, w.layer_ids, w.rule, "crash" if w.problem and w.status != "mis-wired" else "n/a",
                       w.problem)
-            for w in stock_rows(draft_cfg, n_layers, family, ())] if family is not None else []
+            for w in stock_rows(draft_cfg, n_layers, family, (), str(draft / "config.json"))
+            ] if family is not None else []
     report = InspectReport(str(draft), declared, None, {}, [], rows, [], plugin_installed(),
                            serving_release=serving.version, ambiguous_readings=list(error.readings))
     report.verdict = "ambiguous"

@@ -10,7 +10,8 @@ plugin does not run) feed other layers than the manifest names, the result carri
 manifest exactly, or, where no id list can, the fail-closed object stock SGLang refuses at startup
 (:func:`~sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids`). Only with ``fail_closed`` is config.json
 rewritten (first, atomically; put back if the manifest cannot be written), the value it held kept in the manifest's
-``provenance.fail_closed``.
+``provenance.fail_closed``. A manifest replaced with ``force`` hands its ``provenance.fail_closed`` on: the value the
+user's config.json held before this package first rewrote it is never lost to a later run.
 """
 
 from __future__ import annotations
@@ -22,14 +23,20 @@ from typing import Any, Sequence
 
 from ..core.checkpoint import fc_input_width, tensor_index, weights_present
 from ..core.config_keys import IDS_KEY, is_fail_closed, is_vllm_fail_closed
-from ..core.errors import FormatError, UsageError, WeightsError
+from ..core.errors import Eagle3CaptureError, FormatError, UsageError, WeightsError
 from ..core.families import family_of
-from ..core.manifest import Manifest, check_fc_width, check_target_bounds, manifest_path, write_manifest
+from ..core.manifest import Manifest, check_fc_width, check_target_bounds, manifest_path, read_manifest, write_manifest
 from ..core.target_config import load_target_config, target_dims
 from ..core.userfiles import is_directory, is_file, path_kind, read_bytes, write_file_atomic
 from .convert import metadata_text
 from .formats import load_draft_config
-from .readings import fail_closed_eagle_config_ids, stock_on_supported, stock_on_vllm, vllm_fail_closed_ids
+from .readings import (
+    fail_closed_eagle_config_ids,
+    stock_on_supported,
+    stock_on_vllm,
+    vllm_fail_closed_ids,
+    with_stock_ids,
+)
 
 
 @dataclass(frozen=True)
@@ -63,12 +70,14 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
     arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
     check_target_bounds(arch, n_layers, hidden, str(target_file))
     path = manifest_path(draft)
-    kind = "missing" if force else path_kind(path, error=UsageError)
-    if kind != "missing":
+    kind = path_kind(path, error=UsageError)
+    if kind != "missing" and not force:
         raise UsageError(path, "<file>", "already exists" + ("" if kind == "file" else f" ({kind})"),
                          "pass --force to overwrite it")
+    earlier = _earlier_fail_closed(path) if kind == "file" else None
     provenance = metadata_text({"source": source, "convention": "layer-id", **({"note": note} if note else {}),
-                                **({"deepstack": deepstack} if deepstack else {})})
+                                **({"deepstack": deepstack} if deepstack else {}),
+                                **({"fail_closed": earlier} if earlier is not None else {})})
     manifest = Manifest(tuple(layer_ids), arch, n_layers, hidden, provenance, path=path)
     fc_checked = weights_present(draft)
     if fc_checked:
@@ -84,7 +93,8 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
         return Written(write_manifest(draft, manifest), manifest, fc_checked, f"note: {change.note}; pass "
                        f"--fail-closed to write that into {cfg_path} (the value it holds is kept in the manifest's "
                        "provenance)")
-    prov = dict(manifest.provenance, fail_closed=metadata_text(change.record))
+    record = {**change.record, **{k: v for k, v in (earlier or {}).items() if k in _ORIGINAL}}
+    prov = dict(manifest.provenance, fail_closed=metadata_text(record))
     manifest = Manifest(manifest.layer_ids, arch, n_layers, hidden, prov, path=path)
     original = read_bytes(cfg_path, error=FormatError, fix="make the draft's config.json readable")
     write_file_atomic(cfg_path, json.dumps(change.config, indent=2) + "\n", error=FormatError,
@@ -95,6 +105,20 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
         write_file_atomic(cfg_path, original, error=FormatError)  # leave the draft as it was
         raise
     return Written(written, manifest, fc_checked, f"rewrote {cfg_path}: {change.what}", config_written=True)
+
+
+# what the draft's config held before this package first rewrote it (manifest write's record, convert's)
+_ORIGINAL = ("replaced_value", "replaced_num_aux_hidden_states", "source_value")
+
+
+def _earlier_fail_closed(path: Path) -> dict | None:
+    """``provenance.fail_closed`` of the manifest ``force`` replaces (None when it has none or cannot be read: it is
+    being replaced, and only its record of the user's own config value is handed on)."""
+    try:
+        record = read_manifest(path).provenance.get("fail_closed")
+    except Eagle3CaptureError:
+        return None
+    return dict(record) if isinstance(record, dict) else None
 
 
 @dataclass(frozen=True)
@@ -117,7 +141,7 @@ def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
     if family is None or not is_file(cfg_path, error=FormatError, fix="replace it with the draft's config.json"):
         return None
     cfg, n, ids = load_draft_config(cfg_path), manifest.target_num_hidden_layers, manifest.layer_ids
-    wrong = [stock for stock in stock_on_supported(cfg, n, family=family)
+    wrong = [stock for stock in stock_on_supported(cfg, n, family=family, file=cfg_path)
              if not stock.refuses_at_startup and (stock.fed_layer_ids != ids or stock.problem or stock.mis_fed)]
     vllm = vllm_fail_closed_ids(ids, n, family=family)
     wrong_vllm = [] if cfg.get(IDS_KEY) == vllm.value else [
@@ -131,7 +155,7 @@ def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
         ec = cfg.get("eagle_config")
         ec = dict(ec) if isinstance(ec, dict) else {}
         value = fail_closed_eagle_config_ids(ids, n, family=family)
-        new["eagle_config"] = {**ec, IDS_KEY: value.value}
+        new["eagle_config"] = with_stock_ids(ec, value.value)
         whats.append(f"eagle_config.{IDS_KEY} {_shown(ec.get(IDS_KEY))} -> {_shown(value.value)}")
         if is_fail_closed(value.value) and cfg.get("num_aux_hidden_states") is None:
             new["num_aux_hidden_states"] = len(ids)  # SGLang's and vLLM's draft classes count the fc's inputs from it

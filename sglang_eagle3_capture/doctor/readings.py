@@ -7,9 +7,9 @@ is :func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`, the one the pl
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from ..core.config_keys import FAIL_CLOSED_IDS, IDS_KEY
+from ..core.config_keys import CONVENTION_KEY, FAIL_CLOSED_IDS, IDS_KEY
 from ..core.families import Family
 from ..core.layer_ids import FINAL_NORM, hidden_state_indices
 from ..core.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, Release
@@ -26,16 +26,18 @@ from ..core.stock import (
 from . import release_table
 
 __all__ = ["FailClosedIds", "engine_capture", "fail_closed_eagle_config_ids", "releases_label", "stock_by_release",
-           "stock_on_supported", "stock_on_vllm", "stock_safe_eagle_config_ids", "vllm_fail_closed_ids"]
+           "stock_on_supported", "stock_on_vllm", "stock_safe_eagle_config_ids", "vllm_fail_closed_ids",
+           "with_stock_ids"]
 
 
-def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str
+def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str, file: Any = None
                      ) -> list[tuple[tuple[str, ...], StockCapture]]:
     """What every release in the table feeds, oldest first, consecutive releases that feed the same (and fail
-    the same way) grouped: ``[((version, ...), StockCapture of the newest of them), ...]``."""
+    the same way) grouped: ``[((version, ...), StockCapture of the newest of them), ...]`` (``file``: the config's
+    path, for errors)."""
     out: list[tuple[tuple[str, ...], StockCapture]] = []
     for release in release_table.all_releases():
-        c = stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=release)
+        c = stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=release, file=file)
         last = out[-1][1] if out else None
         if last is not None and (last.fed_layer_ids, last.problem is None, last.mis_fed is None) == \
                 (c.fed_layer_ids, c.problem is None, c.mis_fed is None):
@@ -45,9 +47,11 @@ def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: F
     return out
 
 
-def stock_on_supported(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str) -> list[StockCapture]:
-    """What each supported release in the table, stock, makes of ``draft_config`` (oldest first)."""
-    return [stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=r)
+def stock_on_supported(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
+                       file: Any = None) -> list[StockCapture]:
+    """What each supported release in the table, stock, makes of ``draft_config`` (oldest first; ``file``: the
+    config's path, for errors)."""
+    return [stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=r, file=file)
             for r in release_table.all_releases() if r.supported]
 
 
@@ -117,3 +121,20 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
            if c.fed_layer_ids != tuple(layer_ids) or c.problem or c.mis_fed]
     return FailClosedIds(ids, True) if not why else FailClosedIds(dict(FAIL_CLOSED_IDS), False, tuple(why))
 
+
+
+def with_stock_ids(eagle_config: Any, value: Any) -> dict:
+    """``eagle_config`` (a draft config's, or None) holding ``value`` (a :class:`FailClosedIds` value: stock-safe
+    capture ids or the fail-closed object) as its ids, every other key kept but the layer-id mark: the ids it marked
+    are now what stock SGLang reads, so a mark left beside them would tell the plugin they are layer ids (it would
+    refuse them against the manifest, or feed other layers). ``convert`` and ``manifest write --fail-closed`` write
+    the ids through this one function.
+
+    Example::
+
+        >>> with_stock_ids({IDS_KEY: [-1, 2, 30], CONVENTION_KEY: "sglang-eagle3-capture/layer-id"}, [0, 3, 31])
+        {'eagle_aux_hidden_state_layer_ids': [0, 3, 31]}
+    """
+    out = {k: v for k, v in (eagle_config.items() if isinstance(eagle_config, Mapping) else ()) if k != CONVENTION_KEY}
+    out[IDS_KEY] = value
+    return out

@@ -1,10 +1,15 @@
-"""``inspect DRAFT --target T -- ARGS``: the launch_server arguments resolved by the installed SGLang's own parser
-(``ServerArgs.add_cli_args``, ``from_cli_args`` and its resolution), read into the same startup report the server
-logs (:mod:`sglang_eagle3_capture.observe.report`). SGLang is imported here only, and only when arguments are given.
+"""``inspect DRAFT --target T -- ARGS``: the launch_server arguments resolved as the server resolves them, read into
+the same startup report the server logs (:mod:`sglang_eagle3_capture.observe.report`) and the same reading of the
+launch (:mod:`sglang_eagle3_capture.core.launch`). SGLang is imported here only, and only when arguments are given.
 
-``--model-path`` and ``--speculative-draft-model-path`` default to ``--target`` and ``DRAFT``; an argument that names
-another draft is refused. What SGLang logs while resolving (its WARNINGs name the rule it applied) is kept with the
-report. SGLang refusing the arguments is bad input (exit 2, its own message).
+The arguments go through SGLang's own ``prepare_server_args`` (as ``launch_server`` calls it: a ``--config`` YAML
+merged by SGLang's ``ConfigArgumentMerger``, the command line winning) and ``ServerArgs.resolve_once``. Before that,
+the merged arguments are read with SGLang's own parser: ``--speculative-draft-model-path`` and ``--model-path``
+default to ``DRAFT`` and ``--target``; one that names another draft or another target than the one being inspected
+is refused, and a model path that is not on this machine is refused before anything could fetch it (inspect runs
+offline). What SGLang logs while resolving (its WARNINGs name the rule it applied) is kept with the report. SGLang
+refusing the arguments, in its parser or its resolution (for any reason, e.g. no accelerator to default
+``--device`` to), is bad input: exit 2, its own message, one line.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import argparse
 import contextlib
 import io
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -23,14 +28,18 @@ from ..observe.report import FIELDS, SetupReport, build
 from ..observe.sglang_report import facts_from_server_args, requested_from_argv
 
 FIX = "give the arguments exactly as launch_server takes them, after `--`"
+DEVICE_FIX = ("; a launch without --device resolves for the accelerator SGLang finds on this machine: pass the "
+              "server's --device after `--`")
 
 
 @dataclass
 class Resolved:
-    """The resolved ``ServerArgs`` and what SGLang said while resolving it."""
+    """The resolved ``ServerArgs``, what SGLang said while resolving it, and the arguments it resolved (``--config``
+    merged, the draft and target paths added)."""
 
     server_args: Any
     notes: list[str]
+    argv: list[str] = field(default_factory=list)
 
 
 class _Notes(logging.Handler):
@@ -44,52 +53,152 @@ class _Notes(logging.Handler):
             self.lines.append(cut(shown(text), 300))
 
 
-def _with_paths(argv: Sequence[str], draft: str, target: str | None) -> list[str]:
+def _parser() -> argparse.ArgumentParser:
+    """SGLang's own launch_server parser (this instance: errors raised, not printed; ``--model-path`` optional, since
+    inspect supplies ``--target`` where it is missing)."""
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(prog="launch_server", add_help=False, exit_on_error=False)
+    ServerArgs.add_cli_args(parser)
+    for action in parser._actions:
+        if action.dest == "model_path":
+            action.required = False
+    return parser
+
+
+@contextlib.contextmanager
+def _sglang_speaking(notes: _Notes):
+    """While SGLang parses and resolves: its stderr kept (the last line is its parser's error) and its WARNINGs
+    noted (on SGLang's own logger, which ``prepare_server_args``'s ``basicConfig(force=True)`` leaves alone)."""
+    sglang_logger, err = logging.getLogger("sglang"), io.StringIO()
+    sglang_logger.addHandler(notes)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            yield err
+    finally:
+        sglang_logger.removeHandler(notes)
+
+
+@contextlib.contextmanager
+def _root_logger_kept():
+    """The root logger's handlers and level as they were, after ``prepare_server_args`` reconfigured it with
+    ``basicConfig(force=True)`` (which drops the command's own handlers)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        for h in root.handlers[:]:
+            if h not in handlers:
+                root.removeHandler(h)
+        for h in handlers:
+            if h not in root.handlers:
+                root.addHandler(h)
+        root.setLevel(level)
+
+
+def _merged(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``argv`` with its ``--config`` YAML merged as SGLang's ``prepare_server_args`` merges it (the same condition,
+    the same merger); releases without the merger get ``argv`` as it is (their parser judges ``--config``)."""
+    if "--config" not in argv:
+        return argv
+    try:
+        from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
+    except ImportError:
+        return argv
+    try:
+        return list(ConfigArgumentMerger(parser).merge_config_with_args(list(argv)))
+    except Exception as e:  # noqa: BLE001 - SGLang's merger raises ValueError, yaml's errors, OSError
+        raise UsageError(None, "--config", f"SGLang cannot merge it: {type(e).__name__}: {cut(shown(e), 300)}",
+                         "pass a YAML file of launch_server options (keys as the flags, without --)") from None
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str], err: io.StringIO) -> argparse.Namespace:
+    try:
+        return parser.parse_args(argv)
+    except SystemExit:
+        said = (err.getvalue().strip().splitlines() or ["it exited"])[-1]
+    except argparse.ArgumentError as e:
+        said = str(e)
+    raise UsageError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}", FIX)
+
+
+def _same(a: str, b: str) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _with_paths(argv: list[str], given: argparse.Namespace, draft: str, target: str | None) -> list[str]:
+    """``argv`` with ``DRAFT`` and ``--target`` as the draft and model paths where it names none (read by SGLang's
+    parser, ``--config`` merged); refused where it names others, or a model path not on this machine."""
     argv = list(argv)
-    given = argparse.ArgumentParser(add_help=False)
-    given.add_argument("--model-path", "--model")
-    given.add_argument("--speculative-draft-model-path")
-    known, _ = given.parse_known_args(argv)
-    if known.speculative_draft_model_path is None:
+    if given.speculative_draft_model_path is None:
         argv += ["--speculative-draft-model-path", str(draft)]
-    elif Path(known.speculative_draft_model_path).resolve() != Path(draft).resolve():
-        raise UsageError(None, "--speculative-draft-model-path", f"{brief(known.speculative_draft_model_path)} is not "
+    elif not _same(given.speculative_draft_model_path, draft):
+        raise UsageError(None, "--speculative-draft-model-path", f"{brief(given.speculative_draft_model_path)} is not "
                          f"the draft being inspected ({brief(str(draft))})", "drop it after `--` (DRAFT is used) or "
                          "inspect that draft")
-    if known.model_path is None:
-        if target is None:
+    target_dir = None if target is None else str(Path(target).parent if Path(target).is_file() else target)
+    model = given.model_path
+    if model is None:
+        if target_dir is None:
             raise UsageError(None, "--target", "no target: the launch_server arguments need --model-path",
                              "pass --target TARGET (or --model-path after `--`)")
-        argv += ["--model-path", str(Path(target).parent if Path(target).is_file() else target)]
+        argv += ["--model-path", target_dir]
+    elif not Path(model).exists():
+        raise UsageError(None, "--model-path", f"{brief(model)} is not a path on this machine (a hub id?): inspect "
+                         "resolves a launch offline and never downloads", "pass the model's local directory (e.g. "
+                         "the snapshot `huggingface-cli download ID` prints) as --model-path or --target")
+    elif target_dir is not None and not _same(model, target_dir):
+        raise UsageError(None, "--model-path", f"{brief(model)} is not the target being inspected "
+                         f"({brief(target_dir)}): the server would load {brief(model)}", "drop --target (the "
+                         "launch's --model-path is the target), or pass the same model to both")
     return argv
 
 
 def resolve(argv: Sequence[str], draft: str, target: str | None) -> Resolved:
-    """Parse and resolve ``argv`` as launch_server would (module doc)."""
-    from sglang.srt.server_args import ServerArgs
+    """Resolve ``argv`` as launch_server would (module doc)."""
+    from sglang.srt import server_args as sglang_server_args
 
-    argv = _with_paths(argv, draft, target)
-    parser = argparse.ArgumentParser(prog="launch_server", add_help=False, exit_on_error=False)
-    ServerArgs.add_cli_args(parser)
-    notes, err = _Notes(), io.StringIO()
-    root = logging.getLogger()
-    root.addHandler(notes)
-    try:
-        with contextlib.redirect_stderr(err):
-            args = parser.parse_args(argv)
-            server_args = ServerArgs.from_cli_args(args)
+    notes = _Notes()
+    parser = _parser()
+    with _sglang_speaking(notes) as err:
+        merged = _merged(list(argv), parser)
+        given = _parse(parser, merged, err)
+        merged = _with_paths(merged, given, draft, target)
+        try:
+            prepare = getattr(sglang_server_args, "prepare_server_args", None)
+            with _root_logger_kept():
+                server_args = (prepare(merged) if prepare is not None else
+                               sglang_server_args.ServerArgs.from_cli_args(_parse(parser, merged, err)))
             if hasattr(server_args, "resolve_once"):
                 server_args.resolve_once()
-    except SystemExit:
-        said = (err.getvalue().strip().splitlines() or ["it exited"])[-1]
-        raise UsageError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}",
-                         FIX) from None
-    except (argparse.ArgumentError, ValueError, TypeError, AssertionError, OSError) as e:
-        raise UsageError(None, "--", f"SGLang {releases.installed_sglang_version()} refuses the arguments: "
-                         f"{type(e).__name__}: {cut(shown(e), 300)}", FIX) from None
-    finally:
-        root.removeHandler(notes)
-    return Resolved(server_args, notes.lines)
+        except SystemExit:
+            said = (err.getvalue().strip().splitlines() or ["it exited"])[-1]
+            raise UsageError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}",
+                             FIX) from None
+        except Exception as e:  # noqa: BLE001 - whatever SGLang's resolution raises, the server would fail the same
+            raise UsageError(None, "--", f"SGLang {releases.installed_sglang_version()} refuses the arguments: "
+                             f"{type(e).__name__}: {cut(shown(e), 300)}",
+                             FIX + (DEVICE_FIX if given.device is None else "")) from None
+    return Resolved(server_args, notes.lines, merged)
+
+
+def _context_length(server_args: Any) -> int | None:
+    """The context length the server's target ModelRunner runs (its ModelConfig's, which the server's report reads
+    where the arguments leave it to the model); None where SGLang cannot build it here (metadata: no error)."""
+    from sglang.srt.configs.model_config import ModelConfig
+
+    try:
+        return ModelConfig.from_server_args(server_args).context_len
+    except Exception:  # noqa: BLE001 - the report shows it as not known, as the server's would without a runner
+        return None
+
+
+def pp_indices() -> Any:
+    """SGLang's ``get_pp_indices`` (the layers of a pipeline stage), as the server's resolution seam uses it."""
+    from sglang.srt.distributed.utils import get_pp_indices
+
+    return get_pp_indices
 
 
 def setup_report(argv: Sequence[str], draft: str, target: str | None, *, plugin: bool) -> tuple[SetupReport, Any]:
@@ -97,9 +206,8 @@ def setup_report(argv: Sequence[str], draft: str, target: str | None, *, plugin:
     release = releases.installed_or_newest()
     resolved = resolve(argv, draft, target)
     sa = resolved.server_args
-    requested = None if release.resolution_record else \
-        requested_from_argv(type(sa), _with_paths(argv, draft, target))
+    requested = None if release.resolution_record else requested_from_argv(type(sa), resolved.argv)
     facts = facts_from_server_args(sa, release, draft_path=getattr(sa, "speculative_draft_model_path", None),
                                    target_path=getattr(sa, "model_path", None), plugin_active=plugin,
-                                   requested=requested, notes=resolved.notes)
+                                   context_length=_context_length(sa), requested=requested, notes=resolved.notes)
     return build(facts), sa

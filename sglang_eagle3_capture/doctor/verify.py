@@ -369,7 +369,8 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     and run the draft in, e.g. ``torch.bfloat16`` for a bf16 checkpoint too large for fp32)."""
     import torch
 
-    draft_cfg = load_draft_config(Path(draft_dir) / "config.json")
+    cfg_file = Path(draft_dir) / "config.json"
+    draft_cfg = load_draft_config(cfg_file)
     declared = _declared(Path(draft_dir), draft_cfg, target)
     paths = expand_data_paths(data)
     model = load_draft(draft_dir, target, dtype)
@@ -378,8 +379,10 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     if family is None:
         raise ManifestError(declared.source, "target.architecture", f"{declared.architecture} has no target-family "
                             "entry, so stock SGLang's wirings are unknown", "see docs/families.md")
-    named = [(releases_label(v), c) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family))]
-    named += [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r)) for r in releases.other_engines()]
+    named = [(releases_label(v), c) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family,
+                                                                          file=cfg_file))]
+    named += [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r, file=cfg_file))
+              for r in releases.other_engines()]
     # a crash feeds nothing, and branch outputs (Gemma 3) are no layer's hidden states in the samples: not scored
     stock = [(name, c.fed_layer_ids) for name, c in named if c.problem is None and c.mis_fed is None]
     dropped = [f"not scored: {name} would feed layer ids {list(c.fed_layer_ids)} but fails: {c.problem}"

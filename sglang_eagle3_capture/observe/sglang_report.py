@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from ..core import releases, switches
 from ..core.errors import Eagle3CaptureError
+from ..core.launch import effective_value  # the one reading of a resolved setting (also inspect's)
 from ..core.logs import get_logger
 from ..core.releases.schema import Release
 from ..core.userfiles import PrivateDirectory, write_file_atomic
@@ -104,16 +105,6 @@ def requested_from_argv(server_args_class: Any, argv: Sequence[str]) -> dict[str
     if hasattr(args, "disable_cuda_graph"):
         out["cuda_graph"] = False if args.disable_cuda_graph else None
     return out
-
-
-def effective_value(server_args: Any, release: Release, name: str) -> Any:
-    """``name`` as SGLang runs it: its last declaration in SGLang's resolution record where the release keeps one
-    (declarations leave the raw input in place), else the field itself (assigned in place)."""
-    if release.resolution_record:
-        for _, declared in reversed(getattr(server_args, "_resolved_overrides", None) or ()):
-            if name in declared:
-                return declared[name]
-    return getattr(server_args, name, None)
 
 
 def facts_from_server_args(server_args: Any, release: Release, *, draft_path: str | None, target_path: str | None,

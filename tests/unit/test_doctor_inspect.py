@@ -61,7 +61,8 @@ def _llama_manifest_draft(tmp_path, ids=(-1, 1, 4), eagle_ids=None):
     d = tmp_path / "llama-draft"
     d.mkdir()
     ec = {} if eagle_ids is None else {"eagle_aux_hidden_state_layer_ids": eagle_ids}
-    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": ec}))
+    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64,
+                                               "eagle_config": ec}))
     write_manifest(d, Manifest(ids, "LlamaForCausalLM", N_LAYERS, 64, {"source": "manual"}))
     return d
 
@@ -149,7 +150,7 @@ def test_inspect_and_the_server_decide_alike(tmp_path, capsys, monkeypatch, rele
     for i, (name, (ids, ec)) in enumerate(AGREEMENT_CASES.items()):
         d = tmp_path / f"d{i}"
         d.mkdir()
-        cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": ec}
+        cfg = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64, "eagle_config": ec}
         (d / "config.json").write_text(json.dumps(cfg))
         write_manifest(d, Manifest(ids, "LlamaForCausalLM", N_LAYERS, 64, {"source": "manual"}))
         summary = inspect_draft(d, sglang_version=release).summary

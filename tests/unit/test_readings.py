@@ -52,9 +52,10 @@ def test_ids_that_are_not_a_list_of_integers_are_refused_naming_the_field(ids):
 
     for version in ("0.5.11", "0.5.23"):
         with pytest.raises(FormatError) as e:
-            stock_sglang_capture(eagle(ids), 61, family=FAMILY, release=release_table.get(version))
+            stock_sglang_capture(eagle(ids), 61, family=FAMILY, release=release_table.get(version),
+                                 file="draft/config.json")
         assert e.value.field == "eagle_config.eagle_aux_hidden_state_layer_ids" and e.value.fix
-        assert e.value.file == "the draft's config.json"
+        assert e.value.file == "draft/config.json"  # the caller's file, never a placeholder
     for reader in other_engines():
         config = eagle(ids) | {"eagle_aux_hidden_state_layer_ids": ids}
         if not isinstance(ids, list):  # vLLM counts only a list or tuple (0.32 gpu_model_runner.py:5282): the default
@@ -63,7 +64,7 @@ def test_ids_that_are_not_a_list_of_integers_are_refused_naming_the_field(ids):
         elif any(isinstance(i, str) for i in ids):  # sorted(set(...)) over int and str: a TypeError at startup
             c = engine_capture(config, 61, family="llama", reader=reader)
             assert c.refuses_at_startup and not c.fed_layer_ids, c.describe()
-        else:  # floats and booleans: no reading is guessed
+        else:  # floats and booleans: no reading is guessed, and the error names the config file
             with pytest.raises(FormatError) as e:
-                engine_capture(config, 61, family=FAMILY, reader=reader)
-            assert e.value.field in reader.keys and e.value.fix
+                engine_capture(config, 61, family=FAMILY, reader=reader, file="draft/config.json")
+            assert e.value.field in reader.keys and e.value.fix and e.value.file == "draft/config.json"

@@ -301,6 +301,9 @@ def test_no_logger_is_made_any_other_way():
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "getLogger" and node.args:
+                name = node.args[0]
+                if isinstance(name, ast.Constant) and not str(name.value).startswith("sglang_eagle3_capture"):
+                    continue  # another library's logger, read (the preflight collects SGLang's notes), not ours
                 made.add(str(path.relative_to(PACKAGE)))
     assert made == {"core/logs.py"}  # (the command line's getLogger() with no name is the root, read, never logged to)
 

@@ -36,7 +36,8 @@ from typing import Any
 
 from .. import releases, seams
 from ..config_keys import IDS_KEY, is_fail_closed
-from ..draft_checks import DraftPlan, plan_draft
+from ..draft_checks import DraftPlan
+from ..launch import check_draft
 from ..layer_ids import hidden_state_indices
 from ..logs import get_logger
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, find_manifest
@@ -76,7 +77,7 @@ def _draft_plan(config: Any, mla: bool) -> DraftPlan:
         logger.warning("eagle3-capture: draft %s has no %s%s: its fc is fed what SGLang reads from config.json; "
                        "tensors and math flags are still checked. Fix: `%s`", path, MANIFEST_FILENAME,
                        "" if local is not None else " (not a local directory)", WRITE_HINT)
-    return plan_draft(config, local, manifest, mla=mla, server_window=draft_window_size())
+    return check_draft(config, path, manifest, mla=mla, server_window=draft_window_size())
 
 
 def _install_math(model: Any, plan: DraftPlan) -> None:

@@ -11,10 +11,12 @@ the model is loaded (the release table names the seam). The capture patch wraps 
 3. neither: stock SGLang wiring, with a WARNING naming what stock SGLang captures and the fix.
 
 What is refused is :mod:`sglang_eagle3_capture.core.policy`'s decision (the one ``inspect`` reports): this module only
-reads SGLang's objects into a :class:`~sglang_eagle3_capture.core.policy.Deployment`. This is the first of the three
-runtime gates (docs/how-it-works.md). Ids are handed on as :class:`DeclaredLayerIds` (carrying the
-:class:`~..capture.CapturePlan`, built once), which only the patched ``set_eagle3_layers_to_capture`` can use. The
-manifest is read once per process: the outcome is recorded (:func:`recorded`) and the draft side reads that record.
+hands SGLang's objects to :mod:`..launch`, which reads them (the launch, the draft, the target) into a
+:class:`~sglang_eagle3_capture.core.policy.Deployment` and checks the launch, as ``inspect ... -- ARGS`` does.
+This is the first of the three runtime gates (docs/how-it-works.md). Ids are handed on as :class:`DeclaredLayerIds`
+(carrying the :class:`~..capture.CapturePlan`, built once), which only the patched ``set_eagle3_layers_to_capture``
+can use. The manifest is read once per process: the outcome is recorded (:func:`recorded`) and the draft side reads
+that record.
 """
 
 from __future__ import annotations
@@ -23,15 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .. import policy, releases
+from .. import launch, policy, releases
 from ..capture import CapturePlan, plan_capture
 from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from ..errors import ManifestError, WiringError
-from ..families import family_of
+from ..errors import WiringError
 from ..logs import get_logger
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, Manifest, find_manifest
 from ..releases.schema import Release
-from ..target_config import architecture, cfg_get, target_dims
 
 logger = get_logger(__name__)
 
@@ -81,13 +81,6 @@ class DeclaredLayerIds:
         return f"DeclaredLayerIds({list(self.layer_ids)}, {self.where!r})"
 
 
-def _eagle_config(draft_hf_config: Any) -> Mapping | None:
-    ec = cfg_get(draft_hf_config, "eagle_config")
-    if ec is None or isinstance(ec, Mapping):
-        return ec
-    return {k: v for k, v in vars(ec).items() if not k.startswith("_")}
-
-
 @dataclass(frozen=True)
 class Resolution:
     """What this process's target resolution read, recorded once (:func:`recorded`): ``manifest`` is the draft's
@@ -106,22 +99,10 @@ def recorded() -> Resolution | None:
     return _RECORD[-1] if _RECORD else None
 
 
-def _target(model_config: Any) -> tuple[str | None, int]:
-    try:
-        arch = architecture(model_config.hf_config, policy.TARGET)
-    except ManifestError:
-        return None, 0  # the policy refuses it when the draft declares ids, else stock wiring
-    n = target_dims(model_config.hf_config, policy.TARGET)[1] if family_of(arch) else 0
-    return arch, n
-
-
-def _last_stage(server_args: Any, n_layers: int) -> tuple[int, tuple[int, int] | None]:
-    pp = int(getattr(server_args, "pp_size", 1) or 1)
-    if pp == 1 or not n_layers:
-        return pp, None
+def _pp_indices(*args: int) -> Any:
     from sglang.srt.distributed.utils import get_pp_indices
 
-    return pp, tuple(get_pp_indices(n_layers, pp - 1, pp))
+    return get_pp_indices(*args)
 
 
 def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, spec_algorithm: Any,
@@ -143,18 +124,12 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
         return None
     draft_dir = Path(draft_path) if Path(draft_path).is_dir() else None
     manifest = find_manifest(draft_dir) if draft_dir is not None else None
-    ec = _eagle_config(draft_hf)
-    arch, n_layers = _target(model_config)
-    pp, stage = _last_stage(server_args, n_layers)
-    d = policy.Deployment(
-        release=release or releases.installed_or_newest(), draft=draft_path, manifest=manifest, eagle_config=ec,
-        config_file=str(draft_dir / "config.json") if draft_dir else "draft config.json", architecture=arch,
-        architectures=cfg_get(model_config.hf_config, "architectures"), num_hidden_layers=n_layers,
-        target_config=model_config.hf_config, eagle3=spec_algorithm.is_eagle3(),
-        algorithm=getattr(spec_algorithm, "name", str(spec_algorithm)),
-        eagle3_draft=_is_eagle3_draft(draft_hf, ec, manifest), use_aux_hidden_state=config.eagle_use_aux_hidden_state,
-        two_batch_overlap=bool(getattr(server_args, "enable_two_batch_overlap", False)), pp_size=pp, last_stage=stage,
-        unpatched=unpatched or {}, model_impl=getattr(server_args, "model_impl", "auto"))
+    release = release or releases.installed_or_newest()
+    served = launch.read_launch(server_args, release, algorithm=getattr(spec_algorithm, "name", None))
+    launch.check_launch(served)
+    d = launch.deployment(served, release=release, draft_path=draft_path, manifest=manifest, draft_config=draft_hf,
+                          target_config=model_config.hf_config, use_aux_hidden_state=config.eagle_use_aux_hidden_state,
+                          pp_indices=_pp_indices, unpatched=unpatched)
     decision = policy.decide(d)
     if decision.family is None:
         return None
@@ -169,10 +144,5 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
                        MANIFEST_FILENAME, CONVENTION_KEY, decision.stock, WRITE_HINT)
         return None
     where = f"{decision.file}: field '{decision.field}'"
-    plan = plan_capture(decision.layer_ids, n_layers, where=where)
+    plan = plan_capture(decision.layer_ids, d.num_hidden_layers, where=where)
     return DeclaredLayerIds(decision.layer_ids, decision.file, decision.field, plan, decision.family.name)
-
-
-def _is_eagle3_draft(draft_hf_config: Any, ec: Mapping | None, manifest: Manifest | None) -> bool:
-    archs = cfg_get(draft_hf_config, "architectures") or []
-    return any("Eagle3" in str(a) for a in archs) or manifest is not None or (ec is not None and CONVENTION_KEY in ec)

@@ -48,8 +48,9 @@ DECIDE = ("run `sglang-eagle3-capture verify DRAFT --data SAMPLES` on a few trai
           "was trained")
 
 
-def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
-    """Every meaning the config's ids can have on its target, each with who trains that way (see module doc)."""
+def readings(draft_config: Mapping, target_hf_config: Any, file: Any = None) -> list[Reading]:
+    """Every meaning the config's ids can have on its target, each with who trains that way (see module doc;
+    ``file``: the config's path, for errors)."""
     ec = draft_config.get("eagle_config") or {}
     ids = () if is_fail_closed(ec.get(IDS_KEY)) else tuple(sorted(ec.get(IDS_KEY) or ()))
     arch, n_layers, _ = target_dims(target_hf_config, "target config")
@@ -60,7 +61,7 @@ def readings(draft_config: Mapping, target_hf_config: Any) -> list[Reading]:
     family = family_of(arch)
     if family is None:
         return out
-    for versions, c in stock_by_release(draft_config, n_layers, family=family):
+    for versions, c in stock_by_release(draft_config, n_layers, family=family, file=file):
         if c.problem or c.mis_fed or len(c.fed_layer_ids) != len(ids):
             continue  # no draft was trained through a release that cannot run it (or on states no layer id names)
         label = f"SGLang {releases_label(versions).removeprefix('stock SGLang ')} ({c.rule})"
@@ -133,7 +134,7 @@ class SGLangEagleConfigFormat:
                               "--layer-ids=...`)")
         messages: list[str] = []
         ascending(original, where, messages)
-        found = readings(cfg, target_hf_config)
+        found = readings(cfg, target_hf_config, file)
         if trained_with is not None:
             chosen = _pick(found, trained_with, file)
             messages.append(f"{where}: read as trained with {trained_with}: {chosen.describe()}")
