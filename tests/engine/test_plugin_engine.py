@@ -20,7 +20,6 @@ the self-check compares is tests/unit/test_selfcheck_unit.py's and tests/inproce
 import json
 import os
 import re
-import shutil
 
 import pytest
 import torch
@@ -53,8 +52,10 @@ def served(tiny_target_dir, tiny_draft_dir, tmp_path_factory):
     draft = build_tiny_draft(root / "draft", target_dir=tiny_target_dir, num_aux=len(IDS),
                              config_overrides={"eagle_config": ec})
     write_manifest(draft, Manifest(tuple(IDS), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
-    edited, markers = root / "edited", root / "markers"  # a copy the start-up hook rewrites between the ranks' reads
-    shutil.copytree(draft, edited)
+    # a draft declaring [5, -1, 1] by its manifest alone (no marked eagle_config ids the edit would contradict), which
+    # the start-up hook rewrites between the two ranks' reads
+    edited, markers = build_tiny_draft(root / "edited", target_dir=tiny_target_dir, num_aux=len(IDS)), root / "markers"
+    write_manifest(edited, Manifest(tuple(IDS), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}))
     markers.mkdir()
     site = os.pathsep.join([str(SELFCHECK_SITE), subprocess_env()["PYTHONPATH"]])
     dumps = {name: root / f"dump-{name}" for name in RUNS}

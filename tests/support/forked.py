@@ -30,7 +30,7 @@ def _preload() -> None:
     import torch  # noqa: F401
 
     import harness.sglang_inprocess  # noqa: F401  (SGLang's ModelRunner and what it imports)
-    from sglang_eagle3_capture import families
+    from sglang_eagle3_capture.core import families
     from sglang_eagle3_capture.core.sglang import selfcheck, target  # noqa: F401
 
     for family in families.all_families():  # every family's model module, so no child imports one again
@@ -84,8 +84,10 @@ class ForkServer:
         if self.proc is None:
             from support import REPO, subprocess_env
 
+            self.server_log = open(self.logs / "server.log", "w")
             self.proc = subprocess.Popen([sys.executable, __file__], env=subprocess_env(), cwd=REPO,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.server_log,
+                                         text=True)
         self.count += 1
         log = self.logs / f"call-{self.count}.log"
         request = {"call": target, "args": [str(a) if isinstance(a, Path) else a for a in args], "log": str(log)}
@@ -93,12 +95,17 @@ class ForkServer:
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"the fork server exited with {self.proc.wait()} before answering {target}")
+            tail = (self.logs / "server.log").read_text(errors="replace")[-4000:]
+            raise RuntimeError(f"the fork server exited with {self.proc.wait()} before answering {target}:\n{tail}")
         return json.loads(line)["rc"], log.read_text(errors="replace") if log.exists() else ""
 
     def close(self) -> None:
         if self.proc is not None:
-            self.proc.stdin.close()
+            self.server_log.close()
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:  # the server already exited (its failure was reported to the call)
+                pass
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:

@@ -12,7 +12,7 @@ import sglang_cpu_patches
 def test_sitecustomize_is_lazy_in_fresh_interpreters(tmp_path):
     """A fresh interpreter with the CPU runtime on PYTHONPATH (as SGLang's spawned processes are) has the patch
     hook installed for B1-B4 but imports neither torch nor sglang at start-up. That the hook patches the spawned
-    scheduler is shown by tests/engine/test_engine_harness.py: without B1 the Engine's first prefill fails."""
+    scheduler is shown by tests/engine/test_plugin_engine.py's plain run: without B1 its first prefill fails."""
     code = (
         "import sys, sitecustomize, sglang_cpu_patches as p\n"
         "from sglang_eagle3_capture.core import after_import\n"
