@@ -56,17 +56,63 @@ def test_a_missing_sglang_is_refused_with_the_fix(monkeypatch):
     assert (e.value.file, e.value.field) == (None, None) and "pip install sglang==" in e.value.fix
 
 
-def test_the_install_range_is_exactly_the_supported_releases():
+def test_the_sglang_extra_is_exactly_the_supported_releases():
     import tomllib
 
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    (spec,) = [d for d in deps if d.startswith("sglang")]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (spec,) = project["optional-dependencies"]["sglang"]
     supported = supported_versions()
     oldest, newest = supported[0], supported[-1]
     major, minor, patch = (int(x) for x in newest.split("."))
     assert spec == f"sglang>={oldest},<{major}.{minor}.{patch + 1}", spec
     # every release inside the range has a file in the table, supported
     assert [v for v in supported] == [f"0.5.{p}" for p in range(int(oldest.split('.')[-1]), patch + 1)]
+
+
+@pytest.fixture(scope="module")
+def wheel_metadata(tmp_path_factory):
+    """The METADATA, entry points and file list of the wheel ``pip wheel`` builds from this checkout, offline (a copy
+    of what the wheel is built from, so the checkout gets no build/ or egg-info)."""
+    import shutil
+    import zipfile
+
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    shutil.copy(REPO / "pyproject.toml", src)
+    shutil.copy(REPO / "README.md", src)
+    shutil.copytree(REPO / "sglang_eagle3_capture", src / "sglang_eagle3_capture",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                    "-w", str(out), str(src)], check=True, capture_output=True, text=True)
+    (whl,) = out.glob("sglang_eagle3_capture-*.whl")
+    with zipfile.ZipFile(whl) as z:
+        names = z.namelist()
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        eps = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        return z.read(meta).decode(), z.read(eps).decode(), names
+
+
+def test_the_wheel_never_requires_sglang_outside_its_extra(wheel_metadata):
+    """pip install sglang-eagle3-capture leaves the environment's SGLang as it is; the doctor's needs come along."""
+    from packaging.requirements import Requirement
+
+    meta, _, _ = wheel_metadata
+    reqs = [Requirement(line.split(":", 1)[1]) for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    base = {r.name for r in reqs if r.marker is None}
+    assert {"torch", "safetensors", "msgspec", "packaging"} <= base and "sglang" not in base
+    assert "torch" in next(r for r in reqs if r.name == "safetensors").extras  # its save_file writes through numpy
+    (sglang,) = [r for r in reqs if r.name == "sglang"]
+    assert sglang.marker is not None and sglang.marker.evaluate({"extra": "sglang"})
+    assert not sglang.marker.evaluate({"extra": "test"}) and not sglang.marker.evaluate({"extra": ""})
+    assert sglang.specifier.contains(supported_versions()[0]) and "Provides-Extra: sglang" in meta
+
+
+def test_the_wheel_ships_the_package_and_its_entry_points_only(wheel_metadata):
+    _, eps, names = wheel_metadata
+    assert "eagle3_capture = sglang_eagle3_capture.core.sglang.plugin:register" in eps
+    assert "sglang-eagle3-capture = sglang_eagle3_capture.doctor.cli:main" in eps
+    top = {n.split("/", 1)[0] for n in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"sglang_eagle3_capture"}, top
+    assert "sglang_eagle3_capture/core/sglang/plugin.py" in names and "sglang_eagle3_capture/doctor/cli.py" in names
 
 
 @pytest.mark.parametrize("version", ["0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"])
