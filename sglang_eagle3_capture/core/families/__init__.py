@@ -1,7 +1,6 @@
-"""Target families: SGLang model classes that share a capture loop, one module each, one registry.
-
-Each family is one module defining ``FAMILY`` (:class:`~.schema.Family`) and one line in
-:data:`_MODULES`; :func:`family_of` finds the family serving an HF ``architectures[0]``.
+"""Target families: SGLang model classes that share one capture loop, a module each (``FAMILY``) listed in
+:data:`_MODULES`. Their citations are SGLang 0.5.23's lines unless a release is named; docs/families.md holds the
+prose.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""The GPT-OSS family: ``GptOssForCausalLM`` (SGLang's models/gpt_oss.py).
-
-``set_eagle3_layers_to_capture`` (gpt_oss.py:1337): from 0.5.17 explicit ids are kept as loop indices when their
-maximum is N, else each gets +1 (before 0.5.17 always +1). ``GptOssModel.forward`` (688) captures the residual
-stream entering layer ``i`` into an ``AuxHiddenStateList`` (710) through ``capture_output=``; loop index 0 is the
-embedding from 0.5.17 (``hidden_states + residual`` crashed before); from 0.5.17 GPT-OSS itself captures loop
-index N at ``final_norm(..., capture=...)`` when ``self.end_layer in layers_to_capture`` (726-737). The plugin never
-puts N in ``layers_to_capture``: the last layer's output comes from its own final-norm hook, as for every family.
-The final norm is skipped when the batch has 0 rows (726).
+"""GPT-OSS (gpt_oss.py): set_eagle3 1337 (ids kept as loop indices when their maximum is N, else +1),
+GptOssModel.forward 688 (list 710; loop index N captured at its final norm, 726-737).
 """
 
 from ..releases.schema import KEEP_IF_MAX_IS_N

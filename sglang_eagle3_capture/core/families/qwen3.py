@@ -1,10 +1,5 @@
-"""The Qwen3 family: ``Qwen3ForCausalLM`` (SGLang's models/qwen3.py).
-
-``set_eagle3_layers_to_capture`` (qwen3.py:778) always adds 1 and sets ``self.model.layers_to_capture``.
-``Qwen3Model(Qwen2Model)`` (490) has its own forward (506, from 0.5.21; before, it ran ``Qwen2Model.forward``,
-which the patch then wraps on ``Qwen3Model`` itself): an ``AuxHiddenStateList`` (523) filled through
-``capture_output=``; loop index 0 is the embedding in every release; loop index N is dropped silently; final norm
-``final_norm(..., skip_empty=True)`` (535-537); it returns ``(h, aux) if aux else h``.
+"""Qwen3 (qwen3.py): set_eagle3 778 (+1), Qwen3Model.forward 506 (list 523; inherited from Qwen2Model before 0.5.21),
+final norm 535-537.
 """
 
 from ..releases.schema import ALWAYS_SHIFT
