@@ -1,16 +1,6 @@
-"""Import-free facts per SGLang release, and the one registry of them.
-
-Each release is one module ``sglang_X_Y_Z.py`` defining ``RELEASE`` (:class:`~.schema.Release`) and
-one line in :data:`_MODULES`. Nothing else in the package names a release: code asks this registry.
-
-- :func:`supported`: the releases the plugin patches (oldest first);
-- :func:`get`: the facts of one supported release (the refused ones the doctor reads:
-  :mod:`sglang_eagle3_capture.doctor.release_table`);
-- :func:`check_sglang_version`: the installed release's facts, or :class:`UnsupportedSGLangVersion`
-  naming the supported list and the fix;
-- :func:`is_newer_than_table` / :func:`accept_unverified` / :func:`unverified`: a release newer than the table
-  (a PEP 440 comparison through ``packaging.version``). The plugin serves one with the newest
-  release's seams, once every seam probed clean and with the first-batch self-check on, and says so.
+"""Import-free facts per supported SGLang release (a module each, ``RELEASE``, listed in :data:`_MODULES`) and the one
+registry: nothing else in the package names a release. The refused releases the doctor reads are in
+doctor/release_table/.
 """
 
 from __future__ import annotations
@@ -107,8 +97,7 @@ def installed_sglang_version() -> str | None:
 
 
 def _public(version: str) -> Version | None:
-    """``version`` as a PEP 440 version without its local label (``0.5.23+rocm`` -> ``0.5.23``: a local build of a
-    release is that release as far as the seams go), or None when it is not one."""
+    """``version`` without its local label (``0.5.23+rocm`` is 0.5.23 as far as the seams go), or None."""
     try:
         return Version(Version(version).public)
     except InvalidVersion:
@@ -116,15 +105,14 @@ def _public(version: str) -> Version | None:
 
 
 def _supported_release(version: str | None) -> Release | None:
-    """The supported release ``version`` is, its local label ignored (``0.5.23+cu128`` is a local build of 0.5.23),
-    or None."""
+    """The supported release ``version`` is, its local label ignored, or None."""
     public = None if version is None else _public(version)
     return next((r for r in supported() if Version(r.version) == public), None)
 
 
 def installed_or_newest() -> Release:
-    """The installed release when supported (a local build of one included), else the newest supported: whose seams
-    to probe, guard or revert (never whose seams to patch: :func:`check_sglang_version` decides that)."""
+    """The installed release when supported, else the newest: whose seams to probe, guard or revert (never whose seams
+    to patch: :func:`check_sglang_version` decides that)."""
     return _supported_release(installed_sglang_version()) or newest()
 
 
@@ -133,14 +121,7 @@ def _install_hint() -> str:
 
 
 def is_newer_than_table(version: str | None) -> bool:
-    """True when ``version`` is a PEP 440 version above the newest supported release (a post release included;
-    a local label is ignored).
-
-    Example::
-
-        >>> is_newer_than_table("0.6.0rc1"), is_newer_than_table("0.5.23+rocm"), is_newer_than_table("0.5.23rc1")
-        (True, False, False)
-    """
+    """True when ``version`` is a PEP 440 version above the newest supported release (a local label ignored)."""
     public = None if version is None else _public(version)
     return public is not None and public > Version(newest().version)
 
@@ -150,7 +131,7 @@ _UNVERIFIED: list[str] = []  # the newer-than-table version this process serves,
 
 def accept_unverified(version: str) -> Release:
     """Serve ``version`` (newer than the table) with the newest release's facts in this process; the plugin calls it
-    only after every seam probed clean with the self-check on. Returns those facts."""
+    only after every seam probed clean with the self-check on."""
     if not is_newer_than_table(version):
         raise ValueError(f"sglang {version} is not newer than the release table ({newest().version})")
     _UNVERIFIED[:] = [version]
@@ -163,14 +144,7 @@ def unverified() -> str | None:
 
 
 def check_sglang_version(version: str | None = None) -> Release:
-    """The facts of the installed SGLang (or ``version``), or :class:`UnsupportedSGLangVersion` naming the fix. A local
-    build of a supported release (``0.5.23+rocm``: the label after ``+``) is that release.
-
-    Example::
-
-        >>> check_sglang_version(newest().version).version == newest().version
-        True
-    """
+    """The facts of the installed SGLang (or ``version``), or :class:`UnsupportedSGLangVersion` naming the fix."""
     found = installed_sglang_version() if version is None else version
     if found is None:
         raise UnsupportedSGLangVersion(None, None, "sglang is not installed in this environment",

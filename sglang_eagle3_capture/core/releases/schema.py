@@ -1,11 +1,4 @@
-"""The shape of a release's facts: plain frozen records, no imports beyond the standard library.
-
-A :class:`Release` says, for one SGLang release, every fact the package relies on that can change
-between releases: the seams it patches (module, owner, attribute, parameter names), the import that
-arms the patch, where the draft path and draft config come from, how SGLang reads a draft's math
-flags and legacy weight names, and how stock SGLang reads explicit capture ids per target family
-(where it differs from the family's default rule in :mod:`sglang_eagle3_capture.core.families`).
-"""
+"""The shape of a release's facts: plain frozen records, standard library only (docs/releases.md)."""
 
 from __future__ import annotations
 
@@ -34,12 +27,9 @@ PROVEN_REFUSED = "refused"
 
 @dataclass(frozen=True)
 class Seam:
-    """One attribute a patch replaces: ``module.owner.attr`` (``owner`` None: a module-level attribute).
-
-    ``params`` are the parameter names the original must have; ``None`` marks an attribute the patch
-    adds, which must not exist yet. ``role`` names what the package puts there (the serving code maps
-    roles to wrappers).
-    """
+    """One attribute a patch replaces, ``module.owner.attr`` (``owner`` None: a module attribute); ``params``: the
+    parameter names the original must have (None: an attribute the patch adds, which must not exist yet); ``role``: what
+    the package puts there."""
 
     role: str
     module: str
@@ -55,12 +45,8 @@ class Seam:
 
 @dataclass(frozen=True)
 class EngineReader:
-    """How another serving engine picks the target layers for an EAGLE-3 draft ``config.json`` (the doctor's rows).
-
-    ``keys``: dotted config paths, the first non-empty one wins (none: the low/mid/high default). Every id is
-    an HF ``output_hidden_states`` index (0 = embedding, N = last layer's output before the final norm), sorted,
-    duplicates dropped. ``embedding_crashes``: families whose capture loop fails at index 0 there.
-    """
+    """How another serving engine picks an EAGLE-3 draft's target layers (the doctor's rows): ``keys`` are dotted config
+    paths, the first non-empty wins (none: the low/mid/high default); every id an HF index."""
 
     name: str
     keys: tuple[str, ...]
@@ -104,12 +90,8 @@ class VllmRelease:
 
 @dataclass(frozen=True)
 class DraftFlag:
-    """How SGLang's draft class reads one math flag from the draft ``config.json``.
-
-    ``keys``: dotted config paths in the order SGLang looks at them; ``combine``: ``"first-present"`` (the
-    first key present decides) or ``"any"`` (true when any key is true). ``native``: SGLang's Llama draft
-    class implements the flag itself (else the plugin's draft loader serves it).
-    """
+    """How SGLang's draft class reads one math flag: ``keys`` in the order it looks, ``combine`` ``first-present`` or
+    ``any``; ``native``: SGLang's Llama draft implements it (else the plugin's draft loader does)."""
 
     keys: tuple[str, ...]
     combine: str = "first-present"
@@ -122,7 +104,7 @@ def _frozen(mapping: Mapping) -> Mapping:
 
 @dataclass(frozen=True)
 class Release:
-    """Everything release-specific about one SGLang release (see the module doc)."""
+    """Everything release-specific about one SGLang release."""
 
     version: str
     built: str  # wheel build date, for the support matrix
@@ -176,8 +158,7 @@ class Release:
         raise KeyError(f"SGLang {self.version} has no seam for {role!r}")
 
     def with_seams(self, *replacing: Seam) -> tuple[Seam, ...]:
-        """This release's seams with each of ``replacing`` put in place of the seam of the same role (for a
-        derived release file: ``replace(OTHER.RELEASE, seams=OTHER.RELEASE.with_seams(Seam(...)))``)."""
+        """This release's seams with each of ``replacing`` in place of the seam of the same role."""
         new = {s.role: s for s in replacing}
         return tuple(new.get(s.role, s) for s in self.seams)
 

@@ -1,29 +1,9 @@
-"""SGLang 0.5.23 (wheel built 2026-10-30): the newest supported release; older release files derive from it.
-
-Read in the installed sources (``sglang/srt/``) and run on CPU (docs/releases.md):
-
-- ``model_executor/model_runner.py::ModelRunner.init_spec_aux_hidden_state`` (l.596, called at l.426, before
-  ``initialize()`` -> ``load_model()``) sets ``self.spec_aux_config`` from
-  ``model_runner_components/spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state`` (l.132-196), which reads
-  the capture ids from the draft's ``eagle_config`` only; ``SpecAuxHiddenStateConfig.draft_model_config`` holds
-  the draft's ModelConfig (l.165-166). The same method, with the same body, exists from 0.5.17 on: the plugin's
-  one resolution seam. ``ModelRunner`` exists only once ``model_runner.py`` has finished executing, hence the
-  trigger module.
-- ``models/llama_eagle3.py``: ``norm_before_fc`` from ``eagle_config`` then the top level (l.173-175),
-  ``fc_norm`` or the legacy ``use_aux_norm`` (l.185-187), ``norm_output`` top level (l.207);
-  ``norm_before_residual`` is not read. ``load_weights`` renames legacy names by substring (l.338-348).
-- Draft classes: ``LlamaForCausalLMEagle3`` (its ``set_embed`` is inherited from llama.py) and
-  ``kimi_k25_eagle3.Eagle3DeepseekV2ForCausalLM``.
-- Acceptance metrics (observe/metrics.py): see :func:`metrics_init`; ``SchedulerMetricsCollectorContext``
-  (observability/metrics_collector.py l.326) says whether a scheduler is the stats-logging rank.
-- ``runtime_context.get_spec()`` holds the resolved draft path (``server_args`` keeps the raw input since 0.5.19).
-- The first-batch self-check's transient gate: ``ModelRunner.forward`` (l.1813: real batches only; dummy runs,
-  graph warm-ups and captures call the model directly) and ``PrefillCudaGraphRunner.can_replay_locally``
-  (model_executor/runner/prefill_cuda_graph_runner.py l.1325: whether a captured prefill graph replays the batch,
-  also the DP-attention vote). Its references: a layer's input norm is a module call with ``(x, residual)``
-  (``layer_boundary/residual/add_norm.py``), a method ``forward_with_allreduce_fusion`` under the all-reduce fusion
-  (``layer_boundary/fusions/allreduce.py`` l.100-111), and ``forward_batch.residual_stream.residual`` holds the
-  completed residual when the next layer's attention starts (``layer_boundary/stage.py::_prepare_attention``).
+"""SGLang 0.5.23 (wheel built 2026-10-30), the newest supported release; the older files derive from it. Read in
+``sglang/srt/`` and run on CPU (docs/releases.md): the resolution seam ``ModelRunner.init_spec_aux_hidden_state``
+(model_runner.py:596, called at 426 before the model loads; ids read only from ``eagle_config``,
+spec_aux_hidden_state.py:132-196; ``draft_model_config`` 165-166); the draft classes (llama_eagle3.py: flags 173-175,
+185-187, 207; legacy names 338-348; kimi_k25_eagle3.py); the self-check's gate ``ModelRunner.forward`` (1813) and
+``PrefillCudaGraphRunner.can_replay_locally`` (prefill_cuda_graph_runner.py:1325).
 """
 
 from .schema import FUSED_NORM, NORM_OPERANDS, PROVEN_CPU_ENGINE, RESIDUAL_STREAM, DraftFlag, Release, Seam
@@ -48,10 +28,8 @@ def eager_prefill(*more: str) -> Seam:
 
 
 def metrics_init(*more: str) -> Seam:
-    """The acceptance metrics' seam on ``Scheduler.init_metrics_collector`` (l.806; called from ``__init__`` after
-    ``load_plugins``), whose parameters vary; the other, ``Req.update_spec_correct_drafts_histogram``
-    (schedule_batch.py l.1566), is SGLang's per-request record of one verify step, called from
-    ``scheduler_components/batch_result_processor.py`` l.836."""
+    """The metrics' seam ``Scheduler.init_metrics_collector`` (scheduler.py:806), whose parameters vary; the other is
+    ``Req.update_spec_correct_drafts_histogram`` (schedule_batch.py:1566), called per verify step."""
     return Seam("metrics.init", SCHEDULER, "Scheduler", "init_metrics_collector", ("self", *more))
 
 
