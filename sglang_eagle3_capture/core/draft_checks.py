@@ -95,7 +95,7 @@ def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None
     a draft's config alone). Errors name ``draft_dir``'s config.json, else
     ``draft_path``'s (the draft as the server was given it, e.g. a hub id). Whether the ``eagle_config`` ids
     name the manifest's layers is checked against the running target
-    (:func:`sglang_eagle3_capture.wiring.declared_layer_ids`, from ``draft_head``).
+    (:func:`..policy.declared_ids`, at the target's resolution).
     """
     draft_dir = Path(draft_dir) if draft_dir is not None else None
     where = (draft_dir if draft_dir is not None else Path(draft_path or ".")) / "config.json"

@@ -39,8 +39,8 @@ from .records import is_int
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 from .target_config import path_get
 
-__all__ = ["FailClosedIds", "StockCapture", "default_low_mid_high_indices", "engine_capture", "stock_on_vllm",
-           "stock_rule", "stock_sglang_capture", "vllm_fail_closed_ids"]
+__all__ = ["FailClosedIds", "StockCapture", "carries_final_norm", "default_low_mid_high_indices", "engine_capture",
+           "family_named", "stock_on_vllm", "stock_rule", "stock_sglang_capture", "vllm_fail_closed_ids"]
 
 @dataclass(frozen=True)
 class StockCapture:
@@ -82,7 +82,7 @@ def _release(release: Release | str | None) -> Release:
     return releases.newest() if release is None else releases.get(release) if isinstance(release, str) else release
 
 
-def _family(family: Family | str) -> Family:
+def family_named(family: Family | str) -> Family:
     if isinstance(family, Family):
         return family
     found = next((f for f in families.all_families() if f.name == family), None)
@@ -93,7 +93,7 @@ def _family(family: Family | str) -> Family:
 
 def stock_rule(family: Family | str, release: Release | str | None = None) -> str:
     """How stock SGLang ``release`` reads explicit ids on ``family`` (the release's override, else the family's)."""
-    fam = _family(family)
+    fam = family_named(family)
     return _release(release).stock_rules.get(fam.name, fam.stock_rule)
 
 
@@ -115,12 +115,12 @@ def _read_ids_like_sglang(draft_config: Mapping, file: Any) -> tuple[bool, list[
         return True, None
     use_aux = ec.get("use_aux_hidden_state", True)
     ids = ec.get(IDS_KEY)
-    if is_fail_closed(ids) or _carries_token(ids):
+    if is_fail_closed(ids) or carries_final_norm(ids):
         return bool(use_aux), ids
     return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}", file)
 
 
-def _carries_token(ids: Any) -> bool:
+def carries_final_norm(ids: Any) -> bool:
     """An id list of integers and this package's :data:`~.layer_ids.FINAL_NORM` (a list marked as layer ids may name
     the final norm's output; stock SGLang reads the string among its integers: :func:`_stock_on_token`)."""
     return isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_int(i) or i == FINAL_NORM for i in ids)
@@ -174,7 +174,7 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
         >>> c.loop_indices, c.fed_layer_ids
         ((2, 30, 58), (1, 29, 57))
     """
-    rel, fam = _release(release), _family(family)
+    rel, fam = _release(release), family_named(family)
     n = num_hidden_layers
     use_aux, ids = _read_ids_like_sglang(draft_config, file)
     if use_aux and fam.name in rel.absent_families:
@@ -283,7 +283,7 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
         ...                family="deepseek_v2", reader=other_engines()[1]).fed_layer_ids
         (1, 29, 57)
     """
-    fam, n = _family(family), num_hidden_layers
+    fam, n = family_named(family), num_hidden_layers
     key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
     listed = isinstance(ids, (list, tuple))
     if ids is not None and not listed:
@@ -335,7 +335,7 @@ def vllm_fail_closed_ids(layer_ids: Sequence, num_hidden_layers: int, *, family:
         >>> vllm_fail_closed_ids([4, -1, 1], 7, family="llama").exact
         False
     """
-    fam = _family(family)
+    fam = family_named(family)
     if FINAL_NORM in layer_ids:
         return FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, (f"no stock vLLM index names the final norm's output "
                                                                   f"({FINAL_NORM!r}): index N is the last layer's "

@@ -16,7 +16,7 @@ from ..core.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRS
 from ..core.stock import (
     FailClosedIds,
     StockCapture,
-    _family,
+    family_named,
     engine_capture,
     stock_on_vllm,
     stock_rule,
@@ -111,7 +111,7 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
         >>> fail_closed_eagle_config_ids([-1, 1, "final_norm"], 7, family="llama").exact
         False
     """
-    fam = _family(family)
+    fam = family_named(family)
     if FINAL_NORM in layer_ids:
         why = (f"no stock SGLang release captures the final norm's output ({FINAL_NORM!r}): every stock capture loop "
                "takes residual streams, before the norm",)
