@@ -39,7 +39,3 @@ def test_family_facts_are_never_defaulted():
     plan = plan_capture([3, -1], 6, where=WHERE)
     with pytest.raises(TypeError):
         FcFeed(plan, list(plan.loop_indices))
-    from sglang_eagle3_capture.core.sglang import selfcheck
-
-    with pytest.raises(TypeError):
-        selfcheck.Anatomy()

@@ -17,7 +17,7 @@ from support import REPO
 sys.path.insert(0, str(REPO / "benchmarks"))
 import selfcheck_standin as si  # noqa: E402
 
-ANATOMY = selfcheck.Anatomy.of(si.FAMILY, releases.newest())  # the stand-in's family
+ROUTES = releases.newest().selfcheck_routes
 IDS = (3, -1, 6, 0)  # permuted; the embedding; the last layer (N-1 = 6, final norm); layer 0
 
 
@@ -58,12 +58,12 @@ def test_a_correct_capture_passes_bit_exact(dtype, fused, caplog):
 def test_routes_come_from_the_table_and_a_missing_reference_fails_closed():
     stack = si.build(fused=True)
     check = si.arm(stack)
-    check.anatomy = dataclasses.replace(check.anatomy, routes=(selfcheck.NORM_OPERANDS,))
+    check.routes = (selfcheck.NORM_OPERANDS,)
     with pytest.raises(SelfCheckError, match=r"fc chunk 0 \(layer id 3\): no reference for the output of decoder "
                                              r"layer 3 was taken in this forward: none of the routes "
                                              r"\['norm-operands'\] fired at layers\[4\]"):
         _run(stack)
-    check.anatomy = dataclasses.replace(check.anatomy, routes=(selfcheck.RESIDUAL_STREAM,))
+    check.routes = (selfcheck.RESIDUAL_STREAM,)
     _run(stack)  # the residual stream at layers[4].self_attn: bit-equal as well
     assert selfcheck.pending() == ()
 
@@ -166,7 +166,7 @@ def test_the_bound():
     assert selfcheck.difference(want, want) == (0.0, 0.0)
     assert selfcheck.difference(one_ulp, want)[1] == 1.0 and selfcheck.difference(two_ulp, want)[1] == 2.0
     session = selfcheck.Session.__new__(selfcheck.Session)
-    session.check = SimpleNamespace(layer_ids=(0, -1), anatomy=ANATOMY, num_hidden_layers=2,
+    session.check = SimpleNamespace(layer_ids=(0, -1), family=si.FAMILY, routes=ROUTES, num_hidden_layers=2,
                                     stack_name="Stack")
     session.lines = []
     session.refs = {0: selfcheck.Ref(want, "operands", 1, exact=False), -1: selfcheck.Ref(want, "lookup", 1, True)}
@@ -225,7 +225,8 @@ def test_a_one_ulp_operand_sum_on_a_gathered_layout_passes_the_comparison():
     chunk = (torch.arange(24.0).reshape(8, 3) + 1).to(torch.bfloat16)
     want = (chunk[[5, 2]].float() + selfcheck._ulp(chunk[[5, 2]])).to(torch.bfloat16)
     session = selfcheck.Session.__new__(selfcheck.Session)
-    session.check = SimpleNamespace(layer_ids=(0,), anatomy=ANATOMY, num_hidden_layers=2, stack_name="Stack")
+    session.check = SimpleNamespace(layer_ids=(0,), family=si.FAMILY, routes=ROUTES, num_hidden_layers=2,
+                                    stack_name="Stack")
     session.lines = []
     session.refs = {0: selfcheck.Ref(want, "operands", 2, exact=False)}
     assert session.compare(chunk) == []  # was: "a partial capture", refusing startup
@@ -258,7 +259,7 @@ def test_the_embedding_reference_reads_the_embeddings_parameter_the_family_table
         dataclasses.replace(si.FAMILY, name="next-like", forward_params=params)
     family = dataclasses.replace(si.FAMILY, name="next-like", forward_params=params, embeds_param="inputs_embeds")
     session = selfcheck.Session.__new__(selfcheck.Session)
-    session.check = SimpleNamespace(layer_ids=(-1,), anatomy=selfcheck.Anatomy.of(family, releases.newest()))
+    session.check = SimpleNamespace(layer_ids=(-1,), family=family, routes=ROUTES)
     session.refs, session.own_s = {}, 0.0
     embeds = torch.randn(4, 8)
     session._take_inputs(None, (None, None, None), {"inputs_embeds": embeds})

@@ -1,50 +1,6 @@
-"""The first-batch self-check: prove, on the first real extend batch of every target process, that each fc chunk
-the draft is handed is the hidden state its layer id names, by a route that does not go through the capture.
-
-Armed by :func:`arm` when the capture patch configures a target model (every TP rank; the last PP stage, the only
-one that captures), on by default, off with ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0`` (read once, at configure time).
-
-**When.** Only inside ``ModelRunner.forward`` (real batches; SGLang's dummy runs, CUDA-graph warm-ups and captures,
-autotune and compile passes call the model directly), only for a batch in ``EXTEND`` or ``MIXED`` mode with at
-least one token (idle DP-attention batches and decode, verify and draft batches are skipped until one arrives).
-With ``launch_server`` that is the startup warmup request, so a mis-wired server never reports ready. While a
-check is pending, :func:`gate_patch` (one :class:`~..seams.Patch`, applied through the patch engine) wraps
-``ModelRunner.forward`` and makes ``PrefillCudaGraphRunner.can_replay_locally`` answer False, so the checked
-batch runs eagerly on every rank (the DP-attention vote is that same method); both are SGLang's own functions
-again once the last pending check of the process has passed.
-
-**References**, one per fc chunk, taken by temporary module hooks that exist only during the checked forward,
-never from the capture list, SGLang's packer, the plugin's :class:`~..capture.FcFeed` or its final-norm hook:
-
-- layer id ``-1``: ``F.embedding`` of this rank's vocabulary shard at the batch's input ids, times the
-  embedding's float ``embed_scale`` where it has one (Gemma) (``input_embeds`` when the model is handed
-  embeddings); rows whose id another rank owns are that rank's to check. Bit-equal.
-- layer id ``k`` in ``0..N-2`` (the residual stream decoder layer ``k`` hands layer ``k+1``), the first of the
-  release's routes (:data:`~sglang_eagle3_capture.core.releases.schema.SELFCHECK_ROUTES`) that fires at layer ``k+1``:
-  ``norm-operands``, the fp32 sum of the operands of ``layers[k+1]``'s input norm, computed in a pre-hook before
-  the (possibly in-place) kernel runs and rounded once as the norm rounds its residual, within :data:`ULP_BOUND`;
-  ``fused-norm``, the residual returned by that norm's ``forward_with_allreduce_fusion`` (the all-reduce + add +
-  norm kernel at TP > 1, which fires no module hook), bit-equal; ``residual-stream`` (where the release table lists
-  it), the residual ``forward_batch.residual_stream`` holds when ``layers[k+1]``'s attention starts, bit-equal.
-- layer id ``N-1``: the fp32 sum of the final norm's operands (its input), as ``norm-operands``.
-- ``final_norm`` (the post-norm state): the final norm module's own output for this batch (``output[0]`` of
-  ``norm(hidden, residual)``, the output of a norm called without one), taken by a forward hook of this check's
-  own, bit-equal: the capture must hand on the tensor the model computed, from this batch, in its fc slot.
-
-**Bound.** Every add SGLang uses for the residual (``RMSNorm.forward_native``, flashinfer/sgl-kernel
-``FusedAddRMSNorm``, the all-reduce fusion's add) computes ``float(x) + float(residual)`` and rounds once; the
-reference does the same, so 0 ulp is expected. One ulp of the chunk's dtype is allowed on the operand routes
-(and reported) for a kernel that adds natively in bf16/fp16: for two p-bit operands that rounding equals the
-fp32 route (fp32's 24 bits >= 2p + 2 for bf16), but a non-round-to-nearest kernel could differ by one ulp. A
-wrong, shifted or permuted layer differs by thousands of ulp or more.
-
-**Cost.** Nothing of this module runs after the check: the hooks are removed when the checked forward ends, and
-the patch is reverted when no check is pending, so later forwards run exactly SGLang's and the capture patch's
-code. At most :data:`MAX_ROWS` token rows are referenced and compared.
-
-A mismatch raises :class:`~sglang_eagle3_capture.core.errors.SelfCheckError` from the forward: SGLang's scheduler
-dies with it (``Scheduler hit an exception``), the server exits before it reports ready. A pass logs one INFO
-line per rank.
+"""The first-batch self-check: on the first real extend batch of every target process, each fc chunk is compared
+with the hidden state its layer id names, taken by a route that does not go through the capture (docs/self-check.md:
+the references, the bound, when it runs, its cost). ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -79,34 +35,10 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
     return switches.read(switches.SELFCHECK, environ)
 
 
-@dataclass(frozen=True)
-class Anatomy:
-    """Where a decoder stack keeps what the check hooks (family table names) and which reference routes its
-    release's loops offer for the residual a layer hands the next (release table); no defaults: build it with
-    :meth:`of`."""
-
-    layers: str
-    embed: str
-    input_norm: str
-    attn: str | None
-    final_norm: str
-    forward_params: tuple[str, ...]
-    embeds_param: str
-    routes: tuple[str, ...]
-
-    @classmethod
-    def of(cls, family: Any, release: Release) -> "Anatomy":
-        """The anatomy of ``family``'s decoder stacks under ``release``."""
-        return cls(layers=family.layers, embed=family.embed_tokens, input_norm=family.input_norm, attn=family.attn,
-                   final_norm=family.final_norm, forward_params=tuple(family.forward_params),
-                   embeds_param=family.embeds_param,
-                   routes=tuple(release.selfcheck_routes))
-
-
 @dataclass
 class Ref:
-    """One reference: ``value`` (at most MAX_ROWS rows), the route, the row count of its source, and whether it
-    must be bit-equal. ``rows``: a boolean mask of the rows this rank can check (the embedding's vocab shard)."""
+    """A reference: ``value`` (at most MAX_ROWS rows), its route and source row count, whether it must be bit-equal,
+    and ``rows``, the mask of rows this rank can check (the embedding's vocabulary shard)."""
 
     value: Any
     route: str
@@ -115,29 +47,25 @@ class Ref:
     rows: Any = None
 
 
-# ------------------------------------------------------------------------------------------------------ arming
-
-_STRONG: dict[int, "SelfCheck"] = {}  # the pending checks themselves (the model owns nothing of ours)
-_GATE: dict[str, Any] = {}  # "patch": the applied gate Patch
+_PENDING: dict[int, "SelfCheck"] = {}  # id(stack) -> its check (the model holds nothing of ours)
+_GATE_PATCH: list[seams.Patch] = []  # the applied gate patch while any check is pending
 
 
 def pending() -> tuple["SelfCheck", ...]:
     """The checks of this process that have not passed yet."""
-    return tuple(_STRONG.values())
+    return tuple(_PENDING.values())
 
 
 def gate_patch(release: Release) -> seams.Patch:
-    """The transient patch: ``ModelRunner.forward`` runs pending checks, prefill graphs are not replayed."""
+    """The gate: ``ModelRunner.forward`` runs pending checks; prefill graphs are not replayed while one is pending."""
     return seams.Patch("selfcheck", (release.seam("selfcheck.gate"), release.seam("selfcheck.eager_prefill")),
                        lambda seam, original: _WRAPPERS[seam.role](original))
 
 
 def arm(stack: Any, plan: Any, family: Any, *, num_hidden_layers: int, where: str,
         release: Release | None = None) -> "SelfCheck | None":
-    """Arm a check of ``stack`` (a decoder stack of ``family`` just configured with ``plan``) for its first real extend
-    batch and apply the gate; None when ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0`` or on a PD decode server (it runs no
-    extend batch: the prefill server's check covers the wiring). ``release``: whose facts (default: the installed
-    release, or the newest for one served unverified). Replaces a pending check of the same stack."""
+    """Arm a check of ``stack`` (just configured with ``plan``) for its first real extend batch and apply the gate;
+    None when switched off or on a PD decode server (no extend batch: the prefill server's check covers it)."""
     from .. import releases
 
     if not enabled():
@@ -147,12 +75,10 @@ def arm(stack: Any, plan: Any, family: Any, *, num_hidden_layers: int, where: st
     if _pd_decode():
         return None
     release = release or releases.installed_or_newest()
-    check = watch(SelfCheck(stack, plan, Anatomy.of(family, release), release, num_hidden_layers=num_hidden_layers,
-                            where=where))
-    if "patch" not in _GATE:
-        patch = gate_patch(release)
-        seams.apply(patch)
-        _GATE["patch"] = patch
+    check = watch(SelfCheck(stack, plan, family, release, num_hidden_layers=num_hidden_layers, where=where))
+    if not _GATE_PATCH:
+        _GATE_PATCH.append(gate_patch(release))
+        seams.apply(_GATE_PATCH[0])
     return check
 
 
@@ -166,24 +92,24 @@ def _pd_decode() -> bool:
 
 
 def watch(check: "SelfCheck") -> "SelfCheck":
-    """Make ``check`` pending (what :func:`arm` does besides applying the gate)."""
-    _STRONG[id(check.stack_ref())] = check
+    """Make ``check`` pending (:func:`arm` without the gate)."""
+    _PENDING[id(check.stack_ref())] = check
     return check
 
 
 def disarm(stack: Any = None) -> None:
     """Drop the pending check of ``stack`` (every one when None) and revert the gate when none is left."""
     if stack is None:
-        _STRONG.clear()
+        _PENDING.clear()
     else:
-        _STRONG.pop(id(stack), None)
-    if not _STRONG and "patch" in _GATE:
-        seams.revert(_GATE.pop("patch"))
+        _PENDING.pop(id(stack), None)
+    if not _PENDING and _GATE_PATCH:
+        seams.revert(_GATE_PATCH.pop())
 
 
 def gate_applied() -> bool:
-    """True while the transient patch holds ``ModelRunner.forward`` and ``can_replay_locally``."""
-    return "patch" in _GATE and seams.is_applied(_GATE["patch"])
+    """True while the gate holds ``ModelRunner.forward`` and ``can_replay_locally``."""
+    return bool(_GATE_PATCH) and seams.is_applied(_GATE_PATCH[0])
 
 
 def is_real_extend(forward_batch: Any) -> bool:
@@ -197,11 +123,11 @@ def is_real_extend(forward_batch: Any) -> bool:
 
 
 def checked(forward_batch: Any, run: Callable[[], Any]) -> Any:
-    """``run()`` (one ``ModelRunner.forward``), with every pending check's hooks in place when ``forward_batch`` is a
-    real extend batch; a check whose stack ran and matched is reported and dropped (the gate with the last)."""
-    if not _STRONG or not is_real_extend(forward_batch):
+    """``run()`` (one ``ModelRunner.forward``) with every pending check's hooks in place on a real extend batch; a check
+    that matched is reported and dropped (the gate with the last)."""
+    if not _PENDING or not is_real_extend(forward_batch):
         return run()
-    sessions = [Session(c) for c in list(_STRONG.values())]
+    sessions = [Session(c) for c in list(_PENDING.values())]
     try:
         out = run()
     finally:
@@ -225,7 +151,7 @@ def _wrap_gate(original: Callable) -> Callable:
 def _wrap_no_replay(original: Callable) -> Callable:
     @functools.wraps(original)
     def can_replay_locally(self, *args, **kwargs):
-        return False if _STRONG else original(self, *args, **kwargs)
+        return False if _PENDING else original(self, *args, **kwargs)
 
     return can_replay_locally
 
@@ -236,18 +162,17 @@ _WRAPPERS: dict[str, Callable[[Callable], Callable]] = {
 }
 
 
-# ------------------------------------------------------------------------------------------------------ the check
-
-
 class SelfCheck:
-    """A pending check of one decoder stack: what it must be fed (``layer_ids`` in fc order) and how to look."""
+    """A pending check of one decoder stack of ``family``: the layer ids it must be fed (fc order), and the routes
+    the ``release``'s loops offer for the residual a layer hands the next."""
 
-    def __init__(self, stack: Any, plan: Any, anatomy: Anatomy, release: Release, *, num_hidden_layers: int,
+    def __init__(self, stack: Any, plan: Any, family: Any, release: Release, *, num_hidden_layers: int,
                  where: str) -> None:
         self.stack_ref = weakref.ref(stack)
         self.layer_ids = tuple(plan.layer_ids)
         self.num_hidden_layers = num_hidden_layers
-        self.anatomy = anatomy
+        self.family = family
+        self.routes = tuple(release.selfcheck_routes)
         self.release = release
         self.where = where
         self.stack_name = type(stack).__name__
@@ -312,7 +237,7 @@ def _find_forward_batch(args: tuple, kwargs: dict) -> Any:
 
 
 def _own_time(method: Callable) -> Callable:
-    """Count the time spent in ``method`` as the check's own work (reported next to the checked forward's)."""
+    """Count the time spent in ``method`` as the check's own work (logged beside the checked forward's)."""
 
     @functools.wraps(method)
     def timed(self, *args, **kwargs):
@@ -347,29 +272,29 @@ class Session:
     # -- hooks
     @_own_time
     def _install(self, stack: Any) -> None:
-        a, n = self.check.anatomy, self.check.num_hidden_layers
-        layers = getattr(stack, a.layers)
+        f, n = self.check.family, self.check.num_hidden_layers
+        layers = getattr(stack, f.layers)
         for k in sorted({i for i in self.check.layer_ids if i != FINAL_NORM and 0 <= i <= n - 2}):
             nxt = layers[k + 1]
-            norm = attr_path(nxt, a.input_norm)
-            where = f"{a.layers}[{k + 1}].{a.input_norm}"
-            if NORM_OPERANDS in a.routes:
+            norm = attr_path(nxt, f.input_norm)
+            where = f"{f.layers}[{k + 1}].{f.input_norm}"
+            if NORM_OPERANDS in self.check.routes:
                 self.handles.append(norm.register_forward_pre_hook(
                     functools.partial(self._take_operands, k, f"operands of {where}"), with_kwargs=True))
-            if FUSED_NORM in a.routes:
+            if FUSED_NORM in self.check.routes:
                 for name in _FUSED_METHODS:
                     if callable(getattr(norm, name, None)):
                         self._shadow(norm, name, k, f"residual out of {where}.{name}")
-            if RESIDUAL_STREAM in a.routes and a.attn is not None:
-                self.handles.append(attr_path(nxt, a.attn).register_forward_pre_hook(
-                    functools.partial(self._take_stream, k, f"residual_stream at {a.layers}[{k + 1}].{a.attn}"),
+            if RESIDUAL_STREAM in self.check.routes and f.attn is not None:
+                self.handles.append(attr_path(nxt, f.attn).register_forward_pre_hook(
+                    functools.partial(self._take_stream, k, f"residual_stream at {f.layers}[{k + 1}].{f.attn}"),
                     with_kwargs=True))
         if n - 1 in self.check.layer_ids:
-            self.handles.append(getattr(stack, a.final_norm).register_forward_pre_hook(
-                functools.partial(self._take_operands, n - 1, f"operands of the final {a.final_norm}"),
+            self.handles.append(getattr(stack, f.final_norm).register_forward_pre_hook(
+                functools.partial(self._take_operands, n - 1, f"operands of the final {f.final_norm}"),
                 with_kwargs=True))
         if FINAL_NORM in self.check.layer_ids:
-            self.handles.append(getattr(stack, a.final_norm).register_forward_hook(self._take_normed))
+            self.handles.append(getattr(stack, f.final_norm).register_forward_hook(self._take_normed))
         self.handles.append(stack.register_forward_pre_hook(self._take_inputs, with_kwargs=True))
         if self.verify_output:
             self.handles.append(stack.register_forward_hook(self._verify_output))
@@ -400,7 +325,7 @@ class Session:
             self.refs[k] = Ref(_rounded_sum(module, x, residual, post, MAX_ROWS), route, x.shape[0],
                                exact=False)
         elif k == self.check.num_hidden_layers - 1:  # a final norm handed the complete stream itself
-            self.refs[k] = Ref(x[:MAX_ROWS].clone(), f"input of the final {self.check.anatomy.final_norm}",
+            self.refs[k] = Ref(x[:MAX_ROWS].clone(), f"input of the final {self.check.family.final_norm}",
                                x.shape[0], exact=True)
 
     @_own_time
@@ -408,7 +333,7 @@ class Session:
         normed = output[0] if isinstance(output, tuple) else output
         if FINAL_NORM not in self.refs and _tensor(normed):
             self.refs[FINAL_NORM] = Ref(normed[:MAX_ROWS].clone(), f"output of the final "
-                                        f"{self.check.anatomy.final_norm}", normed.shape[0], exact=True)
+                                        f"{self.check.family.final_norm}", normed.shape[0], exact=True)
 
     @_own_time
     def _take_stream(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
@@ -430,19 +355,19 @@ class Session:
 
         if -1 not in self.check.layer_ids:
             return
-        params = self.check.anatomy.forward_params[1:]
+        params = tuple(self.check.family.forward_params)[1:]
 
         def arg(name: str) -> Any:
             i = params.index(name)
             return args[i] if i < len(args) else kwargs.get(name)
 
-        embeds = arg(self.check.anatomy.embeds_param)
+        embeds = arg(self.check.family.embeds_param)
         if _tensor(embeds):
             self.refs[-1] = Ref(embeds[:MAX_ROWS].clone(), "input_embeds handed to the model", embeds.shape[0],
                                 exact=True)
             return
         ids = arg("input_ids")
-        emb = getattr(module, self.check.anatomy.embed)
+        emb = getattr(module, self.check.family.embed_tokens)
         local, rows = ids[:MAX_ROWS].long(), None
         shard = getattr(emb, "shard_indices", None)
         if shard is not None and getattr(emb, "tp_size", 1) > 1:
@@ -504,7 +429,7 @@ class Session:
             ref = self.refs.get(lid)
             if ref is None:
                 problems.append(f"fc chunk {j} (layer id {lid}): no reference for {what} was taken in this "
-                                f"forward: none of the routes {list(self.check.anatomy.routes)} fired at "
+                                f"forward: none of the routes {list(self.check.routes)} fired at "
                                 f"{self._site(lid)} (this SGLang's kernels bypass the modules the check hooks)")
                 continue
             got, want = align_rows(chunk, ref)
@@ -525,12 +450,11 @@ class Session:
         return problems
 
     def _site(self, lid: int) -> str:
-        a = self.check.anatomy
+        f = self.check.family
         if lid == -1:
-            return f"{a.embed}"
-        if lid in (self.check.num_hidden_layers - 1, FINAL_NORM):
-            return f"the final {a.final_norm}"
-        return f"{a.layers}[{lid + 1}]"
+            return f.embed_tokens
+        return f"the final {f.final_norm}" if lid in (self.check.num_hidden_layers - 1, FINAL_NORM) else \
+            f"{f.layers}[{lid + 1}]"
 
     def _matches(self, chunk: Any, lid: int) -> str:
         for other, ref in self.refs.items():
@@ -582,13 +506,9 @@ def _attn_tp() -> tuple[int, int]:
 
 
 def align_rows(chunk: Any, ref: Ref, attn_tp: tuple[int, int] | None = None) -> tuple[Any, Any]:
-    """``(rows of chunk, rows of ref.value)`` that describe the same tokens, or ``(None, None)``.
-
-    The reference was taken on this rank's rows, before any gather; the capture may be gathered over attention
-    TP (sequence-parallel layouts) or context-parallel ranks. Same row count: the first rows of both. Else this
-    rank's attention-TP slice, as SGLang's ``attn_tp_slice`` takes it (``tensor_split``). Else each reference row,
-    cast to the chunk's dtype, must occur among the chunk's rows (context parallelism's token order) as the
-    comparison would accept it: bit for bit for an exact route, within :data:`ULP_BOUND` for an operand sum."""
+    """``(rows of chunk, rows of ref.value)`` that describe the same tokens, or ``(None, None)``: the first rows when
+    the counts match, else this rank's attention-TP slice (``tensor_split``, as SGLang's ``attn_tp_slice``), else each
+    reference row found among the chunk's rows as the comparison would accept it (context parallelism's order)."""
     want, k = ref.value, ref.value.shape[0]
     if chunk.shape[0] == ref.source_rows:
         got = chunk[:k]
@@ -607,9 +527,7 @@ def align_rows(chunk: Any, ref: Ref, attn_tp: tuple[int, int] | None = None) -> 
 
 
 def _rows_by_value(chunk: Any, want: Any, *, exact: bool) -> Any:
-    """The chunk's rows, one per row of ``want`` (cast to the chunk's dtype), each equal to it as
-    :meth:`Session.compare` judges (bit for bit, or within :data:`ULP_BOUND` when not ``exact``); None when a row has
-    no match."""
+    """One chunk row per row of ``want`` that equals it as :meth:`Session.compare` judges, or None."""
     import torch
 
     if want.shape[0] == 0 or chunk.shape[0] < want.shape[0] or not chunk.is_floating_point():
@@ -628,5 +546,5 @@ def _rows_by_value(chunk: Any, want: Any, *, exact: bool) -> Any:
     return chunk[torch.tensor(picks, device=chunk.device)]
 
 
-__all__ = ["ENV", "MAX_ROWS", "ULP_BOUND", "Anatomy", "SelfCheck", "Session", "align_rows", "arm", "checked",
+__all__ = ["ENV", "MAX_ROWS", "ULP_BOUND", "SelfCheck", "Session", "align_rows", "arm", "checked",
            "difference", "disarm", "enabled", "gate_applied", "gate_patch", "is_real_extend", "pending", "watch"]
