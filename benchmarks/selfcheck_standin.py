@@ -191,8 +191,8 @@ def arm(stack: Stack, release=None) -> "selfcheck.SelfCheck":
 
     feed = stack._eagle3_capture_feed
     release = release or releases.newest()
-    return selfcheck.watch(selfcheck.SelfCheck(stack, feed.plan, FAMILY, release, num_hidden_layers=len(stack.layers),
-                                               where=feed.plan.where))
+    return selfcheck.watch(selfcheck.SelfCheck(stack, feed.plan, FAMILY, release.selfcheck_routes,
+                                               num_hidden_layers=len(stack.layers), where=feed.plan.where))
 
 
 def batch(input_ids: torch.Tensor, mode: str = "EXTEND") -> SimpleNamespace:

@@ -16,8 +16,8 @@ from ..core.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRS
 from ..core.stock import (
     FailClosedIds,
     StockCapture,
-    family_named,
     engine_capture,
+    family_named,
     stock_on_vllm,
     stock_rule,
     stock_sglang_capture,

@@ -62,7 +62,8 @@ def test_a_newer_release_whose_seams_probe_clean_runs_unverified_with_a_warning(
 def test_the_self_check_names_the_unverified_release():
     releases.accept_unverified(NEWER)
     check = selfcheck.SelfCheck(object.__new__(type("S", (), {})), type("P", (), {"layer_ids": (0,)})(),
-                                family_of("LlamaForCausalLM"), releases.newest(), num_hidden_layers=2, where="m")
+                                family_of("LlamaForCausalLM"), releases.newest().selfcheck_routes, num_hidden_layers=2,
+                                where="m")
     assert f"sglang {NEWER} (newer than the release table: patched as {releases.newest().version}, unverified" in \
         check.context()
 

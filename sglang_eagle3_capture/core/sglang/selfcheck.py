@@ -75,7 +75,8 @@ def arm(stack: Any, plan: Any, family: Any, *, num_hidden_layers: int, where: st
     if _pd_decode():
         return None
     release = release or releases.installed_or_newest()
-    check = watch(SelfCheck(stack, plan, family, release, num_hidden_layers=num_hidden_layers, where=where))
+    check = watch(SelfCheck(stack, plan, family, release.selfcheck_routes, num_hidden_layers=num_hidden_layers,
+                            where=where))
     if not _GATE_PATCH:
         _GATE_PATCH.append(gate_patch(release))
         seams.apply(_GATE_PATCH[0])
@@ -163,17 +164,16 @@ _WRAPPERS: dict[str, Callable[[Callable], Callable]] = {
 
 
 class SelfCheck:
-    """A pending check of one decoder stack of ``family``: the layer ids it must be fed (fc order), and the routes
-    the ``release``'s loops offer for the residual a layer hands the next."""
+    """A pending check of one decoder stack of ``family``: the layer ids it must be fed (fc order), and the
+    ``routes`` the release's loops offer for the residual a layer hands the next (its ``selfcheck_routes``)."""
 
-    def __init__(self, stack: Any, plan: Any, family: Any, release: Release, *, num_hidden_layers: int,
+    def __init__(self, stack: Any, plan: Any, family: Any, routes: tuple[str, ...], *, num_hidden_layers: int,
                  where: str) -> None:
         self.stack_ref = weakref.ref(stack)
         self.layer_ids = tuple(plan.layer_ids)
         self.num_hidden_layers = num_hidden_layers
         self.family = family
-        self.routes = tuple(release.selfcheck_routes)
-        self.release = release
+        self.routes = tuple(routes)
         self.where = where
         self.stack_name = type(stack).__name__
 

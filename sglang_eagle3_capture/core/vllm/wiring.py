@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from .. import policy, releases
@@ -243,10 +244,11 @@ def _arm(stack: Any, plan: Any, n: int, where: str, release: VllmRelease) -> Vll
                        "process (pid %d)", selfcheck.ENV, os.getpid())
         return None
     s = release.stack
-    anatomy = selfcheck.Anatomy(layers=s["layers"], embed=s["embed"], input_norm=s["input_norm"], attn=s["attn"],
-                                final_norm=s["final_norm"], forward_params=tuple(s["forward_params"]),
-                                embeds_param=s["embeds_param"], routes=(NORM_OPERANDS,))
-    return VllmSelfCheck(stack, plan, anatomy, None, num_hidden_layers=n, where=where)
+    # the decoder stack's names under the family table's attribute names, which is what the check reads
+    stack_names = SimpleNamespace(layers=s["layers"], embed_tokens=s["embed"], input_norm=s["input_norm"],
+                                  attn=s["attn"], final_norm=s["final_norm"], forward_params=tuple(s["forward_params"]),
+                                  embeds_param=s["embeds_param"])
+    return VllmSelfCheck(stack, plan, stack_names, (NORM_OPERANDS,), num_hidden_layers=n, where=where)
 
 
 __all__ = ["CHECK", "EMBED", "PLAN", "WRAPPERS", "VllmSelfCheck", "decoder_stack", "deployment", "fc_input", "resolve",
