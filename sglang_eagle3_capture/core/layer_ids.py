@@ -37,14 +37,18 @@ from collections import Counter
 from typing import Any, Iterable, Sequence
 
 from .errors import LayerIdError, brief
-from .records import is_int
 
 __all__ = ["EMBEDDING_LAYER_ID", "FINAL_NORM", "LayerIdError", "check_layer_ids", "hidden_state_index",
-           "hidden_state_indices", "is_layer_id", "last_layer_id", "layer_id_of_index", "layer_ids_of_loop",
+           "hidden_state_indices", "is_int", "is_layer_id", "last_layer_id", "layer_id_of_index", "layer_ids_of_loop",
            "split_capture"]
 
 EMBEDDING_LAYER_ID = -1
 FINAL_NORM = "final_norm"  # the final norm's output (HF hidden_states[N]); not a loop index, no arithmetic
+
+
+def is_int(value: Any) -> bool:
+    """An integer that is not a bool (JSON's ``true`` is not a layer count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_layer_id(value: Any) -> bool:

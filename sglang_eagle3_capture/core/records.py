@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import InputError, brief
+from .layer_ids import is_int
 
 MAX_ITEMS = 1_000_000  # no list in a file read here is longer (a vocabulary map is the longest)
 
@@ -60,11 +61,6 @@ class Kind:
 
     def _refuse(self, value: Any, path: str) -> Bad:
         return Bad(path, f"expected {self.describe()}, got {brief(value)}")
-
-
-def is_int(value: Any) -> bool:
-    """An integer that is not a bool (JSON's ``true`` is not a layer count)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,7 @@ from .config_keys import IDS_KEY, VLLM_FAIL_CLOSED_IDS, is_fail_closed, is_vllm_
 from .errors import FormatError, brief
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
-from .layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices, last_layer_id, layer_ids_of_loop
-from .records import is_int
+from .layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices, is_int, last_layer_id, layer_ids_of_loop
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 from .target_config import path_get
 

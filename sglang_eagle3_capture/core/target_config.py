@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from .errors import ManifestError, brief
 from .families import family_of, text_config_architectures
-from .records import is_int
+from .layer_ids import is_int
 from .userfiles import is_directory, read_json_object
 
 

@@ -139,6 +139,11 @@ def test_the_entry_point_loads_neither_observe_nor_doctor():
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert f"{NAME}.core.sglang.plugin" in loaded
     assert [m for m in loaded if _part(m) not in ("core",)] == []
+    # the capture, the draft loader, the self-check, the family tables and the user-file readers wait for the trigger
+    # (a process that builds a ModelRunner): the launcher, the detokenizer and the DP controller never load them
+    at_trigger = {f"{NAME}.core.{m}" for m in ("sglang.target", "sglang.draft", "sglang.selfcheck", "families",
+                                               "capture", "manifest", "userfiles", "policy", "records")}
+    assert sorted(at_trigger & set(loaded)) == []
 
 
 def test_no_import_cycles_function_local_imports_included():

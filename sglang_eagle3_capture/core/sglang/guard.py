@@ -27,8 +27,6 @@ from ..after_import import when_imported
 from ..config_keys import CONVENTION_KEY, IDS_KEY, is_fail_closed
 from ..errors import Eagle3CaptureError, InputError
 from ..logs import get_logger
-from ..manifest import MANIFEST_FILENAME
-from ..userfiles import path_kind, read_json_object
 
 logger = get_logger(__name__)
 
@@ -46,6 +44,9 @@ def declares_layer_ids(draft_path: Any) -> str | None:
     refusing to start beats serving stock wiring to a draft whose declaration could not be read."""
     if not draft_path or not Path(str(draft_path)).is_dir():
         return None
+    from ..manifest import MANIFEST_FILENAME  # the readers only where a guard fires, not in every process
+    from ..userfiles import path_kind, read_json_object
+
     d = Path(str(draft_path))
     fix = "make it a readable JSON object, or serve a draft whose files can be read"
     if path_kind(d / MANIFEST_FILENAME, fix=fix) != "missing":

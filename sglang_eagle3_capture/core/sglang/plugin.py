@@ -6,7 +6,8 @@ SGLang's ``sglang.srt.plugins.load_plugins()`` calls it once per process: in the
 and the detokenizer. ``register()`` itself imports no SGLang model code: it arms a trigger (the release
 table's ``trigger_module``, a module only processes that build a ``ModelRunner`` import, before any model
 is resolved or loaded) that applies the target capture patch and the draft-head loader patch.
-Processes that never run a model pay nothing.
+Processes that never run a model pay nothing: the capture, the draft loader, the self-check and the family tables
+are imported at the trigger, not here (benchmarks/bench_import.py measures what this module imports).
 
 A release newer than the table is served unverified with the newest release's seams when every seam (names and
 parameter names, :func:`probe_release`) probes clean and the first-batch self-check (:mod:`.selfcheck`) is on:
@@ -33,12 +34,12 @@ from __future__ import annotations
 
 import os
 
-from .. import families, releases, seams
+from .. import releases, switches
 from ..after_import import when_imported
 from ..errors import DeploymentError, UnsupportedSGLangVersion, WiringError
 from ..logs import get_logger
 from ..releases.schema import Release
-from . import draft, guard, selfcheck, target
+from . import guard
 from .runtime import current_tp_rank
 
 logger = get_logger(__name__)
@@ -48,6 +49,8 @@ def _apply() -> None:
     """Apply the target capture patch and the draft-head loader patch; never raise into SGLang's import."""
     patched = []
     try:
+        from . import target  # at the trigger: only a process that builds a ModelRunner imports the capture
+
         if target.apply():
             patched.append(target.describe())
     except Exception as e:  # noqa: BLE001 - runs inside SGLang's own import of its ModelRunner: never break it
@@ -58,6 +61,8 @@ def _apply() -> None:
         logger.exception("eagle3-capture: target capture not patched: %s (startup guard %s; pid %d)", e,
                          "installed" if guard.is_armed() else "NOT installed", os.getpid())
     try:
+        from . import draft
+
         if draft.apply_draft_head_patch():
             patched.append("the EAGLE-3 draft-head loader (sglang_eagle3_capture.core.sglang.draft)")
     except Exception as e:  # noqa: BLE001 - same reason; the draft then loads as stock SGLang loads it
@@ -70,6 +75,9 @@ def _apply() -> None:
 def probe_release(release: Release) -> list[str]:
     """Import and probe every seam the plugin would patch under ``release`` (its own: resolution, draft side and
     self-check gate; every family's); one ``Owner.attr: problem`` line per seam that does not fit."""
+    from .. import families, seams
+    from . import selfcheck
+
     problems, every = [], (*release.seams, *selfcheck.gate_patch(release).seams,
                            *(s for f in families.all_families() for s in f.seams()))
     for seam in dict.fromkeys(every):  # each once (the gate's seams are the release's own)
@@ -138,12 +146,12 @@ def register() -> None:
     found = releases.installed_sglang_version()
     if releases.is_newer_than_table(found) and releases.unverified() != found:
         try:
-            check = selfcheck.enabled()
+            check = switches.read(switches.SELFCHECK)
         except DeploymentError as e:  # a value the switch parser does not read: not the check it needs
             raise _refuse_newer(found, e.problem) from None
         if not check:
-            raise _refuse_newer(found, f"{selfcheck.ENV}=0 turns off the first-batch self-check that stands in for "
-                                       "the missing verification")
+            raise _refuse_newer(found, f"{switches.SELFCHECK.name}=0 turns off the first-batch self-check that stands "
+                                       "in for the missing verification")
         when_imported(releases.newest().trigger_module, _apply_newer)
         _arm_metrics()
         return
