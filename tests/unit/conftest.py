@@ -4,6 +4,7 @@ tensors are tiny, and on a shared, loaded machine the extra OpenMP threads spin 
 with two threads, 7 s with one)."""
 
 import ipaddress
+import os
 import socket
 import sys
 
@@ -60,6 +61,15 @@ def _no_network(request, monkeypatch):
         return connect(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", local_only)
-    for key, value in OFFLINE_ENV.items():
-        monkeypatch.setenv(key, value)
+    saved = {key: os.environ.get(key) for key in OFFLINE_ENV}
+    os.environ.update(OFFLINE_ENV)
     yield
+    # Put back on os.environ as it is now, not through monkeypatch: datasets' Dataset.map(num_proc=...) (speculators'
+    # data preparation, fixtures/speculators_trained.py) rebinds os.environ to a copy taken during the test, so undoing
+    # on the object monkeypatch saw left PIP_NO_INDEX set for every later test of the process, and the network-marked
+    # ones could not download (tests/unit/test_vllm_release_seams_static.py, cold CI, 2026-12-04).
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
