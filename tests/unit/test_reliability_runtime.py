@@ -1,5 +1,5 @@
 """Issue 28's runtime classes, each over every reader, directory, switch and log line it applies to (no SGLang
-here; the TP collective is tests/inprocess/test_ranks_agree.py's, a real TP 2 start
+here; the TP collective is tests/engine/test_ranks_agree_engine.py's, a real TP 2 start
 tests/engine/test_ranks_agree_engine.py's):
 
 1. every file the settings report reads (draft and target config.json and tokenizer.json, the d2t tensor) is read
@@ -488,7 +488,7 @@ def test_any_rank_that_differs_refuses_the_deployment_on_every_rank(case, odd_ra
 
 def test_ranks_agree_states_what_this_process_serves(monkeypatch):
     """core/sglang/target.ranks_agree: the declared ids and the manifest this process's resolution recorded (the
-    gather itself is SGLang's TP CPU group: tests/inprocess/test_ranks_agree.py)."""
+    gather itself is SGLang's TP CPU group: tests/engine/test_ranks_agree_engine.py)."""
     seen = []
     monkeypatch.setattr(target_patch, "tp_all_gather", lambda mine: seen.append(mine) or [
         mine, DIFFERENT["other layer ids"]])
