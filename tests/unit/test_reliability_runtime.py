@@ -1,6 +1,6 @@
 """Issue 28's runtime classes, each over every reader, directory, switch and log line it applies to (no SGLang
-here; the TP collective is tests/engine/test_ranks_agree_engine.py's, a real TP 2 start
-tests/engine/test_ranks_agree_engine.py's):
+here; the TP collective over SGLang's TP CPU group is tests/engine/test_ranks_agree_engine.py's, a real TP 2 start
+tests/engine/test_plugin_engine.py's):
 
 1. every file the settings report reads (draft and target config.json and tokenizer.json, the d2t tensor) is read
    bounded and never blocks: a 256 MiB sparse file or a fifo at any of them costs no memory and no wait, and the
