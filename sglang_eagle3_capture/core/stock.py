@@ -34,12 +34,20 @@ from .config_keys import IDS_KEY, VLLM_FAIL_CLOSED_IDS, is_fail_closed, is_vllm_
 from .errors import FormatError, brief
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
-from .layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices, is_int, last_layer_id, layer_ids_of_loop
+from .layer_ids import (
+    EMBEDDING_LAYER_ID,
+    FINAL_NORM,
+    hidden_state_indices,
+    is_int,
+    is_layer_id,
+    last_layer_id,
+    layer_ids_of_loop,
+)
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 from .target_config import path_get
 
-__all__ = ["FailClosedIds", "StockCapture", "carries_final_norm", "default_low_mid_high_indices", "engine_capture",
-           "family_named", "stock_on_vllm", "stock_rule", "stock_sglang_capture", "vllm_fail_closed_ids"]
+__all__ = ["FailClosedIds", "StockCapture", "default_low_mid_high_indices", "engine_capture", "family_named",
+           "stock_on_vllm", "stock_rule", "stock_sglang_capture", "vllm_fail_closed_ids"]
 
 @dataclass(frozen=True)
 class StockCapture:
@@ -114,15 +122,15 @@ def _read_ids_like_sglang(draft_config: Mapping, file: Any) -> tuple[bool, list[
         return True, None
     use_aux = ec.get("use_aux_hidden_state", True)
     ids = ec.get(IDS_KEY)
-    if is_fail_closed(ids) or carries_final_norm(ids):
+    if is_fail_closed(ids) or _carries_final_norm(ids):
         return bool(use_aux), ids
     return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}", file)
 
 
-def carries_final_norm(ids: Any) -> bool:
+def _carries_final_norm(ids: Any) -> bool:
     """An id list of integers and this package's :data:`~.layer_ids.FINAL_NORM` (a list marked as layer ids may name
     the final norm's output; stock SGLang reads the string among its integers: :func:`_stock_on_token`)."""
-    return isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_int(i) or i == FINAL_NORM for i in ids)
+    return isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_layer_id(i) for i in ids)
 
 
 def _stock_on_token(rel: Release, fam: Family, ids: list, n: int) -> StockCapture:

@@ -355,7 +355,7 @@ class Session:
 
         if -1 not in self.check.layer_ids:
             return
-        params = tuple(self.check.family.forward_params)[1:]
+        params = self.check.family.forward_params[1:]
 
         def arg(name: str) -> Any:
             i = params.index(name)
@@ -453,8 +453,9 @@ class Session:
         f = self.check.family
         if lid == -1:
             return f.embed_tokens
-        return f"the final {f.final_norm}" if lid in (self.check.num_hidden_layers - 1, FINAL_NORM) else \
-            f"{f.layers}[{lid + 1}]"
+        if lid in (self.check.num_hidden_layers - 1, FINAL_NORM):
+            return f"the final {f.final_norm}"
+        return f"{f.layers}[{lid + 1}]"
 
     def _matches(self, chunk: Any, lid: int) -> str:
         for other, ref in self.refs.items():
