@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = "sglang_eagle3_capture.core.sglang.plugin"
 # What sglang.srt.plugins (which holds load_plugins) has imported before any plugin loads, of what the package uses.
-PRELOAD = "msgspec, packaging.version"
+PRELOAD = "packaging.version"
 SCHEDULER_EXTRA = ("sglang_eagle3_capture.observe.metrics", "sglang_eagle3_capture.observe.sglang_report",
                    "sglang_eagle3_capture.observe.dump")
 
