@@ -100,9 +100,9 @@ def test_the_vllm_plugin_wires_a_fail_closed_manifest_and_refuses_what_stock_vll
     with pytest.raises(WiringError) as e:  # not served in this process (Model Runner V2, an unserved release, ...)
         policy.decide_vllm(_deployment(draft, unserved="Model Runner V2 ran"))
     assert (e.value.file, e.value.field) == (manifest, "layer_ids")
-    with pytest.raises(WiringError) as e:  # 0.34: outside what the plugin serves
+    with pytest.raises(WiringError) as e:  # a release outside the table
         policy.decide_vllm(policy.VllmDeployment(**{**_deployment(draft).__dict__,
-                                                    "release": releases.vllm_get("0.34.0"), "version": "0.34.0"}))
+                                                    "release": releases.vllm_get("0.31.0"), "version": "0.31.0"}))
     assert (e.value.file, e.value.field) == (manifest, "layer_ids")
     config = json.loads((draft / "config.json").read_text())
     (draft / "config.json").write_text(json.dumps({**config, IDS_KEY: [0, 2, 5]}))  # stock vLLM: sorted, mis-fed

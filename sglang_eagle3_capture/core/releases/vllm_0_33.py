@@ -5,8 +5,10 @@ tests/unit/test_vllm_release_seams_static.py; not run, as no CPU build of 0.33 e
 - Model Runner V2, the default (``vllm/config/vllm.py`` l.730-767): ``v1/worker/gpu/spec_decode/eagle/eagle3_utils.py::
   get_eagle3_aux_layers_from_config`` (l.113-150) reads the top-level ``eagle_aux_hidden_state_layer_ids``, then
   ``eagle_config["layer_ids"]``; never the nested ``eagle_config["eagle_aux_hidden_state_layer_ids"]``, so an
-  SGLang/SpecForge draft silently gets the default ``(2, N//2, N-3)`` (logged at INFO only). The plugin does not serve
-  it: its gate refuses a draft with a manifest there (``VLLM_USE_V2_MODEL_RUNNER=0`` selects the V1 runner).
+  SGLang/SpecForge draft silently gets the default ``(2, N//2, N-3)`` (logged at INFO only). The plugin does not
+  patch it: its gate serves a manifest there only when V2's own capture of the loaded model is the manifest's
+  (``load_model`` l.385, ``set_eagle3_aux_hidden_state_layers`` l.414; ascending decoder-stream ids), else refuses
+  (``VLLM_USE_V2_MODEL_RUNNER=0`` selects the V1 runner, which the plugin feeds any manifest).
 - The V1 runner (``VLLM_USE_V2_MODEL_RUNNER=0``): ``v1/worker/gpu_model_runner.py::_get_eagle3_aux_layers_from_config``
   (l.5190-5225) reads the top-level key, then the nested ``eagle_aux_hidden_state_layer_ids``;
   ``_setup_eagle3_aux_hidden_state_outputs`` l.5169, ``_model_forward`` l.3586, as in 0.32.

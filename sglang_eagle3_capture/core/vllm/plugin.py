@@ -9,7 +9,8 @@ so ``register()`` never raises. It imports no vLLM module: it arms, through the 
 - the gate (``vllm.gate``: ``Worker.load_model``) whenever vLLM's worker module is imported, for every release: a draft
   that declares layer ids is fed exactly by this plugin or refused when the worker loads the model;
 - the capture patch (``vllm.resolve`` and ``vllm.feed`` on the V1 ``GPUModelRunner``) when the runner module is
-  imported, for a release the table supports, and for a release newer than the table when every seam probes clean
+  imported, for a release the table supports that has that runner (on Model Runner V2 the gate verifies vLLM's own
+  capture instead, :func:`wiring.verify_v2`), and for a release newer than the table when every seam probes clean
   (names and parameter names) and the first-batch self-check is on (it then proves the wiring on the first batch of
   every worker), as on SGLang. Every seam set is applied all or nothing through the one patch engine
   (:mod:`sglang_eagle3_capture.core.seams`); the acceptance alarm on vLLM's own counters
@@ -122,6 +123,10 @@ def register() -> None:
         logger.exception("eagle3-capture: the vLLM plugin did not arm (pid %d): %s", os.getpid(), e)
 
 
+def _has(release: VllmRelease, role: str) -> bool:
+    return any(s.role == role for s in release.seams)
+
+
 def _register() -> None:
     _log_to_stderr()
     found = releases.installed_vllm_version()
@@ -131,11 +136,15 @@ def _register() -> None:
     when_imported(gate_release.seam("vllm.gate").module, lambda: _apply_gate(gate_release))
     if release is not None and release.supported:
         wiring.set_state(release, "the V1 model runner was never imported in this process")
-        when_imported(release.trigger_module, lambda: _apply_capture(release, None))
+        if _has(release, "vllm.resolve"):  # a release without the V1 runner: the gate verifies Model Runner V2
+            when_imported(release.trigger_module, lambda: _apply_capture(release, None))
         when_imported(release.seam("vllm.metrics.init").module, lambda: _apply_metrics(release))
     elif _newer(found):
+        # newer than the table: the V1 capture patch of the newest release that has one, when its seams probe clean
+        # (Model Runner V2 is verified only on releases in the table)
+        v1 = [r for r in releases.vllm_supported() if _has(r, "vllm.resolve")][-1]
         wiring.set_state(None, "the V1 model runner was never imported in this process")
-        when_imported(newest.trigger_module, lambda: _apply_capture(newest, found))
+        when_imported(v1.trigger_module, lambda: _apply_capture(v1, found))
     else:
         why = release.refused_because if release is not None else "not in the vLLM release table"
         wiring.set_state(release, f"vLLM {found} is not served: {why}")

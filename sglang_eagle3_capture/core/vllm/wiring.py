@@ -14,14 +14,17 @@
   concatenates its own list (``gpu_model_runner.py:4955-4993``). The first real batch of each worker runs the
   first-batch self-check here, eagerly (``skip_compiled`` and no CUDA graph for that forward).
 - ``vllm.gate``, ``Worker.load_model`` (every runner, every release): after the model loaded, a draft that declares
-  layer ids and whose runner the plugin did not wire (Model Runner V2, a release outside the table, a seam that did
-  not fit) is refused (:func:`policy.decide_vllm`), so it is never served with stock vLLM's reading.
+  layer ids and whose runner the plugin did not wire (a release outside the table, a seam that did not fit) is refused
+  (:func:`policy.decide_vllm`), so it is never served with stock vLLM's reading. On Model Runner V2 (the release's
+  ``vllm.v2`` seam), which the plugin does not patch, :func:`verify_v2` serves the draft only when vLLM's own capture
+  feeds its fc exactly the manifest's states in fc order, read on the loaded model; else it refuses.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -29,8 +32,8 @@ from typing import Any
 from .. import policy, releases
 from ..capture import plan_capture, to_fc_order
 from ..config_keys import IDS_KEY
-from ..errors import WiringError
-from ..layer_ids import EMBEDDING_LAYER_ID
+from ..errors import DeploymentError, WiringError
+from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices
 from ..logs import get_logger
 from ..manifest import check_fc_width, find_manifest
 from ..releases.schema import NORM_OPERANDS, VllmRelease
@@ -193,14 +196,69 @@ class _eager:
             self.ctx.skip_compiled, self.ctx.cudagraph_runtime_mode = self.saved
 
 
+def _v2_release(runner: Any) -> VllmRelease | None:
+    """The supported release whose Model Runner V2 ``runner`` is (its ``vllm.v2`` seam's class in the MRO), or None."""
+    release = releases.vllm_get(releases.installed_vllm_version())
+    if release is None or not release.supported or not any(s.role == "vllm.v2" for s in release.seams):
+        return None
+    seam = release.seam("vllm.v2")
+    is_v2 = any(c.__module__ == seam.module and c.__name__ == seam.owner for c in type(runner).__mro__)
+    return release if is_v2 else None
+
+
+def verify_v2(worker: Any, runner: Any, spec: Any, release: VllmRelease, load: Any) -> None:
+    """Model Runner V2 runs ``load`` (the model and the drafter) with vLLM's own capture, which the plugin serves only
+    when it feeds the fc exactly the manifest's states in fc order: decoder-stream states in ascending order (V2
+    concatenates its captures by index, ``spec_decode/target_dependent_ar/speculator.py``), not the embedding on a
+    family that captures inline. Checked on the manifest before ``load`` (so a fail-closed config.json never reaches
+    vLLM's reader) and on the loaded model after it (the indices it captures, the fc's width); else refused."""
+    d = deployment(spec, worker.vllm_config.model_config.hf_config, None)
+    decision = policy.decide_vllm(replace(d, release=release))
+    if decision.layer_ids is None:
+        return load()
+    ids, m = decision.layer_ids, d.manifest
+    if FINAL_NORM in ids:
+        _refuse_v2(decision, release, d.draft, f"'{FINAL_NORM}' is not a state Model Runner V2 captures (index N is "
+                   "the last layer's output before the final norm)")
+    if EMBEDDING_LAYER_ID in ids and decision.family.name in release.embedding_crashes:
+        _refuse_v2(decision, release, d.draft, f"vLLM captures inline on {decision.family.name} and fails at index 0 "
+                   "(the embedding)")
+    if list(ids) != sorted(set(ids)):
+        _refuse_v2(decision, release, d.draft, "Model Runner V2 concatenates its captures in ascending layer order")
+    load()
+    check_fc_width(m, int(runner.speculator.model.model.fc.input_size), file=m.path, field="layer_ids")
+    wanted = tuple(hidden_state_indices(ids))
+    captured = tuple(sorted(set(getattr(decoder_stack(runner.model), release.stack["aux_layers"]))))
+    if captured != wanted:
+        _refuse_v2(decision, release, d.draft, f"the loaded model captures the vLLM indices {list(captured)}, the "
+                   f"manifest needs {list(wanted)}")
+    logger.info("eagle3-capture: vLLM %s runs %s with %s speculative tokens on Model Runner V2 (not patched): vLLM's "
+                "own capture feeds the draft's fc layer ids %s (from %s: field '%s') = vLLM indices %s, verified on "
+                "the loaded model (pid %d)", release.version, spec.method, spec.num_speculative_tokens, list(ids),
+                decision.file, decision.field, list(wanted), os.getpid())
+
+
+def _refuse_v2(decision: Any, release: VllmRelease, draft: str, why: str) -> None:
+    v1 = any(s.role == "vllm.resolve" for s in release.seams)
+    raise DeploymentError(decision.file, decision.field, f"is {list(decision.layer_ids)}, which vLLM "
+                          f"{release.version}'s Model Runner V2 cannot feed the fc exactly: {why}",
+                          ("set VLLM_USE_V2_MODEL_RUNNER=0 (the plugin feeds any manifest through the V1 runner), or "
+                           if v1 else "") + "serve the draft with SGLang and the sglang-eagle3-capture plugin; for "
+                          f"ascending decoder-layer ids, `sglang-eagle3-capture manifest write {draft} --force "
+                          "--fail-closed` writes the top-level ids Model Runner V2 reads")
+
+
 def _gate(original: Any) -> Any:
     @functools.wraps(original)
     def load_model(self, *args, **kwargs):
-        original(self, *args, **kwargs)
         spec = getattr(self.vllm_config, "speculative_config", None)
+        runner = getattr(self, "model_runner", None)
+        v2 = _v2_release(runner) if _is_eagle3(spec) and runner is not None else None
+        if v2 is not None:
+            return verify_v2(self, runner, spec, v2, lambda: original(self, *args, **kwargs))
+        original(self, *args, **kwargs)
         if not _is_eagle3(spec):
             return
-        runner = getattr(self, "model_runner", None)
         wired = runner is not None and hasattr(runner, PLAN)
         unserved = None if wired else (_STATE["unserved"] or f"this worker's model runner "
                                        f"({type(runner).__name__} in {type(runner).__module__}) is not the one the "
@@ -252,4 +310,4 @@ def _arm(stack: Any, plan: Any, n: int, where: str, release: VllmRelease) -> Vll
 
 
 __all__ = ["CHECK", "EMBED", "PLAN", "WRAPPERS", "VllmSelfCheck", "decoder_stack", "deployment", "fc_input", "resolve",
-           "set_state"]
+           "set_state", "verify_v2"]

@@ -10,6 +10,10 @@ variables, read when a process starts (vLLM spawns its engine and worker process
 - ``EAGLE3_TEST_SABOTAGE=permute``: after the plugin configured the capture, its plan's first two fc chunks are
   swapped (a mis-wired capture the first-batch self-check must refuse); ``unwire``: the plugin's capture patch is
   reverted before the model loads (a runner the plugin did not wire, which its gate must refuse);
+- ``EAGLE3_TEST_FORCE_V2=1`` (set for the worker process, not per run): Model Runner V2 passes vLLM's config check on
+  this CPU, which has no Triton CPU backend: V2 builds and loads the model (the gate's verification runs), and the
+  first batch then fails in a Triton kernel; ``EAGLE3_TEST_SABOTAGE=v2-default``: after V2 set the captured indices
+  from config.json, the model's own default is put in their place (vLLM's silent fallback, on a loaded model);
 - ``EAGLE3_TEST_BREAK_PLUGIN=1``: importing the plugin's entry-point module raises, as a plugin broken in the
   server's environment would (vLLM's ``load_general_plugins`` logs it and serves on).
 """
@@ -113,16 +117,42 @@ def _worker_errors(out_dir: str) -> None:
     CPUWorker.load_model = load_model
 
 
+def _force_v2() -> None:
+    """Model Runner V2 on this CPU: vLLM's config refuses it without a Triton CPU backend (``config/vllm.py:3189``,
+    ``_validate_v2_model_runner``); the check is skipped, so V2's runner builds and loads the model."""
+    import vllm.config.vllm as config
+
+    config.HAS_TRITON = True
+    print(f"TEST: Model Runner V2 forced without Triton (pid {os.getpid()})", flush=True)
+
+
+def _v2_default() -> None:
+    import vllm.v1.worker.gpu.model_runner as v2
+
+    original = v2.set_eagle3_aux_hidden_state_layers
+
+    def set_eagle3_aux_hidden_state_layers(model, spec_config):
+        original(model, spec_config)
+        model.set_aux_hidden_state_layers(model.get_eagle3_default_aux_hidden_state_layers())
+        print(f"TEST SABOTAGE v2-default: the model captures its default layers (pid {os.getpid()})", flush=True)
+
+    v2.set_eagle3_aux_hidden_state_layers = set_eagle3_aux_hidden_state_layers
+
+
 def _install() -> None:
     if os.environ.get("EAGLE3_TEST_BREAK_PLUGIN") == "1":
         sys.modules.pop(PLUGIN_MODULE, None)
         sys.meta_path.insert(0, _BrokenPlugin())
     from sglang_eagle3_capture.core.after_import import when_imported
+    if os.environ.get("EAGLE3_TEST_FORCE_V2") == "1":
+        when_imported("vllm.config.vllm", _force_v2)
     spy = os.environ.get("EAGLE3_TEST_FC_SPY")
     if spy:
         when_imported("vllm.model_executor.models.llama_eagle3", lambda: _spy(spy))
     errors, sabotage = os.environ.get("EAGLE3_TEST_ERRORS"), os.environ.get("EAGLE3_TEST_SABOTAGE")
-    if errors or sabotage:
+    if sabotage == "v2-default":
+        when_imported("vllm.v1.worker.gpu.model_runner", _v2_default)
+    elif errors or sabotage:
         when_imported("vllm.v1.worker.cpu_model_runner", lambda: _errors_and_sabotage(errors, sabotage))
     if errors:
         when_imported("vllm.v1.worker.cpu_worker", lambda: _worker_errors(errors))
