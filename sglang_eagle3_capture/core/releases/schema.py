@@ -62,7 +62,8 @@ class VllmRelease:
     """What the vLLM plugin relies on in one vLLM release: the seams of the model runner it serves (``seams``:
     resolution, feed, the worker-level gate), the module whose import arms the patch, and the readers of stock vLLM
     (what each of its model runners feeds a draft config, for the doctor). ``runner``: the runner the seams belong to
-    (the V1 ``GPUModelRunner``); a deployment that runs another (Model Runner V2) is refused by the gate."""
+    (the V1 ``GPUModelRunner``); on Model Runner V2 (the ``vllm.v2`` seam's class) the gate verifies vLLM's own
+    capture instead."""
 
     version: str
     built: str
