@@ -108,12 +108,9 @@ class Figures:
     def __post_init__(self) -> None:
         self.walk, self.start = Tally(self.setting.steps), Tally(self.setting.steps)
 
-    def add(self, accepted, starts=None) -> None:
-        """One batch's accepted draft tokens per row (``-1``: no rollout there); ``starts``: the rows where a served
-        walk may begin (default: every rollout row)."""
-        import torch
-
-        for n in _walk(accepted if starts is None else torch.where(starts, accepted, -1)):
+    def add(self, accepted) -> None:
+        """One batch's accepted draft tokens per row (``-1``: no rollout there)."""
+        for n in _walk(accepted):
             self.walk.record(n)
         for n in accepted[accepted >= 0].tolist():
             self.start.record(n)
