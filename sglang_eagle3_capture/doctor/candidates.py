@@ -49,7 +49,6 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        """All names this wiring goes by, joined."""
         return " = ".join(self.names)
 
     @property

@@ -57,7 +57,6 @@ class ConvertReport:
     messages: tuple[str, ...]
 
     def lines(self) -> list[str]:
-        """Human-readable summary, one item per line."""
         out = [f"converted {self.source_format} draft {self.src} -> {self.dst}",
                f"layer ids {list(self.manifest.layer_ids)} (provenance: {self.manifest.provenance.get('source')})"]
         prefixes = ", ".join(sorted({a.split(".")[0] for a, _ in self.renamed}))

@@ -40,7 +40,6 @@ class Written:
     config_written: bool = False  # --fail-closed rewrote config.json
 
     def lines(self) -> list[str]:
-        """The command's report."""
         m = self.manifest
         checked = "fc width checked" if self.fc_checked else "no weights in DRAFT_DIR: fc width not checked"
         out = [f"wrote {self.path}: layer ids {list(m.layer_ids)} for {m.target_architecture} "

@@ -101,7 +101,6 @@ class VocabGap:
                 "why_not_computed": None if self.exact else self.why}
 
     def lines(self) -> list[str]:
-        """Human-readable report (``verify``'s ``vocabulary:`` block)."""
         n, v = self.draft_vocab_size, int(self.in_vocab.shape[0])
         out = [f"draft vocabulary {n} of {v} target ids: {self.oov_fraction:.1%} of the scored target tokens "
                f"({self.out_of_vocab} of {self.positions}) are outside it; served, they are always rejected",

@@ -1,12 +1,11 @@
 """Capture dump for debugging deployments: what the target really feeds the draft's fc, per rank
-(``SGLANG_EAGLE3_CAPTURE_DUMP=DIR``; docs/how-it-works.md, "The capture dump",: what it holds, why private).
+(``SGLANG_EAGLE3_CAPTURE_DUMP=DIR``; docs/how-it-works.md, "The capture dump": what it holds, why private).
 
 Each batch is ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.safetensors`` plus ``.json`` metadata (read back by ``compare`` as
 :mod:`sglang_eagle3_capture.doctor.dump_schema` declares). ``RUN`` keeps one server run's files from overwriting
-another's even when a fresh container reuses the pid. Each file is written atomically through the directory opened
-once, the ``.json`` first and removed again when its tensors cannot be written, so a reader never sees a torn batch.
-The dump never stops serving: any failure logs one ERROR and turns it off for that process. Batches run inside
-CUDA-graph capture or torch.compile tracing are not dumped (the graphs replay without Python)."""
+another's even when a fresh container reuses the pid. The dump never stops serving: any failure logs one ERROR and
+turns it off for that process. Batches run inside CUDA-graph capture or torch.compile tracing are not dumped (the
+graphs replay without Python)."""
 
 from __future__ import annotations
 

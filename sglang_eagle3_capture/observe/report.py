@@ -27,8 +27,6 @@ from ..core.userfiles import MAX_JSON_BYTES, is_file, open_regular, parse_json, 
 STRICT_ENV = switches.STRICT.name
 REPORT_ENV = switches.REPORT.name
 REPORT_FILENAME = "setup-report.json"
-# under SGLANG_EAGLE3_CAPTURE_DUMP when that is set, in a subdirectory: the dump's own readers take every *.json there
-# as a batch's metadata
 REPORT_SUBDIR = "report"
 REWRITTEN, CONTRADICTION = "rewritten", "contradiction"
 
@@ -123,13 +121,11 @@ class SetupReport:
         return not self.findings
 
     def to_dict(self) -> dict:
-        """JSON-ready form (the file the server writes)."""
         return {"sglang": self.release, "changes_read_from": self.how, "settings": self.settings,
                 "trained": self.trained, "findings": [asdict(f) for f in self.findings], "notes": self.notes,
                 "unread": self.unread, "ok": self.ok}
 
     def lines(self) -> list[str]:
-        """The report as log lines (one block)."""
         out = [f"speculative setup (SGLang {self.release}; changes read from {self.how}):"]
         for r in self.settings:
             asked = "not given" if r["requested"] is None else "not known" if r["requested"] == "?" else \
