@@ -60,7 +60,6 @@ class Sample:
     fc_chunks: tuple[int, ...]
     target_chunk: int | None
     chunk_layer_ids: tuple[int | None, ...] = field(default=())
-    mask_source: str = ""  # where the loss mask was read ("" when the sample has none)
 
     @property
     def seq_len(self) -> int:
@@ -327,26 +326,26 @@ def _read_hs_safetensors(path: Path) -> Sample:
         raise SampleError(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0",
                           REGENERATE)
     ids = _rows(d["token_ids"], "token_ids", path, hs.shape[0]).long()
-    mask, source = _table_mask(path, ids)
+    mask = _table_mask(path, ids)
     if mask is None and d["loss_mask"] is not None:
-        mask, source = _rows(d["loss_mask"], "loss_mask", path, hs.shape[0]) != 0, "the sample file"
+        mask = _rows(d["loss_mask"], "loss_mask", path, hs.shape[0]) != 0
     n = hs.shape[1]
     return Sample(
         path=path, layout=HS_SAFETENSORS, input_ids=ids, loss_mask=mask,
         chunks=tuple(hs[:, i] for i in range(n)),
         chunk_names=tuple(f"hidden_states[:, {i}]" for i in range(n)),
-        fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=(None,) * n, mask_source=source,
+        fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=(None,) * n,
     )
 
 
-def _table_mask(path: Path, ids) -> tuple[object | None, str]:
-    """Row ``i``'s loss mask from speculators' datasets table, and where it was read; ``(None, "")`` without one."""
+def _table_mask(path: Path, ids) -> object | None:
+    """Row ``i``'s loss mask from speculators' datasets table; None when the file does not sit beside one."""
     import torch
 
     root = path.parent.parent
     state = root / TABLE_STATE
     if path.parent.name != TABLE_HS_DIR or path_kind(state, error=SampleError) == "missing":
-        return None, ""
+        return None
     index = path.name[len("hs_"):-len(".safetensors")]
     if not index.isdecimal() or not index.isascii():
         raise SampleError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
@@ -357,7 +356,7 @@ def _table_mask(path: Path, ids) -> tuple[object | None, str]:
     if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
         raise SampleError(path, "token_ids", f"differ from input_ids of row {index} of the datasets table in "
                           f"{root} (speculators' trainer skips such a sample)", f"{REGENERATE}, or {TABLE_FIX}")
-    return mask, f"row {index} of the datasets table in {root}"
+    return mask
 
 
 @dataclass(frozen=True)
