@@ -2,8 +2,11 @@
 
 The declared wiring is the draft's manifest, or what its ``config.json`` reads as (:mod:`.formats`); what stock
 SGLang feeds comes only from :func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`, per release in
-:mod:`.release_table`. With launch_server arguments the server's own checks (:mod:`sglang_eagle3_capture.core.launch`)
-run here too. Verdicts and exit codes: docs/setup-report.md."""
+:mod:`.release_table`. The verdict is for the release the draft would be served with, with the plugin when it is
+active here (else, or with ``--stock``, stock SGLang's): ``consistent``, ``mis-wired``, ``crash``,
+``refused-at-startup``, ``refused`` (the plugin's policy or loader), ``ambiguous`` (exit 3) or, with launch_server
+arguments, ``contradiction``; those run the server's own checks (:mod:`sglang_eagle3_capture.core.launch`) here.
+docs/troubleshooting.md section 1 and docs/setup-report.md show the output."""
 
 from __future__ import annotations
 
@@ -68,7 +71,7 @@ class InspectReport:
     summary: str = ""
     plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)
     setup: Any = None  # setup_report.SetupReport, when launch_server arguments were given
-    stock_outcome: str = ""  # without the plugin, on every supported release (see the module doc)
+    stock_outcome: str = ""  # without the plugin, every supported release: fed exactly, refuses, or mis-fed
     vllm_outcome: str = ""  # without the vLLM plugin, on every vLLM runner of the vLLM release table
     refusal: dict | None = None  # (file, field, problem, fix) of what the plugin would refuse at startup, if anything
 
@@ -79,7 +82,7 @@ class InspectReport:
 
     @property
     def ambiguous(self) -> bool:
-        """True when the declared wiring cannot be read from the checkpoint (see the module doc)."""
+        """True when the declared wiring cannot be read from the checkpoint."""
         return self.verdict == "ambiguous"
 
     def to_dict(self) -> dict:
