@@ -109,7 +109,7 @@ def plugin_active(environ: Mapping[str, str] | None = None) -> bool:
     return plugin_installed() and (not allowed or PLUGIN_ENTRY_POINT[1] in allowed)
 
 
-def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...], at_startup: bool = False) -> str:
+def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...], at_startup: bool) -> str:
     if problem:
         return "refused-at-startup" if at_startup else "crash"
     return "consistent" if tuple(fed) == tuple(declared) else "mis-wired"
@@ -322,7 +322,7 @@ def _fc_width_check(draft: Path, manifest: Any) -> str:
 _SAFE = ("consistent", "refused-at-startup")  # what stock SGLang does that needs no plugin to prevent
 
 
-def _decide(report: InspectReport, refusal: str | None = None, plugin_ids: tuple[int, ...] | None = None) -> None:
+def _decide(report: InspectReport, refusal: str | None, plugin_ids: tuple[int, ...] | None) -> None:
     _decide_stock(report, refusal)
     if report.plugin_active:
         version = report.serving_release
@@ -348,7 +348,7 @@ def _decide(report: InspectReport, refusal: str | None = None, plugin_ids: tuple
             report.verdict = "contradiction"
 
 
-def _decide_stock(report: InspectReport, refusal: str | None = None) -> None:
+def _decide_stock(report: InspectReport, refusal: str | None) -> None:
     version = report.serving_release
     current = next(r for r in report.readings if r.name == f"stock SGLang {version}")
     report.verdict = current.status
