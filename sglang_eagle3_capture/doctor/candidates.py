@@ -1,27 +1,11 @@
 """Candidate wirings for ``verify``: every fc input that can be built from a sample's stored tensors.
 
-A wiring is a tuple of :class:`Source` (one per fc chunk): a stored chunk, the embedding lookup of
-the input ids (the embedding output, exactly, so it is always buildable), or zeros. Candidates:
-
-- the manifest's ids, mapped to stored chunks by their layer ids (:func:`label_fc_inputs`: what the data
-  declares, e.g. speculators' legacy ``data_config.json``, and the exact embedding check; when the data does not
-  name its layers, the draft's training record or, without one, the manifest names the chunks the training
-  pipeline fed the fc). Every wiring is built from the same labels, so a stock reading with the manifest's ids is
-  the manifest's row;
-- the training pipeline's own fc input;
-- what each stock SGLang release in the table / the no-ids default would feed (when those layers are stored);
-- the manifest's ids shifted by one either way, and the stored order shifted by one;
-- with / without the embedding (embedding slot zeroed, or the embedding put first);
-- every ascending choice of K stored tensors (capture loops append in ascending order), up to a cap;
-- all zeros (what the draft predicts from the tokens alone).
-
-Candidates with a zero chunk are *references* (how much the draft uses that input), not wirings an
-engine could feed; ``verify``'s verdict compares the manifest's wiring with the others only.
-Candidates with the same sources are merged (their names joined). A stored tensor that is an exact copy of an
-earlier one (``aliases``; speculators stores the last layer twice when the fc takes it: as an fc input and again as
-the target state) is read as that earlier one, so wirings that differ only in which copy they read are one wiring:
-no data can tell them apart.
-"""
+A wiring is a tuple of :class:`Source` (one per fc chunk): a stored chunk, the embedding lookup, or zeros.
+Candidates: the manifest's ids, the training pipeline's own fc input, each stock reading, the ids and the stored
+order shifted by one, with and without the embedding, every ascending choice of K stored tensors (up to a cap),
+and all zeros. Candidates with a zero chunk are *references* (how much the draft uses that input), not wirings
+an engine could feed. A stored tensor that is an exact copy of an earlier one (speculators stores the last layer
+twice when the fc takes it) is read as that one, since no data can tell the two apart."""
 
 from __future__ import annotations
 
@@ -65,17 +49,14 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        """All names this wiring goes by, joined."""
         return " = ".join(self.names)
 
     @property
     def top1(self) -> float:
-        """Teacher-forced top-1 accuracy."""
         return self.correct_top1 / self.positions if self.positions else 0.0
 
     @property
     def topk(self) -> float:
-        """Teacher-forced top-k accuracy."""
         return self.correct_topk / self.positions if self.positions else 0.0
 
 
@@ -92,8 +73,7 @@ class CandidateSet:
     aliases: dict = field(default_factory=dict)  # stored chunk index -> the earlier chunk it is an exact copy of
 
     def add(self, name: str, sources: Sequence[Source] | None, layer_ids=None, why: str = "") -> Candidate | None:
-        """Add (or merge into an existing candidate with the same sources, copies read as their originals);
-        ``None`` sources = unbuildable."""
+        """Add, or merge into a candidate with the same sources; ``None`` sources = unbuildable."""
         if sources is None:
             key = f"{list(layer_ids) if layer_ids is not None else ''}|{why}"
             if key in self._unbuilt:  # same ids, same reason: one line naming every wiring
@@ -118,8 +98,7 @@ class CandidateSet:
 
 def chunk_identities(layer_ids_from_data: Sequence[int | None],
                      embedding_chunks: Sequence[int]) -> tuple[list, list[str]]:
-    """Layer id of each stored chunk (``None`` unknown), trusting the data's ids only where the embedding check
-    agrees."""
+    """Layer id of each stored chunk, trusting the data's ids only where the embedding check agrees."""
     ids, notes = list(layer_ids_from_data), []
     for i, lid in enumerate(ids):
         if lid == EMBEDDING_LAYER_ID and i not in embedding_chunks:
@@ -146,12 +125,9 @@ class Labels:
 
 def label_fc_inputs(ids: Sequence[int | None], fc_chunks: Sequence[int], declared: Sequence[int | str],
                     recorded: tuple[Sequence[int], str] | None, data_ids: Sequence[int | None]) -> Labels:
-    """``ids`` (after :func:`chunk_identities`) with the fc chunks named when the data names none of its stored
-    tensors (``data_ids``, the sample's own ``chunk_layer_ids``, all ``None``): by ``recorded`` (``(layer ids,
-    where)``: the ids the draft's training config gave its trainer, so the ones its data stored) when there is such a
-    record, else by the ``declared`` ids (an assumption, said in a note). A record that differs from ``declared`` is
-    the contradiction: the manifest names other inputs than the draft was trained on. Data that names its tensors is
-    taken as it is (a label the embedding check refuted stays unknown)."""
+    """``ids`` with the fc chunks named when the data names none: by ``recorded`` (the ids the draft's trainer was
+    given) when there is such a record, else by ``declared`` (an assumption, said in a note). A record that differs
+    from ``declared`` is the contradiction. Data that names its tensors is taken as it is."""
     out = list(ids)
     if any(i is not None for i in data_ids) or all(out[i] is not None for i in fc_chunks):
         return Labels(out, [])
@@ -200,12 +176,7 @@ def _by_layer(layer_ids: Sequence[int], chunk_ids: Sequence[int | None]) -> tupl
 def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Sequence[tuple[str, Sequence[int]]],
                      chunk_ids: Sequence[int | None], fc_chunks: Sequence[int], max_combinations: int = 64,
                      aliases: dict[int, int] | None = None) -> CandidateSet:
-    """All candidate wirings for a K-chunk fc (K = ``len(manifest_ids)``); see the module doc.
-
-    ``stock`` lists ``(name, fed layer ids)`` for the stock-SGLang readings; ``chunk_ids`` the layer id of each
-    stored chunk (``None`` unknown, after :func:`chunk_identities` and :func:`label_fc_inputs`); ``aliases`` maps a
-    stored chunk that is an exact copy of an earlier one to that one (:func:`copies`).
-    """
+    """All candidate wirings for a K-chunk fc (K = ``len(manifest_ids)``); ``aliases``: :func:`copies`."""
     k, n_chunks = len(manifest_ids), len(chunk_ids)
     cs = CandidateSet(aliases=dict(aliases or {}))
     m_sources, why = _by_layer(manifest_ids, chunk_ids)
@@ -265,8 +236,7 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
 
 
 def copies(samples: Sequence[Any]) -> dict[int, int]:
-    """``{j: i}`` for every stored chunk ``j`` that equals an earlier chunk ``i`` exactly (``torch.equal``) in every
-    one of ``samples`` (objects with ``chunks``); ``i`` is the first such chunk."""
+    """``{j: i}`` for every stored chunk ``j`` that equals an earlier chunk ``i`` exactly in every sample."""
     import torch
 
     n = len(samples[0].chunks)

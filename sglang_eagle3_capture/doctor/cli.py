@@ -1,20 +1,9 @@
 """Command line: ``sglang-eagle3-capture`` (also ``python -m sglang_eagle3_capture``): argparse and printing.
 
-Subcommands: ``manifest write|show``, ``convert``, and the wiring doctor ``inspect`` (:mod:`.inspect`),
-``verify`` (:mod:`.verify`) and ``compare`` (:mod:`.compare`). Exit status, the same for every subcommand:
-
-====  =========================================================================================
-0     consistent (or done)
-1     mis-wired: the wiring the draft was trained on is not what would be / was fed
-2     bad input: one line on stderr naming the file, the field and the fix (the error's ``exit_code``)
-3     ambiguous: the draft's config means different layers depending on the release or trainer
-      it was trained with, and nothing in the checkpoint settles it (``inspect``)
-70    a bug in this package: one line naming what failed and the file holding the full traceback
-====  =========================================================================================
-
-Other modules add subcommands through :data:`SUBCOMMAND_MODULES`. Heavy imports (torch, safetensors) happen
-inside the commands that need them.
-"""
+Exit status, the same for every subcommand: 0 consistent (or done), 1 mis-wired, 2 bad input (one line naming the
+file, the field and the fix), 3 ambiguous, 70 a bug (one line naming the file with the traceback); docs/threat-model.md
+has the full table. Other modules add subcommands through :data:`SUBCOMMAND_MODULES`. Heavy imports (torch,
+safetensors) happen inside the commands that need them."""
 
 from __future__ import annotations
 
@@ -61,8 +50,7 @@ _LAYER_ID = re.compile(r"\s*(-?[0-9]{1,9}|" + FINAL_NORM + r")\s*")
 
 
 def parse_layer_ids(text: str) -> list[int | str]:
-    """``"-1,2,final_norm"`` -> ``[-1, 2, "final_norm"]`` (ASCII digits, or the token); anything else is a
-    :class:`UsageError` naming the option."""
+    """``"-1,2,final_norm"`` -> ``[-1, 2, "final_norm"]``; anything else is a :class:`UsageError` naming the option."""
     parts = text.split(",")
     bad = next((part for part in parts if not _LAYER_ID.fullmatch(part)), None)
     if bad is not None:
@@ -124,8 +112,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _print(*lines: str) -> None:
-    """Print each line with control characters and unprintable code points escaped: a value read from a file (a
-    provenance note, a path) can neither run terminal escapes nor forge a line of the report."""
+    """Print each line with control characters and unprintable code points escaped, so a value read from a file
+    can neither run terminal escapes nor forge a line of the report."""
     for line in lines:
         print(shown(line))
 
@@ -293,7 +281,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``manifest write``, ``manifest show`` and ``convert``."""
     man = subparsers.add_parser("manifest", help="write or show a draft's layer manifest")
     msub = man.add_subparsers(dest="manifest_command", required=True, metavar="{write,show}")
     w = msub.add_parser("write", help="write DRAFT_DIR/eagle3_manifest.json")
@@ -329,7 +316,6 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``inspect``, ``verify`` and ``compare``."""
     i = subparsers.add_parser("inspect", help="the draft's manifest next to what stock SGLang would feed it")
     i.add_argument("draft_dir", metavar="DRAFT_DIR")
     i.add_argument("--target", metavar="TARGET", help="target model directory or its config.json (checked against "
@@ -437,7 +423,6 @@ def _number_in(lo: float, hi: float):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser with every subcommand."""
     parser = _Parser(prog=PROG, description="Explicit, checked EAGLE-3 hidden-state wiring for SGLang")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_manifest_and_convert(sub)
@@ -472,8 +457,8 @@ def _report_bug(exc: BaseException) -> int:
 
 
 def _to_devnull(stream) -> None:
-    """Point ``stream``'s file descriptor at /dev/null, so nothing more written or flushed there fails (also not the
-    interpreter's own flush at exit, which would turn the status into 120)."""
+    """Point ``stream``'s fd at /dev/null, so nothing more written there fails (not even the interpreter's flush at
+    exit, which would turn the status into 120)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, stream.fileno())
@@ -483,10 +468,9 @@ def _to_devnull(stream) -> None:
 
 
 class _Guarded:
-    """stdout or stderr for one command: a write or flush that fails (``>/dev/full``, an I/O error, a stream closed
-    under it) is remembered and what follows is dropped, so the command runs on and its status is its own. Only
-    stdout's broken pipe (its reader went away, ``... | head``) still raises: the command stops quietly, as ``cat``
-    would (:data:`EXIT_BROKEN_PIPE`)."""
+    """stdout or stderr for one command: a failed write or flush (``>/dev/full``, an I/O error) is remembered and
+    what follows dropped, so the status is the command's own. Only stdout's broken pipe still raises: the command
+    stops quietly, as ``cat`` would (:data:`EXIT_BROKEN_PIPE`)."""
 
     def __init__(self, inner, *, pipe_stops: bool) -> None:
         self.inner, self.pipe_stops, self.failed = inner, pipe_stops, None
@@ -515,9 +499,8 @@ class _Guarded:
 
 
 def _open_standard_fds() -> None:
-    """A closed fd 0, 1 or 2 (``>&-``, ``2>&-``) becomes /dev/null: otherwise Python sets ``sys.stdout`` or
-    ``sys.stderr`` to None (``print(file=None)`` then writes the error line to stdout, breaking ``--json``) and the
-    next file this command opens gets that number (a library's write to fd 2 would land in the user's file)."""
+    """A closed fd 0, 1 or 2 becomes /dev/null: otherwise Python sets ``sys.stdout``/``sys.stderr`` to None (the error
+    line then goes to stdout, breaking ``--json``) and the next file opened takes that number."""
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)
@@ -555,8 +538,8 @@ def _guarded_streams():
 
 
 class _Collected(logging.Handler):
-    """Warnings (``warnings.warn``, torch's C++ warnings) and log records of WARNING and above that the command's
-    libraries emit: kept back, then shown as one escaped line each after a report, dropped after an error line."""
+    """Warnings and log records of WARNING and above from the command's libraries: kept back, then shown as one
+    escaped line each after a report, dropped after an error line."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -590,8 +573,8 @@ def _collected_warnings():
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived: raised where the command is, so every ``finally`` runs (``convert``'s temporary
-    directory is removed); a BaseException, so no ``except Exception`` reads it as a failed write."""
+    """SIGTERM or SIGHUP, raised where the command is so every ``finally`` runs; a BaseException, so no ``except
+    Exception`` reads it as a failed write."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -605,8 +588,8 @@ def _terminate(signum: int, _frame) -> None:
 
 @contextlib.contextmanager
 def _signals_raise():
-    """SIGTERM / SIGHUP raise :class:`Terminated` during the command (only where they would have killed it: a signal
-    the caller ignores stays ignored; only in the main thread, where Python runs handlers)."""
+    """SIGTERM / SIGHUP raise :class:`Terminated` during the command, in the main thread, unless the caller ignores
+    them."""
     saved = {}
     for signum in (signal.SIGTERM, signal.SIGHUP):
         try:
@@ -663,8 +646,7 @@ def _tolerant_streams() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (see the module doc). Where stdout and stderr go (a full disk,
-    a closed descriptor) never changes it; SIGTERM and SIGHUP end the command like Ctrl-C, cleaning up."""
+    """Run the command line; returns the exit status, which where stdout and stderr go never changes."""
     _tolerant_streams()
     argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     with _guarded_streams(), _signals_raise(), _collected_warnings() as collected:

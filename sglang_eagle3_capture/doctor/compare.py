@@ -1,20 +1,11 @@
 """``compare``: what SGLang fed the draft at serving time (a capture dump) against the training samples.
 
-A dump (:mod:`sglang_eagle3_capture.observe.dump`) holds, per forward batch, ``aux_hidden_states`` ``[T, K*H]``
-in fc order, ``input_ids`` and ``positions``. Rows are grouped into runs of consecutive positions
-(one request's tokens in the batch) and each run is matched to the training sample whose tokens at
-those positions are the same, cut at the first token that differs. A run that starts at position 0
-(a prefill) sees its whole context, so any sample with the same tokens is the same computation (the
-hidden state at ``p`` depends only on tokens ``0..p``). A run that starts later (decode, verify, a
-prefill after a cached prefix) does not show the tokens before it, so it is used only when it is at
-least ``MIN_LATE_RUN`` tokens long and exactly one sample matches; the rest are counted as skipped.
-For each matched row, every served chunk is compared with every stored training tensor: cosine
-similarity and max absolute difference.
-
-Verdict: served chunk ``k`` must best match the tensor the training pipeline fed fc slot ``k`` (e.g.
-``hidden_states[k]`` for speculators' legacy layout), with cosine >= ``min_cosine`` and the same norm (within
-:data:`MAX_NORM_DEVIATION`) on every row: cosine alone cannot tell the final norm's output from its input.
-"""
+Dumped rows are grouped into runs of consecutive positions (one request's tokens) and matched to the sample with
+the same tokens there. A run from position 0 sees its whole context, so any sample with the same tokens is the same
+computation; a later run does not show the tokens before it, so it is used only when at least ``MIN_LATE_RUN``
+tokens long and exactly one sample matches. Served chunk ``k`` must best match the tensor the training pipeline fed
+fc slot ``k`` with cosine >= ``min_cosine`` and the same norm (:data:`MAX_NORM_DEVIATION`) on every row: cosine
+alone cannot tell the final norm's output from its input. docs/troubleshooting.md section 3 shows the output."""
 
 from __future__ import annotations
 
@@ -51,12 +42,10 @@ class ChunkResult:
 
     @property
     def best(self) -> int:
-        """Training tensor with the highest mean cosine similarity."""
         return max(range(len(self.mean_cos)), key=lambda j: self.mean_cos[j])
 
     def matches(self, min_cosine: float) -> bool:
-        """True when the expected tensor is the best match, every row's cosine is >= ``min_cosine`` and every row's
-        norm is the training row's within :data:`MAX_NORM_DEVIATION` (pre- and post-norm states differ there)."""
+        """Best match is the expected tensor, with every row's cosine and norm within bounds."""
         return (self.best == self.expected and self.min_cos[self.expected] >= min_cosine
                 and self.scale_ok(self.expected))
 
@@ -82,7 +71,6 @@ class CompareReport:
     summary: str = ""
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
         return {"dump_files": self.dump_files, "dump_layer_ids": self.dump_layer_ids, "rows_compared": self.rows,
                 "rows_skipped": self.skipped_rows, "min_cosine": self.min_cosine,
                 "training_tensors": [{"name": n, "layer_id": i}
@@ -99,8 +87,8 @@ class CompareReport:
 
 
 def _check_batch(f: Path, tensors: dict) -> dict:
-    """A dumped batch as the dump writes it (:data:`~sglang_eagle3_capture.doctor.dump_schema.BATCH`): one position (and
-    one input id) per row of ``aux_hidden_states``, positions >= 0; returned as read (fp8 upcast to float32)."""
+    """A dumped batch checked against :data:`.dump_schema.BATCH` (one position and input id per row, positions >= 0);
+    returned as read (fp8 upcast to float32)."""
     tensors = {k: v for k, v in records.read(schema.BATCH, tensors, file=f).items() if v is not None}
     t = tensors["aux_hidden_states"].shape[0]
     for key in ("positions", "input_ids"):
@@ -122,8 +110,8 @@ def _metadata(meta_path: Path) -> dict:
 
 
 def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
-    """``(file, tensors, metadata)`` for every dumped batch in ``directory``, sorted by name; every file checked
-    (regular files only, safetensors headers before any data, the tensors' shapes and values, the metadata)."""
+    """``(file, tensors, metadata)`` for every dumped batch in ``directory``, sorted by name, every file checked
+    (safetensors headers before any data)."""
     from safetensors.torch import load_file
 
     d = Path(directory)
@@ -161,8 +149,8 @@ def _runs(positions) -> list[tuple[int, int]]:
 
 
 class _SampleIndex:
-    """Samples by their first :data:`MIN_LATE_RUN` tokens at a position, built lazily per position, so matching a
-    run looks at the samples that can match it instead of all of them (the dump's rows times the samples otherwise)."""
+    """Samples by their first :data:`MIN_LATE_RUN` tokens at a position, built lazily, so matching a run looks only
+    at samples that can match it."""
 
     def __init__(self, samples) -> None:
         self.samples = samples
@@ -184,11 +172,8 @@ class _SampleIndex:
 
 
 def _match_run(ids: list[int], p0: int, samples) -> tuple[object | None, int]:
-    """The sample whose tokens at ``p0..`` equal ``ids`` longest, and that length (0: none or ambiguous).
-
-    Several samples may tie; they are interchangeable only if they share every token up to the end of
-    the match (then their hidden states there are the same), which always holds for ``p0 == 0``.
-    """
+    """The sample whose tokens at ``p0..`` equal ``ids`` longest, and that length (0: none or ambiguous). Tied samples
+    are interchangeable only if they share every token up to the match's end, which always holds for ``p0 == 0``."""
     if p0 > 0 and len(ids) < MIN_LATE_RUN:
         return None, 0  # a late run this short is never used: no need to look
     if isinstance(samples, _SampleIndex):
@@ -215,7 +200,6 @@ def _match_run(ids: list[int], p0: int, samples) -> tuple[object | None, int]:
 
 def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
             min_cosine: float = DEFAULT_MIN_COSINE) -> CompareReport:
-    """Compare a capture dump with training samples; see the module doc."""
     import torch
 
     samples = [load_sample(p) for p in expand_data_paths(data)]

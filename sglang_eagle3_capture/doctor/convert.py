@@ -1,31 +1,9 @@
 """``convert``: a speculators- or SpecForge-format EAGLE-3 draft becomes a draft directory for SGLang.
 
-The output holds (written to a temporary sibling, then renamed, so a failure leaves nothing):
-
-- ``config.json`` that SGLang parses as ``LlamaForCausalLMEagle3``: the speculators
-  ``transformer_layer_config`` flattened to the top level, ``draft_vocab_size``, ``target_hidden_size``,
-  ``num_aux_hidden_states``, the math flags (``norm_before_fc``, ``fc_norm``, ``norm_output``,
-  ``norm_before_residual``) carried, ``eagle_config`` with capture ids, and the marker
-  ``"eagle3_capture_manifest": "eagle3_manifest.json"``;
-- the weights, renamed to SGLang checkpoint names (``layers.0.*`` -> ``midlayer.*``, which every
-  SGLang release's llama_eagle3.py loads and maps back to its ``layers.0`` module), every tensor
-  checked against the config's shapes; speculators' training-only ``verifier_*`` tensors are dropped
-  and reported; anything else unknown is refused;
-- ``eagle3_manifest.json``, the source of truth for the wiring: SRC's own manifest when it has one (carried with its
-  provenance, never rebuilt from the config's ids), else built from the ids the source format's reader reads.
-
-``eagle_config.eagle_aux_hidden_state_layer_ids`` holds the manifest's ids as capture-loop (HF)
-indices, ordered so that every supported stock SGLang, even without the plugin, captures exactly the
-manifest's hidden states (:func:`~sglang_eagle3_capture.doctor.readings.stock_safe_eagle_config_ids`); when no id list
-can say that to every supported release, it holds the fail-closed object instead, which stock SGLang refuses at
-startup (:func:`~sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids`), and the report says so: a draft
-``convert`` writes is fed exactly or not served, never fed other hidden states. The top-level
-``eagle_aux_hidden_state_layer_ids`` (which stock vLLM reads first and SGLang never reads) says the same to vLLM: the
-HF indices where every vLLM runner in the table feeds them exactly, else the vLLM fail-closed value
-(:func:`~sglang_eagle3_capture.core.stock.vllm_fail_closed_ids`). The source format's reader
-(:mod:`sglang_eagle3_capture.doctor.formats`) reads the ids, builds the SGLang config and says which tensors are
-training-only.
-"""
+Written to a temporary sibling, then renamed, so a failure leaves nothing. Weights are renamed to SGLang's names
+(``layers.0.*`` -> ``midlayer.*``, which every release's llama_eagle3.py loads); ``eagle_config`` holds stock-safe
+ids or the fail-closed object (:mod:`.readings`), so a converted draft is fed exactly or not served.
+docs/formats-and-convert.md describes the output."""
 
 from __future__ import annotations
 
@@ -79,7 +57,6 @@ class ConvertReport:
     messages: tuple[str, ...]
 
     def lines(self) -> list[str]:
-        """Human-readable summary, one item per line."""
         out = [f"converted {self.source_format} draft {self.src} -> {self.dst}",
                f"layer ids {list(self.manifest.layer_ids)} (provenance: {self.manifest.provenance.get('source')})"]
         prefixes = ", ".join(sorted({a.split(".")[0] for a, _ in self.renamed}))
@@ -144,10 +121,8 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
 
 
 def metadata_text(value: Any) -> Any:
-    """``value`` with every string made valid Unicode, for metadata (a manifest's provenance): a path Python decoded
-    with surrogate escapes (a non-UTF-8 directory name, or any non-ASCII name under an ASCII locale) becomes its
-    bytes read as UTF-8, each byte that is not UTF-8 written ``\\xff``. JSON readers refuse lone surrogates, so the
-    manifest could otherwise never be read back."""
+    """``value`` with every string made valid Unicode: a surrogate-escaped path becomes its bytes read as UTF-8,
+    each invalid byte written ``\\xff``. JSON readers refuse lone surrogates, so the manifest could not be read back."""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     if isinstance(value, list):
@@ -159,8 +134,7 @@ def metadata_text(value: Any) -> Any:
 
 @contextlib.contextmanager
 def _utf8_path(path: Path, *, directory: bool = False):
-    """A name safetensors (which takes UTF-8 paths only) can open for ``path``: the path itself when it is UTF-8, else
-    the opened file (or, for a file still to be written, its opened directory) through /proc/self/fd."""
+    """A name safetensors (UTF-8 paths only) can open for ``path``: the path itself, else via /proc/self/fd."""
     try:
         os.fspath(path).encode("utf-8")
         yield str(path)
@@ -176,8 +150,8 @@ def _utf8_path(path: Path, *, directory: bool = False):
 
 
 def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str, str]) -> None:
-    """The renamed tensors, shard by shard, into ``out_dir`` (the temporary copy of ``dst``); the files get the
-    umask's mode (safetensors creates them 0600) and are fsynced. Errors name the file in ``dst``."""
+    """The renamed tensors, shard by shard, into ``out_dir``; the files get the umask's mode (safetensors creates
+    them 0600) and are fsynced."""
     from safetensors.torch import load_file, save_file  # lazy: torch only when converting
 
     files = weight_files(src_dir)
@@ -210,8 +184,7 @@ def _dumps(obj: Any) -> str:
 
 
 def _check_dst(dst: Path) -> None:
-    """DST must be new (or an empty directory) in an existing directory, and not a symlink: convert never writes
-    through a link nor replaces anything but an empty directory."""
+    """DST must be new (or an empty directory) in an existing directory, and not a symlink."""
     fix = "choose a new DST"
     if dst.is_symlink():
         raise ConvertError(dst, "DST", "is a symlink", "give the real path (convert never writes through a link)")
@@ -230,8 +203,7 @@ def _check_dst(dst: Path) -> None:
 
 
 def _check_trained_with(trained_with: str | None, fmt: Any, src: Path) -> None:
-    """``--trained-with`` only chooses among the readings of an SGLang-format config's ids: refused (never ignored)
-    where nothing reads it."""
+    """``--trained-with`` is refused (never ignored) where nothing reads it."""
     if trained_with is None:
         return
     if path_kind(src / MANIFEST_FILENAME, error=ConvertError) != "missing":
@@ -245,8 +217,8 @@ def _check_trained_with(trained_with: str | None, fmt: Any, src: Path) -> None:
 
 def _carried(manifest: Manifest, layer_ids: Sequence | None, resolved: Any, read_error: Exception | None,
              target_cfg: Any, target_where: str, cfg_file: Path) -> tuple[tuple, dict, list[str]]:
-    """SRC's own manifest states the wiring: its ids and provenance go to DST as they are (checked against the
-    target), ``--layer-ids`` that say otherwise are refused, and what config.json reads as is only reported."""
+    """SRC's own manifest states the wiring: its ids and provenance are carried as they are, ``--layer-ids`` that
+    say otherwise are refused."""
     path = manifest.path
     if layer_ids is not None and tuple(layer_ids) != manifest.layer_ids:
         raise ConvertError(path, "layer_ids", f"is {list(manifest.layer_ids)}, but --layer-ids says {list(layer_ids)}",
@@ -265,14 +237,7 @@ def _carried(manifest: Manifest, layer_ids: Sequence | None, resolved: Any, read
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
             layer_ids: Sequence[int] | None = None, trained_with: str | None = None) -> ConvertReport:
     """Convert the draft in ``src`` into an SGLang draft directory ``dst`` (must not exist or be empty).
-
-    ``target``: the target model directory, its ``config.json``, or the config as a dict (default: the
-    speculators verifier path, when it is a local directory). ``layer_ids``: override the ids read from
-    the source config (recorded as provenance ``manual``); where SRC has a manifest, its ids are carried and
-    ``layer_ids`` must equal them. ``trained_with`` (``sglang==X`` or ``layer-output``)
-    says how an SGLang-format draft was trained when its ids mean different layers for different trainers;
-    without either, such a draft is refused (:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds`).
-    """
+    ``layer_ids`` overrides the ids read (provenance ``manual``); ``trained_with`` settles ambiguous ids."""
     src, dst = Path(src), Path(dst)
     cfg_file = src / "config.json"
     try:

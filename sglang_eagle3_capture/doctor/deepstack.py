@@ -1,23 +1,15 @@
 """What a layer id names on a deepstack target (Qwen3-VL, docs/families.md ``qwen3_vl``), for ``inspect``.
 
-SGLang adds the deepstack embedding ``deepstack[k]`` to the output of decoder layer ``k`` (``k`` below the number of
-``vision_config.deepstack_visual_indexes``) on image and video tokens. Whether a layer id ``k`` names the state before
-or after that add depends on who captured it:
+SGLang adds ``deepstack[k]`` to decoder layer ``k``'s output on image and video tokens; whether layer id ``k``
+names the state before or after that add depends on who captured it:
 
-- before the add (``before-add``): HF transformers' ``output_hidden_states`` (``hidden_states[k+1]`` is recorded at the
-  decoder layer's output, modeling_qwen3_vl.py:626-627, and ``_deepstack_process`` runs after it, 837-842) and a hook
-  on a decoder layer (SpecForge's HF backend, Model Optimizer); SGLang 0.5.17-0.5.18 (its loop captures
-  ``hidden_states + residual`` before layer ``k+1`` adds ``deepstack[k]`` through ``post_residual_addition``); SGLang
-  0.5.19+ with ``rl_on_policy_target`` set (``use_hf_deepstack_order``: the capture precedes the extra addition,
-  layers/layer_boundary/stage.py:421-434);
-- after the add (``after-add``): SGLang 0.5.19-0.5.23's inference path (``add_to_output`` after layer ``k``,
-  qwen3_vl.py:1263-1272 in 0.5.23, before layer ``k+1``'s capture). The plugin feeds what the installed release's
-  loop captures; it does not move the add.
+- ``before-add``: HF ``output_hidden_states`` (modeling_qwen3_vl.py:626-627, ``_deepstack_process`` after it,
+  837-842) and layer hooks (SpecForge's HF backend, Model Optimizer); SGLang 0.5.17-0.5.18
+  (``post_residual_addition``); SGLang 0.5.19+ with ``rl_on_policy_target`` (layers/layer_boundary/stage.py:421-434);
+- ``after-add``: SGLang 0.5.19-0.5.23's inference path (``add_to_output``, qwen3_vl.py:1263-1272 in 0.5.23).
 
-Text-only requests are unaffected (the two states are equal on text tokens). A draft's manifest can say which one its
-training data held (``provenance.deepstack``); without that (or ``--trained-with`` on a config without a manifest),
-a draft that lists a deepstack layer id is ambiguous.
-"""
+The plugin feeds what the installed release's loop captures; it does not move the add. Text tokens are unaffected.
+Without ``provenance.deepstack`` (or ``--trained-with``), a draft listing a deepstack layer id is ambiguous."""
 
 from __future__ import annotations
 
@@ -49,8 +41,8 @@ def _releases(family: Family, order: str) -> str:
 
 @dataclass(frozen=True)
 class DeepstackVerdict:
-    """``affected``: the draft's layer ids on deepstack layers; ``served``/``trained``: before-add or after-add (trained
-    None: unknown); ``verdict``: ``ambiguous``, ``mis-wired`` or ``consistent``, with a summary and the readings."""
+    """``served``/``trained``: before-add or after-add (trained None: unknown); ``verdict``: ``ambiguous``,
+    ``mis-wired`` or ``consistent``."""
 
     affected: tuple[int, ...]
     served: str

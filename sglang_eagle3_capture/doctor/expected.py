@@ -1,25 +1,9 @@
 """What the draft should accept when served, measured offline on its training samples (``verify --write-expected``,
-``plan``).
+``plan``): the draft's own rollouts (:mod:`.rollout`) under the declared wiring, scored against the samples' tokens.
 
-The draft's own rollouts (:mod:`sglang_eagle3_capture.doctor.rollout`: chains and top-k trees as SGLang drafts them)
-under the wiring the manifest (or config) declares, scored against the samples' tokens, which are the target's greedy
-tokens when the samples are the target's own generations. Pairing is ``verify``'s: a rollout starting at draft row
-``p`` reads the fc input at ``p`` and token ``p + 1``; its first proposal is right when it equals token ``p + 2`` and
-that row is scored (loss mask at ``p + 1``).
-
-Two readings of the same rollouts, per setting ``(steps, topk, draft_tokens)``:
-
-- **served walk** (the figures written and ranked): per sample, the first verify step starts at the first scored row
-  (the token after the prompt, which the prefill emits) and each next one ``accepted + 1`` rows later, as a server's
-  verify steps follow each other; ``per_position[k]`` = the fraction of those verify steps that accept at least
-  ``k + 1`` draft tokens, ``accept_length`` = 1 + their mean accepted draft tokens: bench_e2e's served definitions
-  (``sum(hist[k+1:]) / sum(hist)``, ``1 + correct / verify_ct``).
-- **every start**: a rollout from every scored row (the training code's offline chain accuracy,
-  fixtures/draft_train.py ``chain_accuracy`` ``prefix``); lower at later positions, since rows near the end of a
-  response cannot reach them.
-
-Samples stream one batch at a time; the draft computes in fp32, or in the checkpoint's dtype with ``dtype``.
-"""
+Two readings per setting (docs/plan.md, "Definitions"): the **served walk** (each verify step starts ``accepted + 1``
+rows after the last, bench_e2e's served definitions), the figures written and ranked; and **every start** (a rollout
+from every scored row, fixtures/draft_train.py ``chain_accuracy``). Samples stream one batch at a time."""
 
 from __future__ import annotations
 
@@ -92,8 +76,7 @@ def parse_settings(text: str) -> list[Setting]:
 
 def runs_as_asked(s: Setting) -> str | None:
     """``None`` when SGLang runs ``s`` as given; else why not (SGLang 0.5.23 arg_groups/speculative_hook.py sets
-    ``num_draft_tokens = steps + 1`` whenever ``topk == 1``, declared through ``declare_resolution``; a tree cannot
-    select more nodes than it drafts)."""
+    ``num_draft_tokens = steps + 1`` whenever ``topk == 1``; a tree cannot select more nodes than it drafts)."""
     if min(s.steps, s.topk, s.draft_tokens) < 1:
         return "every value must be at least 1"
     if s.topk == 1 and s.draft_tokens != s.steps + 1:
@@ -115,8 +98,8 @@ def bounded(s: Setting) -> str | None:
 
 @dataclass
 class Figures:
-    """One setting's counts: the served walk's verify steps and the rollouts from every scored row, each as an
-    accepted-drafts histogram (:class:`~sglang_eagle3_capture.observe.acceptance.Tally`, the serving side's counter)."""
+    """One setting's counts as accepted-drafts histograms (:class:`..observe.acceptance.Tally`, the serving side's
+    counter): the served walk's verify steps and the rollouts from every scored row."""
 
     setting: Setting
     walk: Tally = field(init=False)  # verify steps of the served walk
@@ -125,12 +108,9 @@ class Figures:
     def __post_init__(self) -> None:
         self.walk, self.start = Tally(self.setting.steps), Tally(self.setting.steps)
 
-    def add(self, accepted, starts=None) -> None:
-        """One batch's accepted draft tokens per row (``-1``: no rollout there); ``starts``: the rows where a served
-        walk may begin (default: every rollout row)."""
-        import torch
-
-        for n in _walk(accepted if starts is None else torch.where(starts, accepted, -1)):
+    def add(self, accepted) -> None:
+        """One batch's accepted draft tokens per row (``-1``: no rollout there)."""
+        for n in _walk(accepted):
             self.walk.record(n)
         for n in accepted[accepted >= 0].tolist():
             self.start.record(n)
@@ -163,7 +143,6 @@ class Figures:
 
 @dataclass
 class ExpectedReport:
-    """What :func:`measure` found."""
 
     draft_dir: str
     layer_ids: tuple[int, ...]
@@ -179,9 +158,8 @@ class ExpectedReport:
         return sorted(self.figures, key=lambda f: (-f.accept_length, f.setting.draft_tokens, f.setting.steps))
 
     def expected_block(self, version: str) -> dict:
-        """The manifest's ``expected`` block (core.schemas.manifest.EXPECTED): per setting measured, its per-position
-        acceptance and accept length (a server's alarm reads the entry of the setting it runs), and where the figures
-        came from, ``layer_ids`` included: the wiring they hold for."""
+        """The manifest's ``expected`` block (core.schemas.manifest.EXPECTED), ``layer_ids`` included: the wiring the
+        figures hold for."""
         acceptance = [{"steps": f.setting.steps, "topk": f.setting.topk, "draft_tokens": f.setting.draft_tokens,
                        "per_position": f.per_position, "accept_length": f.accept_length} for f in self.ranked()]
         return {"acceptance": acceptance,
@@ -200,9 +178,8 @@ class ExpectedReport:
 
 
 def shifted_batch(samples, sources, embed):
-    """Right-padded, shifted tensors for a batch under one wiring: ``(ids, aux, tgt, mask)`` with row ``p`` reading
-    fc input ``p`` and token ``p + 1``, labelled with token ``p + 2`` where the loss mask at ``p + 1`` is set; ``None``
-    when no sample is long enough to score a position."""
+    """Right-padded, shifted ``(ids, aux, tgt, mask)`` for a batch under one wiring, as :func:`.model.eagle3_shift`;
+    ``None`` when no sample is long enough to score a position."""
     import torch
 
     b, t = len(samples), max(s.seq_len for s in samples)
@@ -231,8 +208,8 @@ def shifted_batch(samples, sources, embed):
 def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | Path | None = None,
             settings: Sequence[Setting] = DEFAULT_SETTINGS, batch_size: int = 8, dtype: str | None = None,
             progress: bool = False, model=None) -> ExpectedReport:
-    """Roll the draft out on ``data`` for every setting (module doc). ``dtype``: compute in that torch dtype
-    (``"checkpoint"``: the dtype of the checkpoint's fc weight) instead of fp32. ``model``: an already loaded draft."""
+    """Roll the draft out on ``data`` for every setting. ``dtype``: compute in that torch dtype (``"checkpoint"``:
+    the fc weight's) instead of fp32. ``model``: an already loaded draft."""
     from .rollout import accepted_drafts  # torch
 
     for s in settings:
@@ -300,7 +277,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
 
 
 def _walk(accepted) -> list[int]:
-    """Accepted draft tokens of each verify step of the served walk (module doc)."""
+    """Accepted draft tokens of each verify step of the served walk."""
     out = []
     for row in accepted.tolist():
         r = next((i for i, a in enumerate(row) if a >= 0), None)
@@ -312,7 +289,7 @@ def _walk(accepted) -> list[int]:
 
 def _dtype(draft_dir, name: str):
     """The torch dtype ``--dtype name`` means for ``draft_dir`` (``checkpoint``: its fc weight's, fp32 unless bf16 or
-    fp16); a draft without an fc weight is a :class:`WeightsError`."""
+    fp16)."""
     import torch
 
     if name == "checkpoint":
@@ -329,8 +306,8 @@ def _dtype(draft_dir, name: str):
 
 
 def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
-    """Replace the manifest's ``expected`` block with ``report``'s (every other field kept as read), atomically
-    (:func:`~sglang_eagle3_capture.core.manifest.write_manifest`); a draft without a manifest is an error."""
+    """Replace the manifest's ``expected`` block with ``report``'s, atomically; a draft without a manifest is an
+    error."""
     m = find_manifest(draft_dir)
     if m is None:
         raise UsageError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",

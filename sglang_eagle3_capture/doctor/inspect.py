@@ -1,34 +1,12 @@
 """``inspect``: a draft's declared wiring next to what each stock SGLang release would feed it.
 
-The declared wiring is the draft's ``eagle3_manifest.json`` (or, without one, what its ``config.json``
-reads as through :mod:`sglang_eagle3_capture.doctor.formats`). What stock SGLang would feed comes from
-:func:`sglang_eagle3_capture.core.stock.stock_sglang_capture` only, once per release in the release table
-(:mod:`sglang_eagle3_capture.doctor.release_table`) for the target's family, plus the default used when the draft
-config names no ids. Every row is shown as layer ids and HF ``output_hidden_states`` indices.
-
-The verdict concerns the deployment asked about: the release the draft would be served with (the installed
-SGLang when it is supported, else the newest supported; ``--sglang`` names another), with this package's plugin
-when it is active here (installed, and not left out by ``SGLANG_PLUGINS``): the plugin feeds a draft's declared ids
-(its manifest, or marked ``eagle_config`` ids) itself, so such a draft is ``consistent`` unless the plugin's policy
-refuses it (``refused``), and the stock reading is shown as what the plugin prevents. ``--stock`` (or no active
-plugin) asks what stock SGLang would do: ``consistent`` when it feeds exactly the declared ids in the declared
-order, ``mis-wired`` when it feeds other tensors, ``crash`` when it would fail (e.g. ``captured 2 of 3 aux hidden
-states``), ``refused-at-startup`` when it would refuse to start (the fail-closed object ``convert`` and ``manifest
-write --fail-closed`` write where no id list can express the manifest to stock SGLang). Whatever the verdict,
-:attr:`InspectReport.stock_outcome` says what a server without the plugin does with the draft on every supported
-release: ``fed exactly``, ``refuses at startup``, or ``silently mis-fed`` (what ``--fail-closed`` removes), and
-:attr:`InspectReport.vllm_outcome` the same for stock vLLM, on each model runner of each vLLM release in its table
-(the vLLM readings: 0.32's V1 runner, 0.33's Model Runner V2 and V1 runner, 0.34's Model Runner V2).
-``ambiguous``: there is no manifest and the config's ids mean different layers depending on how the
-draft was trained (:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds`; ``--trained-with`` settles it).
-
-With launch_server arguments (``inspect DRAFT -- ARGS``), the installed SGLang resolves them as the server does
-(:mod:`.setup_args`), the launch's ``--model-path`` is the target, and the report adds the startup report the server
-would log (:mod:`sglang_eagle3_capture.observe.report`); a rewritten speculative setting or a contradiction makes the
-verdict ``contradiction`` (exit 1). What the server's plugin checks at startup is checked here by the same functions
-(:mod:`sglang_eagle3_capture.core.launch`): a draft chain SGLang cannot run is bad input (exit 2), and a deployment
-the policy or the plugin's draft loader refuses is ``refused`` (exit 1), with the refusal's file and field.
-"""
+The declared wiring is the draft's manifest, or what its ``config.json`` reads as (:mod:`.formats`); what stock
+SGLang feeds comes only from :func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`, per release in
+:mod:`.release_table`. The verdict is for the release the draft would be served with, with the plugin when it is
+active here (else, or with ``--stock``, stock SGLang's): ``consistent``, ``mis-wired``, ``crash``,
+``refused-at-startup``, ``refused`` (the plugin's policy or loader), ``ambiguous`` (exit 3) or, with launch_server
+arguments, ``contradiction``; those run the server's own checks (:mod:`sglang_eagle3_capture.core.launch`) here.
+docs/troubleshooting.md section 1 and docs/setup-report.md show the output."""
 
 from __future__ import annotations
 
@@ -71,7 +49,6 @@ class WiringRow:
         return hidden_state_indices(self.layer_ids)
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
         return {"name": self.name, "layer_ids": list(self.layer_ids), "hf_indices": self.hf_indices,
                 "rule": self.rule, "status": self.status, "problem": self.problem}
 
@@ -94,7 +71,7 @@ class InspectReport:
     summary: str = ""
     plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)
     setup: Any = None  # setup_report.SetupReport, when launch_server arguments were given
-    stock_outcome: str = ""  # without the plugin, on every supported release (see the module doc)
+    stock_outcome: str = ""  # without the plugin, every supported release: fed exactly, refuses, or mis-fed
     vllm_outcome: str = ""  # without the vLLM plugin, on every vLLM runner of the vLLM release table
     refusal: dict | None = None  # (file, field, problem, fix) of what the plugin would refuse at startup, if anything
 
@@ -105,11 +82,10 @@ class InspectReport:
 
     @property
     def ambiguous(self) -> bool:
-        """True when the declared wiring cannot be read from the checkpoint (see the module doc)."""
+        """True when the declared wiring cannot be read from the checkpoint."""
         return self.verdict == "ambiguous"
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
         return {"draft_dir": self.draft_dir, "manifest": self.manifest, "provenance": self.provenance,
                 "declared": self.declared.to_dict(), "messages": self.messages,
                 "stock_sglang": [r.to_dict() for r in self.readings], "checks": self.checks,
@@ -122,20 +98,18 @@ class InspectReport:
 
 
 def plugin_installed() -> bool:
-    """True when this package's SGLang plugin entry point is registered in the environment."""
     group, name = PLUGIN_ENTRY_POINT
     return any(ep.name == name for ep in entry_points(group=group))
 
 
 def plugin_active(environ: Mapping[str, str] | None = None) -> bool:
-    """True when this package's SGLang plugin would load here: installed, and not left out by ``SGLANG_PLUGINS``
-    (a comma-separated whitelist of plugin names; empty or unset loads every plugin)."""
+    """Installed, and not left out by ``SGLANG_PLUGINS`` (a comma-separated whitelist; empty or unset loads all)."""
     environ = os.environ if environ is None else environ
     allowed = {x.strip() for x in environ.get("SGLANG_PLUGINS", "").split(",") if x.strip()}
     return plugin_installed() and (not allowed or PLUGIN_ENTRY_POINT[1] in allowed)
 
 
-def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...], at_startup: bool = False) -> str:
+def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...], at_startup: bool) -> str:
     if problem:
         return "refused-at-startup" if at_startup else "crash"
     return "consistent" if tuple(fed) == tuple(declared) else "mis-wired"
@@ -166,7 +140,7 @@ def _serving_release(version: str | None) -> releases.Release:
 def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...],
                file: Any = None) -> list[WiringRow]:
     """One row per SGLang release in the table (oldest first), one per other engine's reader (vLLM), then the
-    no-ids default of the newest release (``file``: the draft config's path, for errors)."""
+    no-ids default of the newest release."""
     rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r,
                                                                   file=file), declared)
             for r in release_table.all_releases()]
@@ -179,11 +153,8 @@ def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[i
 def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sglang_version: str | None = None,
                   trained_with: str | None = None, stock: bool = False,
                   launch_args: Sequence[str] | None = None) -> InspectReport:
-    """Build the :class:`InspectReport` for ``draft_dir`` (``target``: model dir or config.json, optional;
-    ``sglang_version``: the release the verdict concerns, default the installed-or-newest supported one;
-    ``trained_with``: how the draft was trained, when its config's ids are ambiguous; ``stock``: the verdict of
-    stock SGLang even where the plugin is active; ``launch_args``: launch_server arguments to resolve, whose
-    ``--model-path`` is then the target)."""
+    """Build the :class:`InspectReport` for ``draft_dir``; ``stock``: stock SGLang's verdict even where the plugin is
+    active; ``launch_args``: launch_server arguments, whose ``--model-path`` is then the target."""
     serving = _serving_release(sglang_version)
     setup, served, stages = None, None, None
     if launch_args is not None:
@@ -270,9 +241,8 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
 
 def stock_outcome(readings: Sequence[WiringRow], names: Sequence[str] | None = None, *, engine: str = "SGLang"
                   ) -> str:
-    """What a server without the plugin does with the draft, over the rows of ``readings`` named ``names`` (default:
-    the supported SGLang releases'; for vLLM, each runner of each release in its table): ``fed exactly``, ``refuses
-    at startup``, ``fails at the first forward`` or ``silently mis-fed``, with the releases where it differs."""
+    """What a server without the plugin does with the draft over the rows named ``names``: ``fed exactly``,
+    ``refuses at startup``, ``fails at the first forward`` or ``silently mis-fed``, with where it differs."""
     if names is None:
         names = [f"stock SGLang {r.version}" for r in release_table.all_releases() if r.supported]
     rows = [r for r in readings if r.name in set(names)]
@@ -289,12 +259,9 @@ def stock_outcome(readings: Sequence[WiringRow], names: Sequence[str] | None = N
 
 def plugin_outcome(deployment: policy.Deployment, draft_cfg: Mapping, served: launch.Launch | None, *,
                    loader: bool) -> tuple[Eagle3CaptureError | None, tuple | None]:
-    """``(refusal, layer ids)``: what the plugin does at startup with ``deployment``, by the server's own checks on
-    the same facts: the policy (:func:`sglang_eagle3_capture.core.policy.decide`; the ids it wires, None for stock
-    wiring), then, with ``loader`` (the plugin active) and an EAGLE-3 launch of a draft class the plugin's loader
-    builds, the loader's checks (:func:`sglang_eagle3_capture.core.launch.check_draft`). ``refusal`` is the error
-    the server would stop with (None: it serves). A launch SGLang does not serve with its EAGLE worker never reaches
-    the plugin's decision (the server's resolution seam returns at once): stock, nothing refused."""
+    """``(refusal, layer ids)``: what the plugin does at startup with ``deployment``, by the server's own checks
+    (the policy, then with ``loader`` the loader's). A launch SGLang does not serve with its EAGLE worker never
+    reaches the plugin's decision: stock, nothing refused."""
     if served is not None and not served.eagle_worker:
         return None, None
     try:
@@ -328,7 +295,7 @@ def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: 
 
 def _read_width_check(draft: Path, layer_ids: tuple, hidden: int, fc_width: int | None, cfg_file: str) -> str:
     """The fc width against the ids config.json reads as: a line, or a FormatError (exit 2) when the checkpoint
-    contradicts the reading (the verdict would otherwise be built on ids the fc cannot take)."""
+    contradicts the reading."""
     if fc_width is None:
         return f"fc width not checked: no fc.weight in {draft}"
     if fc_width != len(layer_ids) * hidden:
@@ -355,7 +322,7 @@ def _fc_width_check(draft: Path, manifest: Any) -> str:
 _SAFE = ("consistent", "refused-at-startup")  # what stock SGLang does that needs no plugin to prevent
 
 
-def _decide(report: InspectReport, refusal: str | None = None, plugin_ids: tuple[int, ...] | None = None) -> None:
+def _decide(report: InspectReport, refusal: str | None, plugin_ids: tuple[int, ...] | None) -> None:
     _decide_stock(report, refusal)
     if report.plugin_active:
         version = report.serving_release
@@ -381,7 +348,7 @@ def _decide(report: InspectReport, refusal: str | None = None, plugin_ids: tuple
             report.verdict = "contradiction"
 
 
-def _decide_stock(report: InspectReport, refusal: str | None = None) -> None:
+def _decide_stock(report: InspectReport, refusal: str | None) -> None:
     version = report.serving_release
     current = next(r for r in report.readings if r.name == f"stock SGLang {version}")
     report.verdict = current.status

@@ -1,18 +1,8 @@
 """``manifest write``: a draft's ``eagle3_manifest.json`` from explicit layer ids and the target they refer to.
 
-Everything is read and checked first (the target's dimensions, the ids against them, the draft's fc width when it has
-weights, whether a manifest already stands there); the manifest is written last, atomically, so a command that
-fails leaves the draft as it was. What stands at the manifest's path, valid or not, is the user's until ``force``.
-
-The draft's ``config.json`` is the user's too: when it would make a supported stock SGLang release (a server where the
-plugin does not run) feed other layers than the manifest names, the result carries a note saying so and what
-``fail_closed`` (``--fail-closed``) would write there: the ids that make every supported stock release feed the
-manifest exactly, or, where no id list can, the fail-closed object stock SGLang refuses at startup
-(:func:`~sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids`). Only with ``fail_closed`` is config.json
-rewritten (first, atomically; put back if the manifest cannot be written), the value it held kept in the manifest's
-``provenance.fail_closed``. A manifest replaced with ``force`` hands its ``provenance.fail_closed`` on: the value the
-user's config.json held before this package first rewrote it is never lost to a later run.
-"""
+Everything is checked first and the manifest written last, atomically, so a failing command leaves the draft as it
+was. config.json is rewritten only with ``fail_closed`` (docs/manifest.md); the value it held goes to
+``provenance.fail_closed``, which a ``force`` rewrite hands on, so the user's original value is never lost."""
 
 from __future__ import annotations
 
@@ -50,7 +40,6 @@ class Written:
     config_written: bool = False  # --fail-closed rewrote config.json
 
     def lines(self) -> list[str]:
-        """The command's report."""
         m = self.manifest
         checked = "fc width checked" if self.fc_checked else "no weights in DRAFT_DIR: fc width not checked"
         out = [f"wrote {self.path}: layer ids {list(m.layer_ids)} for {m.target_architecture} "
@@ -61,8 +50,8 @@ class Written:
 def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target: str | Path, *,
                          source: str = "manual", note: str | None = None, force: bool = False,
                          fail_closed: bool = False, deepstack: str | None = None) -> Written:
-    """Check and write ``draft_dir``'s manifest (see the module doc); ``fail_closed``: also rewrite its config.json
-    where stock SGLang would feed other layers. Raises an ``InputError`` naming the file."""
+    """Check and write ``draft_dir``'s manifest; ``fail_closed``: also rewrite config.json where stock SGLang would
+    feed other layers. Raises an ``InputError`` naming the file."""
     draft = Path(draft_dir)
     if not is_directory(draft, error=UsageError, fix="pass the draft checkpoint directory"):
         raise UsageError(draft, "DRAFT_DIR", "not a directory", "pass the draft checkpoint directory")
@@ -112,8 +101,7 @@ _ORIGINAL = ("replaced_value", "replaced_num_aux_hidden_states", "source_value")
 
 
 def _earlier_fail_closed(path: Path) -> dict | None:
-    """``provenance.fail_closed`` of the manifest ``force`` replaces (None when it has none or cannot be read: it is
-    being replaced, and only its record of the user's own config value is handed on)."""
+    """``provenance.fail_closed`` of the manifest ``force`` replaces (None when it has none or cannot be read)."""
     try:
         record = read_manifest(path).provenance.get("fail_closed")
     except Eagle3CaptureError:
@@ -123,8 +111,7 @@ def _earlier_fail_closed(path: Path) -> dict | None:
 
 @dataclass(frozen=True)
 class ConfigChange:
-    """What ``--fail-closed`` writes into a draft's config.json: the new document, what changes, why, and the
-    provenance record of the replaced value."""
+    """What ``--fail-closed`` writes into config.json: the new document, what changes, why, and the replaced value."""
 
     config: dict
     what: str
@@ -133,10 +120,9 @@ class ConfigChange:
 
 
 def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
-    """None when every supported stock SGLang release and every stock vLLM runner in the tables, reading ``cfg_path``,
-    feed exactly the manifest's ids (or refuse the draft at startup), or when there is no config.json or no family
-    entry; else the change that makes it so: ``eagle_config``'s ids for SGLang, the top-level ids for vLLM (which
-    reads them first; SGLang never does)."""
+    """None when every supported stock SGLang release and vLLM runner feeds exactly the manifest's ids (or refuses
+    the draft), or there is nothing to change; else the change: ``eagle_config``'s ids for SGLang, the top-level ids
+    for vLLM (which reads them first; SGLang never does)."""
     family = family_of(manifest.target_architecture)
     if family is None or not is_file(cfg_path, error=FormatError, fix="replace it with the draft's config.json"):
         return None

@@ -1,23 +1,10 @@
 """A standalone EAGLE-3 draft head in plain PyTorch, with exactly SGLang's math.
 
-Mirrors SGLang's ``LlamaForCausalLMEagle3`` (sglang/srt/models/llama_eagle3.py, built on
-llama.py's ``LlamaAttention``/``LlamaMLP`` and layernorm.py's ``RMSNorm``) for one teacher-forced
-draft step over whole sequences:
-
-1. ``h = fc(fc_norm_i(chunk_i(input_norm(aux))))``: ``input_norm`` only with ``norm_before_fc``,
-   ``fc_norm`` only with ``fc_norm``/``use_aux_norm``; like SGLang, ``fc`` is skipped when the aux
-   width already equals ``hidden_size``.
-2. layer 0: ``residual = h``; ``x = cat([input_layernorm(embed(ids)), hidden_norm(h)])`` (width 2H)
-   into q/k/v; neox RoPE (``rope_theta``, default or YaRN, positions ``0..T-1``); causal attention with scale
-   ``head_dim**-0.5``; ``o_proj``; ``x, residual = post_attention_layernorm(x, residual)`` (fused
-   add); SwiGLU MLP. Further layers: ``x, residual = hidden_norm(x, residual)`` then the same.
-3. ``lm_head(norm(x, residual))`` over the draft vocab; ``d2t`` maps draft ids to target ids.
-
-``norm_before_residual`` (layer 0's residual taken after ``hidden_norm``) is ignored by stock SGLang;
-it is applied here as this package's draft loader (core/sglang/draft.py) serves it. Not modelled (serving-only):
-the ``speculative_draft_window_size`` sliding window, multi-step decode, tree attention.
-Also used to train the fixture's draft (fixtures/), so the fixture's math is SGLang's.
-"""
+Mirrors SGLang's ``LlamaForCausalLMEagle3`` (sglang/srt/models/llama_eagle3.py, on llama.py's ``LlamaAttention``/
+``LlamaMLP`` and layernorm.py's ``RMSNorm``) for one teacher-forced draft step over whole sequences.
+``norm_before_residual`` is ignored by stock SGLang; it is applied here as core/sglang/draft.py serves it.
+Not modelled (serving-only): the draft sliding window, multi-step decode, tree attention.
+Also trains the fixture's draft (fixtures/), so the fixture's math is SGLang's."""
 
 from __future__ import annotations
 
@@ -60,12 +47,8 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 
 def rope_frequencies(d: int, theta: float, yarn: Yarn | None = None) -> tuple[torch.Tensor, float]:
-    """``(inv_freq [d/2], magnitude)``: the rotation frequencies and the factor on cos/sin. Default RoPE as SGLang's
-    ``RotaryEmbedding``; YaRN as its ``YaRNScalingRotaryEmbedding._compute_inv_freq`` and ``__init__``
-    (layers/rotary_embedding/yarn.py, 0.5.23): interpolated and extrapolated frequencies blended by a linear ramp
-    between the dimensions of ``beta_fast`` and ``beta_slow`` rotations over ``original_max_position_embeddings``,
-    and the magnitude ``mscale(factor, mscale) / mscale(factor, mscale_all_dim)`` when both are given, else
-    ``0.1 ln(factor) + 1``, times ``attn_factor``."""
+    """``(inv_freq [d/2], magnitude)``. Default RoPE as SGLang's ``RotaryEmbedding``; YaRN as its
+    ``YaRNScalingRotaryEmbedding._compute_inv_freq`` and ``__init__`` (layers/rotary_embedding/yarn.py, 0.5.23)."""
     pos_freqs = theta ** (torch.arange(0, d, 2, dtype=torch.float) / d)
     if yarn is None:
         return 1.0 / pos_freqs, 1.0
@@ -90,11 +73,8 @@ def rope_frequencies(d: int, theta: float, yarn: Yarn | None = None) -> tuple[to
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, c: DraftConfig) -> torch.Tensor:
-    """Neox-style RoPE over the full head dim of config ``c`` (default or YaRN, :func:`rope_frequencies`), as
-    SGLang's rotary embeddings compute it (fp32 cos/sin, the magnitude applied before the cast).
-
-    ``x``: ``[B, T, heads, D]``; ``positions``: ``[B, T]``.
-    """
+    """Neox-style RoPE over the full head dim (fp32 cos/sin, magnitude applied before the cast, as SGLang).
+    ``x``: ``[B, T, heads, D]``; ``positions``: ``[B, T]``."""
     inv_freq, magnitude = rope_frequencies(x.shape[-1], c.rope_theta, c.yarn)
     freqs = positions.float()[..., None] * inv_freq.to(x.device)
     cos = (freqs.cos() * magnitude)[..., None, :].to(x.dtype)
@@ -148,8 +128,7 @@ class _Layer(nn.Module):
         self.mlp = _MLP(c)
 
     def forward(self, positions, embeds, x, residual, attend=None):
-        """``attend(self_attn, x)`` in place of ``self_attn(x, positions)`` when given (doctor/rollout.py: the draft
-        decode's own KV)."""
+        """``attend(self_attn, x)`` replaces ``self_attn(x, positions)`` when given (doctor/rollout.py's draft KV)."""
         if self.is_input_layer:
             residual = x
             x = self.hidden_norm(x)
@@ -181,12 +160,8 @@ class Eagle3Draft(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, aux_hidden: torch.Tensor,
                 positions: torch.Tensor | None = None) -> torch.Tensor:
-        """Draft logits ``[B, T, draft_vocab]`` for one teacher-forced step over whole sequences.
-
-        ``input_ids``: ``[B, T]`` (the tokens *after* each aux position, EAGLE's shift);
-        ``aux_hidden``: ``[B, T, num_aux * target_hidden]`` in the fc's chunk order;
-        ``positions``: ``[B, T]``, default ``0..T-1``. Right padding is exact under causal attention.
-        """
+        """Draft logits ``[B, T, draft_vocab]``. ``input_ids``: the tokens after each aux position (EAGLE's shift);
+        ``aux_hidden``: ``[B, T, num_aux * target_hidden]`` in fc chunk order. Right padding is exact (causal)."""
         if aux_hidden.shape[:2] != input_ids.shape or aux_hidden.shape[-1] != self.config.fc_in_features:
             raise ValueError(f"aux_hidden {tuple(aux_hidden.shape)} does not fit input_ids {tuple(input_ids.shape)} "
                              f"and fc width {self.config.fc_in_features}")
@@ -219,19 +194,9 @@ class Eagle3Draft(nn.Module):
     def from_pretrained(cls, draft_dir: str | Path, *, target_embed: torch.Tensor | None = None,
                         target_lm_head: torch.Tensor | None = None, target_where: str | None = None,
                         dtype: torch.dtype | None = None) -> "Eagle3Draft":
-        """Load an SGLang-format draft dir (``config.json`` + its safetensors) in fp32 (``dtype``: in that dtype,
-        the module built on the meta device and the loaded tensors assigned, so a bf16 checkpoint is held once in
-        memory, at its own size).
-
-        Like SGLang's EAGLE-3 worker, ``target_embed`` (the target's ``embed_tokens.weight``)
-        replaces the draft's embedding when hidden sizes match; without it the draft's own
-        ``embed_tokens.weight`` is used (``embedding_source`` says which). Weight names SGLang
-        ignores are listed in ``ignored_weights``; a missing weight is an error.
-
-        The files are read as SGLang's loader reads them (:func:`..core.checkpoint.tensor_index`: the index's shards, or
-        ``model.safetensors``; headers checked first), and every shape the config implies is compared with the
-        headers before anything is allocated, so a config cannot make this allocate more than the checkpoint holds.
-        """
+        """Load an SGLang-format draft dir, read as SGLang's loader reads it; shapes are checked on the headers
+        before anything is allocated. Like SGLang's EAGLE-3 worker, ``target_embed`` replaces the draft's embedding
+        when hidden sizes match (``embedding_source`` says which)."""
         from safetensors.torch import load_file
 
         d = Path(draft_dir)
@@ -261,10 +226,7 @@ class Eagle3Draft(nn.Module):
 
     def _load_checked_weights(self, weights: dict, *, where: str, target_embed=None, target_lm_head=None,
                               dtype: torch.dtype | None = None) -> None:
-        """Load checkpoint tensors by SGLang's names (``midlayer.*``, optional ``model.`` prefix, ``d2t``).
-
-        Only for weights :func:`check_checkpoint` accepted (every shape, the lm_head source, d2t and missing
-        weights are checked there, on the headers of the same files): :meth:`from_pretrained` runs it first."""
+        """Load tensors by SGLang's names; only for weights :func:`check_checkpoint` accepted."""
         own = self.state_dict()
         loaded, self.ignored_weights = {}, []
         to = torch.float32 if dtype is None else dtype
@@ -304,10 +266,8 @@ def _layer_index(key: str) -> int | None:
 
 def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, target_embed=None,
                      target_lm_head=None, target_where: str | None = None) -> None:
-    """Every shape ``config`` implies against the checkpoint's headers (``index``:
-    :func:`..core.checkpoint.tensor_index`) and the target's tensors, without allocating: the model is built on the
-    ``meta`` device, after its layer count and fc width were checked against the headers (so even that is bounded by the
-    checkpoint). Raises :class:`DraftFormatError` naming the file, the tensor or field and the fix."""
+    """Every shape ``config`` implies, checked against the checkpoint's headers without allocating (the model is
+    built on ``meta`` after its layer count and fc width were checked). Raises :class:`DraftFormatError`."""
     cfg, disagree = cfg_path, "the config and the weights disagree: re-export the draft, or correct the config"
     keys = {module_name(n): n for n in index}
     fc = keys.get("fc.weight")
@@ -366,10 +326,7 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
 
 def eagle3_shift(input_ids: torch.Tensor, aux_hidden: torch.Tensor, target_ids: torch.Tensor,
                  loss_mask: torch.Tensor):
-    """EAGLE's training alignment (speculators ``shift_batch``) along the last sequence axis.
-
-    Draft position ``t`` reads ``aux[t]`` and ``input_ids[t+1]`` and is scored against the target's
-    prediction at ``t+1`` (``target_ids[t+1]``) where ``loss_mask[t+1]``. Works on ``[T]`` or ``[B, T]``
-    tensors (``aux`` with a trailing feature axis); returns ``(ids, aux, target_ids, mask)``, one shorter.
-    """
+    """EAGLE's training alignment (speculators ``shift_batch``): draft position ``t`` reads ``aux[t]`` and
+    ``input_ids[t+1]`` and is scored against ``target_ids[t+1]`` where ``loss_mask[t+1]``. Returns
+    ``(ids, aux, target_ids, mask)``, one shorter."""
     return (input_ids[..., 1:], aux_hidden[..., :-1, :], target_ids[..., 1:], loss_mask[..., 1:].bool())

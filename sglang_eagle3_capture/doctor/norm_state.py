@@ -1,19 +1,10 @@
-"""Pre- or post-norm: whether a stored hidden state is the target's final norm output (HF ``hidden_states[N]``,
-layer id ``"final_norm"``) or a residual stream (layer id ``N-1`` and every other), told from the samples themselves.
+"""Pre- or post-norm: whether a stored hidden state is the target's final norm output (layer id ``"final_norm"``)
+or a residual stream, told from the samples themselves, since a file does not say which it holds.
 
-Training data carries the answer (speculators stores the last layer before the norm; SpecForge's ``.ckpt``
-``hidden_state`` is after it), but a file does not say which it holds. The statistic: an RMSNorm output is
-``y = x / rms(x) * w`` (``rms(x) = sqrt(mean(x^2) + eps)``), so ``y / w`` has root-mean-square 1 for every token,
-up to ``eps`` and the storage dtype's rounding; a residual stream divided by ``w`` has no reason to. Per stored tensor,
-:func:`unit_rms_tokens` counts the tokens whose ``rms(h_t / w)`` is within :data:`UNIT` (1%) of 1; the tensor is
-``post-norm`` when at least :data:`POST` of its tokens are, ``pre-norm`` when at most :data:`PRE` are, else
-``undecided``. ``w`` is the target's final norm weight (``model.norm.weight``), so the statistic needs the target's
-weights (``verify --target``). Measured on the bundled fixtures (docs/formats-and-convert.md): post-norm 100% of
-tokens (fp32 and bf16-stored), pre-norm states at most 6.2% per sample, every other stored layer 0%.
-
-A norm whose weight has a zero entry (``y_i = 0`` there, ``x_i`` unknown) is not measurable; so is a norm of another
-form than ``x / rms(x) * w`` (Gemma's ``(1 + w)``): :func:`norm_states` then answers ``undecided`` for every tensor.
-"""
+An RMSNorm output ``y = x / rms(x) * w`` has ``rms(y / w) = 1`` for every token up to ``eps`` and rounding; a residual
+stream has no reason to. A tensor is ``post-norm`` when at least :data:`POST` of its tokens are within :data:`UNIT`
+of 1, ``pre-norm`` when at most :data:`PRE` are, else ``undecided``; a weight with a zero entry, or a norm of
+another form (Gemma's ``(1 + w)``), is not measurable. Measurements: docs/troubleshooting.md."""
 
 from __future__ import annotations
 
@@ -37,11 +28,9 @@ class NormState:
 
     @property
     def unit_fraction(self) -> float:
-        """The fraction of unit-RMS tokens (0 when there are none)."""
         return self.unit_tokens / self.tokens if self.tokens else 0.0
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
         return {"name": self.name, "tokens": self.tokens, "unit_rms_fraction": round(self.unit_fraction, 4),
                 "reading": self.reading}
 
@@ -78,7 +67,6 @@ class NormStates:
         self.unit = [0] * len(self.names)
 
     def add(self, chunks: Sequence[Any]) -> None:
-        """Count one sample's stored ``[seq, H]`` tensors."""
         if not self.ok:
             return
         for i, chunk in enumerate(chunks):

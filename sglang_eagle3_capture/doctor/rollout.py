@@ -1,29 +1,15 @@
 """The draft's own rollouts offline, as SGLang's EAGLE-3 draft decode runs them: chains and top-k trees.
 
-Pairing is EAGLE's shift (:func:`.model.eagle3_shift`): shifted row ``r`` reads ``aux[r]`` and token ``r + 1`` and its
-step-0 proposal is scored against the target's greedy token ``tgt[r]``. A rollout starting at row ``r`` is what one
-SGLang verify step drafts after the target accepted up to that row:
+Rows are shifted as :func:`.model.eagle3_shift`; a rollout from row ``r`` is what one SGLang verify step drafts
+after the target accepted up to that row. Step 0 is the teacher-forced pass (SGLang's draft-extend). Step
+``k >= 1`` (speculative/eagle_worker_v2.py ``draft_forward``, models/llama_eagle3.py) reads the previous step's
+token and *pre-norm* output (``hidden_states_to_aux``, width H, so the fc is skipped) and attends to step 0's keys
+at positions ``<= r`` and to its own slot's keys of steps ``1..k``: SGLang's draft-decode KV is per slot
+(kernels/ops/speculative/cache_locs.py ``generate_draft_decode_kv_indices``). Trees mirror
+speculative/spec_utils.py ``select_top_k_tokens`` and speculative/eagle_utils.py ``organize_draft_results``.
 
-- **step 0** is the teacher-forced pass (:meth:`.model.Eagle3Draft.forward`: the target's states through the fc, the
-  draft-extend of SGLang);
-- **step k >= 1** (speculative/eagle_worker_v2.py ``draft_forward``, models/llama_eagle3.py) sits at position
-  ``r + k``, reads the token proposed at step ``k - 1`` and, in place of ``fc(target states)``, that step's *pre-norm*
-  output (``hidden_states_to_aux``, width H, so SGLang skips the fc); each layer attends to its step-0 keys at
-  positions ``<= r`` (the draft-extend KV) and to its own keys of steps ``1..k`` of the same top-k *slot* (SGLang's
-  draft-decode KV is per slot: kernels/ops/speculative/cache_locs.py ``generate_draft_decode_kv_indices`` reads
-  ``topk_id``'s own cache locations; a slot's history is not re-gathered when a later step keeps a child of
-  another slot).
-- **top-k trees** mirror speculative/spec_utils.py ``select_top_k_tokens`` (step 0: the top-k of the softmax over the
-  draft vocab; step k: each slot's top-k times its cumulative score, the best ``topk`` of those ``topk**2`` are the
-  next step's slots, their hidden state the parent slot's output) and speculative/eagle_utils.py
-  ``organize_draft_results`` (every candidate of every step in that order, ``topk`` at step 0 then ``topk**2`` per
-  step; the ``num_draft_tokens - 1`` best scores are the tree). Draft ids are mapped to target ids through ``d2t``
-  (SGLang's ``hot_token_id``). With ``topk == 1`` SGLang drafts the greedy chain (``argmax``).
-
-Accept length of a rollout (greedy verify) = 1 + the depth of the deepest selected node whose whole path equals the
-target's greedy tokens ``tgt[r], tgt[r + 1], ...`` at scored rows (a chain stops at the first unscored row). The code
-is this package's own; only the order of candidates and the selection rule are SGLang's.
-"""
+Accept length (greedy verify) = 1 + the depth of the deepest selected node whose whole path equals the target's
+greedy tokens at scored rows. Only the candidate order and the selection rule are SGLang's; the code is our own."""
 
 from __future__ import annotations
 
@@ -36,8 +22,7 @@ from .model import Eagle3Draft, rope
 
 
 class Setting(Protocol):
-    """A speculative setting (doctor/expected.py ``Setting``): ``--speculative-num-steps``, ``-eagle-topk``,
-    ``-num-draft-tokens``."""
+    """A speculative setting: ``--speculative-num-steps``, ``-eagle-topk``, ``-num-draft-tokens``."""
 
     steps: int
     topk: int
@@ -50,8 +35,7 @@ QUERY_CHUNK = 512  # attention queries per block on long sequences (bounds the s
 
 
 def fc_input(draft: Eagle3Draft, aux: torch.Tensor) -> torch.Tensor:
-    """Step 0's hidden input: ``fc(fc_norm(input_norm(aux)))``, the fc skipped when ``aux`` is already H wide (as
-    ``Eagle3Draft._body`` and llama_eagle3.py)."""
+    """Step 0's hidden input: ``fc(fc_norm(input_norm(aux)))``, the fc skipped when ``aux`` is already H wide."""
     c = draft.config
     h = aux.to(draft.fc.weight.dtype)
     if h.shape[-1] == c.hidden_size:
@@ -93,8 +77,8 @@ def _attend(attn, x: torch.Tensor, step: int, cache: list) -> torch.Tensor:
 
 
 def _step(draft: Eagle3Draft, tokens: torch.Tensor, h: torch.Tensor, step: int, caches: list[list]):
-    """One draft forward: ``tokens`` ``[B, S, T]`` (target ids), ``h`` ``[B, S, T, H]`` (step 0: the fc output;
-    later: the previous step's pre-norm output). Returns ``(logits [B, S, T, draft_vocab], pre-norm output)``."""
+    """One draft forward over ``tokens`` ``[B, S, T]`` and ``h`` ``[B, S, T, H]``; returns
+    ``(logits [B, S, T, draft_vocab], pre-norm output)``."""
     x, residual = h, None
     embeds = draft.embed_tokens(tokens)
     for layer, cache in zip(draft.layers, caches):
@@ -106,11 +90,8 @@ def _step(draft: Eagle3Draft, tokens: torch.Tensor, h: torch.Tensor, step: int, 
 
 
 def unrolled_logits(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, steps: int) -> list[torch.Tensor]:
-    """Teacher-forced chain: draft logits ``[B, T, draft_vocab]`` of each of ``steps`` unrolled draft steps (module
-    doc), differentiable (test-time training). ``aux``: ``[B, T, fc width]`` (shifted, as for
-    :meth:`Eagle3Draft.forward`); ``ids``: ``[B, T + steps - 1]``, the shifted ids with room for the later steps'
-    tokens (step k reads ``ids[:, k:k+T]``, the target's tokens: on a chain whose proposals are right so far they are
-    the draft's own). Step 0 equals ``draft(ids[:, :T], aux)``."""
+    """Teacher-forced chain: draft logits ``[B, T, draft_vocab]`` of each of ``steps`` unrolled steps,
+    differentiable (test-time training). ``ids``: ``[B, T + steps - 1]``, step k reads ``ids[:, k:k+T]``."""
     t = aux.shape[1]
     h = fc_input(draft, aux)[:, None]
     caches: list[list] = [[] for _ in draft.layers]
@@ -131,11 +112,8 @@ def _shifted(x: torch.Tensor, k: int, fill) -> torch.Tensor:
 def accepted_drafts(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor,
                     settings: list[Setting]) -> dict[Setting, torch.Tensor]:
     """Per setting, the draft tokens a greedy verify accepts from a rollout starting at every row: ``[B, T]`` ints
-    (``-1`` where ``mask`` is false: not a start). ``ids``, ``aux``, ``tgt``, ``mask``: shifted (``eagle3_shift``):
-    row r reads ``aux[r]``, token ``ids[r]``, and its step-0 proposal is right when it equals ``tgt[r]``.
-
-    Settings sharing a ``topk`` share one rollout of their largest ``steps`` (a tree's first steps do not depend on
-    how many follow)."""
+    (``-1`` where ``mask`` is false). Settings sharing a ``topk`` share one rollout of their largest ``steps`` (a
+    tree's first steps do not depend on how many follow)."""
     out: dict[Setting, torch.Tensor] = {}
     for topk in sorted({s.topk for s in settings}):
         group = [s for s in settings if s.topk == topk]
@@ -190,9 +168,8 @@ def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[t
 
 
 def selected(cands: list[tuple], s: Setting) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The tree of setting ``s`` (``organize_draft_results``: the ``draft_tokens - 1`` best scores among the first
-    ``s.steps`` steps' candidates, in candidate order): ``(candidate index, token, depth, right)``, each
-    ``[B, T, draft_tokens - 1]``."""
+    """The tree of setting ``s``: the ``draft_tokens - 1`` best scores among its steps' candidates, in candidate
+    order, as ``(candidate index, token, depth, right)``."""
     part = cands[:s.steps]
     scores = torch.cat([c[0] for c in part], dim=-1)
     depth = torch.cat([torch.full_like(c[2], c[1] + 1, dtype=torch.long) for c in part], dim=-1)
@@ -207,8 +184,7 @@ def selected(cands: list[tuple], s: Setting) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _accepted(cands: list[tuple], s: Setting, mask: torch.Tensor) -> torch.Tensor:
-    """Accepted draft tokens per start for setting ``s``: the depth of the deepest selected node whose path is right
-    (0 when none is)."""
+    """Accepted draft tokens per start for setting ``s`` (0 when no selected path is right)."""
     _, _, depth, right = selected(cands, s)
     acc = (depth * right).max(-1).values
     return torch.where(mask, acc, torch.full_like(acc, -1))

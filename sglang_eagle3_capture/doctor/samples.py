@@ -1,31 +1,14 @@
-"""Readers for the EAGLE-3 training samples that training pipelines write to disk.
+"""Readers for the EAGLE-3 training samples that training pipelines write to disk, each into one :class:`Sample`.
 
-Three layouts are read, each into one :class:`Sample` (token ids, loss mask, and the stored
-hidden-state tensors split into ``[seq, hidden]`` chunks in stored order):
+- speculators' legacy ``data_{i}.pt`` (``VllmHiddenStatesGenerator``): the trainer (``standardize_data_v1``) fed
+  the fc ``cat(hidden_states[:-1])``; ``data_config.json`` may list the stored layer ids (captured *after* layer
+  ``idx``, so already this package's ids); ``sample_lengths.json`` must agree with each file.
+- speculators' ``hs_{i}.safetensors`` (vLLM ``extract_hidden_states``), with the loss mask from the ``datasets``
+  table above ``hidden_states/`` (speculators 0.9 ``train/data.py`` ``ArrowDataset``); docs/formats-and-convert.md.
+- SpecForge's ``.ckpt`` / ``.ckpt.gz`` (``scripts/prepare_hidden_states.py``).
 
-- speculators' legacy ``data_{i}.pt`` (``VllmHiddenStatesGenerator``, Nov 2025 - Apr 2026):
-  ``{"input_ids": [seq], "hidden_states": [[seq, hidden], ...], "loss_mask": [seq]}``; the trainer
-  (``standardize_data_v1``) fed the fc ``cat(hidden_states[:-1])`` and used ``hidden_states[-1]``
-  as the verifier's last hidden state. A ``data_config.json`` next to the files may list the
-  stored layers (``{"hidden_states": {"layer_ids": [...]}}``); the legacy generator captured
-  *after* decoder layer ``idx``, so its ids already are this package's layer ids. Its
-  ``sample_lengths.json`` (``{"i": seq_len}``) must agree with ``data_{i}.pt``.
-- speculators' ``hs_{i}.safetensors`` (vLLM ``extract_hidden_states``): ``hidden_states``
-  ``[seq, layers, hidden]`` and ``token_ids`` ``[seq]``. The trainer fed the fc ``hidden_states[:, :-1]`` and scored
-  the positions of row ``i``'s ``loss_mask`` in the ``datasets`` table of the directory above ``hidden_states/``
-  (speculators 0.9 ``train/data.py`` ``ArrowDataset``); that row is read here too, its ``input_ids`` must equal the
-  file's ``token_ids`` (the trainer skips the sample otherwise). Without a table, a ``loss_mask`` in the file is read;
-  without either, the sample has no loss mask (``Sample.loss_mask`` ``None``: ``verify`` scores every position and
-  says so, ``plan`` refuses).
-- SpecForge's ``.ckpt`` / ``.ckpt.gz`` (``scripts/prepare_hidden_states.py``): ``input_ids``,
-  ``loss_mask``, ``hidden_state`` ``[1, seq, hidden]`` (post-norm final) and ``aux_hidden_state``
-  ``[1, seq, K*hidden]`` (the fc input, split here into K chunks).
-
-The keys of each layout and of the two JSON files beside legacy samples are declared once in
-:mod:`sglang_eagle3_capture.doctor.sample_schema`; every problem is a :class:`SampleError` naming the file, the key and
-the fix. ``torch.load`` always runs with ``weights_only=True``, and only after every compressed container it would
-inflate (the gzip of a ``.ckpt.gz``, each record of torch's zip format) was bounded (:data:`MAX_RATIO`).
-"""
+Keys are declared in :mod:`.sample_schema`. ``torch.load`` runs with ``weights_only=True``, and only after every
+compressed container it would inflate was bounded (:data:`MAX_RATIO`)."""
 
 from __future__ import annotations
 
@@ -65,12 +48,8 @@ _PASS_SAMPLES = "pass sample files or a directory of them"
 class Sample:
     """One training sample: ``chunks[i]`` is the i-th stored ``[seq, hidden]`` tensor, in its stored dtype.
 
-    ``chunk_names`` say where each chunk sits in the file; ``chunk_layer_ids[i]`` is its layer id
-    when the data says so (``None`` when unknown); ``fc_chunks`` are the chunk indices the training
-    pipeline concatenated for the fc, in order; ``target_chunk`` the one it used as the verifier's
-    last hidden state (``None`` if the layout has none). ``loss_mask`` marks the positions the trainer scored
-    (``None``: the data does not say).
-    """
+    ``chunk_layer_ids[i]`` is ``None`` when unknown; ``fc_chunks`` are what the trainer fed the fc, in order;
+    ``target_chunk`` its verifier last hidden state; ``loss_mask`` ``None`` when the data does not say."""
 
     path: Path
     layout: str
@@ -81,16 +60,13 @@ class Sample:
     fc_chunks: tuple[int, ...]
     target_chunk: int | None
     chunk_layer_ids: tuple[int | None, ...] = field(default=())
-    mask_source: str = ""  # where the loss mask was read ("" when the sample has none)
 
     @property
     def seq_len(self) -> int:
-        """Number of tokens."""
         return int(self.input_ids.shape[0])
 
     @property
     def hidden_size(self) -> int:
-        """Width of each stored chunk."""
         return int(self.chunks[0].shape[-1])
 
 
@@ -107,8 +83,7 @@ def _not_a_sample(kind: str) -> str:
 
 
 def _walk(root: Path) -> list[Path]:
-    """Sample files under directory ``root``, following directory symlinks (each directory once, so a symlink loop
-    ends), sorted. A directory that cannot be listed, or a sample name that is not a regular file, is an error."""
+    """Sample files under ``root``, sorted, following directory symlinks (each directory once, so a loop ends)."""
     found: list[Path] = []
     seen: set[tuple[int, int]] = set()
 
@@ -145,9 +120,8 @@ def _walk(root: Path) -> list[Path]:
 
 
 def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named on the command line; a directory stands for every sample file under it (sorted, directory symlinks
-    followed; in speculators' data directory, the ``hidden_states/`` beside its table). Anything that is not a regular
-    file where a sample file is expected is named and refused: a fifo or a device is never opened."""
+    """A directory stands for every sample file under it; anything that is not a regular file where a sample
+    file is expected is refused, so a fifo or a device is never opened."""
     out: list[Path] = []
     for p in map(Path, paths):
         kind = path_kind(p, error=SampleError, fix=_PASS_SAMPLES)
@@ -219,8 +193,8 @@ def _gunzip(path: Path, f, compressed: int) -> bytes:
 
 
 def _check_zip(path: Path, source, compressed: int) -> None:
-    """A torch zip archive (what ``torch.save`` writes) whose records, as its central directory declares them (the
-    sizes torch's reader allocates and checks), fit the budget; a file of another format passes untouched."""
+    """A torch zip archive whose records, as its central directory declares them (the sizes torch's reader
+    allocates), fit the budget; a file of another format passes untouched."""
     if not zipfile.is_zipfile(source):
         source.seek(0)
         return
@@ -293,9 +267,7 @@ def _read_legacy(path: Path, data) -> Sample:
 
 
 def _directory_json(path: Path) -> dict:
-    """A JSON object shared by every sample in a directory (``sample_lengths.json``, ``data_config.json``), read
-    strictly (:func:`~sglang_eagle3_capture.core.userfiles.read_json_object`) once per version of the file rather than
-    once per sample; callers only read the result."""
+    """Read strictly once per version of the file rather than once per sample; callers only read the result."""
     fix = "correct it, or remove it (it only describes the samples)"
     require_file(path, error=SampleError, fix=fix)
     st = path.stat()
@@ -322,8 +294,7 @@ def _check_legacy_length(path: Path, seq: int) -> None:
 
 
 def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
-    """Layer ids of the stored tensors from the legacy generator's ``data_config.json``, if present (distinct
-    integers >= -1, one per stored tensor; the upper bound needs the target and is checked by ``verify``)."""
+    """Layer ids from the legacy generator's ``data_config.json``, if present (upper bound checked by ``verify``)."""
     cfg = path.parent / LEGACY_DATA_CONFIG
     if path_kind(cfg, error=SampleError) == "missing":
         return (None,) * n
@@ -355,27 +326,26 @@ def _read_hs_safetensors(path: Path) -> Sample:
         raise SampleError(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0",
                           REGENERATE)
     ids = _rows(d["token_ids"], "token_ids", path, hs.shape[0]).long()
-    mask, source = _table_mask(path, ids)
+    mask = _table_mask(path, ids)
     if mask is None and d["loss_mask"] is not None:
-        mask, source = _rows(d["loss_mask"], "loss_mask", path, hs.shape[0]) != 0, "the sample file"
+        mask = _rows(d["loss_mask"], "loss_mask", path, hs.shape[0]) != 0
     n = hs.shape[1]
     return Sample(
         path=path, layout=HS_SAFETENSORS, input_ids=ids, loss_mask=mask,
         chunks=tuple(hs[:, i] for i in range(n)),
         chunk_names=tuple(f"hidden_states[:, {i}]" for i in range(n)),
-        fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=(None,) * n, mask_source=source,
+        fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=(None,) * n,
     )
 
 
-def _table_mask(path: Path, ids) -> tuple[object | None, str]:
-    """Row ``i``'s loss mask for ``hs_{i}.safetensors`` from speculators' datasets table (module doc), and where it
-    was read; ``(None, "")`` when the file does not sit in a ``hidden_states/`` directory beside a table."""
+def _table_mask(path: Path, ids) -> object | None:
+    """Row ``i``'s loss mask from speculators' datasets table; None when the file does not sit beside one."""
     import torch
 
     root = path.parent.parent
     state = root / TABLE_STATE
     if path.parent.name != TABLE_HS_DIR or path_kind(state, error=SampleError) == "missing":
-        return None, ""
+        return None
     index = path.name[len("hs_"):-len(".safetensors")]
     if not index.isdecimal() or not index.isascii():
         raise SampleError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
@@ -386,20 +356,18 @@ def _table_mask(path: Path, ids) -> tuple[object | None, str]:
     if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
         raise SampleError(path, "token_ids", f"differ from input_ids of row {index} of the datasets table in "
                           f"{root} (speculators' trainer skips such a sample)", f"{REGENERATE}, or {TABLE_FIX}")
-    return mask, f"row {index} of the datasets table in {root}"
+    return mask
 
 
 @dataclass(frozen=True)
 class _Table:
-    """speculators' datasets table (``save_to_disk``): its Arrow files' ``input_ids`` and ``loss_mask`` columns, memory
-    mapped as datasets' ``load_from_disk`` maps them (``pyarrow.ipc.open_stream`` over ``pyarrow.memory_map``)."""
+    """speculators' datasets table (``save_to_disk``), memory mapped as datasets' ``load_from_disk`` maps it."""
 
     root: Path
     files: tuple[tuple[Path, object, object], ...]  # (file, input_ids column, loss_mask column)
 
     def row(self, index: int, sample: Path) -> tuple[Path, dict]:
-        """The Arrow file holding row ``index``, and the row as tensors, read as
-        :data:`~sglang_eagle3_capture.schemas.samples.TABLE_ROW`."""
+        """The Arrow file holding row ``index``, and the row as tensors."""
         import torch
 
         start = 0

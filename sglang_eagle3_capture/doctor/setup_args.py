@@ -1,16 +1,9 @@
-"""``inspect DRAFT --target T -- ARGS``: the launch_server arguments resolved as the server resolves them, read into
-the same startup report the server logs (:mod:`sglang_eagle3_capture.observe.report`) and the same reading of the
-launch (:mod:`sglang_eagle3_capture.core.launch`). SGLang is imported here only, and only when arguments are given.
+"""``inspect DRAFT --target T -- ARGS``: the launch_server arguments resolved as the server resolves them
+(SGLang's own ``prepare_server_args`` and ``ServerArgs.resolve_once``), read into the server's startup report
+(:mod:`sglang_eagle3_capture.observe.report`). SGLang is imported here only, and only when arguments are given.
 
-The arguments go through SGLang's own ``prepare_server_args`` (as ``launch_server`` calls it: a ``--config`` YAML
-merged by SGLang's ``ConfigArgumentMerger``, the command line winning) and ``ServerArgs.resolve_once``. Before that,
-the merged arguments are read with SGLang's own parser: ``--speculative-draft-model-path`` and ``--model-path``
-default to ``DRAFT`` and ``--target``; one that names another draft or another target than the one being inspected
-is refused, and a model path that is not on this machine is refused before anything could fetch it (inspect runs
-offline). What SGLang logs while resolving (its WARNINGs name the rule it applied) is kept with the report. SGLang
-refusing the arguments, in its parser or its resolution (for any reason, e.g. no accelerator to default
-``--device`` to), is bad input: exit 2, its own message, one line.
-"""
+A draft or target path other than the ones inspected is refused, and so is a model path not on this machine
+(inspect runs offline). SGLang refusing the arguments, for any reason, is bad input: exit 2, its own message."""
 
 from __future__ import annotations
 
@@ -34,8 +27,7 @@ DEVICE_FIX = ("; a launch without --device resolves for the accelerator SGLang f
 
 @dataclass
 class Resolved:
-    """The resolved ``ServerArgs``, what SGLang said while resolving it, and the arguments it resolved (``--config``
-    merged, the draft and target paths added)."""
+    """The resolved ``ServerArgs``, what SGLang said while resolving, and the arguments it resolved."""
 
     server_args: Any
     notes: list[str]
@@ -54,8 +46,7 @@ class _Notes(logging.Handler):
 
 
 def _parser() -> argparse.ArgumentParser:
-    """SGLang's own launch_server parser (this instance: errors raised, not printed; ``--model-path`` optional, since
-    inspect supplies ``--target`` where it is missing)."""
+    """SGLang's own launch_server parser, raising instead of printing; ``--model-path`` optional (``--target``)."""
     from sglang.srt.server_args import ServerArgs
 
     parser = argparse.ArgumentParser(prog="launch_server", add_help=False, exit_on_error=False)
@@ -81,8 +72,7 @@ def _sglang_speaking(notes: _Notes):
 
 @contextlib.contextmanager
 def _root_logger_kept():
-    """The root logger's handlers and level as they were, after ``prepare_server_args`` reconfigured it with
-    ``basicConfig(force=True)`` (which drops the command's own handlers)."""
+    """The root logger as it was, after ``prepare_server_args``'s ``basicConfig(force=True)`` dropped its handlers."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
@@ -98,8 +88,8 @@ def _root_logger_kept():
 
 
 def _merged(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
-    """``argv`` with its ``--config`` YAML merged as SGLang's ``prepare_server_args`` merges it (the same condition,
-    the same merger); releases without the merger get ``argv`` as it is (their parser judges ``--config``)."""
+    """``argv`` with its ``--config`` YAML merged as ``prepare_server_args`` merges it; releases without the merger
+    get ``argv`` as it is."""
     if "--config" not in argv:
         return argv
     try:
@@ -128,8 +118,7 @@ def _same(a: str, b: str) -> bool:
 
 
 def _with_paths(argv: list[str], given: argparse.Namespace, draft: str, target: str | None) -> list[str]:
-    """``argv`` with ``DRAFT`` and ``--target`` as the draft and model paths where it names none (read by SGLang's
-    parser, ``--config`` merged); refused where it names others, or a model path not on this machine."""
+    """``argv`` with ``DRAFT`` and ``--target`` as the draft and model paths where it names none."""
     argv = list(argv)
     if given.speculative_draft_model_path is None:
         argv += ["--speculative-draft-model-path", str(draft)]
@@ -156,7 +145,6 @@ def _with_paths(argv: list[str], given: argparse.Namespace, draft: str, target: 
 
 
 def resolve(argv: Sequence[str], draft: str, target: str | None) -> Resolved:
-    """Resolve ``argv`` as launch_server would (module doc)."""
     from sglang.srt import server_args as sglang_server_args
 
     notes = _Notes()
@@ -184,8 +172,7 @@ def resolve(argv: Sequence[str], draft: str, target: str | None) -> Resolved:
 
 
 def _context_length(server_args: Any) -> int | None:
-    """The context length the server's target ModelRunner runs (its ModelConfig's, which the server's report reads
-    where the arguments leave it to the model); None where SGLang cannot build it here (metadata: no error)."""
+    """The context length the server's target ModelRunner runs; None where SGLang cannot build it here."""
     from sglang.srt.configs.model_config import ModelConfig
 
     try:

@@ -1,19 +1,10 @@
 """``verify``: the draft's teacher-forced accuracy on its training samples under every buildable wiring.
 
-The draft runs standalone (:class:`sglang_eagle3_capture.doctor.model.Eagle3Draft`, SGLang's
-``LlamaForCausalLMEagle3`` math) in fp32. Pairing is EAGLE's (speculators ``shift_batch``): draft
-position ``t`` reads the fc input at ``t`` and token ``t+1`` and is scored on the data's token
-``t+2``, where the loss mask at ``t+1`` is set (every position when the layout has no mask). Top-k
-counts a hit when the token is among the k best draft ids mapped to target ids through ``d2t``.
-
-Samples stream through in batches (right-padded, exact under causal attention) so memory stays
-bounded; every stored tensor is also compared, exactly (``torch.equal``), with the embedding lookup
-of the input ids (the target's embedding with ``--target``, else the draft's own copy).
-
-For the manifest's wiring, :mod:`.vocab_gap` also counts the scored target tokens outside the draft vocabulary, which
-serving always rejects but speculators' validation accuracy does not count as misses, and (with ``--target``) the
-top-1 that validation reports.
-"""
+The draft runs standalone (:class:`.model.Eagle3Draft`) in fp32, paired as EAGLE trains it (speculators
+``shift_batch``). Samples stream through in right-padded batches so memory stays bounded; every stored tensor is
+also compared exactly with the embedding lookup of the input ids. For the manifest's wiring, :mod:`.vocab_gap`
+counts the scored tokens outside the draft vocabulary, which serving always rejects but speculators' validation
+accuracy does not count as misses. docs/plan.md describes the figures."""
 
 from __future__ import annotations
 
@@ -84,7 +75,6 @@ class VerifyReport:
         return sorted(self.candidates.candidates, key=lambda c: (-c.top1, -c.topk))
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
         cs = self.candidates
         return {
             "draft_dir": self.draft_dir, "manifest_layer_ids": list(self.manifest_ids), "layout": self.layout,
@@ -107,11 +97,8 @@ class VerifyReport:
 
 
 def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool = False):
-    """Load one tensor whose name ends with ``suffix`` (e.g. ``embed_tokens.weight``) from a target's safetensors
-    (``with_file``: return ``(tensor, the file it came from)``).
-
-    Only that tensor is read (``safe_open``), so this is cheap even for a sharded 671B checkpoint.
-    """
+    """One tensor whose name ends with ``suffix`` from a target's safetensors (``with_file``: also its file).
+    Only that tensor is read (``safe_open``), so this is cheap even for a sharded 671B checkpoint."""
     from safetensors import safe_open
 
     index = tensor_index(target_dir)  # headers checked (dtype, shape, offsets) before safetensors opens the file
@@ -131,8 +118,7 @@ def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool =
 
 
 def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
-    """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given (``dtype``:
-    a torch dtype to hold and compute it in; default fp32)."""
+    """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given."""
     from .model import DraftConfig, Eagle3Draft  # torch
 
     embed = head = target_where = None
@@ -158,9 +144,8 @@ def _final_norm_weight(target: str | Path):
 
 
 def _post_norm_identities(ids: list, found: list[NormState], n_layers: int) -> tuple[list, list[str]]:
-    """``ids`` with every stored tensor ``found`` (the first batch's readings) reads as post-norm named
-    ``final_norm`` (unnamed ones, and ones the data calls layer N-1, the pre-norm state: the data's label is then
-    wrong, and said so)."""
+    """``ids`` with every stored tensor ``found`` reads as post-norm named ``final_norm`` (including one the data
+    calls layer N-1, the pre-norm state: the data's label is then wrong, and said so)."""
     out, notes = list(ids), []
     for i, state in enumerate(found):
         if state.reading != POST_NORM or out[i] not in (None, n_layers - 1):
@@ -210,9 +195,7 @@ MIN_TOKENS = 3  # a sample scores position p on token p + 2
 
 
 def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
-    """Every check a batch of samples passes before the draft reads it (``verify``, ``plan``, ``--write-expected``):
-    token ids inside the draft's vocabulary, the first sample's width the declared target's hidden size and the layer
-    ids its data names within the target, and every sample of the first one's layout."""
+    """Every check a batch passes before the draft reads it (``verify``, ``plan``, ``--write-expected``)."""
     for s in batch:
         _check_token_ids(s, vocab)
     head = first if first is not None else batch[0]
@@ -234,7 +217,6 @@ def _check_layout(s, first, n_chunks: int) -> None:
 
 
 def _check_token_ids(s, vocab: int) -> None:
-    """Every token id indexes the embedding: ``0 <= id < vocab``."""
     ids = s.input_ids
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
         bad = ids[(ids < 0) | (ids >= vocab)].unique()[:5].tolist()
@@ -255,8 +237,8 @@ def _check_stored_layer_ids(s, n_layers: int) -> None:
 
 
 def _embedding_hits(samples, embed) -> list[list[int]]:
-    """Per sample, the stored chunks that equal ``embed[input_ids]`` exactly (in the chunk's dtype; a float32 chunk
-    also as fp8 stored it, since the reader upcasts fp8 hidden states)."""
+    """Per sample, the stored chunks that equal ``embed[input_ids]`` exactly (a float32 chunk also as fp8 stored
+    it, since the reader upcasts fp8 hidden states)."""
     import torch
 
     fp8 = [getattr(torch, name) for name in FP8]
@@ -270,8 +252,7 @@ def _embedding_hits(samples, embed) -> list[list[int]]:
 
 def _evaluate(model, samples, candidates: list[Candidate], top_k: int, gap: tuple[Candidate, VocabGap] | None = None
               ) -> float:
-    """Add this batch's counts to every candidate (and, for ``gap``'s candidate, to its :class:`VocabGap`); returns
-    seconds spent in draft forwards."""
+    """Add this batch's counts to every candidate; returns seconds spent in draft forwards."""
     import torch
 
     b, t = len(samples), max(s.seq_len for s in samples)
@@ -317,7 +298,7 @@ def _evaluate(model, samples, candidates: list[Candidate], top_k: int, gap: tupl
 
 
 def _check_d2t(draft_dir: Path, d2t, vocab: int) -> None:
-    """Every draft id maps to a target id in ``[0, vocab)`` (``target = draft + d2t[draft]``): offsets, not ids."""
+    """Every draft id maps to a target id in ``[0, vocab)`` (``target = draft + d2t[draft]``)."""
     import torch
 
     ids = torch.arange(d2t.shape[0]) + d2t
@@ -331,9 +312,8 @@ def _check_d2t(draft_dir: Path, d2t, vocab: int) -> None:
 
 def _target_head(target: str | Path | None, model, sample, norm_weight, found: list[NormState] | None
                  ) -> tuple[TargetHead | None, str]:
-    """The target's head over the draft vocabulary for :class:`VocabGap`, or ``None`` and why it cannot be built:
-    ``lm_head`` rows (the embedding when the target ties them) at the draft's target ids, and the final norm unless
-    the stored target state reads post-norm (``found``: the first batch's readings)."""
+    """The target's head over the draft vocabulary for :class:`VocabGap`, or ``None`` and why it cannot be built.
+    The final norm is applied unless the stored target state reads post-norm."""
     if target is None:
         return None, "pass --target TARGET (its lm_head and final norm give the target's argmax over the draft " \
                      "vocabulary)"
@@ -365,8 +345,8 @@ def _target_head(target: str | Path | None, model, sample, norm_weight, found: l
 def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | Path | None = None, top_k: int = 5,
            batch_size: int = 32, margin: float = DEFAULT_MARGIN, max_combinations: int = 64,
            progress: bool = True, dtype=None) -> VerifyReport:
-    """Run the draft on ``data`` under every buildable wiring; see the module doc (``dtype``: a torch dtype to hold
-    and run the draft in, e.g. ``torch.bfloat16`` for a bf16 checkpoint too large for fp32)."""
+    """Run the draft on ``data`` under every buildable wiring (``dtype``: e.g. ``torch.bfloat16`` for a bf16
+    checkpoint too large for fp32)."""
     import torch
 
     cfg_file = Path(draft_dir) / "config.json"
@@ -465,8 +445,8 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
 
 @dataclass(frozen=True)
 class _Declared:
-    """The wiring ``verify`` checks: the manifest's, or what the draft's config.json reads as (with ``--target``);
-    for an ambiguous config, every reading is checked and the first stands in as the declared one."""
+    """The wiring ``verify`` checks: the manifest's, or what config.json reads as; when ambiguous, every reading is
+    checked and the first stands in as the declared one."""
 
     layer_ids: tuple[int, ...]
     by: str
@@ -499,11 +479,8 @@ def _declared(draft: Path, draft_cfg: dict, target: str | Path | None) -> _Decla
 
 
 def _recorded(draft: Path, draft_cfg: dict, manifest) -> tuple[tuple[int, ...], str] | None:
-    """The layer ids the draft's training config gave its trainer, which are the layers its training data stored,
-    when a record of them exists apart from the manifest: speculators' ``config.json`` (``eagle_aux_hidden_state_layer_
-    ids``, the trainer's ``--target-layer-ids``), or that list as ``convert`` kept it in the manifest's provenance
-    (``original_ids``, convention ``vllm-hf-index``). Read by the speculators format reader against the manifest's
-    target; ``None`` when there is no such record or it does not read."""
+    """The layer ids the draft's trainer was given, when recorded apart from the manifest (speculators'
+    ``config.json``, or ``convert``'s provenance ``original_ids``); ``None`` when there is none or it does not read."""
     target = {"architectures": [manifest.target_architecture], "num_hidden_layers": manifest.target_num_hidden_layers,
               "hidden_size": manifest.target_hidden_size}
     prov = manifest.provenance
@@ -524,8 +501,7 @@ def _recorded(draft: Path, draft_cfg: dict, manifest) -> tuple[tuple[int, ...], 
 
 
 def _decide_readings(report: VerifyReport) -> None:
-    """An ambiguous config: the reading whose wiring ranks first by the margin over every other reading is the one
-    the draft was trained on; otherwise it stays ambiguous."""
+    """An ambiguous config: the reading whose wiring leads every other by the margin is the trained one."""
     by_ids = {c.layer_ids: c for c in report.candidates.candidates if c.layer_ids is not None}
     scored = [(r, by_ids.get(tuple(r.layer_ids))) for r in report.readings]
     built = sorted(((r, c) for r, c in scored if c is not None), key=lambda rc: -rc[1].top1)
@@ -550,11 +526,8 @@ def _decide_readings(report: VerifyReport) -> None:
 
 
 def _decide(report: VerifyReport) -> None:
-    """OK when the manifest's wiring leads every other by the margin; FAIL (mis-wired) when another wiring leads it by
-    the margin, or when the draft's training record names other fc inputs than the manifest (the data, which stored
-    the recorded layers, then cannot call the manifest consistent); AMBIGUOUS (exit 3) when the data cannot decide: no
-    scored position, the manifest's wiring or any other not buildable from the stored tensors, or a lead smaller than
-    the margin either way."""
+    """OK when the manifest's wiring leads every other by the margin; FAIL when another leads it by the margin, or
+    the training record names other fc inputs than the manifest; AMBIGUOUS (exit 3) when the data cannot decide."""
     if report.readings:
         _decide_readings(report)
         return

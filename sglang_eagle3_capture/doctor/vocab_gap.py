@@ -1,23 +1,9 @@
 """The draft vocabulary's blind spot: target tokens outside it, which training validation does not count as misses.
 
-A draft proposes only tokens of its draft vocabulary (``d2t``: ``target id = draft id + d2t[draft id]``; SGLang's
-``hot_token_id``), so a position whose target token is outside it is rejected when served, whatever the draft does.
-speculators' validation accuracy cannot see this: it scores the draft against the target's argmax over the *draft*
-vocabulary (speculators 0.9.0: the targets are ``verifier_lm_head(verifier_norm(last hidden state))``,
-``models/eagle3/core.py:251-252``, where ``verifier_lm_head`` holds only the target ``lm_head`` rows ``t2d``
-selects, ``model.py:178-186``; ``pred_ids`` and ``target_ids`` are both argmaxes over that vocabulary,
-``models/eagle3/metrics.py:100-101``, compared in ``models/metrics.py:52``). At such a position validation counts a
-hit whenever the draft picks the target's best in-vocabulary token; serving never does.
-
-:class:`VocabGap` counts, over ``verify``'s scored positions for one wiring (the manifest's):
-
-- the scored target tokens (the data's next tokens) outside the draft vocabulary;
-- top-1 counting them as misses (what serving can accept; equal to ``verify``'s top-1 for that wiring);
-- top-1 as speculators' validation scores it, when the target's head is at hand (``verify --target``) and the samples
-  store the target's last state: the draft's pick against ``argmax(lm_head[draft vocab] @ norm(state))``, the norm
-  left out when the stored state already is the norm's output (``doctor/norm_state.py``); otherwise only its upper
-  bound, top-1 plus the out-of-vocabulary fraction, is known.
-"""
+Serving always rejects such a position; speculators' validation scores the draft against the target's argmax over
+the *draft* vocabulary (speculators 0.9.0 ``models/eagle3/core.py:251-252``, ``model.py:178-186``,
+``models/eagle3/metrics.py:100-101``, ``models/metrics.py:52``), so it counts a hit there. docs/troubleshooting.md
+("Validation said 0.93, serving accepts 0.90") explains the figures."""
 
 from __future__ import annotations
 
@@ -27,9 +13,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class TargetHead:
-    """The target's output head restricted to the draft vocabulary: ``rows`` ``[draft vocab, H]`` (``lm_head`` rows
-    of the draft's target ids, in draft-id order), and the final norm (``norm_weight`` ``[H]``, ``eps``) to apply
-    to a stored pre-norm state (``norm_weight`` ``None``: the state is already the norm's output)."""
+    """The target's head over the draft vocabulary: ``rows`` ``[draft vocab, H]`` in draft-id order, and the final
+    norm for a pre-norm stored state (``norm_weight`` ``None``: the state is already the norm's output)."""
 
     rows: Any
     norm_weight: Any
@@ -47,8 +32,8 @@ class TargetHead:
 
 @dataclass
 class VocabGap:
-    """Counts for one wiring over ``verify``'s scored positions (module doc). ``in_vocab`` ``[target vocab]`` (bool)
-    marks the draft's target ids; ``head`` is ``None`` when speculators' figure cannot be computed, ``why`` says why."""
+    """Counts for one wiring over ``verify``'s scored positions; ``head`` is ``None`` when speculators' figure
+    cannot be computed, ``why`` says why."""
 
     in_vocab: Any
     draft_vocab_size: int
@@ -71,8 +56,8 @@ class VocabGap:
 
     def add(self, labels: Any, scored: Any, top1_draft_ids: Any, top1_target_ids: Any, target_states: Any = None
             ) -> None:
-        """One batch: ``labels`` (target ids), ``scored`` (bool), the draft's top-1 as draft and target ids, all
-        ``[B, T]``; ``target_states`` ``[B, T, H]``: the stored target state each label's logits come from."""
+        """One batch, all ``[B, T]``: ``labels`` (target ids), ``scored``, the draft's top-1 as draft and target ids;
+        ``target_states`` ``[B, T, H]``."""
         oov = ~self.in_vocab[labels]
         self.positions += int(scored.sum())
         self.out_of_vocab += int((oov & scored).sum())
@@ -108,7 +93,6 @@ class VocabGap:
         return min(1.0, self.top1 + self.oov_fraction)
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
         return {"draft_vocab_size": self.draft_vocab_size, "target_vocab_size": int(self.in_vocab.shape[0]),
                 "positions": self.positions, "out_of_vocab": self.out_of_vocab,
                 "out_of_vocab_fraction": round(self.oov_fraction, 6), "top1_oov_as_miss": round(self.top1, 6),
@@ -117,7 +101,6 @@ class VocabGap:
                 "why_not_computed": None if self.exact else self.why}
 
     def lines(self) -> list[str]:
-        """Human-readable report (``verify``'s ``vocabulary:`` block)."""
         n, v = self.draft_vocab_size, int(self.in_vocab.shape[0])
         out = [f"draft vocabulary {n} of {v} target ids: {self.oov_fraction:.1%} of the scored target tokens "
                f"({self.out_of_vocab} of {self.positions}) are outside it; served, they are always rejected",

@@ -1,22 +1,10 @@
 """Served acceptance, counted per draft position, and the alarm against what the draft should accept.
 
-Plain arithmetic, no SGLang, torch or Prometheus (:mod:`sglang_eagle3_capture.observe.metrics` feeds it from
-SGLang's scheduler and exports it). One *verify step* is one request's verify of one draft (a chain of
-``steps`` tokens, or a tree ``steps`` deep); SGLang reports it as ``num_correct_drafts``, the draft tokens the
-target accepted (the bonus token not counted). Definitions (docs/metrics.md), the same as ``verify``'s offline
-figures and ``benchmarks/bench_e2e.py``'s served ones, so the three compare:
-
-- ``proposed[k]``: verify steps that proposed a token at draft position ``k`` (every step, for k < steps);
-- ``accepted[k]``: verify steps that accepted at least ``k + 1`` draft tokens (the token at position ``k`` and
-  every one before it);
-- per-position acceptance ``accepted[k] / proposed[k]``; accept length ``1 + sum(accepted) / verify steps``;
-- ``histogram[j]``: verify steps that accepted exactly ``j`` draft tokens (SGLang's own
-  ``spec_correct_drafts_histogram``, summed over requests).
-
-The alarm compares position-0 acceptance over the last ``window`` verify steps with the manifest's ``expected``
-figure for the running topk; it fires when it is below by more than ``margin``, once, and clears (once) when it
-comes back within half the margin.
-"""
+Plain arithmetic, no SGLang, torch or Prometheus (:mod:`.metrics` feeds and exports it). One *verify step* is one
+request's verify of one draft; the definitions (``proposed``, ``accepted``, ``histogram``) are docs/metrics.md's, the
+same as ``verify``'s offline figures and ``benchmarks/bench_e2e.py``'s, so the three compare. The alarm fires once
+when position-0 acceptance over the last ``window`` steps is below the manifest's ``expected`` by more than
+``margin``, and clears once when it is back within half the margin."""
 
 from __future__ import annotations
 
@@ -47,8 +35,8 @@ class Settings:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
-        """The settings in ``environ`` (default: the process's), read by :mod:`...core.switches`: a value that does
-        not read is the default and one of :attr:`problems` (the caller logs them)."""
+        """The settings in ``environ`` (default: the process's); a value that does not read is the default and one of
+        :attr:`problems` (the caller logs them)."""
         read = [switches.parse(s, environ) for s in (switches.METRICS, switches.METRICS_LOG_EVERY,
                                                       switches.ALARM_MARGIN, switches.ALARM_WINDOW)]
         (enabled, log_every, margin, window), problems = zip(*read)
@@ -57,8 +45,8 @@ class Settings:
 
 @dataclass
 class Tally:
-    """Counts of one server's verify steps (see the module doc) for a draft of ``steps`` positions. Only the
-    histogram is kept (one add per verify step); ``proposed`` and ``accepted`` follow from it."""
+    """Counts of one server's verify steps for a draft of ``steps`` positions. Only the histogram is kept (one add
+    per verify step); ``proposed`` and ``accepted`` follow from it."""
 
     steps: int
     histogram: list[int] = field(init=False)
@@ -123,7 +111,7 @@ class AlarmEvent:
 
 
 class Alarm:
-    """Position-0 acceptance over the last ``window`` verify steps against ``expected`` (module doc)."""
+    """Position-0 acceptance over the last ``window`` verify steps against ``expected``."""
 
     def __init__(self, expected: float, *, margin: float = MARGIN, window: int = WINDOW) -> None:
         self.expected, self.margin, self.window = expected, margin, window

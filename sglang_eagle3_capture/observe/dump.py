@@ -1,35 +1,11 @@
-"""Capture dump for debugging deployments: what the target really feeds the draft's fc, per rank.
+"""Capture dump for debugging deployments: what the target really feeds the draft's fc, per rank
+(``SGLANG_EAGLE3_CAPTURE_DUMP=DIR``; docs/how-it-works.md, "The capture dump": what it holds, why private).
 
-Set ``SGLANG_EAGLE3_CAPTURE_DUMP=DIR`` before starting SGLang. Every target model that configures
-EAGLE-3 capture (every TP rank, in its scheduler process) then writes its first few forward batches:
-
-- ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.safetensors`` with ``aux_hidden_states`` ``[T, K*H]`` (chunks in fc order,
-  exactly the tensor handed to the logits processor, which passes it on to the draft), ``input_ids``
-  ``[T]`` (the batch's token ids, also for a wrapper such as Kimi-K2.5 that hands its decoder embeddings, see
-  ``capture.batch_token_ids``; absent when the request served embeddings) and ``positions`` ``[T]``;
-- ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.json``: layer ids, loop indices, where the ids came from, TP/PP rank, pid,
-  process title, SGLang and package versions, forward mode, shapes and dtype (``compare`` reads both back as
-  :mod:`sglang_eagle3_capture.doctor.dump_schema` declares them).
-
-The token ids are the users' prompts, so the dump is private: ``DIR`` is created 0700 and every file 0600
-(:class:`~..core.userfiles.PrivateDirectory`); an existing ``DIR`` that is a symlink, is owned by another user, or is
-writable by group or others is refused. ``RUN`` (start time and a random token) keeps one server run's files from
-overwriting another's, even when a fresh container gives the scheduler the same pid. Each file is written atomically
-(a temporary name, fsync, rename) through the directory opened once, the ``.json`` first and removed again when its
-tensors cannot be written (a full disk), so a reader never sees a torn batch nor a batch without its metadata or
-tensors.
-
-The dump is a debugging aid and never stops serving: a directory it refuses or cannot create, or a batch it cannot
-write (a directory removed or made read-only meanwhile, a full disk), logs one ERROR naming the directory, what is
-wrong and the fix, turns the dump off for that process, and the forward goes on. Refusing the server instead would
-let anyone who can plant a directory at the configured path keep it from starting.
-
-Bounded: at most ``SGLANG_EAGLE3_CAPTURE_DUMP_MAX`` batches (default 4) and
-``SGLANG_EAGLE3_CAPTURE_DUMP_MAX_BYTES`` bytes of tensors (default 64 MiB) per process (a value that does not read
-is the default, with one WARNING: :mod:`..core.switches`); a batch that would overflow the byte budget is skipped.
-The environment is read once, when capture is configured; unset, no dump object exists and the forward pays nothing.
-Batches run inside CUDA-graph capture or torch.compile tracing are not dumped (the graphs replay without Python).
-"""
+Each batch is ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.safetensors`` plus ``.json`` metadata (read back by ``compare`` as
+:mod:`sglang_eagle3_capture.doctor.dump_schema` declares). ``RUN`` keeps one server run's files from overwriting
+another's even when a fresh container reuses the pid. The dump never stops serving: any failure logs one ERROR and
+turns it off for that process. Batches run inside CUDA-graph capture or torch.compile tracing are not dumped (the
+graphs replay without Python)."""
 
 from __future__ import annotations
 
@@ -66,10 +42,8 @@ def process_title() -> str | None:
 
 
 class CaptureDump:
-    """Writes the first ``max_batches`` aux batches of one process to ``directory`` (see module doc).
-
-    Never raises once constructed, nor while constructing: a failure turns it off (:attr:`disabled`) with one ERROR.
-    """
+    """Writes the first ``max_batches`` aux batches of one process to ``directory``. Never raises, constructing
+    included: a failure turns it off (:attr:`disabled`) with one ERROR."""
 
     def __init__(self, directory: str | os.PathLike, *, metadata: dict, max_batches: int = DEFAULT_MAX_BATCHES,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> None:
@@ -108,8 +82,7 @@ class CaptureDump:
         return self.disabled or self.written >= self.max_batches
 
     def __call__(self, aux: Any, input_ids: Any, positions: Any, forward_mode: Any = None) -> None:
-        """Dump one batch (no-op once done, and while a CUDA graph or torch.compile is being captured). Never raises:
-        a batch that cannot be written turns the dump off (one ERROR) and the forward goes on."""
+        """Dump one batch (no-op once done, and while a CUDA graph or torch.compile is being captured); never raises."""
         if self.done:
             return
         try:
@@ -156,13 +129,7 @@ class CaptureDump:
 
 
 def dump_from_env(metadata: dict, environ: Mapping[str, str] | None = None) -> CaptureDump | None:
-    """A :class:`CaptureDump` when ``SGLANG_EAGLE3_CAPTURE_DUMP`` is set, else None (read once, at configure time).
-
-    Example::
-
-        >>> dump_from_env({"layer_ids": [-1, 2, 30]}, environ={}) is None
-        True
-    """
+    """A :class:`CaptureDump` when ``SGLANG_EAGLE3_CAPTURE_DUMP`` is set, else None (read once, at configure time)."""
     env = os.environ if environ is None else environ
     directory = switches.read(switches.DUMP, env)
     if not directory:

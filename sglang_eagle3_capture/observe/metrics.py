@@ -1,23 +1,12 @@
-"""Per-position acceptance on SGLang's ``/metrics``, one log line every N verify steps, and the acceptance alarm.
+"""Per-position acceptance on SGLang's ``/metrics``, one log line every N verify steps, and the acceptance alarm
+(docs/metrics.md has the names, labels and cost).
 
-Two seams (the release table's ``metrics.`` roles), one patch, applied when SGLang's scheduler module is imported:
-
-- ``Scheduler.init_metrics_collector``: after SGLang has set up its own metrics, a scheduler that is SGLang's
-  stats-logging rank (attention TP rank 0, and attention CP rank 0 where the release has context parallelism:
-  SGLang's own ``SchedulerMetricsCollectorContext.is_stats_logging_rank``) counts; the other TP ranks of the same
-  batch do not, so a request is counted once under TP, once per DP group under DP attention, and once per replica
-  under ``--dp-size`` (labelled ``dp_rank`` by SGLang, summed by Prometheus as usual);
-- ``Req.update_spec_correct_drafts_histogram``: SGLang's own record of one verify step of one request (called by
-  its batch result processor with ``num_correct_drafts``), so the counts are exactly those of SGLang's per-request
-  ``spec_correct_drafts_histogram``. SGLang exports no per-position figure on ``/metrics`` of its own, only the
-  ``sglang:spec_accept_length`` / ``sglang:spec_accept_rate`` gauges of the last log interval (docs/metrics.md).
-
-Counting is one integer add per verify step (:class:`~sglang_eagle3_capture.observe.acceptance.Tally`, written by the
-scheduler thread only); a daemon thread copies the counts and moves the deltas into Prometheus every
-:data:`FLUSH_SECONDS` (``prometheus_client`` in SGLang's multi-process mode: SGLang set ``PROMETHEUS_MULTIPROC_DIR``
-before it started this process), so the verify path never takes a lock or touches a metric file. Names and labels:
-docs/metrics.md. Nothing here ever raises into SGLang: a failure logs one WARNING and stops counting.
-"""
+Two seams (the release table's ``metrics.`` roles), one patch: ``Scheduler.init_metrics_collector``, where only
+SGLang's stats-logging rank (``SchedulerMetricsCollectorContext.is_stats_logging_rank``) counts, so a request is
+counted once under TP; and ``Req.update_spec_correct_drafts_histogram``, SGLang's own record of one verify step, so
+the counts are exactly its ``spec_correct_drafts_histogram``. Counting is one integer add on the scheduler thread;
+a daemon thread moves the deltas into Prometheus every :data:`FLUSH_SECONDS`, so the verify path never takes a lock
+or touches a metric file. Nothing here raises into SGLang: a failure logs one WARNING and stops counting."""
 
 from __future__ import annotations
 
@@ -46,10 +35,9 @@ _COUNTER: "_Counter | None" = None  # this process's scheduler (one per process)
 
 
 class _Exporter:
-    """The Prometheus side: counters of proposed and accepted tokens per position, the accepted-drafts histogram
-    as one counter per value, and gauges for the expected figures, the recent position-0 acceptance and the alarm.
-    Each child is resolved once (labels as SGLang labels its own scheduler metrics, plus ``position`` or
-    ``accepted_drafts``)."""
+    """The Prometheus side: per-position proposed and accepted counters, the accepted-drafts histogram as one
+    counter per value, and gauges for the expected figures, recent position-0 acceptance and the alarm. Each child is
+    resolved once."""
 
     def __init__(self, labels: dict, steps: int, expected: list[float] | None) -> None:
         from prometheus_client import Counter, Gauge  # after SGLang set PROMETHEUS_MULTIPROC_DIR
@@ -89,8 +77,8 @@ class _Exporter:
 
 
 class _Counter:
-    """One counting scheduler: the tally, the log interval, the alarm and the exporter (built at the first verify
-    step, when the draft and the settings SGLang runs are known)."""
+    """One counting scheduler: tally, log interval, alarm and exporter (built at the first verify step, when the
+    draft and the settings SGLang runs are known)."""
 
     def __init__(self, server_args: Any, labels: dict | None, settings: Settings) -> None:
         self.server_args, self.labels, self.settings = server_args, labels, settings
@@ -129,8 +117,8 @@ class _Counter:
             threading.Thread(target=_flush_forever, name="eagle3-capture-metrics", daemon=True).start()
 
     def _expected(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str, bool]:
-        """The manifest's expected figures for the setting served, or why there are none, and whether the manifest
-        carries an ``expected`` block at all."""
+        """The manifest's expected figures for the setting served, or why there are none, and whether the manifest has
+        an ``expected`` block at all."""
         try:
             manifest = find_manifest(self._draft)
         except Exception as e:  # noqa: BLE001 - the capture side refuses a bad manifest; here it only means no alarm
@@ -200,7 +188,7 @@ def _speculating(server_args: Any) -> bool:
 
 
 def _after_init(scheduler: Any) -> None:
-    """Decide whether this scheduler counts (module doc); what SGLang set up is read, never changed."""
+    """Decide whether this scheduler counts; what SGLang set up is read, never changed."""
     global _COUNTER
     settings = Settings.from_environ()
     for problem in settings.problems:

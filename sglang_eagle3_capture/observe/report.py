@@ -1,18 +1,10 @@
 """The effective speculative setup: what was asked, what SGLang runs, what the draft was trained for, and where
-they disagree. From plain data only (no torch, no SGLang): :mod:`.sglang_report` reads the facts inside the
-server (once per server, TP rank 0 logs it), ``inspect ... -- ARGS`` reads them through the installed SGLang's own
-argument parser (:mod:`..doctor.setup_args`); both hand a :class:`SetupFacts` to :func:`build`.
+they disagree (docs/setup-report.md). From plain data only (no torch, no SGLang): :mod:`.sglang_report` and
+``inspect ... -- ARGS`` (:mod:`..doctor.setup_args`) both hand a :class:`SetupFacts` to :func:`build`.
 
-A setting SGLang changed is named with the SGLang source that changed it: the last declaration of that field in
-SGLang's own resolution record (``server_args._resolved_overrides``) where the release keeps one (the release
-table's ``resolution_record``), else the parsed arguments compared with the effective ones. Nothing here restates
-SGLang's rules: a change is what the record or the comparison shows.
-
-Each finding is a :class:`Finding` naming the flag (or the draft's file and field) that fixes it: ``rewritten``
-(a speculative setting that was asked for and is not what runs) or ``contradiction`` (the setup and the draft's own
-files disagree). ``SGLANG_EAGLE3_CAPTURE_STRICT=1`` makes the server refuse to start on any finding
-(:func:`strict_refusal`); without it each is one WARNING. docs/setup-report.md shows the report.
-"""
+A changed setting is named with the SGLang source that changed it, from SGLang's own resolution record
+(``server_args._resolved_overrides``) where the release keeps one, else the parsed arguments compared with the
+effective ones. Nothing here restates SGLang's rules."""
 
 from __future__ import annotations
 
@@ -35,16 +27,13 @@ from ..core.userfiles import MAX_JSON_BYTES, is_file, open_regular, parse_json, 
 STRICT_ENV = switches.STRICT.name
 REPORT_ENV = switches.REPORT.name
 REPORT_FILENAME = "setup-report.json"
-# under SGLANG_EAGLE3_CAPTURE_DUMP when that is set, in a subdirectory: the dump's own readers take every *.json there
-# as a batch's metadata
 REPORT_SUBDIR = "report"
 REWRITTEN, CONTRADICTION = "rewritten", "contradiction"
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One reported setting: its name in the report, its ServerArgs field, its flag; ``speculative``: a rewrite of
-    it is a finding."""
+    """One reported setting: its report name, ServerArgs field and flag; ``speculative``: a rewrite is a finding."""
 
     name: str
     field: str
@@ -101,10 +90,9 @@ class DraftFacts:
 
 @dataclass(frozen=True)
 class SetupFacts:
-    """The facts a report is built from. ``requested``: ServerArgs field -> the value asked for (None: not given;
-    a field missing: not known); ``effective``: field -> the value SGLang runs; ``record``: SGLang's resolution
-    record ``[(source, {field: value})]`` (None: the release keeps none); ``sources``: record source -> where SGLang
-    defines it; ``plugin_active``: this package's plugin serves the deployment."""
+    """The facts a report is built from. ``requested``: field -> value asked for (None: not given; missing: not
+    known); ``effective``: field -> value SGLang runs; ``record``: SGLang's resolution record (None: the release keeps
+    none); ``sources``: record source -> where SGLang defines it."""
 
     release: Release
     requested: Mapping[str, Any]
@@ -130,17 +118,14 @@ class SetupReport:
 
     @property
     def ok(self) -> bool:
-        """True when nothing was rewritten and nothing contradicts."""
         return not self.findings
 
     def to_dict(self) -> dict:
-        """JSON-ready form (the file the server writes)."""
         return {"sglang": self.release, "changes_read_from": self.how, "settings": self.settings,
                 "trained": self.trained, "findings": [asdict(f) for f in self.findings], "notes": self.notes,
                 "unread": self.unread, "ok": self.ok}
 
     def lines(self) -> list[str]:
-        """The report as log lines (one block)."""
         out = [f"speculative setup (SGLang {self.release}; changes read from {self.how}):"]
         for r in self.settings:
             asked = "not given" if r["requested"] is None else "not known" if r["requested"] == "?" else \
@@ -293,7 +278,6 @@ def _draft_findings(d: DraftFacts, eff: Mapping, release: Release, plugin: bool)
 
 
 def build(facts: SetupFacts) -> SetupReport:
-    """The report of ``facts`` (module doc)."""
     rows, findings = _rows(facts)
     how = "SGLang's resolution record (server_args._resolved_overrides)" if facts.record is not None else \
         "the parsed arguments compared with the effective ones (this release keeps no resolution record)"
@@ -314,14 +298,13 @@ def build(facts: SetupFacts) -> SetupReport:
 
 
 def strict(environ: Mapping[str, str]) -> bool:
-    """True when ``SGLANG_EAGLE3_CAPTURE_STRICT`` asks for strict mode; a value that does not read is refused
-    (:mod:`...core.switches`)."""
+    """True when ``SGLANG_EAGLE3_CAPTURE_STRICT`` asks for strict mode; a value that does not read is refused."""
     return switches.read(switches.STRICT, environ)
 
 
 def strict_refusal(report: SetupReport) -> DeploymentError | None:
-    """The error strict mode raises for ``report`` (None when it has no findings): the first finding's flag or file
-    and field, every finding in the problem."""
+    """The error strict mode raises for ``report`` (None without findings): the first finding's flag or file and
+    field, every finding in the problem."""
     if report.ok:
         return None
     first = report.findings[0]
@@ -333,7 +316,7 @@ def strict_refusal(report: SetupReport) -> DeploymentError | None:
 
 def report_path(environ: Mapping[str, str]) -> Path | None:
     """Where the JSON goes: ``SGLANG_EAGLE3_CAPTURE_REPORT``, else ``report/setup-report.json`` in the dump
-    directory (a subdirectory, so a batch reader globbing the dump's ``*.json`` never takes it for a batch)."""
+    directory (a subdirectory, so a reader globbing the dump's ``*.json`` never takes it for a batch)."""
     explicit, dump = switches.read(switches.REPORT, environ), switches.read(switches.DUMP, environ)
     if explicit:
         return Path(explicit)
@@ -373,8 +356,8 @@ def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
 
 
 def _read(path: Path, unread: list[str], parse) -> Any:
-    """``parse(bytes)`` of the regular file ``path``, read bounded through core/userfiles.py; None when nothing is
-    there, or when it cannot be read (then ``unread`` says why: metadata never fails, nor is it left out silently)."""
+    """``parse(bytes)`` of the regular file ``path``, read bounded; None when nothing is there or it cannot be read
+    (then ``unread`` says why)."""
     try:
         if not is_file(path, fix=_FIX):
             return None
@@ -406,9 +389,8 @@ def _json(path: Path, unread: list[str]) -> Mapping | None:
 
 def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
                      manifest: Manifest | None = None) -> DraftFacts | None:
-    """What the draft's files (and the target's) say, each read bounded (:data:`MAX_JSON_BYTES` a file, the d2t
-    tensor :data:`MAX_D2T_ENTRIES`); what cannot be read is left out and named in ``unread`` (metadata never
-    fails)."""
+    """What the draft's (and the target's) files say, each read bounded (:data:`MAX_JSON_BYTES`,
+    :data:`MAX_D2T_ENTRIES`); what cannot be read is left out and named in ``unread`` (metadata never fails)."""
     if not draft_path:
         return None
     draft = Path(draft_path)

@@ -1,16 +1,10 @@
-"""The startup report of the effective speculative setup (:mod:`sglang_eagle3_capture.observe.report`), from SGLang's
-objects: one per server, at the resolution seam of the target ``ModelRunner`` (before the model loads).
+"""The startup report (:mod:`.report`) from SGLang's objects, at the resolution seam of the target
+``ModelRunner`` (before the model loads); docs/setup-report.md.
 
-Every target process builds it (plain data, no tensors); the one with TP, PP and DP rank 0 logs it as one block of
-INFO lines, each finding as one WARNING, and writes it as JSON (``SGLANG_EAGLE3_CAPTURE_REPORT=PATH``, else
-``report/setup-report.json`` under ``SGLANG_EAGLE3_CAPTURE_DUMP``). A report that cannot be built or written logs
-one WARNING and serving goes on. ``SGLANG_EAGLE3_CAPTURE_STRICT=1``: every target process refuses to start on a
-finding (:func:`refuse_if_strict`), so no rank serves what rank 0 refused.
-
-:func:`facts_from_server_args` is shared with ``inspect ... -- ARGS`` (:mod:`sglang_eagle3_capture.doctor.setup_args`),
-which resolves the arguments with the installed SGLang's own parser: the same reading gives the same report. Nothing
-here imports SGLang: its objects come from the caller, its ranks from its already loaded runtime context.
-"""
+Every target process builds it; rank 0 (TP, PP and DP) logs and writes it, and a report that cannot be built or
+written logs one WARNING and serving goes on. In strict mode every target process refuses (:func:`refuse_if_strict`),
+so no rank serves what rank 0 refused. :func:`facts_from_server_args` is shared with ``inspect ... -- ARGS``, so the
+same reading gives the same report. Nothing here imports SGLang."""
 
 from __future__ import annotations
 
@@ -56,9 +50,8 @@ def _cuda_graph(values: Mapping[str, Any]) -> bool | None:
 
 
 def locate(source: str) -> str | None:
-    """Where SGLang defines the resolution step ``source`` (a function's qualified name), as
-    ``sglang/srt/...py:LINE``: from the loaded ``sglang.srt`` modules, else (a scheduler process, whose arguments
-    the launcher resolved) by reading the installed SGLang's argument sources; None when neither has it."""
+    """Where SGLang defines the resolution step ``source``, as ``sglang/srt/...py:LINE``: from the loaded modules,
+    else from the installed SGLang's argument sources; None when neither has it."""
     head, _, rest = source.partition(".")
     for name, module in list(sys.modules.items()):
         if not name.startswith("sglang.srt.") or module is None:
@@ -94,8 +87,8 @@ def _read_sources(function: str) -> str | None:
 
 
 def requested_from_argv(server_args_class: Any, argv: Sequence[str]) -> dict[str, Any]:
-    """The reported fields as launch_server parsed ``argv`` (SGLang's own parser, ``server_args_class.add_cli_args``,
-    nothing resolved); {} when ``argv`` is not a launch_server command line (an ``Engine`` built in Python)."""
+    """The reported fields as launch_server's own parser reads ``argv``, nothing resolved; {} when ``argv`` is not
+    a launch_server command line (an ``Engine`` built in Python)."""
     if "--model-path" not in argv and "--model" not in argv:
         return {}
     parser = argparse.ArgumentParser(add_help=False)
@@ -110,8 +103,8 @@ def requested_from_argv(server_args_class: Any, argv: Sequence[str]) -> dict[str
 def facts_from_server_args(server_args: Any, release: Release, *, draft_path: str | None, target_path: str | None,
                            plugin_active: bool, context_length: int | None = None,
                            requested: Mapping[str, Any] | None = None, notes: Sequence[str] = ()) -> SetupFacts:
-    """The :class:`~sglang_eagle3_capture.observe.report.SetupFacts` of a resolved ``ServerArgs``: SGLang's record
-    and raw inputs where the release keeps them, else ``requested`` (the parsed arguments, when known)."""
+    """The :class:`.report.SetupFacts` of a resolved ``ServerArgs``: SGLang's record and raw inputs where the release
+    keeps them, else ``requested``."""
     record = None
     names = (*FIELDS, "cuda_graph_config", "disable_cuda_graph")
     if release.resolution_record:
@@ -137,8 +130,7 @@ def facts_from_server_args(server_args: Any, release: Release, *, draft_path: st
 
 
 def _ranks() -> tuple[int | None, ...]:
-    """TP, PP and DP rank of this process from SGLang's runtime context (loaded by the ModelRunner that calls this;
-    never imported here); None where it is not published yet (the only rank, then)."""
+    """TP, PP and DP rank from SGLang's runtime context (never imported here); None where not published yet."""
     context = sys.modules.get("sglang.srt.runtime_context")
     try:
         p = context.get_parallel()
@@ -167,8 +159,8 @@ def _write(report: SetupReport, environ: Mapping[str, str]) -> None:
 
 
 def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -> SetupReport | None:
-    """Build this target process's report (None for a draft worker, or when it cannot be built: one WARNING);
-    the process of rank 0 logs and writes it."""
+    """Build this target process's report (None for a draft worker, or when it cannot be built: one WARNING); the
+    process of rank 0 logs and writes it."""
     if getattr(model_runner, "is_draft_worker", False):
         return None
     environ = os.environ if environ is None else environ
@@ -200,8 +192,8 @@ def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -
 
 
 def refuse_if_strict(report: SetupReport | None, environ: Mapping[str, str] | None = None) -> None:
-    """Raise the strict-mode :class:`~sglang_eagle3_capture.core.errors.DeploymentError` when ``report`` has a finding
-    and ``SGLANG_EAGLE3_CAPTURE_STRICT`` is on."""
+    """Raise the strict-mode :class:`~sglang_eagle3_capture.core.errors.DeploymentError` when ``report`` has a
+    finding and strict mode is on."""
     environ = os.environ if environ is None else environ
     if report is not None and report_mod.strict(environ):
         error = report_mod.strict_refusal(report)

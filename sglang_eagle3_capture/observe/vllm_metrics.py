@@ -1,15 +1,9 @@
 """The acceptance alarm on vLLM, from vLLM's own counters (docs/metrics.md, "vLLM").
 
-vLLM counts per-position acceptance itself (``SpecDecodingStats``: per scheduler step, ``num_drafts`` verify steps and
-``num_accepted_tokens_per_pos[k]``, the steps that accepted at least ``k + 1`` draft tokens; ``v1/spec_decode/
-metrics.py:18-49``) and hands each step's stats to ``SpecDecodingProm.observe`` in the front end, which exports them
-(``:266``). The plugin adds no counter: it wraps that class (seams ``vllm.metrics.init`` and ``vllm.metrics.observe``)
-to feed the same :class:`~sglang_eagle3_capture.acceptance.Alarm` SGLang's servers feed, armed from the manifest's
-``expected`` block for the chain vLLM runs (``num_speculative_tokens`` steps, topk 1). A step's position-0 count is
-all the alarm reads: ``accepted[0]`` steps that accepted the first draft token, ``num_drafts - accepted[0]`` that did
-not. ``SGLANG_EAGLE3_CAPTURE_METRICS=0`` turns it off; the alarm's margin and window settings are SGLang's. Metrics
-never stop a server: anything that does not read leaves it without an alarm, said once.
-"""
+vLLM counts per-position acceptance itself (``SpecDecodingStats``, v1/spec_decode/metrics.py:18-49) and exports it
+in ``SpecDecodingProm.observe`` (``:266``). The plugin adds no counter: it wraps that class (seams
+``vllm.metrics.init``/``observe``) to feed the same :class:`.acceptance.Alarm` SGLang's servers feed, for the chain
+vLLM runs (topk 1). Metrics never stop a server: anything that does not read leaves it without an alarm, said once."""
 
 from __future__ import annotations
 
@@ -25,8 +19,7 @@ ALARM = "_eagle3_capture_alarm"  # on the SpecDecodingProm: (Alarm, draft, targe
 
 
 def arm(spec: Any, target: str) -> tuple | None:
-    """``(Alarm, draft, target)`` for an EAGLE-3 ``speculative_config`` whose manifest has figures for the chain vLLM
-    runs; None (and one log line saying why) otherwise."""
+    """``(Alarm, draft, target)`` when the manifest has figures for the chain vLLM runs; None (one log line) else."""
     settings = acceptance.Settings.from_environ()
     if spec is None or getattr(spec, "method", None) != "eagle3" or not settings.enabled:
         return None

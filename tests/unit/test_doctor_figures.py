@@ -89,7 +89,7 @@ def test_each_hs_sample_takes_its_table_rows_loss_mask(spec):
     for p in paths:
         s = load_sample(p)
         row = table[int(p.stem[len("hs_"):])]
-        assert torch.equal(s.loss_mask, torch.as_tensor(row["loss_mask"]) != 0) and str(spec) in s.mask_source
+        assert torch.equal(s.loss_mask, torch.as_tensor(row["loss_mask"]) != 0)  # hs files hold no mask: the table's
         assert 0 < int(s.loss_mask.sum()) < s.seq_len  # the response only: the prompt is not scored
 
 

@@ -2,22 +2,7 @@
 
 Every format (:mod:`.base` says what one provides) is one module and one entry in :data:`FORMATS`;
 :func:`detect_format` asks them in order. All arithmetic goes through :mod:`sglang_eagle3_capture.core.layer_ids`.
-
-======================================  ==========================================  ======================
-source                                  what id ``i`` means                         canonical layer id
-======================================  ==========================================  ======================
-SGLang / SpecForge ``eagle_config``     output of layer ``i``                       ``i``
-speculators ``config.json`` (vLLM)      HF ``output_hidden_states`` index           ``layer_id_of_index(i)``
-original EAGLE (no key)                 fixed HF indices ``[2, N//2, N-3]``         ``layer_id_of_index``
-======================================  ==========================================  ======================
-
-speculators' legacy ``data_config.json`` (captured after layer ``i``: already layer ids, the last one the verifier
-target) describes stored training samples and is read with them, by ``doctor/samples.py``.
-
-Every capture loop these formats were trained with (vLLM, SGLang, speculators' legacy worker) appends
-hidden states in ascending layer order, whatever order the config lists them in; readers therefore
-return ascending ids and say so when the file listed them otherwise (docs/formats-and-convert.md).
-"""
+The conventions are tabled in docs/formats-and-convert.md."""
 
 from __future__ import annotations
 
@@ -73,10 +58,9 @@ def detect_format(draft_config: Any, *, file: str = "config.json"):
 
 def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json",
                       trained_with: str | None = None, fc_in_features: int | None = None) -> ResolvedLayerIds:
-    """The layer ids of a draft ``config.json`` dict (:func:`check_draft_config` first), read by its format;
-    ``trained_with`` (``sglang==X`` or ``layer-output``) settles what an SGLang-format id list meant
-    (:class:`AmbiguousLayerIds` otherwise); ``fc_in_features`` (the draft's ``fc.weight`` input width, None when
-    there are no weights) settles whether a speculators list's trailing final layer is an fc input."""
+    """The layer ids of a draft ``config.json`` dict, read by its format; ``trained_with`` settles what an
+    SGLang-format list meant; ``fc_in_features`` (None without weights) whether a speculators list's trailing final
+    layer is an fc input."""
     cfg = check_draft_config(draft_config, file)
     return detect_format(cfg, file=file).layer_ids(cfg, target_hf_config, file, trained_with,
                                                    fc_in_features=fc_in_features)
@@ -89,9 +73,7 @@ def load_json(path: str | Path, what: str) -> dict:
 
 def check_draft_config(cfg: Any, file: str | Path = "config.json") -> Any:
     """``cfg`` as it is, once :data:`~...core.schemas.draft.DRAFT_CONFIG` accepts it (the types every format reader
-    relies on: the document an object, ``architectures`` a list of names, the nested settings objects, every capture-id
-    list a list of integers, ``num_aux_hidden_states`` a positive integer; every other key kept), or a
-    :class:`FormatError` naming the file, the field and the fix."""
+    relies on), or a :class:`FormatError` naming the file, the field and the fix."""
     records.read(DRAFT_CONFIG, cfg, file=file)
     return cfg
 

@@ -1,19 +1,9 @@
 """What every foreign draft format provides, and the helpers its readers share.
 
-A format is one object in :data:`sglang_eagle3_capture.doctor.formats.FORMATS` with:
-
-- ``name`` and ``detect(cfg)``: whether a draft ``config.json`` is in this format (the registry asks the
-  formats in order; the first that says yes reads the file);
-- ``layer_ids(cfg, target_hf_config, file, trained_with=None, *, fc_in_features=None)``: the draft's layer ids (fc
-  order) as a :class:`ResolvedLayerIds`, converted from the format's own id convention at this edge (``trained_with``
-  only matters where the format's ids mean different layers for different trainers; ``fc_in_features``, the draft
-  fc's input width when its weights are at hand, where the count of fc inputs decides what an id means);
-- ``to_sglang_config(cfg, file)``: the config SGLang's ``LlamaForCausalLMEagle3`` reads, and messages;
-- ``drops(tensor_name)``: whether a checkpoint tensor is training-only (dropped by ``convert``).
-
-``cfg`` is always a config :func:`~sglang_eagle3_capture.doctor.formats.check_draft_config` accepted (the id lists are
-lists of integers, the nested settings objects).
-"""
+A format is one object in :data:`.FORMATS` with ``name``, ``detect(cfg)``, ``layer_ids(cfg, target_hf_config, file,
+trained_with=None, *, fc_in_features=None)`` (a :class:`ResolvedLayerIds`, fc order), ``to_sglang_config(cfg,
+file)`` and ``drops(tensor_name)`` (training-only tensors ``convert`` drops). ``cfg`` has always passed
+:func:`.check_draft_config`."""
 
 from __future__ import annotations
 
@@ -55,15 +45,14 @@ class Reading:
 
 def fc_chunks(fc_in_features: int | None, hidden_size: int) -> int | None:
     """How many target hidden states an fc of input width ``fc_in_features`` takes (None: unknown, or not a whole
-    number of ``hidden_size`` chunks, which the fc-width checks downstream report with the weights file)."""
+    number of ``hidden_size`` chunks, which the fc-width checks report with the weights file)."""
     if fc_in_features is None or hidden_size <= 0 or fc_in_features % hidden_size:
         return None
     return fc_in_features // hidden_size
 
 
 def validated(ids: list[int], n_layers: int, file: str, field: str | None, original: Any) -> tuple[int, ...]:
-    """Range- and duplicate-checked layer ids; errors name ``file`` and ``field`` and carry the ids as the file wrote
-    them."""
+    """Range- and duplicate-checked layer ids; errors name ``file`` and ``field``."""
     try:
         return check_layer_ids(ids, n_layers, file=file, field=field)
     except LayerIdError as e:

@@ -1,22 +1,10 @@
 """SGLang / SpecForge / Model Optimizer drafts: ids in ``eagle_config.eagle_aux_hidden_state_layer_ids``.
 
-What such a list meant depends on how the draft was trained, and the checkpoint does not say:
-
-- a trainer that hooks the target's layers (SpecForge's HF backend, NVIDIA Model Optimizer) meant "output
-  of layer ``i``", i.e. the layer ids themselves, except for the last layer ``N-1``: SpecForge's HF backend reads
-  ``output_hidden_states[i + 1]``, and transformers' ``hidden_states[N]`` is the post-norm ``last_hidden_state``
-  (layer id ``final_norm``), while a hook on the layer (Model Optimizer) sees its pre-norm output (``N-1``): two
-  readings (``trained_with``: ``hf-hidden-states`` or ``layer-output``);
-- a trainer that ran SGLang meant what that SGLang release fed for the target's family
-  (:func:`~sglang_eagle3_capture.doctor.readings.stock_by_release`): e.g. DeepSeek ``[2, 30, 58]`` is layer ids
-  ``[2, 30, 58]`` through 0.5.11 (always +1) but ``[1, 29, 57]`` from 0.5.13.post1 (+1 only when the first id
-  is 1). Readings under which that release could not have run (a crash, too few captures) are left out.
-
-When every possible meaning agrees the ids are read; when they differ the reader raises
-:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds` listing them, unless the caller states how the draft
-was trained (``trained_with``: ``sglang==X``, ``layer-output`` or ``hf-hidden-states``). Ids marked with this
-package's convention (``eagle_aux_hidden_state_layer_ids_convention``) are layer ids in fc order, as written.
-"""
+What such a list meant depends on how the draft was trained, and the checkpoint does not say: a layer hook meant
+layer ids (but ``N-1`` has two readings, ``hf-hidden-states`` and ``layer-output``), a trainer that ran SGLang meant
+what that release fed (:func:`.readings.stock_by_release`; readings under which it could not have run are left
+out). Differing readings raise :class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds` unless ``trained_with``
+says which; ids marked with this package's convention are layer ids as written. docs/formats-and-convert.md."""
 
 from __future__ import annotations
 
@@ -49,8 +37,7 @@ DECIDE = ("run `sglang-eagle3-capture verify DRAFT --data SAMPLES` on a few trai
 
 
 def readings(draft_config: Mapping, target_hf_config: Any, file: Any = None) -> list[Reading]:
-    """Every meaning the config's ids can have on its target, each with who trains that way (see module doc;
-    ``file``: the config's path, for errors)."""
+    """Every meaning the config's ids can have on its target, each with who trains that way."""
     ec = draft_config.get("eagle_config") or {}
     ids = () if is_fail_closed(ec.get(IDS_KEY)) else tuple(sorted(ec.get(IDS_KEY) or ()))
     arch, n_layers, _ = target_dims(target_hf_config, "target config")
@@ -102,16 +89,14 @@ class SGLangEagleConfigFormat:
 
     @staticmethod
     def detect(cfg: Mapping) -> bool:
-        """``eagle_config`` lists ids."""
         ec = cfg.get("eagle_config")
         return isinstance(ec, Mapping) and IDS_KEY in ec
 
     @staticmethod
     def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None, *,
                   fc_in_features: int | None = None) -> ResolvedLayerIds:
-        """The layer ids the list means (see the module doc); :class:`AmbiguousLayerIds` when the meanings differ
-        and ``trained_with`` does not pick one. ``use_aux_hidden_state`` and the convention mark were checked with
-        the config (:data:`~...core.schemas.draft.EAGLE_CONFIG`)."""
+        """The layer ids the list means; :class:`AmbiguousLayerIds` when the meanings differ and ``trained_with`` does
+        not pick one."""
         ec = cfg["eagle_config"]
         if is_fail_closed(ec[IDS_KEY]):
             raise FormatError(file, FIELD, "is sglang-eagle3-capture's fail-closed object (stock SGLang refuses it at "

@@ -1,17 +1,10 @@
 """speculators (vLLM project) Eagle-3 drafts and its legacy offline data config.
 
-- ``config.json`` with ``speculators_model_type: "eagle3"``: a top-level ``eagle_aux_hidden_state_layer_ids``
-  holds HF ``output_hidden_states`` indices (vLLM's reading), absent = speculators' default
-  ``[2, N//2, N-3]``; the decoder layer's settings sit in ``transformer_layer_config``. A trailing ``N`` is either the
-  verifier target speculators' data generation appends (not an fc input, speculators issue #1065) or an fc input;
-  the fc's width decides (``fc_in_features``), and without it the reading is ambiguous. As an fc input, index ``N``
-  is the last layer's output **before** the final norm, layer id ``N-1``: speculators 0.9 extracts hidden states with
-  vLLM (``extract_hidden_states``), whose capture of index ``N`` is the pre-norm residual stream (its trainer takes
-  ``hidden_states[:, -1]``, that same pre-norm state, as the verifier's last hidden state), never HF's post-norm
-  ``hidden_states[N]`` (docs/formats-and-convert.md).
-- legacy ``data_config.json`` (``VllmHiddenStatesGenerator``): ``hidden_states.layer_ids`` captured
-  *after* layer ``i`` (already layer ids); the last one is the verifier target, not an fc input.
-"""
+``config.json`` (``speculators_model_type: "eagle3"``): top-level ``eagle_aux_hidden_state_layer_ids`` are HF
+``output_hidden_states`` indices (absent: ``[2, N//2, N-3]``). A trailing ``N`` is either the verifier target
+speculators' data generation appends (speculators issue #1065) or an fc input, the pre-norm last layer (vLLM's
+``extract_hidden_states``), so layer id ``N-1``; the fc's width decides. Legacy ``data_config.json``: ids captured
+*after* layer ``i``, the last one the verifier target. docs/formats-and-convert.md."""
 
 from __future__ import annotations
 
@@ -32,7 +25,7 @@ _TRAINING_ONLY = ("verifier_lm_head.weight", "verifier_norm.weight")
 def _trailing_final_layer(original: list, indices: list[int], n: int, chunks: int | None, hidden: int, file: str,
                           where: str, messages: list[str]) -> list[int]:
     """``indices`` (ending with ``n``) read by the fc's chunk count: without ``n`` when the fc takes one state fewer,
-    all of them when it takes them all (``n`` then stands for the pre-norm last layer output), else an error."""
+    all of them (``n`` the pre-norm last layer) when it takes them all, else an error."""
     verifier = Reading(tuple(i - 1 for i in indices[:-1]), (
         f"{n} is the verifier target speculators' data generation appends, not an fc input (speculators issue "
         f"#1065): an fc of {len(indices) - 1} x {hidden} inputs",))
@@ -62,7 +55,6 @@ def _trailing_final_layer(original: list, indices: list[int], n: int, chunks: in
 
 
 class SpeculatorsFormat:
-    """speculators Eagle-3 ``config.json`` (see the module doc)."""
 
     name = "speculators"
 
@@ -74,9 +66,7 @@ class SpeculatorsFormat:
     @staticmethod
     def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None, *,
                   fc_in_features: int | None = None) -> ResolvedLayerIds:
-        """Top-level HF indices (absent: the default, marked inferred); a trailing ``N`` is read by the fc's width
-        ``fc_in_features`` (see the module doc): dropped when the fc takes one state fewer, the pre-norm layer id
-        ``N-1`` when it takes them all, :class:`AmbiguousLayerIds` when the width is unknown."""
+        """Top-level HF indices (absent: the inferred default); a trailing ``N`` is read by ``fc_in_features``."""
         mtype = cfg.get("speculators_model_type")
         if mtype != "eagle3":
             raise FormatError(file, "speculators_model_type", f"is {brief(mtype)}; only speculators 'eagle3' drafts "
