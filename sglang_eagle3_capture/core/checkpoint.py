@@ -62,7 +62,6 @@ class TensorInfo:
 
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
-_FIX = REEXPORT
 
 
 def _read(record: records.Record, doc: Any, path: Path, error: type[InputError], fix: str, prefix: str = "") -> dict:
@@ -74,7 +73,7 @@ def _read(record: records.Record, doc: Any, path: Path, error: type[InputError],
 
 
 def read_safetensors_header(path: str | Path, *, error: type[InputError] = WeightsError,
-                            fix: str = _FIX) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+                            fix: str = REEXPORT) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """``({name: TensorInfo}, metadata)`` of one safetensors file, checked as safetensors checks it before loading
     (bounded strict header, offsets spanning each shape's bytes and tiling the data section); anything else raises
     ``error`` naming the file, the tensor or field and ``fix``. No tensor data is read."""
@@ -128,7 +127,7 @@ def read_index(d: Path) -> dict:
     """The draft directory's ``model.safetensors.index.json`` (:data:`~.schemas.checkpoint.INDEX`): ``weight_map``
     a non-empty object of shard file names; ``metadata`` and any other key kept as written."""
     index = d / INDEX_FILENAME
-    doc = records.read(INDEX, read_json_object(index, fix=_FIX, error=WeightsError), file=index)
+    doc = records.read(INDEX, read_json_object(index, fix=REEXPORT, error=WeightsError), file=index)
     if not doc["weight_map"]:
         raise WeightsError(index, "weight_map", "lists no tensor", INDEX.field("weight_map").fix)
     return doc
@@ -186,12 +185,12 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
         tensors, _ = read_safetensors_header(f)
         for name, info in tensors.items():
             if name in out:
-                raise WeightsError(f, name, f"tensor also stored in {out[name].file.name}", _FIX)
+                raise WeightsError(f, name, f"tensor also stored in {out[name].file.name}", REEXPORT)
             out[name] = info
     for name, fname in (weight_map or {}).items():
         if name not in out or out[name].file.name != fname:
             raise WeightsError(d / INDEX_FILENAME, f"weight_map.{name}", f"tensor listed in {fname} but not stored "
-                               "there", _FIX)
+                               "there", REEXPORT)
     return out
 
 
@@ -243,7 +242,7 @@ def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
     fc = index["fc.weight"]
     if len(fc.shape) != 2:
         raise WeightsError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "
-                           "k x target hidden]", _FIX)
+                           "k x target hidden]", REEXPORT)
     return fc.shape[1]
 
 

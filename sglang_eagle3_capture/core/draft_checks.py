@@ -31,7 +31,7 @@ from .manifest import Manifest
 from .target_config import cfg_get
 
 
-def _eagle(cfg: Any, key: str, default: Any = None) -> Any:
+def _eagle_config_value(cfg: Any, key: str, default: Any = None) -> Any:
     return cfg_get(cfg_get(cfg, "eagle_config") or {}, key, default)
 
 
@@ -55,7 +55,7 @@ class DraftPlan:
 def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
     """``{reader: (count, field it came from)}``: the fc chunk count each SGLang reader derives."""
     num = cfg_get(cfg, "num_aux_hidden_states")
-    ec_ids, top_ids = _eagle(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
+    ec_ids, top_ids = _eagle_config_value(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
     ec_f, top_f, num_f = f"eagle_config.{IDS_FIELD}", IDS_FIELD, "num_aux_hidden_states"
     default = (3, "<absent: SGLang's default of 3>")
     if is_fail_closed(ec_ids):  # plan_draft requires num_aux_hidden_states beside it; the plugin's draft __init__
@@ -68,7 +68,7 @@ def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
     if mla:
         out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = next(
             ((len(v), f) for v, f in ((ec_ids, ec_f), (top_ids, top_f)) if v is not None), default)
-        if is_fail_closed(_eagle(cfg, IDS_FIELD)):
+        if is_fail_closed(_eagle_config_value(cfg, IDS_FIELD)):
             out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = mla_count
     else:
         out["llama_eagle3.LlamaModel"] = first((num, num_f), (ec_ids, ec_f))
@@ -99,11 +99,11 @@ def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None
     """
     draft_dir = Path(draft_dir) if draft_dir is not None else None
     where = (draft_dir if draft_dir is not None else Path(draft_path or ".")) / "config.json"
-    if cfg_get(cfg, "eagle_config") is not None and _eagle(cfg, "use_aux_hidden_state", True) is not True:
+    if cfg_get(cfg, "eagle_config") is not None and _eagle_config_value(cfg, "use_aux_hidden_state", True) is not True:
         raise DraftHeadError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
                              "target hidden states and skip the fc",
                              "remove it (an EAGLE-3 draft always consumes them)")
-    if is_fail_closed(_eagle(cfg, IDS_FIELD)):
+    if is_fail_closed(_eagle_config_value(cfg, IDS_FIELD)):
         fld = f"eagle_config.{IDS_FIELD}"
         if manifest is None:
             raise DraftHeadError(where, fld, "is sglang-eagle3-capture's fail-closed object, which stands for the ids "

@@ -81,7 +81,7 @@ def read_launch(server_args: Any, release: Release, *, algorithm: Any = None) ->
                   model_impl=value("model_impl") or "auto")
 
 
-def _count(value: Any) -> int | None:
+def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -92,7 +92,7 @@ def check_launch(launch: Launch) -> None:
     with ``torch.topk``). Nothing to check without an EAGLE-worker algorithm or where a value is not known."""
     if not launch.eagle_worker:
         return
-    steps, topk, tokens = (_count(v) for v in (launch.num_steps, launch.eagle_topk, launch.num_draft_tokens))
+    steps, topk, tokens = (_int_or_none(v) for v in (launch.num_steps, launch.eagle_topk, launch.num_draft_tokens))
     for flag, value in (("--speculative-num-steps", steps), ("--speculative-eagle-topk", topk),
                         ("--speculative-num-draft-tokens", tokens)):
         if value is not None and value < 1:

@@ -104,15 +104,15 @@ def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, 
     bad = [i for i in layer_ids if i != FINAL_NORM and (i < EMBEDDING_LAYER_ID or (hi is not None and i > hi))]
     if bad:
         rng = f"[-1, {hi}]" if hi is not None else "[-1, N-1]"
-        raise LayerIdError(file, field, f"layer ids {_few(bad)} are outside {rng} for a target with "
+        raise LayerIdError(file, field, f"layer ids {_capped(bad)} are outside {rng} for a target with "
                            f"{num_hidden_layers} decoder layers", fix)
     dups = sorted((i for i, n in Counter(layer_ids).items() if n > 1),
                   key=lambda i: (i == FINAL_NORM, 0 if i == FINAL_NORM else i))
     if dups:
-        raise LayerIdError(file, field, f"duplicate layer ids {_few(dups)}: each hidden state may be fed to the fc "
+        raise LayerIdError(file, field, f"duplicate layer ids {_capped(dups)}: each hidden state may be fed to the fc "
                            "once", fix)
     return tuple(layer_ids)
 
 
-def _few(ids: list[int]) -> list:
+def _capped(ids: list[int]) -> list:
     return ids if len(ids) <= 8 else [*ids[:8], "..."]

@@ -40,7 +40,7 @@ def statement(layer_ids: Sequence[Any] | None, file: Any = None, field: str | No
             "field": field, "manifest": manifest_digest(manifest), "stock": None if stock is None else list(stock)}
 
 
-def _said(s: Mapping) -> str:
+def _described(s: Mapping) -> str:
     if s.get("layer_ids") is None:
         ids = f"stock wiring of loop indices {brief(s.get('stock'), 80)}"
     else:
@@ -56,7 +56,7 @@ def check(statements: Sequence[Mapping]) -> None:
         groups.setdefault(json.dumps(s, sort_keys=True, default=repr), []).append(rank)
     if len(groups) <= 1:
         return
-    said = "; ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}: {_said(json.loads(k))}"
+    said = "; ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}: {_described(json.loads(k))}"
                      for k, r in groups.items())
     where = next((s for s in statements if s.get("file")), {})
     raise DeploymentError(where.get("file"), where.get("field"), f"the {len(statements)} tensor-parallel ranks do not "

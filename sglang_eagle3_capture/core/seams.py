@@ -22,7 +22,7 @@ from .errors import PatchError
 from .releases.schema import Seam
 
 _ABSENT = object()
-_FIX = "serve with a supported SGLang release (the release table lists each seam this package patches)"
+_RELEASE_FIX = "serve with a supported SGLang release (the release table lists each seam this package patches)"
 MARK = "__eagle3_capture__"  # set on every replacement function: is_patched() provenance for anyone reading
 
 
@@ -54,19 +54,22 @@ def probe(seam: Seam, owner: Any) -> Any:
     release where it inherits ``Qwen2Model.forward``, patched by another family) is unwrapped to SGLang's own
     function (``__wrapped__``), so no call runs two replacements."""
     if owner is None:
-        raise PatchError(None, seam.name, f"{seam.module}.{seam.owner} does not exist in this SGLang", _FIX)
+        raise PatchError(None, seam.name, f"{seam.module}.{seam.owner} does not exist in this SGLang",
+                         _RELEASE_FIX)
     if seam.params is None:
         if seam.attr in vars(owner):
-            raise PatchError(None, seam.name, "already exists in this SGLang; the patch would shadow it", _FIX)
+            raise PatchError(None, seam.name, "already exists in this SGLang; the patch would shadow it",
+                             _RELEASE_FIX)
         return None
     original = getattr(owner, seam.attr, _ABSENT)
     while getattr(original, MARK, False):  # inherited from a class another patch already wrapped: wrap SGLang's own
         original = original.__wrapped__
     if not inspect.isfunction(original):
-        raise PatchError(None, seam.name, "is not a function in this SGLang", _FIX)
+        raise PatchError(None, seam.name, "is not a function in this SGLang", _RELEASE_FIX)
     params = tuple(inspect.signature(original).parameters)
     if params != seam.params:
-        raise PatchError(None, seam.name, f"has parameters {params}, the patch was written for {seam.params}", _FIX)
+        raise PatchError(None, seam.name, f"has parameters {params}, the patch was written for {seam.params}",
+                         _RELEASE_FIX)
     return original
 
 

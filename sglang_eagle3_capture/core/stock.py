@@ -67,7 +67,7 @@ def default_low_mid_high_indices(num_hidden_layers: int) -> list[int]:
     return [2, n // 2, n - 3]
 
 
-def _release(release: Release | str | None) -> Release:
+def _release_of(release: Release | str | None) -> Release:
     return releases.newest() if release is None else releases.get(release) if isinstance(release, str) else release
 
 
@@ -83,7 +83,7 @@ def family_named(family: Family | str) -> Family:
 def stock_rule(family: Family | str, release: Release | str | None = None) -> str:
     """How stock SGLang ``release`` reads explicit ids on ``family`` (the release's override, else the family's)."""
     fam = family_named(family)
-    return _release(release).stock_rules.get(fam.name, fam.stock_rule)
+    return _release_of(release).stock_rules.get(fam.name, fam.stock_rule)
 
 
 def _int_ids(value: Any, field: str, file: Any) -> list[int]:
@@ -136,7 +136,7 @@ def _stock_on_token(rel: Release, fam: Family, ids: list, n: int) -> StockCaptur
                         f"startup ({call} over a string)", refuses_at_startup=True)
 
 
-def _loop(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
+def _loop_indices_by_rule(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
     if rule == ALWAYS_SHIFT:
         return "always-shift", hidden_state_indices(ids)
     if rule == SHIFT_IF_FIRST_IS_1:
@@ -154,7 +154,7 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
                          release: Release | str | None = None, file: Any = None) -> StockCapture:
     """What stock SGLang ``release`` (default: the newest supported) would capture for ``draft_config`` on an
     ``N``-layer target of ``family``; ``file`` is named in an error about its ids."""
-    rel, fam = _release(release), family_named(family)
+    rel, fam = _release_of(release), family_named(family)
     n = num_hidden_layers
     use_aux, ids = _read_ids_like_sglang(draft_config, file)
     if use_aux and fam.name in rel.absent_families:
@@ -179,11 +179,11 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:
         config_ids = tuple(ids)
-        rule, loop = _loop(stock_rule(fam, rel), list(ids), n)
+        rule, loop = _loop_indices_by_rule(stock_rule(fam, rel), list(ids), n)
     fed = layer_ids_of_loop(loop, n)
     if n in loop and fam.name in rel.final_norm_captures:  # the family captures loop index N at its final norm
         fed = (*fed, last_layer_id(n))
-    problem = _problem(fam, rel, loop, fed, n)
+    problem = _stock_problem(fam, rel, loop, fed, n)
     at_startup = fam.stock_past_loop == N_INDEX_ERROR and any(i >= n for i in loop)
     return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem,
                         refuses_at_startup=at_startup and problem is not None,
@@ -199,19 +199,21 @@ def _branch_outputs(fam: Family, rel: Release, fed: tuple[int, ...]) -> str | No
             "without the residual it returns beside it), not the residual stream the ids name (HF hidden_states[k+1])")
 
 
-_WHY = (f"eagle_config.{IDS_KEY} is sglang-eagle3-capture's fail-closed object (no id list expresses the manifest "
-        "to stock SGLang), so the server refuses to start: set_eagle3_layers_to_capture raises ")
+_FAIL_CLOSED_REFUSED = (f"eagle_config.{IDS_KEY} is sglang-eagle3-capture's fail-closed object (no id list expresses "
+                        "the manifest to stock SGLang), so the server refuses to start: set_eagle3_layers_to_capture "
+                        "raises ")
 # NOTE: what each stock rule's set_eagle3_layers_to_capture (e.g. models/deepseek_v2.py, models/llama.py,
 # models/gpt_oss.py in 0.5.23) does with a one-key object, called from the target ModelRunner's initialisation.
 _FAIL_CLOSED_PROBLEM = {
-    SHIFT_IF_FIRST_IS_1: _WHY + "KeyError: 0 (`if layer_ids and layer_ids[0] == 1`)",
-    ALWAYS_SHIFT: _WHY + 'TypeError: can only concatenate str (not "int") to str (`[val + 1 for val in layer_ids]`)',
-    KEEP_IF_MAX_IS_N: _WHY + 'TypeError: can only concatenate str (not "int") to str (`max(layer_ids) == '
-                             'num_layers` is false, then `[val + 1 for val in layer_ids]`)',
+    SHIFT_IF_FIRST_IS_1: _FAIL_CLOSED_REFUSED + "KeyError: 0 (`if layer_ids and layer_ids[0] == 1`)",
+    ALWAYS_SHIFT: _FAIL_CLOSED_REFUSED + 'TypeError: can only concatenate str (not "int") to str (`[val + 1 for val '
+                                         'in layer_ids]`)',
+    KEEP_IF_MAX_IS_N: _FAIL_CLOSED_REFUSED + 'TypeError: can only concatenate str (not "int") to str (`max(layer_ids) '
+                                             '== num_layers` is false, then `[val + 1 for val in layer_ids]`)',
 }
 
 
-def _problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n: int) -> str | None:
+def _stock_problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n: int) -> str | None:
     """What goes wrong when stock ``rel`` captures ``loop`` on ``fam`` (None: it runs and feeds ``fed``)."""
     if fam.name in rel.embedding_crashes and EMBEDDING_LAYER_ID in fed:
         return (f"{rel.version} computes hidden_states + residual with residual None at loop index 0: TypeError at "

@@ -100,7 +100,7 @@ SWITCHES = (STRICT, SELFCHECK, METRICS, METRICS_LOG_EVERY, ALARM_MARGIN, ALARM_W
 _UNREAD = object()
 
 
-def _value(switch: Switch, raw: str) -> Any:
+def _parsed(switch: Switch, raw: str) -> Any:
     text = raw.strip()
     if switch.kind == FLAG:
         word = text.lower()
@@ -124,7 +124,7 @@ def parse(switch: Switch, environ: Mapping[str, str] | None = None) -> tuple[Any
     raw = env.get(switch.name)
     if raw is None or raw == "":
         return switch.default, None
-    value = _value(switch, raw)
+    value = _parsed(switch, raw)
     if value is not _UNREAD:
         return value, None
     said = f"{switch.name}={brief(raw, 80)} is not {switch.expects()}"
