@@ -1,12 +1,8 @@
 """Tensor-parallel ranks must serve one wiring: each rank states what it serves, and all statements must be equal.
 
-Every TP rank is a process of its own that reads the draft's manifest (and config.json) on its own, once. A file
-edited between two ranks' reads, or a node that sees other files than its peers, would capture different layers on
-different ranks while each rank's first-batch self-check passes (each checks its own wiring against its own reading).
-So each rank states what it serves, :func:`statement` (the layer ids it wires, where they come from, a digest of the
-manifest it read), the engine's adapter gathers the statements over its TP CPU group, and :func:`check` refuses the
-deployment on every rank unless all are equal. Plain data, no engine: the SGLang adapter gathers them where every
-target rank configures its capture (``set_eagle3_layers_to_capture``), over SGLang's TP CPU (gloo) group.
+Each TP rank reads the draft's files on its own, so a file edited between two ranks' reads would capture different
+layers on different ranks while each rank's self-check passes. Plain data, no engine: the adapter gathers each
+rank's :func:`statement` over its TP CPU group and :func:`check` refuses on every rank unless all are equal.
 """
 
 from __future__ import annotations
