@@ -1,10 +1,7 @@
 """The draft weight-load audit: every checkpoint tensor reaches a parameter, every parameter is written.
 
-:class:`LoadAudit` wraps each parameter's ``weight_loader`` while SGLang's own ``load_weights`` runs
-(:mod:`.draft` installs it), recording which checkpoint tensor reached which parameter; a tensor SGLang
-drops, a parameter nothing wrote, or a bad shape is one :class:`DraftHeadError` naming the file and
-tensor. :func:`check_vocab_maps` checks ``d2t``/``t2d`` against each other and the vocab. Needs torch,
-not SGLang.
+:class:`LoadAudit` wraps each parameter's ``weight_loader`` while SGLang's own ``load_weights`` runs; a tensor
+SGLang drops, a parameter nothing wrote, or a bad shape is one :class:`DraftHeadError`. Needs torch, not SGLang.
 """
 
 from __future__ import annotations
