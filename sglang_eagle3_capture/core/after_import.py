@@ -24,7 +24,6 @@ class _ThenRun(importlib.abc.Loader):
         return getattr(self.__dict__["loader"], name)
 
     def create_module(self, spec):
-        """Delegate to the real loader."""
         return self.loader.create_module(spec)
 
     def exec_module(self, module):

@@ -50,7 +50,7 @@ class StockCapture:
     mis_fed: str | None = None
 
     def describe(self) -> str:
-        """One line for humans (used by the CLI)."""
+        """One line for humans."""
         if self.refuses_at_startup and not self.loop_indices:
             return f"stock SGLang {self.sglang_version}: {self.problem}"
         ids = "absent" if self.config_ids is None else list(self.config_ids)
