@@ -24,7 +24,7 @@ logger = get_logger(__name__)
 
 ENV = switches.SELFCHECK.name
 MAX_ROWS = 512  # token rows referenced and compared per chunk (the warmup request has a handful)
-ULP_BOUND = 1  # allowed on the operand-sum routes (0 expected; see the module doc)
+ULP_BOUND = 1  # allowed on the operand-sum routes (0 expected; docs/self-check.md)
 CHECKED_MODES = ("EXTEND", "MIXED")  # ForwardMode names; not TARGET_VERIFY, SPLIT_PREFILL, DRAFT_EXTEND*, IDLE
 _FUSED_METHODS = ("forward_with_allreduce_fusion", "forward_with_allreduce_fusion_quant_per_group")
 
