@@ -1,11 +1,8 @@
 """sglang-eagle3-capture: explicit, checked EAGLE-3 hidden-state wiring for SGLang.
 
-Importing this package imports neither SGLang nor torch; the names below that need them are
-resolved on first use (:func:`__getattr__`), and SGLang is imported only inside the functions
-that patch it. Layout (docs/development.md): ``core/`` (what SGLang's processes import: the convention, the
-manifest, the policy, the release and family tables, the patch engine and capture, the SGLang adapter in
-``core/sglang/``), ``observe/`` (the settings report, metrics and dump, imported only when switched on) and
-``doctor/`` (the command line and everything offline: formats, stock readings, convert, the draft model).
+Importing this package imports neither SGLang nor torch; the names below that need them are resolved on first use
+(:func:`__getattr__`). Layout: docs/development.md (``core/`` runs in SGLang's processes, ``observe/`` when switched
+on, ``doctor/`` offline).
 
 Example::
 

@@ -1,10 +1,7 @@
 """Run code right after a module is first executed: the import hook the plugin and the CPU runtime share.
 
-Standard library only, so it can run at interpreter start-up (the repository's test-only CPU runtime
-calls it from a ``sitecustomize``). :func:`when_imported` registers an action for a module name; one
-finder, first on ``sys.meta_path``, wraps that module's real loader when it is imported, executes the
-module, then runs the actions in registration order. If the module is already imported the action runs
-at once.
+Standard library only, so it can run at interpreter start-up (the CPU runtime's ``sitecustomize``). One finder,
+first on ``sys.meta_path``, wraps the module's real loader and runs the actions after it executes the module.
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ class _ThenRun(importlib.abc.Loader):
         return getattr(self.__dict__["loader"], name)
 
     def create_module(self, spec):
-        """Delegate to the real loader."""
         return self.loader.create_module(spec)
 
     def exec_module(self, module):

@@ -1,35 +1,11 @@
-"""WHAT the target captures: layer ids -> SGLang capture-loop indices, and the chunks in fc order.
+"""WHAT the target captures: layer ids -> SGLang capture-loop indices, and the chunks in fc order (no SGLang import;
+docs/how-it-works.md, "What the target captures").
 
-No SGLang import. Every family in the table (:mod:`sglang_eagle3_capture.core.families`) runs the same kind of loop:
-its decoder stack's forward runs ``for i in range(start_layer, end_layer)`` and, when loop index ``i`` is
-selected (``i in self.layers_to_capture``, or Qwen-MoE's per-layer flag), copies the residual stream *entering*
-decoder layer ``i`` (``layers/layer_boundary/stage.py::_prepare_attention``). Loop index ``i`` is therefore HF
-``output_hidden_states[i]``: 0 is the embedding output, ``k + 1`` the output of decoder layer ``k``. The
-captures come out in *ascending loop order*, whatever order the list has: packed side by side into one
-``[T, K*H]`` tensor (DeepSeek's ``AuxHiddenStatePacker``, container ``packed``) or as a list of ``[T, H]``
-tensors (``AuxHiddenStateList``, a plain list in older releases: container ``list``, which SGLang never counts).
-
-No loop reaches index ``N`` (the output of the last decoder layer, layer id ``N-1``) for the plugin: that value
-exists as the residual sum inside the final norm, ``residual_batch.final_norm(hidden_states, forward_batch,
-self.norm)`` after the loop (a family in a release table's ``final_norm_captures``, such as GPT-OSS, captures it
-there itself when N is in its list, which the plugin never puts there). The plugin reads it from ``self.norm``'s
-output pair ``(normed, hidden + residual)`` with a forward hook (:meth:`FcFeed.attach`) and appends it after the
-loop's chunks, which keeps the combined order ascending. The layer id ``"final_norm"`` (HF
-``hidden_states[N]``, the post-norm state) is that norm's own output, ``output[0]`` of the pair (the output itself
-for a norm called without a residual), taken by the same hook and appended after everything else.
-
-A family whose loop appends only the hidden half of an unsummed ``(hidden, residual)`` pair (family table
-``stream_from="input-norm"``: Gemma 3, in the releases whose table lists it in ``branch_captures``: its decoder
-layer returns its branch output and the residual apart and leaves the sum to the next layer's input norm) hands on,
-at loop index ``i >= 1``, the previous layer's branch output, not the stream. For it the feed takes the stream
-entering each captured layer ``i`` at that layer's input norm instead, in a forward pre-hook: ``x + residual`` of
-the operands (the very sum the norm forms, taken before a fused kernel overwrites both in place), ``x`` copied when
-the norm gets no residual (layer 0: the embedding, which the layer then keeps as its residual and a fused kernel
-updates in place). The loop's own list still runs and is counted; its tensors are not fed.
-
-A :class:`CapturePlan` states, for a list of layer ids in fc order, which loop indices SGLang must
-capture and how to permute the K chunks into fc order. The permutation is fixed when the plan is made, so
-the forward runs the same ops for every batch (CUDA-graph and torch.compile safe).
+Loop index ``i`` is the residual stream entering decoder layer ``i`` (``layers/layer_boundary/stage.py::
+_prepare_attention``), HF ``output_hidden_states[i]``; captures come out in ascending loop order. No loop reaches
+index ``N``: layer id ``N-1`` and ``"final_norm"`` are taken from the final norm's ``(normed, hidden + residual)``
+by a forward hook. A family with ``stream_from="input-norm"`` (Gemma 3) has the stream taken at each captured
+layer's input norm instead, since its loop captures only the branch output.
 """
 
 from __future__ import annotations
@@ -44,18 +20,16 @@ from .seams import attr_path
 
 
 class CaptureError(Eagle3CaptureError, RuntimeError):
-    """A forward whose captures do not belong to the batch (:meth:`FcFeed._count`, :meth:`FcFeed._last_layer_output`);
-    raised rather than feed the draft mislabelled states. A ``RuntimeError`` as before."""
+    """A forward whose captures do not belong to the batch; raised rather than feed the draft mislabelled states."""
 
 
 @dataclass(frozen=True)
 class CapturePlan:
     """Which hidden states the target feeds the draft's fc, and in what order.
 
-    ``layer_ids[j]`` is fc chunk ``j``; ``loop_indices`` is the ascending list SGLang's loop captures
-    (so the packer's chunk ``c`` is ``loop_indices[c]``); ``captures_last_layer`` adds the last decoder
-    layer's output, taken at the final norm, as chunk ``len(loop_indices)``; ``captures_final_norm`` adds the final
-    norm's output after that; ``chunk_order[j]`` is the chunk (in that combined order) that becomes fc chunk ``j``.
+    ``layer_ids[j]`` is fc chunk ``j``; ``loop_indices`` is the ascending list SGLang's loop captures;
+    ``captures_last_layer`` and then ``captures_final_norm`` append chunks taken at the final norm;
+    ``chunk_order[j]`` is the chunk (in that combined order) that becomes fc chunk ``j``.
     """
 
     layer_ids: tuple[int, ...]
@@ -77,21 +51,9 @@ class CapturePlan:
 
 
 def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str) -> CapturePlan:
-    """Validate ``layer_ids`` (fc order) for an ``N``-layer target and return the :class:`CapturePlan`.
+    """Validate ``layer_ids`` (fc order) for an ``N``-layer target; ``where`` (file and field) goes into every error.
 
-    ``where`` names the file and field the ids came from; every error carries it.
-
-    Example::
-
-        >>> p = plan_capture([30, -1, 2], 61, where="eagle3_manifest.json")
-        >>> p.loop_indices, p.chunk_order, p.captures_last_layer
-        ((0, 3, 31), (2, 0, 1), False)
-        >>> p = plan_capture([60, -1], 61, where="eagle3_manifest.json")
-        >>> p.loop_indices, p.chunk_order, p.captures_last_layer
-        ((0,), (1, 0), True)
-        >>> p = plan_capture([-1, 1, "final_norm"], 7, where="eagle3_manifest.json")
-        >>> p.loop_indices, p.chunk_order, p.captures_last_layer, p.captures_final_norm
-        ((0, 2), (0, 1, 2), False, True)
+    ``plan_capture([30, -1, 2], 61, ...)`` captures loop indices ``(0, 3, 31)`` with chunk order ``(2, 0, 1)``.
     """
     ids = check_layer_ids(list(layer_ids), num_hidden_layers, file=where)
     loop, last, order = split_capture(ids, num_hidden_layers)
@@ -100,13 +62,11 @@ def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str
 
 
 def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None, normed: Any = None) -> Any:
-    """The fc input ``[T, K*H]``: the loop's captures ``aux`` in ascending loop order (the packed ``[T, K'*H]``
-    tensor, or a list of ``[T, H]`` chunks; ``None`` when the loop captures nothing) plus ``last``, the last
-    layer's output ``[T, H]`` when the plan captures it, plus ``normed``, the final norm's output ``[T, H]`` when
-    the plan captures it, in fc order.
+    """The fc input ``[T, K*H]`` from the loop's captures ``aux`` (packed or a list; None when the loop captures
+    nothing), ``last`` and ``normed`` (``[T, H]`` each, when the plan captures them), in fc order.
 
-    Returns a packed ``aux`` itself when the plan is the identity, else a new tensor (one copy, so it never
-    aliases the residual storage ``last`` borrows). Shape-only logic, so the same kernels run for every batch.
+    A packed identity ``aux`` is returned as is; otherwise a new tensor, so it never aliases the residual storage
+    ``last`` borrows. Shape-only logic, so the same kernels run for every batch.
     """
     listed = isinstance(aux, (list, tuple))
     if plan.is_identity and not listed:
@@ -129,18 +89,12 @@ def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None, normed: Any = Non
 
 
 class FcFeed:
-    """What the capture patch installs on one decoder stack (``_eagle3_capture_feed``).
+    """What the capture patch installs on one decoder stack (``_eagle3_capture_feed``): puts the forward's captures
+    into fc order and hands them to the optional dump. ``plan`` is None under stock wiring (the dump alone);
+    ``layers`` is the very list object put in ``layers_to_capture``.
 
-    Called with what the decoder stack's forward returns; permutes the loop's chunks into fc order, appends the last
-    layer's output (taken by a forward hook on the final norm), packs a list into one tensor, and hands the fc input
-    to the optional dump. ``plan`` is None under stock wiring (the dump alone). ``layers`` is the very list object put
-    in ``layers_to_capture`` (:meth:`fed_layer_ids` reports nothing once it was replaced); ``model_name`` names the
-    decoder stack in errors.
-
-    That the chunks are the hidden states their layer ids name is proven once per process by the first-batch
-    self-check (:mod:`.sglang.selfcheck`), not here. Two per-forward checks are left, each for what the first batch
-    cannot prove of later ones: the count of a list of captures (:meth:`_count`) and the final-norm hook's tensor
-    (:meth:`_last_layer_output`), state carried from the hook to this call, batch by batch.
+    The first-batch self-check (:mod:`.sglang.selfcheck`) proves the chunks are the right states; the per-forward
+    checks here (:meth:`_count`, :meth:`_last_layer_output`) cover what the first batch cannot prove of later ones.
     """
 
     __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "final_norm", "stream_norms", "_last",
@@ -162,8 +116,7 @@ class FcFeed:
         self._hooks: list = []
 
     def fed_layer_ids(self, current_loop: Any) -> tuple[int, ...] | None:
-        """The layer ids this feed hands the draft, in fc order; None when ``current_loop`` (the model's
-        ``layers_to_capture`` now) is not the list it was configured with."""
+        """The layer ids fed to the draft, in fc order; None when ``current_loop`` is not the configured list."""
         if current_loop is not self.layers:
             return None
         if self.plan is not None:
@@ -171,8 +124,8 @@ class FcFeed:
         return layer_ids_of_loop(self.layers, self.num_hidden_layers)
 
     def attach(self, model: Any) -> None:
-        """Hook the decoder stack ``model``'s final norm when the plan captures its input or its output, and each
-        captured layer's input norm when the stream is taken there (``stream_norms``)."""
+        """Hook ``model``'s final norm when the plan needs it, and each captured layer's input norm under
+        ``stream_norms``."""
         if self.plan is None:
             return
         if self.plan.hooks_final_norm:
@@ -185,7 +138,7 @@ class FcFeed:
                                                                     with_kwargs=True))
 
     def detach(self) -> None:
-        """Remove the hooks :meth:`attach` installed (a later configuration replaces this feed)."""
+        """Remove the hooks :meth:`attach` installed."""
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
@@ -207,8 +160,8 @@ class FcFeed:
         self._streams[i] = x.clone() if residual is None else x + residual
 
     def _taken_streams(self, aux: Any) -> list:
-        """The streams the input-norm hooks took for this batch, in the loop's (ascending) order, each checked
-        against the loop's own chunk of that index (same tokens, same width) on every forward."""
+        """The streams the input-norm hooks took for this batch, in loop order, each checked against the loop's
+        own chunk of that index."""
         taken, self._streams = self._streams, {}
         out = []
         for c, i in enumerate(self.plan.loop_indices):
@@ -223,10 +176,8 @@ class FcFeed:
         return out
 
     def _last_layer_output(self, hidden: Any, aux: Any, taken: Any, what: str) -> Any:
-        """The final-norm hook's tensor ``taken`` (its input or its output, ``what``) for this batch. Checked on every
-        forward, unlike anything else here: the self-check proves the first batch only, and a later batch whose path
-        skips the hooked norm (or lays its tokens out otherwise at the norm than in the loop) would otherwise feed the
-        previous batch's tensor, or rows of other tokens, without any error."""
+        """The final-norm hook's tensor ``taken`` for this batch, checked on every forward: a later batch whose path
+        skips the hooked norm would otherwise feed the previous batch's tensor without any error."""
         if hidden.shape[0] == 0:  # an idle or empty batch skips the final norm
             return hidden.new_empty(hidden.shape)
         rows = aux[0].shape[0] if isinstance(aux, (list, tuple)) and aux else getattr(aux, "shape", (None,))[0]
@@ -239,9 +190,8 @@ class FcFeed:
         return taken
 
     def _count(self, aux: Any) -> None:
-        """A list of captures is counted on every forward (one ``len``): SGLang counts a packed tensor itself
-        (``AuxHiddenStatePacker``) but never a list, and a later batch whose path captured fewer layers than the
-        first (which the self-check proved) would otherwise hand the fc a narrower input or other layers' chunks."""
+        """Count a list of captures on every forward: SGLang counts a packed tensor itself
+        (``AuxHiddenStatePacker``) but never a list."""
         want = len(self.plan.loop_indices)
         got = 0 if aux is None else len(aux) if isinstance(aux, (list, tuple)) else want
         if got != want:
@@ -275,12 +225,9 @@ class FcFeed:
 
 
 def batch_token_ids(input_ids: Any, forward_batch: Any) -> Any:
-    """The token ids of the batch the fc input belongs to, for the dump: the decoder stack's own ``input_ids``, or,
-    when a multimodal wrapper hands its decoder only the embeddings it computed from the batch's ids
-    (``KimiK25ForConditionalGeneration.forward`` -> ``general_mm_embed_routine``, which calls the language model with
-    ``input_ids=None``; docs/families.md cites the lines), the ForwardBatch's ``input_ids`` (a multimodal placeholder
-    row holds SGLang's pad value there). None when the request itself served embeddings
-    (``forward_batch.input_embeds``): no ids made those rows."""
+    """The batch's token ids, for the dump: the stack's ``input_ids``, else the ForwardBatch's (a multimodal wrapper
+    such as ``general_mm_embed_routine`` passes ``input_ids=None``); None when the request served embeddings."""
+
     if input_ids is not None:
         return input_ids
     if getattr(forward_batch, "input_embeds", None) is not None:

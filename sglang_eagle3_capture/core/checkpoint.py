@@ -1,10 +1,8 @@
 """Draft checkpoint files: which safetensors files a draft has, what each holds, and tensor names.
 
-Headers are parsed here without torch (8-byte little-endian header length, JSON header, data
-offsets), so a truncated or corrupt file is reported with its name before anything is loaded.
-Also the tensor set SGLang's ``LlamaForCausalLMEagle3`` (sglang/srt/models/llama_eagle3.py) needs for
-a one-layer draft, as names and shapes (:func:`expected_eagle3_tensors`), and the mapping between
-checkpoint names and module names (SGLang's legacy name map is a release fact).
+Headers are parsed without torch, so a truncated or corrupt file is named before anything is loaded. Also the
+tensors SGLang's ``LlamaForCausalLMEagle3`` (models/llama_eagle3.py) needs for a one-layer draft
+(:func:`expected_eagle3_tensors`) and the checkpoint-to-module name map.
 """
 
 from __future__ import annotations
@@ -30,15 +28,8 @@ SINGLE_LAYER_PREFIX = "midlayer."  # the one-layer draft's checkpoint prefix eve
 
 
 def module_name(checkpoint_name: str) -> str:
-    """The module (parameter) name SGLang's draft ``load_weights`` maps a checkpoint tensor name to: the
-    optional ``model.`` prefix dropped and the legacy names of the release (:func:`.draft_config.default_release`)
-    renamed (``midlayer.`` -> ``layers.0.``).
-
-    Example::
-
-        >>> module_name("model.midlayer.hidden_norm.weight"), module_name("aux_norm_low.weight")
-        ('layers.0.hidden_norm.weight', 'fc_norm.0.weight')
-    """
+    """The module name SGLang's draft ``load_weights`` maps a checkpoint tensor name to: ``model.`` dropped and the
+    release's legacy names renamed (``model.midlayer.hidden_norm.weight`` -> ``layers.0.hidden_norm.weight``)."""
     name = checkpoint_name[len("model."):] if checkpoint_name.startswith("model.") else checkpoint_name
     for legacy, new in default_release().legacy_weight_names.items():
         if name.startswith(legacy):
@@ -54,13 +45,8 @@ def sglang_checkpoint_name(name: str) -> str:
 
 
 def parameter_checkpoint_names(param: str) -> str:
-    """The checkpoint tensor name(s) SGLang loads into parameter ``param`` (both draft classes), for messages.
-
-    Example::
-
-        >>> parameter_checkpoint_names("model.layers.0.self_attn.qkv_proj.weight")
-        'layers.0.self_attn.{q,k,v}_proj.weight'
-    """
+    """The checkpoint tensor name(s) SGLang loads into parameter ``param``, for messages (``qkv_proj`` ->
+    ``{q,k,v}_proj``)."""
     name = module_name(param).replace("fused_qkv_a_proj_with_mqa", "{q_a_proj,kv_a_proj_with_mqa}")
     return name.replace("qkv_proj", "{q,k,v}_proj").replace("gate_up_proj", "{gate,up}_proj")
 
@@ -76,7 +62,6 @@ class TensorInfo:
 
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
-_FIX = REEXPORT
 
 
 def _read(record: records.Record, doc: Any, path: Path, error: type[InputError], fix: str, prefix: str = "") -> dict:
@@ -88,13 +73,10 @@ def _read(record: records.Record, doc: Any, path: Path, error: type[InputError],
 
 
 def read_safetensors_header(path: str | Path, *, error: type[InputError] = WeightsError,
-                            fix: str = _FIX) -> tuple[dict[str, TensorInfo], dict[str, str]]:
-    """``({name: TensorInfo}, metadata)`` of one safetensors file, checked the way safetensors checks it before it
-    loads anything: a regular file (never a fifo or a device), a header of at most :data:`MAX_HEADER_BYTES` holding
-    a strict JSON object (no duplicate names), every entry a :data:`~.schemas.checkpoint.TENSOR` whose offsets span
-    exactly its shape's bytes, the entries tiling the data section, ``__metadata__`` strings only. Anything else
-    raises ``error`` (:class:`WeightsError` by default) naming the file, the tensor or field and ``fix``. Time and
-    memory are linear in the header's size; no tensor data is read."""
+                            fix: str = REEXPORT) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+    """``({name: TensorInfo}, metadata)`` of one safetensors file, checked as safetensors checks it before loading
+    (bounded strict header, offsets spanning each shape's bytes and tiling the data section); anything else raises
+    ``error`` naming the file, the tensor or field and ``fix``. No tensor data is read."""
     p = Path(path)
     with open_regular(p, error=error, fix=fix, missing="missing") as f:
         try:
@@ -145,18 +127,16 @@ def read_index(d: Path) -> dict:
     """The draft directory's ``model.safetensors.index.json`` (:data:`~.schemas.checkpoint.INDEX`): ``weight_map``
     a non-empty object of shard file names; ``metadata`` and any other key kept as written."""
     index = d / INDEX_FILENAME
-    doc = records.read(INDEX, read_json_object(index, fix=_FIX, error=WeightsError), file=index)
+    doc = records.read(INDEX, read_json_object(index, fix=REEXPORT, error=WeightsError), file=index)
     if not doc["weight_map"]:
         raise WeightsError(index, "weight_map", "lists no tensor", INDEX.field("weight_map").fix)
     return doc
 
 
 def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
-    """The safetensors files of draft directory ``d`` and, when sharded, the index's ``weight_map``.
-
-    As SGLang's loader: with an index, exactly the shards it lists (other ``*.safetensors`` are not loaded); without
-    one, ``model.safetensors`` and nothing else (SGLang would load every ``*.safetensors`` in the directory, so a
-    stray one is refused: it would silently override tensors)."""
+    """The safetensors files of draft directory ``d`` and, when sharded, the index's ``weight_map``: as SGLang's
+    loader reads them, so a stray ``*.safetensors`` beside an unindexed ``model.safetensors`` is refused (SGLang
+    would load it and silently override tensors)."""
     fix = "re-export the checkpoint"
     if path_kind(d / INDEX_FILENAME, error=WeightsError, fix=fix) != "missing":
         weight_map = read_index(d)["weight_map"]
@@ -205,22 +185,19 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
         tensors, _ = read_safetensors_header(f)
         for name, info in tensors.items():
             if name in out:
-                raise WeightsError(f, name, f"tensor also stored in {out[name].file.name}", _FIX)
+                raise WeightsError(f, name, f"tensor also stored in {out[name].file.name}", REEXPORT)
             out[name] = info
     for name, fname in (weight_map or {}).items():
         if name not in out or out[name].file.name != fname:
             raise WeightsError(d / INDEX_FILENAME, f"weight_map.{name}", f"tensor listed in {fname} but not stored "
-                               "there", _FIX)
+                               "there", REEXPORT)
     return out
 
 
 def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: int,
                             where: str = "config.json") -> dict[str, tuple[tuple[int, ...], bool]]:
-    """``{name: (shape, required)}`` of a one-layer ``LlamaForCausalLMEagle3`` draft in SGLang checkpoint naming.
-
-    ``config`` is the flattened SGLang draft config (:data:`~.schemas.draft.TENSOR_DIMS`, the flags); errors are
-    :class:`ConvertError` naming ``where`` and the field.
-    """
+    """``{name: (shape, required)}`` of a one-layer ``LlamaForCausalLMEagle3`` draft in SGLang checkpoint naming, for
+    the flattened draft ``config``; errors are :class:`ConvertError` naming ``where``."""
     dims = records.read(TENSOR_DIMS, config, file=where)
     h, heads, inter, vocab = (dims[k] for k in TENSOR_DIMS.names[:4])
     kv, hd, dvocab = dims["num_key_value_heads"] or heads, dims["head_dim"] or h // heads, dims["draft_vocab_size"]
@@ -260,12 +237,12 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
 
 
 def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
-    """The input width of ``index["fc.weight"]`` (``[hidden, k x target hidden]``), or :class:`WeightsError` naming
-    its file and the fix when the header does not give it a 2-D shape (``shape: []`` or a 1-D tensor is no fc)."""
+    """The input width of ``index["fc.weight"]``, or :class:`WeightsError` when it is not 2-D."""
+
     fc = index["fc.weight"]
     if len(fc.shape) != 2:
         raise WeightsError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "
-                           "k x target hidden]", _FIX)
+                           "k x target hidden]", REEXPORT)
     return fc.shape[1]
 
 

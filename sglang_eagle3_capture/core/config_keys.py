@@ -1,22 +1,11 @@
 """Names of the draft ``config.json`` fields this package reads or writes, spelled once.
 
-- :data:`IDS_KEY`: the capture-id list, nested in ``eagle_config`` (SGLang, SpecForge, Model Optimizer)
-  or at the top level (speculators, read by vLLM as HF hidden-state indices);
-- :data:`CONVENTION_KEY` = :data:`LAYER_ID_CONVENTION` next to the nested ids marks them as this
-  package's layer ids (-1 = embedding, k = output of decoder layer k);
-- :data:`CONVERTED_MARKER_KEY`: written by ``convert`` (and ``manifest write --fail-closed``); its nested ids are
-  then loop indices chosen so that stock SGLang reads them right, or :data:`FAIL_CLOSED_IDS`, and the manifest it
-  names is the statement of the wiring;
-- :data:`FAIL_CLOSED_IDS`: the nested ids' value where no id list makes every supported stock SGLang release feed
-  the manifest exactly: an object, which every stock ``set_eagle3_layers_to_capture`` rejects at startup
-  (``layer_ids[0]`` raises ``KeyError: 0``, ``val + 1`` a ``TypeError``), so a server without the plugin refuses the
-  draft instead of feeding its fc other hidden states. Only a reader holding the draft's manifest accepts it
-  (:func:`is_fail_closed`);
-- :data:`VLLM_FAIL_CLOSED_IDS`: the top-level ids' value (the key stock vLLM reads first, SGLang never) where no id list
-  makes stock vLLM feed the manifest exactly: a list of an integer and a string, which every stock vLLM model that
-  keeps its ids as ``tuple(sorted(set(ids)))`` rejects while the model runner loads the model (``TypeError``), and
-  whose 0 makes the models that keep them unsorted (DeepSeek) fail at their first forward (index 0, the embedding,
-  has no residual there). Only a reader holding the draft's manifest accepts it (:func:`is_vllm_fail_closed`).
+:data:`IDS_KEY` holds the capture ids, nested in ``eagle_config`` (SGLang) or at the top level (speculators, read by
+vLLM); :data:`CONVENTION_KEY` beside the nested ids marks them as this package's layer ids;
+:data:`CONVERTED_MARKER_KEY` is written by ``convert`` and ``manifest write --fail-closed``.
+:data:`FAIL_CLOSED_IDS` and :data:`VLLM_FAIL_CLOSED_IDS` stand in for ids no stock engine would read right: every
+stock engine refuses them at startup or first forward, so a server without the plugin refuses the draft instead of
+feeding its fc other hidden states (docs/manifest.md).
 """
 
 from typing import Any

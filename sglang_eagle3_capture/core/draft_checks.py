@@ -1,19 +1,9 @@
-"""Checks on an EAGLE-3 draft directory against its manifest, before SGLang builds the draft.
+"""Checks on an EAGLE-3 draft directory against its manifest, before SGLang builds the draft (no SGLang import;
+:mod:`.sglang.draft` calls them from inside SGLang's draft classes). Every error is a :class:`DraftHeadError`.
 
-No SGLang import: :mod:`sglang_eagle3_capture.core.sglang.draft` calls these from inside SGLang's draft
-classes. Every error is a :class:`DraftHeadError` naming the file, the field and the fix.
-
-What SGLang derives from a draft ``config.json``, each checked here against the manifest:
-
-- the fc's chunk count, read three ways: ``LlamaForCausalLMEagle3`` (models/llama_eagle3.py,
-  ``LlamaModel.__init__``): ``num_aux_hidden_states`` > non-empty ``eagle_config`` ids > 3;
-  ``Eagle3DeepseekV2ForCausalLM`` (models/kimi_k25_eagle3.py, ``_get_eagle_aux_layer_count``):
-  ``eagle_config`` ids > top-level ids > 3; the draft-extend buffers (speculative/eagle_utils.py,
-  ``get_draft_input_from_target_hidden_dim``): ``num_aux_hidden_states`` > ``eagle_config`` ids >
-  top-level ids > 3;
-- the chunk width: ``target_hidden_size``, else ``hidden_size``;
-- the math flags :data:`.draft_config.FLAG_FIELDS` (SGLang's Llama class implements all but ``norm_before_residual``,
-  its MLA class only ``fc_norm`` and ``norm_output``; :mod:`draft_head` adds the rest or refuses).
+Checked against the manifest: the fc chunk count as each of SGLang's three readers derives it
+(:func:`sglang_chunk_counts`), the chunk width (``target_hidden_size``, else ``hidden_size``), and the math flags
+the class can run (:mod:`.sglang.draft` adds what SGLang's classes lack, or refuses).
 """
 
 from __future__ import annotations
@@ -31,7 +21,7 @@ from .manifest import Manifest
 from .target_config import cfg_get
 
 
-def _eagle(cfg: Any, key: str, default: Any = None) -> Any:
+def _eagle_config_value(cfg: Any, key: str, default: Any = None) -> Any:
     return cfg_get(cfg_get(cfg, "eagle_config") or {}, key, default)
 
 
@@ -43,7 +33,7 @@ class DraftPlan:
     draft_dir: Path | None  # None: not a local directory
     config_file: Path
     mla: bool  # Eagle3DeepseekV2ForCausalLM (True) or LlamaForCausalLMEagle3
-    flags: dict  # config.FLAG_FIELDS -> bool, as the draft was trained
+    flags: dict  # draft_config.FLAG_FIELDS -> bool, as the draft was trained
     tensor_files: dict  # checkpoint tensor name -> checkpoint.TensorInfo (file, dtype, shape)
 
     def where(self, tensor: str) -> str:
@@ -53,9 +43,12 @@ class DraftPlan:
 
 
 def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
-    """``{reader: (count, field it came from)}``: the fc chunk count each SGLang reader derives."""
+    """``{reader: (count, field it came from)}``: the fc chunk count each SGLang reader derives, first of:
+    llama_eagle3.py ``LlamaModel.__init__``: ``num_aux_hidden_states``, non-empty ``eagle_config`` ids, 3;
+    kimi_k25_eagle3.py ``_get_eagle_aux_layer_count``: ``eagle_config`` ids, top-level ids, 3;
+    speculative/eagle_utils.py ``get_draft_input_from_target_hidden_dim``: all three keys in that order, 3."""
     num = cfg_get(cfg, "num_aux_hidden_states")
-    ec_ids, top_ids = _eagle(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
+    ec_ids, top_ids = _eagle_config_value(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
     ec_f, top_f, num_f = f"eagle_config.{IDS_FIELD}", IDS_FIELD, "num_aux_hidden_states"
     default = (3, "<absent: SGLang's default of 3>")
     if is_fail_closed(ec_ids):  # plan_draft requires num_aux_hidden_states beside it; the plugin's draft __init__
@@ -68,7 +61,7 @@ def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
     if mla:
         out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = next(
             ((len(v), f) for v, f in ((ec_ids, ec_f), (top_ids, top_f)) if v is not None), default)
-        if is_fail_closed(_eagle(cfg, IDS_FIELD)):
+        if is_fail_closed(_eagle_config_value(cfg, IDS_FIELD)):
             out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = mla_count
     else:
         out["llama_eagle3.LlamaModel"] = first((num, num_f), (ec_ids, ec_f))
@@ -87,23 +80,16 @@ def check_window(cfg: Any, server_window: int | None, where: Any) -> None:
 def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None, *, mla: bool,
                server_window: int | None = None, draft_path: str | None = None,
                read_weights: bool = True) -> DraftPlan:
-    """Check a draft config (as SGLang parsed it) against ``manifest`` before SGLang builds the model.
-
-    Checks ``use_aux_hidden_state``, every fc chunk count and width SGLang derives (against the manifest,
-    when there is one), the math flags the class can run, the sliding window, and the weight files'
-    headers (truncation, duplicates; only for a local ``draft_dir``, and not without ``read_weights``: ``inspect`` on
-    a draft's config alone). Errors name ``draft_dir``'s config.json, else
-    ``draft_path``'s (the draft as the server was given it, e.g. a hub id). Whether the ``eagle_config`` ids
-    name the manifest's layers is checked against the running target
-    (:func:`..policy.declared_ids`, at the target's resolution).
-    """
+    """Check a draft config (as SGLang parsed it) against ``manifest`` before SGLang builds the model, and read the
+    weight headers of a local ``draft_dir`` when ``read_weights``. Errors name ``draft_dir``'s config.json, else
+    ``draft_path``'s. Whether the ids name the manifest's layers is the target's resolution's check."""
     draft_dir = Path(draft_dir) if draft_dir is not None else None
     where = (draft_dir if draft_dir is not None else Path(draft_path or ".")) / "config.json"
-    if cfg_get(cfg, "eagle_config") is not None and _eagle(cfg, "use_aux_hidden_state", True) is not True:
+    if cfg_get(cfg, "eagle_config") is not None and _eagle_config_value(cfg, "use_aux_hidden_state", True) is not True:
         raise DraftHeadError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
                              "target hidden states and skip the fc",
                              "remove it (an EAGLE-3 draft always consumes them)")
-    if is_fail_closed(_eagle(cfg, IDS_FIELD)):
+    if is_fail_closed(_eagle_config_value(cfg, IDS_FIELD)):
         fld = f"eagle_config.{IDS_FIELD}"
         if manifest is None:
             raise DraftHeadError(where, fld, "is sglang-eagle3-capture's fail-closed object, which stands for the ids "

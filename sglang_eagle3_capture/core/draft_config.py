@@ -1,11 +1,6 @@
-"""The EAGLE-3 draft ``config.json`` as SGLang's ``LlamaForCausalLMEagle3`` resolves it.
-
-Every field below mirrors one read in sglang/srt/models/llama_eagle3.py or llama.py (defaults as
-transformers' ``LlamaConfig`` gives them); :class:`sglang_eagle3_capture.doctor.model.Eagle3Draft`
-builds its math from it. Anything SGLang would build differently, or not at all, is a
-:class:`DraftFormatError` naming the file and field. How SGLang reads the math flags is a release fact
-(:attr:`~sglang_eagle3_capture.core.releases.schema.Release.draft_flags`); :func:`resolve_flags` is the one
-reader of them.
+"""The EAGLE-3 draft ``config.json`` as SGLang's ``LlamaForCausalLMEagle3`` resolves it (each field mirrors one read
+in models/llama_eagle3.py or llama.py); anything SGLang would build differently is a :class:`DraftFormatError`.
+:func:`resolve_flags` is the one reader of the math flags, a release fact (``Release.draft_flags``).
 """
 
 from __future__ import annotations
@@ -25,27 +20,15 @@ from .target_config import path_get
 
 @functools.lru_cache(maxsize=1)
 def default_release() -> Release:
-    """The release whose draft rules apply when a caller names none: the installed SGLang's when it is supported
-    (inside a server, the one running), else the newest supported. Read once per process from package metadata
-    (SGLang is not imported)."""
+    """The installed SGLang's release when supported, else the newest; read once from package metadata."""
     return releases.installed_or_newest()
 
 
 def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
                   error: type[Exception] = DraftFormatError, forbid_pair: bool = True) -> dict:
-    """The draft math flags as SGLang ``release`` (default: :func:`default_release`) reads them from ``cfg``
-    (a dict or an HF config object); a non-boolean value or the forbidden pair raises ``error`` (naming ``where``).
-
-    ``forbid_pair``: refuse ``norm_before_fc`` with ``fc_norm`` (speculators forbids training the pair). SGLang's
-    ``LlamaForCausalLMEagle3`` itself builds both, so readers that mirror what SGLang builds pass False.
-
-    Example::
-
-        >>> resolve_flags({"eagle_config": {"norm_before_fc": True}}, "config.json")["norm_before_fc"]
-        True
-        >>> resolve_flags({"eagle_config": {"fc_norm": True}}, "config.json")["fc_norm"]  # SGLang: top level only
-        False
-    """
+    """The draft math flags as SGLang ``release`` reads them from ``cfg`` (dict or HF config); a non-boolean value
+    raises ``error`` naming ``where``. ``forbid_pair`` refuses ``norm_before_fc`` with ``fc_norm`` (speculators
+    forbids training the pair; SGLang builds both, so readers that mirror SGLang pass False)."""
     rel = default_release() if release is None else release
     flags = {}
     for name in FLAG_FIELDS:
@@ -66,9 +49,8 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
 
 @dataclass(frozen=True)
 class Yarn:
-    """YaRN RoPE scaling, the arguments SGLang's ``get_rope`` hands ``YaRNScalingRotaryEmbedding``
-    (layers/rotary_embedding/factory.py, yarn.py; defaults as there). :func:`~sglang_eagle3_capture.doctor.model.rope`
-    computes it."""
+    """YaRN RoPE scaling: the arguments SGLang's ``get_rope`` hands ``YaRNScalingRotaryEmbedding``
+    (layers/rotary_embedding/factory.py, yarn.py; defaults as there)."""
 
     factor: float
     original_max_position_embeddings: int
@@ -82,10 +64,9 @@ class Yarn:
 
     @classmethod
     def from_rope(cls, rope: dict, top_level_original: int | None, where: Any, field: str) -> "Yarn":
-        """From a draft's yarn rope parameters (``field``: the key they sit under). SGLang defaults a missing
-        ``factor`` to 1 and ``original_max_position_embeddings`` to ``max_position_embeddings`` with a WARNING only;
-        both change every rotation, so a config without them is refused. A top-level
-        ``original_max_position_embeddings`` wins, as llama.py's decoder layer puts it into the rope parameters."""
+        """From a draft's yarn rope parameters (under ``field``). A missing ``factor`` or
+        ``original_max_position_embeddings`` is refused: SGLang would guess it with a WARNING only, and both change
+        every rotation. A top-level ``original_max_position_embeddings`` wins, as in llama.py's decoder layer."""
         original = top_level_original or rope.get("original_max_position_embeddings")
         for name, value in (("factor", rope.get("factor")), ("original_max_position_embeddings", original)):
             if value is None:
@@ -128,10 +109,8 @@ class DraftConfig:
 
     @classmethod
     def from_dict(cls, cfg: Any, where: Any = "config.json") -> "DraftConfig":
-        """Resolve a draft ``config.json`` dict the way SGLang does: :data:`~.schemas.draft.SGLANG_DRAFT` (sizes
-        positive integers of at most :data:`MAX_DIM`, epsilons and RoPE theta positive finite numbers, flags true or
-        false, default full neox RoPE, silu), then what SGLang derives from it. Errors are :class:`DraftFormatError`
-        naming ``where``, the field and the fix."""
+        """Resolve a draft ``config.json`` dict the way SGLang does (:data:`~.schemas.draft.SGLANG_DRAFT`, then what
+        SGLang derives from it); errors are :class:`DraftFormatError` naming ``where``."""
         c = records.read(SGLANG_DRAFT, cfg, file=where)
         archs = c["architectures"] or []
         if archs and archs[0] != SGLANG_ARCH:

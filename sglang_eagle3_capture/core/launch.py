@@ -1,12 +1,6 @@
-"""A launch as the plugin reads and checks it, in one place for the server and for ``inspect ... -- ARGS``.
-
-The server's resolution seam (:mod:`.sglang.resolution`, in SGLang's target process) and the preflight
-(``doctor/setup_args.py`` and ``doctor/inspect.py``, before any server) both read SGLang's resolved ``ServerArgs``
-with :func:`read_launch`, refuse what SGLang accepts but cannot run with :func:`check_launch`, build the refusal
-policy's :class:`~.policy.Deployment` with :func:`deployment`, and check the draft directory with
-:func:`check_draft` (the plugin's draft loader's startup checks, :func:`.draft_checks.plan_draft`): one reading and
-one set of checks, so the preflight cannot approve what the server refuses (tests/inprocess/test_preflight_agrees.py
-runs the same launches through both). No torch, no SGLang import: the callers pass SGLang's objects.
+"""A launch as the plugin reads and checks it, in one place for the server (:mod:`.sglang.resolution`) and the
+preflight (``doctor/setup_args.py``, ``doctor/inspect.py``), so the preflight cannot approve what the server refuses
+(tests/inprocess/test_preflight_agrees.py). No torch, no SGLang import: the callers pass SGLang's objects.
 """
 
 from __future__ import annotations
@@ -81,18 +75,17 @@ def read_launch(server_args: Any, release: Release, *, algorithm: Any = None) ->
                   model_impl=value("model_impl") or "auto")
 
 
-def _count(value: Any) -> int | None:
+def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def check_launch(launch: Launch) -> None:
-    """Refuse a draft chain SGLang's argument handling accepts but its EAGLE worker cannot run, naming the flag: fewer
-    than 1 step or 1 candidate per step, or more draft tokens than the tree has candidates (speculative/eagle_utils.py
-    ``organize_draft_results`` takes the top ``num_draft_tokens - 1`` of ``topk + (steps - 1) * topk**2`` scores
-    with ``torch.topk``). Nothing to check without an EAGLE-worker algorithm or where a value is not known."""
+    """Refuse a draft chain SGLang accepts but its EAGLE worker cannot run: a value below 1, or more draft tokens than
+    the tree has candidates (speculative/eagle_utils.py ``organize_draft_results`` takes the top
+    ``num_draft_tokens - 1`` of ``topk + (steps - 1) * topk**2`` scores with ``torch.topk``)."""
     if not launch.eagle_worker:
         return
-    steps, topk, tokens = (_count(v) for v in (launch.num_steps, launch.eagle_topk, launch.num_draft_tokens))
+    steps, topk, tokens = (_int_or_none(v) for v in (launch.num_steps, launch.eagle_topk, launch.num_draft_tokens))
     for flag, value in (("--speculative-num-steps", steps), ("--speculative-eagle-topk", topk),
                         ("--speculative-num-draft-tokens", tokens)):
         if value is not None and value < 1:
@@ -111,9 +104,8 @@ def check_launch(launch: Launch) -> None:
 
 
 def target_facts(target_config: Any) -> tuple[str | None, int]:
-    """``(architecture, num_hidden_layers)`` of the target's HF config as the policy takes them: the architecture None
-    when ``architectures`` names no class (the policy refuses it when the draft declares ids), the layer count 0 for
-    a target without a family entry."""
+    """``(architecture, num_hidden_layers)`` of the target's HF config as the policy takes them: None when
+    ``architectures`` names no class, 0 layers for a target without a family entry."""
     try:
         arch = architecture(target_config, policy.TARGET)
     except ManifestError:
@@ -143,12 +135,10 @@ def deployment(launch: Launch | None, *, release: Release, draft_path: str, mani
                num_hidden_layers: int = 0, use_aux_hidden_state: bool | None = None,
                pp_indices: Callable[[int, int, int], Any] | None = None, unpatched: Mapping[str, str] | None = None
                ) -> policy.Deployment:
-    """The :class:`~.policy.Deployment` of a draft served by ``launch`` (None: the default launch, EAGLE3): the target
-    read from ``target_config`` (its HF config, as the server loads it from ``--model-path``) or, without one, the
-    given ``architecture`` and ``num_hidden_layers``; ``use_aux_hidden_state`` as SGLang resolved it (None: as SGLang
-    resolves it, spec_aux_hidden_state.py ``_resolve_eagle_aux_hidden_state``: EAGLE3 only, the draft's
-    ``eagle_config.use_aux_hidden_state``, default true); ``pp_indices``: SGLang's ``get_pp_indices``, for the last
-    pipeline stage's layers when the launch has more than one stage."""
+    """The :class:`~.policy.Deployment` of a draft served by ``launch`` (None: EAGLE3), the target read from
+    ``target_config`` or else given as ``architecture`` and ``num_hidden_layers``. ``use_aux_hidden_state=None``
+    resolves it as spec_aux_hidden_state.py ``_resolve_eagle_aux_hidden_state`` does; ``pp_indices`` is SGLang's
+    ``get_pp_indices``, for the last pipeline stage's layers."""
     launch = launch or Launch("EAGLE3")
     ec = eagle_config_of(draft_config)
     if target_config is not None:
@@ -180,9 +170,8 @@ def draft_class(draft_config: Any, release: Release) -> str | None:
 
 def check_draft(draft_config: Any, draft_path: str, manifest: Manifest | None, *, mla: bool,
                 server_window: Any = None, read_weights: bool = True) -> DraftPlan:
-    """The plugin's draft loader's startup checks (:func:`.draft_checks.plan_draft`) on a draft SGLang is about to
-    build: the server calls it from the patched draft class, ``inspect`` on the same files (``read_weights`` False
-    for a draft directory that holds only its config: every check but the weight files' headers)."""
+    """The draft loader's startup checks (:func:`.draft_checks.plan_draft`), called by the patched draft class and by
+    ``inspect`` (``read_weights`` False for a directory that holds only the config)."""
     local = Path(draft_path) if draft_path and Path(draft_path).is_dir() else None
     return plan_draft(draft_config, local, manifest, mla=mla, server_window=server_window, draft_path=draft_path,
                       read_weights=read_weights)

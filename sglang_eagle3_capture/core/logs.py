@@ -1,13 +1,9 @@
 """The package's loggers: every log line the plugin emits is one line, with what users control escaped.
 
-Log lines carry values users control (a draft directory's name, a manifest path, an environment variable's value, a
-label SGLang was given). A name holding a newline or a terminal escape must not forge a line of its own (``...\\n
-eagle3-capture self-check passed``) nor repaint the terminal. Every module takes its logger from :func:`get_logger`,
-whose filter renders each record's message once and escapes it as error lines are escaped
-(:func:`~sglang_eagle3_capture.core.errors.shown`: control characters and unprintable code points as ``\\n``,
-``\\x1b``, ...), so no call site has to remember it. The package's own format strings hold no control character
-(``tests/unit/test_reliability_runtime.py`` reads every call site); a traceback attached with ``exc_info`` is left as
-Python formats it.
+Log lines carry values users control (a draft path, an environment variable's value); one holding a newline or a
+terminal escape must not forge a line (``...\\neagle3-capture self-check passed``) nor repaint the terminal. The
+filter of :func:`get_logger` escapes each rendered message as :func:`~.errors.shown` does, so no call site has to
+remember it; a traceback from ``exc_info`` is left as Python formats it.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""The layer manifest: the one statement of which target hidden states an EAGLE-3 draft's fc consumes.
+"""The layer manifest (``eagle3_manifest.json`` in the draft directory; docs/manifest.md): the one statement of
+which target hidden states an EAGLE-3 draft's fc consumes, in fc order.
 
-``eagle3_manifest.json`` lives in the draft directory. Example::
-
-    {"format": "sglang-eagle3-capture.manifest", "version": 1,
-     "layer_ids": [-1, 2, 30],
-     "target": {"architecture": "KimiK25ForConditionalGeneration", "num_hidden_layers": 61, "hidden_size": 7168},
-     "provenance": {"source": "speculators-config", "file": "config.json",
-                    "field": "eagle_aux_hidden_state_layer_ids", "original_ids": [0, 3, 31],
-                    "convention": "vllm-hf-index"}}
-
-Layer ids follow the one convention of :mod:`sglang_eagle3_capture.core.layer_ids` (``-1`` = embedding
-output, ``k`` = output of decoder layer ``k``); the fc consumes their hidden states concatenated in
-the listed order. The document is declared in :mod:`sglang_eagle3_capture.core.schemas.manifest`: strict where the
-value changes what the fc receives (``format``, ``version``, ``layer_ids``, ``target``, an unknown top-level key),
-while ``provenance`` is metadata, kept as it is (an unknown key, a tab in a note, a value of another type) and
-never refused: :meth:`Manifest.provenance_problems` lists what looks off in it. Every error is a
-:class:`~sglang_eagle3_capture.core.errors.ManifestError` naming the file, the field and the fix.
+The document is declared in :mod:`.schemas.manifest`: strict where the value changes what the fc receives, while
+``provenance`` is metadata, kept as it is and never refused. Every error is a :class:`~.errors.ManifestError`
+naming the file, the field and the fix.
 """
 
 from __future__ import annotations
@@ -35,7 +23,6 @@ from .schemas.manifest import (
     FINAL_NORM_VERSION,
     HEAD,
     MANIFEST,
-    PROVENANCE,
     REWRITE,
     TARGET,
     WRITE_EXPECTED,
@@ -114,16 +101,9 @@ class Manifest:
         """Input width the draft's fc must have: ``len(layer_ids) * target_hidden_size``."""
         return len(self.layer_ids) * self.target_hidden_size
 
-    def provenance_problems(self) -> list[tuple[str, str]]:
-        """``(field, problem)`` for what the provenance holds that this version would not write (a value of another
-        type, a missing ``source``); shown, never refused. Unknown keys are not problems: a later version adds some."""
-        return records.problems(PROVENANCE, self.provenance, "provenance")
-
     def expected_acceptance(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str | None]:
-        """``(per_position, None)``: the offline per-position acceptance ``expected`` holds for the setting ``(steps,
-        topk, draft_tokens)`` as a server runs it (``steps`` figures); or ``(None, why)`` when there is none, the block
-        does not read cleanly, or it was measured for other ``layer_ids`` than the manifest's (metadata: never an
-        error; the block is bounded, schemas.manifest)."""
+        """``(per_position, None)``: the offline acceptance ``expected`` holds for the served ``(steps, topk,
+        draft_tokens)``; or ``(None, why)`` when there is none or it does not apply (metadata: never an error)."""
         if self.expected is None:
             return None, "the manifest has no 'expected' block"
         bad = records.problems(EXPECTED, self.expected, "expected")
@@ -190,9 +170,7 @@ def find_manifest(draft_dir: str | os.PathLike) -> Manifest | None:
 
 
 def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
-    """Write ``manifest`` to ``draft_dir/eagle3_manifest.json`` atomically (a unique temporary file in the draft
-    directory, fsynced, then renamed: readers see the old or the new manifest, concurrent writers never collide, the
-    mode follows the umask); returns the path."""
+    """Write ``manifest`` to ``draft_dir/eagle3_manifest.json`` atomically; returns the path."""
     path = Path(draft_dir) / MANIFEST_FILENAME
     manifest_from_dict(manifest.to_dict(), path=path)  # re-validate what is about to be written
     return write_file_atomic(path, json.dumps(manifest.to_dict(), indent=2) + "\n", error=ManifestError,
@@ -201,10 +179,8 @@ def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
 
 def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None, field: str | None = "fc.weight"
                    ) -> None:
-    """Raise unless the draft fc's input width equals ``len(layer_ids) * target_hidden_size``.
-
-    ``file`` and ``field`` name the weights file and the tensor (``"draft/model.safetensors"``, ``"fc.weight"``).
-    """
+    """Raise unless the draft fc's input width equals ``len(layer_ids) * target_hidden_size``; ``file`` and
+    ``field`` name the weights file and the tensor."""
     if fc_in_features != manifest.fc_in_features:
         k, h = len(manifest.layer_ids), manifest.target_hidden_size
         hint = f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else ""
@@ -229,10 +205,9 @@ def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: 
 
 
 def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:
-    """Raise unless the running target matches the manifest's (architecture family, layer count, hidden size).
+    """Raise unless the target's HF config (dict or object; ``where`` is its file) matches the manifest's
+    architecture family, layer count and hidden size."""
 
-    ``target_hf_config`` is the target's HF config (dict or object); ``where`` names its file in errors.
-    """
     arch, n_layers, hidden = target_dims(target_hf_config, where)
     mpath = shown(manifest.path or MANIFEST_FILENAME)
     fix = "serve the draft with the target it was trained against (or correct the manifest)"

@@ -1,12 +1,8 @@
 """Tensor-parallel ranks must serve one wiring: each rank states what it serves, and all statements must be equal.
 
-Every TP rank is a process of its own that reads the draft's manifest (and config.json) on its own, once. A file
-edited between two ranks' reads, or a node that sees other files than its peers, would capture different layers on
-different ranks while each rank's first-batch self-check passes (each checks its own wiring against its own reading).
-So each rank states what it serves, :func:`statement` (the layer ids it wires, where they come from, a digest of the
-manifest it read), the engine's adapter gathers the statements over its TP CPU group, and :func:`check` refuses the
-deployment on every rank unless all are equal. Plain data, no engine: the SGLang adapter gathers them where every
-target rank configures its capture (``set_eagle3_layers_to_capture``), over SGLang's TP CPU (gloo) group.
+Each TP rank reads the draft's files on its own, so a file edited between two ranks' reads would capture different
+layers on different ranks while each rank's self-check passes. Plain data, no engine: the adapter gathers each
+rank's :func:`statement` over its TP CPU group and :func:`check` refuses on every rank unless all are equal.
 """
 
 from __future__ import annotations
@@ -40,7 +36,7 @@ def statement(layer_ids: Sequence[Any] | None, file: Any = None, field: str | No
             "field": field, "manifest": manifest_digest(manifest), "stock": None if stock is None else list(stock)}
 
 
-def _said(s: Mapping) -> str:
+def _described(s: Mapping) -> str:
     if s.get("layer_ids") is None:
         ids = f"stock wiring of loop indices {brief(s.get('stock'), 80)}"
     else:
@@ -56,7 +52,7 @@ def check(statements: Sequence[Mapping]) -> None:
         groups.setdefault(json.dumps(s, sort_keys=True, default=repr), []).append(rank)
     if len(groups) <= 1:
         return
-    said = "; ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}: {_said(json.loads(k))}"
+    said = "; ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}: {_described(json.loads(k))}"
                      for k, r in groups.items())
     where = next((s for s in statements if s.get("file")), {})
     raise DeploymentError(where.get("file"), where.get("field"), f"the {len(statements)} tensor-parallel ranks do not "

@@ -1,12 +1,9 @@
 """The one patch engine: every seam the package replaces in SGLang, target and draft side alike.
 
-A :class:`Patch` is a named set of :class:`~sglang_eagle3_capture.core.releases.schema.Seam` records (from the
-release and family tables) and a ``wrap(seam, original)`` that builds each replacement. :func:`apply`
-imports the seams' modules, probes every original for the parameter names the seam records (an
-inherited method counts: it is looked up through the class's MRO), and only then replaces them all,
-so a changed SGLang is left untouched (:class:`~sglang_eagle3_capture.core.errors.PatchError` names the
-seam). Replacements are class attributes, so every ``from ... import`` binding sees them;
-:func:`revert` puts back exactly what the class held (deleting what it did not define itself).
+A :class:`Patch` is a named set of :class:`~.releases.schema.Seam` records and a ``wrap(seam, original)``.
+:func:`apply` probes every original's parameter names before it replaces any, so a changed SGLang is left untouched
+(:class:`~.errors.PatchError` names the seam). Replacements are class attributes, so every ``from ... import``
+binding sees them; :func:`revert` puts back exactly what the class held.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from .errors import PatchError
 from .releases.schema import Seam
 
 _ABSENT = object()
-_FIX = "serve with a supported SGLang release (the release table lists each seam this package patches)"
+_RELEASE_FIX = "serve with a supported SGLang release (the release table lists each seam this package patches)"
 MARK = "__eagle3_capture__"  # set on every replacement function: is_patched() provenance for anyone reading
 
 
@@ -48,25 +45,25 @@ def owner_of(seam: Seam, *, import_: bool) -> Any:
 
 
 def probe(seam: Seam, owner: Any) -> Any:
-    """The value the replacement will wrap, checked against the shape the seam records; raises PatchError.
-
-    An inherited original that is already one of this package's replacements (e.g. ``Qwen3Model.forward`` in a
-    release where it inherits ``Qwen2Model.forward``, patched by another family) is unwrapped to SGLang's own
-    function (``__wrapped__``), so no call runs two replacements."""
+    """The value the replacement will wrap, checked against the shape the seam records; raises PatchError. An
+    inherited original that is already a replacement (another family's) is unwrapped, so no call runs two."""
     if owner is None:
-        raise PatchError(None, seam.name, f"{seam.module}.{seam.owner} does not exist in this SGLang", _FIX)
+        raise PatchError(None, seam.name, f"{seam.module}.{seam.owner} does not exist in this SGLang",
+                         _RELEASE_FIX)
     if seam.params is None:
         if seam.attr in vars(owner):
-            raise PatchError(None, seam.name, "already exists in this SGLang; the patch would shadow it", _FIX)
+            raise PatchError(None, seam.name, "already exists in this SGLang; the patch would shadow it",
+                             _RELEASE_FIX)
         return None
     original = getattr(owner, seam.attr, _ABSENT)
     while getattr(original, MARK, False):  # inherited from a class another patch already wrapped: wrap SGLang's own
         original = original.__wrapped__
     if not inspect.isfunction(original):
-        raise PatchError(None, seam.name, "is not a function in this SGLang", _FIX)
+        raise PatchError(None, seam.name, "is not a function in this SGLang", _RELEASE_FIX)
     params = tuple(inspect.signature(original).parameters)
     if params != seam.params:
-        raise PatchError(None, seam.name, f"has parameters {params}, the patch was written for {seam.params}", _FIX)
+        raise PatchError(None, seam.name, f"has parameters {params}, the patch was written for {seam.params}",
+                         _RELEASE_FIX)
     return original
 
 

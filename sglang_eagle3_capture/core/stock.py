@@ -1,27 +1,11 @@
 """What stock engines feed a draft's fc: the readings of a draft ``config.json`` the doctor compares.
 
-:func:`stock_sglang_capture` mirrors three pieces of SGLang, per release (:mod:`.releases`) and target
-family (:mod:`.families`):
-
-- ``spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state``: the ids come only from the draft's
-  nested ``eagle_config["eagle_aux_hidden_state_layer_ids"]``; any failure (no ``eagle_config``, a
-  non-dict, a missing key) means ``None``, i.e. the default; a top-level key (speculators) is ignored;
-- the family's ``set_eagle3_layers_to_capture``: default ``[2, N//2, N-3]`` as loop indices; explicit
-  ids read by the family's rule for that release (``always-shift``: the id is "output of layer id";
-  ``shift-if-first-is-1``; ``keep-if-max-is-N``);
-- the capture loop: loop index ``i`` in ``0..N-1`` captures the residual stream entering layer ``i``
-  (HF index ``i``), in ascending order whatever the list order (:func:`.layer_ids.layer_ids_of_loop`); loop
-  index ``N`` is captured at the final norm where the release says so (GPT-OSS from 0.5.17), else it fails
-  as the family's ``stock_past_loop`` says (DeepSeek's packer counts, Qwen-MoE's flag setter raises
-  IndexError, the other list families drop it silently and the fc fails on its width).
-
-The "shift" is SGLang's output-of-layer reading, which is exactly :func:`.layer_ids.hidden_state_index`.
-
-The fail-closed object (:data:`.config_keys.FAIL_CLOSED_IDS`) in place of the ids is no id list: every stock rule
-raises on it in ``set_eagle3_layers_to_capture`` (``layer_ids[0]``: ``KeyError: 0``; ``val + 1`` over its string
-key, and ``max(...) == N`` then ``val + 1``: ``TypeError``), which SGLang calls while the target's ModelRunner
-initialises, so the server refuses to start (:attr:`StockCapture.refuses_at_startup`).
-:func:`sglang_eagle3_capture.doctor.readings.fail_closed_eagle_config_ids` chooses between the ids and that object.
+:func:`stock_sglang_capture` mirrors, per release (:mod:`.releases`) and family (:mod:`.families`), SGLang's
+``spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state`` (ids only from the nested ``eagle_config``, anything
+else means the default), the family's ``set_eagle3_layers_to_capture`` (default ``[2, N//2, N-3]``, explicit ids
+read by the release's stock rule) and the capture loop (ascending, ``0..N-1``; index ``N`` as the family's
+``stock_past_loop`` says). The fail-closed object (:data:`.config_keys.FAIL_CLOSED_IDS`) makes every stock rule
+raise at startup (:data:`_FAIL_CLOSED_PROBLEM`).
 """
 
 from __future__ import annotations
@@ -66,7 +50,7 @@ class StockCapture:
     mis_fed: str | None = None
 
     def describe(self) -> str:
-        """One line for humans (used by the CLI)."""
+        """One line for humans."""
         if self.refuses_at_startup and not self.loop_indices:
             return f"stock SGLang {self.sglang_version}: {self.problem}"
         ids = "absent" if self.config_ids is None else list(self.config_ids)
@@ -77,15 +61,13 @@ class StockCapture:
 
 
 def default_low_mid_high_indices(num_hidden_layers: int) -> list[int]:
-    """The low/mid/high default ``[2, N//2, N-3]`` shared by EAGLE, vLLM, speculators and stock SGLang.
-
-    These are HF ``output_hidden_states`` indices (== SGLang capture-loop indices), not layer ids.
-    """
+    """The low/mid/high default ``[2, N//2, N-3]`` of EAGLE, vLLM, speculators and stock SGLang: HF indices (==
+    SGLang loop indices), not layer ids."""
     n = num_hidden_layers
     return [2, n // 2, n - 3]
 
 
-def _release(release: Release | str | None) -> Release:
+def _release_of(release: Release | str | None) -> Release:
     return releases.newest() if release is None else releases.get(release) if isinstance(release, str) else release
 
 
@@ -101,12 +83,11 @@ def family_named(family: Family | str) -> Family:
 def stock_rule(family: Family | str, release: Release | str | None = None) -> str:
     """How stock SGLang ``release`` reads explicit ids on ``family`` (the release's override, else the family's)."""
     fam = family_named(family)
-    return _release(release).stock_rules.get(fam.name, fam.stock_rule)
+    return _release_of(release).stock_rules.get(fam.name, fam.stock_rule)
 
 
 def _int_ids(value: Any, field: str, file: Any) -> list[int]:
-    """``value`` as a list of integer ids, or a :class:`FormatError` naming the draft config ``file``, its ``field``
-    and the fix (no engine reads a string, a number or a list with non-integers as capture ids)."""
+    """``value`` as a list of integer ids, or a :class:`FormatError` naming ``file`` and ``field``."""
     if not isinstance(value, (list, tuple)) or not all(is_int(i) for i in value):
         raise FormatError(file, field, f"expected a list of integer layer ids, got {brief(value)}",
                           "write the ids the draft was trained on as a JSON list of integers (or remove the field to "
@@ -128,16 +109,15 @@ def _read_ids_like_sglang(draft_config: Mapping, file: Any) -> tuple[bool, list[
 
 
 def _carries_final_norm(ids: Any) -> bool:
-    """An id list of integers and this package's :data:`~.layer_ids.FINAL_NORM` (a list marked as layer ids may name
-    the final norm's output; stock SGLang reads the string among its integers: :func:`_stock_on_token`)."""
+    """An id list of integers and :data:`~.layer_ids.FINAL_NORM` (stock SGLang then reads the string among its
+    integers: :func:`_stock_on_token`)."""
     return isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_layer_id(i) for i in ids)
 
 
 def _stock_on_token(rel: Release, fam: Family, ids: list, n: int) -> StockCapture:
-    """What stock ``rel`` does with ``ids`` that carry :data:`~.layer_ids.FINAL_NORM` (no stock id means the final
-    norm's output): ``val + 1`` (every shifting rule) and ``max(ids)`` (GPT-OSS's) raise a TypeError in
-    ``set_eagle3_layers_to_capture`` at startup; DeepSeek's heuristic with a first id other than 1 keeps the list as
-    loop indices, where the string matches no loop index, so fewer states are captured than the fc takes."""
+    """What stock ``rel`` does with ``ids`` that carry :data:`~.layer_ids.FINAL_NORM`: ``val + 1`` and ``max(ids)``
+    raise a TypeError at startup; DeepSeek's heuristic with a first id other than 1 keeps the list as loop indices,
+    where the string matches none, so fewer states are captured than the fc takes."""
     rule = stock_rule(fam, rel)
     if rule == SHIFT_IF_FIRST_IS_1 and ids[0] != 1:
         loop = [i for i in ids if is_int(i)]
@@ -156,7 +136,7 @@ def _stock_on_token(rel: Release, fam: Family, ids: list, n: int) -> StockCaptur
                         f"startup ({call} over a string)", refuses_at_startup=True)
 
 
-def _loop(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
+def _loop_indices_by_rule(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
     if rule == ALWAYS_SHIFT:
         return "always-shift", hidden_state_indices(ids)
     if rule == SHIFT_IF_FIRST_IS_1:
@@ -173,15 +153,8 @@ def _loop(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
 def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
                          release: Release | str | None = None, file: Any = None) -> StockCapture:
     """What stock SGLang ``release`` (default: the newest supported) would capture for ``draft_config`` on an
-    ``N``-layer target of ``family``; ``file``: the config's path, which an error about its ids names.
-
-    Example (a speculators config: top-level ids are ignored, the default applies)::
-
-        >>> c = stock_sglang_capture({"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}, 61, family="deepseek_v2")
-        >>> c.loop_indices, c.fed_layer_ids
-        ((2, 30, 58), (1, 29, 57))
-    """
-    rel, fam = _release(release), family_named(family)
+    ``N``-layer target of ``family``; ``file`` is named in an error about its ids."""
+    rel, fam = _release_of(release), family_named(family)
     n = num_hidden_layers
     use_aux, ids = _read_ids_like_sglang(draft_config, file)
     if use_aux and fam.name in rel.absent_families:
@@ -206,11 +179,11 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
     else:
         config_ids = tuple(ids)
-        rule, loop = _loop(stock_rule(fam, rel), list(ids), n)
+        rule, loop = _loop_indices_by_rule(stock_rule(fam, rel), list(ids), n)
     fed = layer_ids_of_loop(loop, n)
     if n in loop and fam.name in rel.final_norm_captures:  # the family captures loop index N at its final norm
         fed = (*fed, last_layer_id(n))
-    problem = _problem(fam, rel, loop, fed, n)
+    problem = _stock_problem(fam, rel, loop, fed, n)
     at_startup = fam.stock_past_loop == N_INDEX_ERROR and any(i >= n for i in loop)
     return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem,
                         refuses_at_startup=at_startup and problem is not None,
@@ -226,19 +199,21 @@ def _branch_outputs(fam: Family, rel: Release, fed: tuple[int, ...]) -> str | No
             "without the residual it returns beside it), not the residual stream the ids name (HF hidden_states[k+1])")
 
 
-_WHY = (f"eagle_config.{IDS_KEY} is sglang-eagle3-capture's fail-closed object (no id list expresses the manifest "
-        "to stock SGLang), so the server refuses to start: set_eagle3_layers_to_capture raises ")
+_FAIL_CLOSED_REFUSED = (f"eagle_config.{IDS_KEY} is sglang-eagle3-capture's fail-closed object (no id list expresses "
+                        "the manifest to stock SGLang), so the server refuses to start: set_eagle3_layers_to_capture "
+                        "raises ")
 # NOTE: what each stock rule's set_eagle3_layers_to_capture (e.g. models/deepseek_v2.py, models/llama.py,
 # models/gpt_oss.py in 0.5.23) does with a one-key object, called from the target ModelRunner's initialisation.
 _FAIL_CLOSED_PROBLEM = {
-    SHIFT_IF_FIRST_IS_1: _WHY + "KeyError: 0 (`if layer_ids and layer_ids[0] == 1`)",
-    ALWAYS_SHIFT: _WHY + 'TypeError: can only concatenate str (not "int") to str (`[val + 1 for val in layer_ids]`)',
-    KEEP_IF_MAX_IS_N: _WHY + 'TypeError: can only concatenate str (not "int") to str (`max(layer_ids) == '
-                             'num_layers` is false, then `[val + 1 for val in layer_ids]`)',
+    SHIFT_IF_FIRST_IS_1: _FAIL_CLOSED_REFUSED + "KeyError: 0 (`if layer_ids and layer_ids[0] == 1`)",
+    ALWAYS_SHIFT: _FAIL_CLOSED_REFUSED + 'TypeError: can only concatenate str (not "int") to str (`[val + 1 for val '
+                                         'in layer_ids]`)',
+    KEEP_IF_MAX_IS_N: _FAIL_CLOSED_REFUSED + 'TypeError: can only concatenate str (not "int") to str (`max(layer_ids) '
+                                             '== num_layers` is false, then `[val + 1 for val in layer_ids]`)',
 }
 
 
-def _problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n: int) -> str | None:
+def _stock_problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n: int) -> str | None:
     """What goes wrong when stock ``rel`` captures ``loop`` on ``fam`` (None: it runs and feeds ``fed``)."""
     if fam.name in rel.embedding_crashes and EMBEDDING_LAYER_ID in fed:
         return (f"{rel.version} computes hidden_states + residual with residual None at loop index 0: TypeError at "
@@ -260,10 +235,9 @@ def _problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n
 
 @dataclass(frozen=True)
 class FailClosedIds:
-    """What ``convert`` and ``manifest write --fail-closed`` write for a manifest, per engine: ``value`` (the ids a
-    stock engine reads right, or that engine's fail-closed value); ``exact``: every stock release or runner of the
-    engine feeds the manifest's ids exactly from ``value``; ``why``: what the best id list would make them do instead
-    (empty when exact)."""
+    """What ``convert`` and ``manifest write --fail-closed`` write per engine: ``value`` (the ids, or the engine's
+    fail-closed value); ``exact``: every stock runner feeds the manifest's ids from it; ``why``: what it does else."""
+
 
     value: Any
     exact: bool
@@ -272,23 +246,12 @@ class FailClosedIds:
 
 def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
                    reader: EngineReader, file: Any = None) -> StockCapture:
-    """What another engine (``reader``, e.g. vLLM 0.33's default runner) feeds the fc for ``draft_config`` (``file``:
-    the config's path, which an error about its ids names).
+    """What another engine's runner (``reader``) feeds the fc for ``draft_config``; ``file`` is named in an error.
 
     Mirrors vLLM's ``_get_eagle3_aux_layers_from_config`` (0.32 ``v1/worker/gpu_model_runner.py:5251-5285``; Model
-    Runner V2's ``eagle3_utils.py``): the first key of ``reader.keys`` whose value is truthy decides; only a list or a
-    tuple counts (anything else, e.g. the SGLang fail-closed object, means the low/mid/high default, silently); the ids
-    are HF indices (sorted, each once; index N is the last layer's output before the final norm). A list holding a
-    string (an id list with ``"final_norm"``, the vLLM fail-closed value) fails in ``tuple(sorted(set(ids)))`` while the
-    model runner loads the model, except on a family that keeps the ids unsorted (``reader.unsorted``), whose loop then
-    captures only the integers.
-
-    Example (an SGLang-format config: vLLM's default runner does not read the nested key and uses its default)::
-
-        >>> from sglang_eagle3_capture.core.releases import other_engines
-        >>> engine_capture({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 30]}}, 61,
-        ...                family="deepseek_v2", reader=other_engines()[1]).fed_layer_ids
-        (1, 29, 57)
+    Runner V2's ``eagle3_utils.py``): the first truthy key of ``reader.keys`` decides; only a list or tuple counts
+    (else the default, silently); the ids are HF indices, sorted and deduplicated, so a string in the list raises
+    while the model loads, except on a ``reader.unsorted`` family, whose loop captures only the integers.
     """
     fam, n = family_named(family), num_hidden_layers
     key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
@@ -328,20 +291,11 @@ def stock_on_vllm(draft_config: Mapping, num_hidden_layers: int, *, family: Fami
 
 
 def vllm_fail_closed_ids(layer_ids: Sequence, num_hidden_layers: int, *, family: Family | str) -> FailClosedIds:
-    """The top-level ``eagle_aux_hidden_state_layer_ids`` (the key every stock vLLM runner reads first and SGLang never
-    reads) that makes every vLLM runner in the table either feed ``layer_ids`` exactly, in their order, or refuse to
-    start: the HF indices ``layer id + 1`` when each runner feeds them exactly, else
-    :data:`~.config_keys.VLLM_FAIL_CLOSED_IDS`. Inexpressible: an fc order that is not ascending (vLLM sorts),
-    ``"final_norm"`` (no vLLM index names the final norm's output) and layer id -1 on a family vLLM captures inline
-    (DeepSeek: index 0 fails at the first forward).
+    """The top-level ``eagle_aux_hidden_state_layer_ids`` (read first by every stock vLLM runner, never by SGLang)
+    that makes every vLLM runner in the table feed ``layer_ids`` exactly or refuse to start: the HF indices when each
+    runner feeds them exactly, else :data:`~.config_keys.VLLM_FAIL_CLOSED_IDS` (for an fc order that is not ascending,
+    ``"final_norm"``, or layer id -1 on a family vLLM captures inline)."""
 
-    Example::
-
-        >>> vllm_fail_closed_ids([-1, 1, 4], 7, family="llama").value
-        [0, 2, 5]
-        >>> vllm_fail_closed_ids([4, -1, 1], 7, family="llama").exact
-        False
-    """
     fam = family_named(family)
     if FINAL_NORM in layer_ids:
         return FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, (f"no stock vLLM index names the final norm's output "

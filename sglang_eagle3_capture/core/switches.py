@@ -1,18 +1,8 @@
 """The plugin's environment switches: every variable it reads, declared once in :data:`SWITCHES`, read by one parser.
 
-One rule for all of them (docs/how-it-works.md, "Environment switches"):
-
-- unset or empty: the default;
-- a value the parser reads is that value: a flag ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off`` (any
-  case), a number within its bounds, a path (surrounding blanks dropped in every kind);
-- any other value, where the switch guards a guarantee (its off state loosens one: strict mode, the self-check), is
-  refused at startup: :func:`parse` raises a :class:`~.errors.DeploymentError` whose ``field`` is the variable, since
-  serving on a guess would either loosen the guarantee or refuse what the operator did not ask to refuse;
-- any other value of another switch is its default, with one WARNING per process naming the variable, the value, the
-  default used and the fix (:func:`read`).
-
-Engine-neutral: an engine's adapter calls :func:`check_guards` at startup in every process that serves a target, and
-each consumer reads its switch with :func:`read` (or :func:`parse`) where it uses it.
+One rule for all of them (docs/how-it-works.md, "Environment switches"): a value that does not read is refused at
+startup for a switch that guards a guarantee (:func:`parse`, :func:`check_guards`), else the default with one
+WARNING per process (:func:`read`).
 """
 
 from __future__ import annotations
@@ -100,7 +90,7 @@ SWITCHES = (STRICT, SELFCHECK, METRICS, METRICS_LOG_EVERY, ALARM_MARGIN, ALARM_W
 _UNREAD = object()
 
 
-def _value(switch: Switch, raw: str) -> Any:
+def _parsed(switch: Switch, raw: str) -> Any:
     text = raw.strip()
     if switch.kind == FLAG:
         word = text.lower()
@@ -124,7 +114,7 @@ def parse(switch: Switch, environ: Mapping[str, str] | None = None) -> tuple[Any
     raw = env.get(switch.name)
     if raw is None or raw == "":
         return switch.default, None
-    value = _value(switch, raw)
+    value = _parsed(switch, raw)
     if value is not _UNREAD:
         return value, None
     said = f"{switch.name}={brief(raw, 80)} is not {switch.expects()}"

@@ -22,14 +22,8 @@ def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
 
 
 def path_get(cfg: Any, dotted: str) -> Any:
-    """The value at a dotted path (``"eagle_config.norm_before_fc"``) of a dict or an HF config object, through
-    nested dicts or objects; ``None`` when a step is missing or is a plain JSON value (a string, number or list).
-
-    Example::
-
-        >>> path_get({"eagle_config": {"fc_norm": True}}, "eagle_config.fc_norm"), path_get({"a": "x"}, "a.upper")
-        (True, None)
-    """
+    """The value at a dotted path (``"eagle_config.norm_before_fc"``) of a dict or an HF config object; ``None`` when
+    a step is missing or is a plain JSON value (a string, number or list)."""
     node = cfg
     for part in dotted.split("."):
         if node is None or isinstance(node, (str, bytes, int, float, list, tuple)):

@@ -1,28 +1,12 @@
 """The user's files: every read and every write of a file the user gave or will use, in one place.
 
-Reading (:func:`read_json_object`, :func:`open_regular`, :func:`read_bytes`):
-
-- what stands at a path is looked at (``stat``, following symlinks) before anything is opened, so a fifo, a
-  socket, a device, a directory, a dangling symlink or a symlink loop is named as such and never opened (no
-  read blocks on a special file); files are opened ``O_NONBLOCK`` and checked again with ``fstat``;
-- sizes are bounded (:data:`MAX_JSON_BYTES` for JSON documents);
-- JSON is read strictly: UTF-8 only (no byte-order mark), duplicate keys refused (``object_pairs_hook``),
-  ``NaN``/``Infinity`` and numbers that overflow to infinity refused (``parse_constant``, ``parse_float``), lone
-  surrogates (``"\\ud800"``) refused (one encode check, only when the text holds such an escape). Nesting and
-  integer size are bounded by ``json.loads`` itself: it raises ``RecursionError`` past the interpreter's recursion
-  limit and ``ValueError`` for an integer of more than ``sys.get_int_max_str_digits()`` (4300) digits;
-- every ``OSError`` (permission denied, is a directory, symlink loop, no space left...) becomes the caller's
-  ``error`` class ``(file, field, problem, fix)``: each function takes ``error=`` for that.
-
-Writing (:func:`write_file_atomic`, :func:`atomic_directory`): a new name in the destination's directory
-(``secrets.token_hex``; created ``O_EXCL``, which never follows a symlink), data flushed and fsynced, then renamed
-into place and the directory fsynced, so a reader sees the old or the new complete file, never a torn one, and
-concurrent writers never collide. Files are created with mode ``0o666`` and directories ``0o777``, so the kernel
-applies the umask (or the directory's default ACL), as for a plain ``open()`` / ``mkdir``; a
-:class:`PrivateDirectory` (what only this user may read: the capture dump) is created 0700, checked when it exists,
-and its files are 0600. A process killed with ``kill -9`` may leave a hidden temporary file or directory behind; any
-exception removes it.
+Reads look (``stat``) before they open, so no read blocks on a special file; sizes are bounded; JSON is strict
+(UTF-8, no duplicate keys, no ``NaN``/``Infinity``, no lone surrogates; ``json.loads`` bounds nesting and integer
+size). Writes are atomic (a unique ``O_EXCL`` temporary, fsync, rename, fsync of the directory) with the umask
+applied; a :class:`PrivateDirectory` is 0700 with 0600 files. Every ``OSError`` becomes the caller's ``error``
+class ``(file, field, problem, fix)``. docs/threat-model.md lists each guarantee and its test.
 """
+
 
 from __future__ import annotations
 
@@ -261,8 +245,8 @@ def parse_json(data: bytes | str, *, where: Any, error: type[InputError] = Input
 
 def read_json_object(path: str | os.PathLike, *, fix: str, missing: str = "not found",
                      error: type[InputError] = ManifestError, max_bytes: int = MAX_JSON_BYTES) -> dict:
-    """The JSON object in the file ``path``, read strictly (see the module doc). Anything else raises ``error`` (the
-    caller's error class) naming the file, the field and ``fix``; ``missing`` says what was not found."""
+    """The JSON object in the file ``path``, read strictly (see the module doc); anything else raises ``error``
+    naming the file, the field and ``fix``."""
     path = Path(path)
     doc = parse_json(read_bytes(path, error=error, fix=fix, missing=missing, max_bytes=max_bytes), where=path,
                      error=error, fix=fix)
@@ -325,8 +309,8 @@ def _replace(path: Path, payload: bytes, *, mode: int, fsync: bool, dir_fd: int 
 def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type[InputError] = InputError,
                       fix: str | None = None, fsync: bool = True) -> Path:
     """Write ``data`` to ``path`` atomically (see the module doc); any ``OSError`` raises ``error`` naming the file.
+    Anything but a regular file standing at ``path`` is refused, never replaced."""
 
-    A directory (or anything but a regular file or nothing) standing at ``path`` is refused, never replaced."""
     path = Path(path)
     kind = path_kind(path, error=error)
     if kind not in ("file", "missing"):
@@ -350,12 +334,9 @@ _REPLACE_FIX = ("point it at a new path (it is created 0700), or at a directory 
 class PrivateDirectory:
     """A directory only this process's user can write, held open, and the files written into it (mode 0600).
 
-    :meth:`open` creates the directory ``0o700`` (its missing parents as ``mkdir -p`` does, with the umask) or takes
-    an existing one only if it is a real directory (not a symlink), owned by this process's user and writable by
-    neither group nor others; anything else raises ``error`` naming the path, what is wrong and the fix. The
-    directory is opened ``O_NOFOLLOW`` and checked on the open descriptor, and every file is written through that
-    descriptor (atomically, as :func:`write_file_atomic`), so a path renamed or replaced later never redirects a
-    write. Files and subdirectories are created 0600 / 0700 (the umask may only remove bits)."""
+    :meth:`open` creates it 0700 or takes an existing one only if it is a real directory owned by this user and
+    writable by neither group nor others. It is opened ``O_NOFOLLOW`` and every file is written through that
+    descriptor, so a path renamed or replaced later never redirects a write."""
 
     def __init__(self, fd: int, path: Path, error: type[InputError]) -> None:
         self.fd, self.path, self.error = fd, path, error
@@ -473,13 +454,9 @@ def finish_file(path: str | os.PathLike, *, error: type[InputError] = InputError
 
 @contextlib.contextmanager
 def atomic_directory(dst: str | os.PathLike, *, error: type[InputError] = InputError) -> Iterator[Path]:
-    """Build a directory that appears at ``dst`` complete or not at all.
-
-    Yields a new hidden directory next to ``dst`` (:data:`TEMP_DIR_PREFIX` + random, created ``0o777``: the kernel
-    applies the umask); fill it, and on a normal exit it is fsynced and renamed onto ``dst`` (``dst`` may be missing
-    or an empty directory). ``rename`` fails when ``dst`` gained files meanwhile (another writer won): ``error`` says
-    so and nothing of this call remains. On any exception the temporary directory is removed; a directory this call
-    did not create is never removed."""
+    """Build a directory that appears at ``dst`` (missing or empty) complete or not at all: yields a hidden
+    directory next to it, renamed onto ``dst`` on a normal exit and removed on any exception. The rename fails, and
+    ``error`` says so, when ``dst`` gained files meanwhile (another writer won)."""
     dst = Path(dst)
     parent = dst.parent
     tmp: Path | None = parent / f"{TEMP_DIR_PREFIX}{secrets.token_hex(8)}"

@@ -37,7 +37,6 @@ _FAMILIES: tuple[Family, ...] = tuple(importlib.import_module(f".{m}", __name__)
 
 
 def all_families() -> tuple[Family, ...]:
-    """Every family with an entry."""
     return _FAMILIES
 
 

@@ -1,6 +1,6 @@
 """Gemma 3 (gemma3_causal.py; gemma3_mm.py:543-545 delegates): set_eagle3 917 (+1, no pipeline group),
-Gemma3TextModel.forward 619 (a plain list 638-639, 656-657; loop index N itself 671-672). A layer returns its branch
-output and the residual unsummed (408-410): the stream is taken at each captured layer's input norm.
+Gemma3TextModel.forward 619 (a plain list 638-639, 656-657; loop index N itself 671-672); a layer returns its branch
+output and the residual unsummed (408-410).
 """
 
 from ..releases.schema import ALWAYS_SHIFT

@@ -1,6 +1,6 @@
 """Llama 4 (mllama4.py, llama4.py): Llama4ForCausalLM (546) inherits LlamaForCausalLM's set_eagle3 (+1) but builds
 Llama4Model (477), so the hook is patched on it; forward 509 (list 522, capture 529-531), final norm 535-538; the
-wrapper delegates (mllama4.py:971-973). Llama4ForCausalLM alone is not served as its checkpoint (docs/families.md).
+wrapper delegates (mllama4.py:971-973).
 """
 
 from ..releases.schema import ALWAYS_SHIFT

@@ -1,6 +1,5 @@
 """MiniMax-M3 (minimax_m3.py, minimax_m3_vl.py): set_eagle3 2056 and minimax_m3_vl.py:246 (+1, a never-cleared
-_is_layer_to_capture), MiniMaxM3Model.forward 1901 (reads the flag 1944-1949; loop index N at its final norm 1954-1965);
-0.5.17's VL class has no hook (its release file's absent_hooks).
+_is_layer_to_capture), MiniMaxM3Model.forward 1901 (reads the flag 1944-1949; loop index N at its final norm 1954-1965).
 """
 
 from ..releases.schema import ALWAYS_SHIFT

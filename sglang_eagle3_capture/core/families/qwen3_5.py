@@ -1,6 +1,6 @@
 """Qwen3.5 (qwen3_5_text.py, qwen3_5.py): set_eagle3 qwen3_5_text.py:150, and on the VL classes Qwen3-VL's
 (qwen3_vl.py:1777), set on them; the stack's qwen3_5.py:1894 (a never-cleared flag), forward 1908 (reads the flag
-1947-1953, list 1940), final norm 1972-1978. No EAGLE-3 hook before 0.5.22 (the release files' absent_families).
+1947-1953, list 1940), final norm 1972-1978.
 """
 
 from ..releases.schema import ALWAYS_SHIFT

@@ -71,7 +71,6 @@ def supported() -> tuple[Release, ...]:
 
 
 def supported_versions() -> tuple[str, ...]:
-    """Version strings of :func:`supported`."""
     return tuple(r.version for r in supported())
 
 

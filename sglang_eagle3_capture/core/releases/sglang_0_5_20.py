@@ -1,9 +1,8 @@
-"""SGLang 0.5.20 (wheel built 2026-09-18): as 0.5.21 for the plugin's seams (read from the wheel); the
-GLM-4.5, GLM-4.7-Flash and Llama 4 loops also add ``hidden_states + residual`` at layer 0 (glm4_moe.py l.1102,
-glm4_moe_lite.py l.837, llama4.py l.537; EXAONE MoE's, as in 0.5.21, at exaone_moe.py l.595). Its loops still
-pass the residual between layers themselves (``layers/communicator.py``; ``forward_batch.residual_stream`` exists
-from 0.5.21), so the self-check reads a layer's input-norm operands or its all-reduce-fusion output, and
-``PrefillCudaGraphRunner.can_replay_locally`` ends at ``lora_ineligible``."""
+"""SGLang 0.5.20 (wheel built 2026-09-18): as 0.5.21 (read from the wheel); the GLM-4.5, GLM-4.7-Flash and Llama 4
+loops also add ``hidden_states + residual`` at layer 0 (glm4_moe.py l.1102, glm4_moe_lite.py l.837, llama4.py
+l.537); the residual passes between layers through ``layers/communicator.py`` (no ``forward_batch.residual_stream``),
+so the self-check reads input-norm operands or the all-reduce-fusion output; ``can_replay_locally`` ends at
+``lora_ineligible``."""
 
 from dataclasses import replace
 

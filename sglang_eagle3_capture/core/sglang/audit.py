@@ -1,10 +1,7 @@
 """The draft weight-load audit: every checkpoint tensor reaches a parameter, every parameter is written.
 
-:class:`LoadAudit` wraps each parameter's ``weight_loader`` while SGLang's own ``load_weights`` runs
-(:mod:`.draft` installs it), recording which checkpoint tensor reached which parameter; a tensor SGLang
-drops, a parameter nothing wrote, or a bad shape is one :class:`DraftHeadError` naming the file and
-tensor. :func:`check_vocab_maps` checks ``d2t``/``t2d`` against each other and the vocab. Needs torch,
-not SGLang.
+:class:`LoadAudit` wraps each parameter's ``weight_loader`` while SGLang's own ``load_weights`` runs; a tensor
+SGLang drops, a parameter nothing wrote, or a bad shape is one :class:`DraftHeadError`. Needs torch, not SGLang.
 """
 
 from __future__ import annotations
@@ -33,7 +30,7 @@ def audit_report(plan: DraftPlan, unconsumed: list, missing: list, shape_errors:
                              "with)")
 
 
-def _at(plan: DraftPlan, tensor: str) -> tuple[Any, str]:
+def _source(plan: DraftPlan, tensor: str) -> tuple[Any, str]:
     """``(file, field)`` of a checkpoint tensor for an error: the file that holds it, and its name."""
     info = plan.tensor_files.get(tensor)
     return (info.file if info is not None else plan.config_file.parent), f"tensor {tensor}"
@@ -80,7 +77,7 @@ class LoadAudit:
             try:
                 out = inner(p, loaded, *args, **kwargs)
             except (AssertionError, ValueError, RuntimeError) as e:
-                raise DraftHeadError(*_at(plan, name), f"SGLang could not load it into '{pname}' ({e})",
+                raise DraftHeadError(*_source(plan, name), f"SGLang could not load it into '{pname}' ({e})",
                                      "re-export the draft with `sglang-eagle3-capture convert SRC DST`") from e
             self.consumed.add(name)
             self.written.setdefault(pname, set()).add(args[0] if args else kwargs.get("shard_id"))
@@ -120,16 +117,16 @@ def check_vocab_maps(model: Any, plan: DraftPlan, special: dict) -> None:
         return
     name, d2t = special["d2t"]
     if d2t.dtype.is_floating_point or tuple(d2t.shape) != (draft_vocab,):
-        raise DraftHeadError(*_at(plan, name), f"{d2t.dtype} {list(d2t.shape)}, expected integer offsets of shape "
+        raise DraftHeadError(*_source(plan, name), f"{d2t.dtype} {list(d2t.shape)}, expected integer offsets of shape "
                              f"[{draft_vocab}] (draft_vocab_size)", "export d2t from the training run")
     target_ids = d2t.long() + torch.arange(draft_vocab)
     if bool((target_ids < 0).any() or (target_ids >= vocab).any()):
-        raise DraftHeadError(*_at(plan, name), f"maps draft ids outside the target vocab [0, {vocab})",
+        raise DraftHeadError(*_source(plan, name), f"maps draft ids outside the target vocab [0, {vocab})",
                              "export d2t for this target's tokenizer")
     if "t2d" in special:
         tname, t2d = special["t2d"]
         if t2d.dtype != torch.bool or tuple(t2d.shape) != (vocab,) or int(t2d.sum()) != draft_vocab \
                 or not bool(t2d[target_ids].all()):
-            raise DraftHeadError(*_at(plan, tname), f"disagrees with d2t (expected a bool mask of shape [{vocab}] "
+            raise DraftHeadError(*_source(plan, tname), f"disagrees with d2t (expected a bool mask of shape [{vocab}] "
                                  f"that is true exactly at the {draft_vocab} target ids d2t maps to)",
                                  "export d2t and t2d from the same training run")

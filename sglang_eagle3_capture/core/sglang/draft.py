@@ -1,29 +1,10 @@
 """The draft-head loader: SGLang's two EAGLE-3 draft classes, made to follow the manifest.
 
-:func:`apply_draft_head_patch` patches methods *on* SGLang's own classes (so their names, which
-SGLang's MLA detection in configs/model_config.py and the registry key on, stay
-``LlamaForCausalLMEagle3`` and ``Eagle3DeepseekV2ForCausalLM``) through the one patch engine
-(:mod:`..seams`; the release table lists the seams), so :func:`revert_draft_head_patch` restores them exactly:
-
-- ``__init__``: takes the manifest of ``--speculative-draft-model-path`` (as this process's target
-  resolution recorded it, :func:`.resolution.recorded`, else read once) and checks the
-  config against it before SGLang builds anything (:func:`..draft_checks.plan_draft`; without a manifest,
-  as the target side decides, SGLang's own wiring is kept with a WARNING and only the checks that need
-  no manifest run); afterwards checks
-  the built fc and adds the math SGLang lacks: ``norm_before_residual`` for the Llama draft (layer 0's
-  residual taken after ``hidden_norm``, as speculators' ``Eagle3FirstLayerMixin``), ``norm_before_fc`` for
-  the MLA draft (an ``input_norm`` RMSNorm over the concatenated chunks, as the Llama class has).
-- ``load_weights``: SGLang's own loader runs, audited: every parameter's ``weight_loader`` records which
-  checkpoint tensor reached it, so a tensor SGLang drops, a parameter nothing wrote, or a bad shape is
-  an error naming the file and tensor. ``d2t``/``t2d`` are checked against each other and the vocab.
-- ``set_embed``: a checkpoint ``embed_tokens`` (speculators' frozen copy) that differs from the
-  target's is kept, since the draft was trained with it; an identical one is shared, as SGLang does.
-
-What the target feeds the fc is not re-checked here: the target side's three gates (resolution, configure and the
-first-batch self-check, docs/how-it-works.md) refuse a target that does not match the manifest, a family whose patch
-is not active, and any fc chunk that is not the hidden state its layer id names.
-
-Chunks arrive in manifest order (the capture patch permutes them), so fc columns are never permuted.
+Methods are patched *on* SGLang's own classes, not subclasses, because SGLang's MLA detection
+(configs/model_config.py) and registry key on the names ``LlamaForCausalLMEagle3`` and
+``Eagle3DeepseekV2ForCausalLM``: ``__init__`` checks the config against the manifest and adds the math SGLang
+lacks, ``load_weights`` audits SGLang's own loader, ``set_embed`` keeps a checkpoint embedding that differs from the
+target's (docs/how-it-works.md, "The draft side"). Chunks arrive in manifest order, so fc columns are never permuted.
 """
 
 from __future__ import annotations
@@ -99,9 +80,8 @@ def _install_math(model: Any, plan: DraftPlan) -> None:
 
 @contextlib.contextmanager
 def _manifest_ids_for_counting(config: Any, plan: DraftPlan):
-    """While SGLang builds the draft: the manifest's ids (as capture-loop indices) in place of the fail-closed object,
-    so that a class counting the fc's inputs from ``eagle_config`` ids (kimi_k25_eagle3._get_eagle_aux_layer_count
-    takes ``len()`` of them before num_aux_hidden_states) counts the manifest's; restored afterwards."""
+    """While SGLang builds the draft, the manifest's ids stand in for the fail-closed object, so a class that counts
+    the fc's inputs from them (kimi_k25_eagle3._get_eagle_aux_layer_count) counts the manifest's."""
     ec = cfg_get(config, "eagle_config")
     if plan.manifest is None or not isinstance(ec, dict) or not is_fail_closed(ec.get(IDS_KEY)):
         yield
@@ -214,14 +194,7 @@ def _patch() -> seams.Patch:
 
 
 def apply_draft_head_patch() -> bool:
-    """Patch SGLang's EAGLE-3 draft classes; ``False`` when already applied.
-
-    Example::
-
-        >>> apply_draft_head_patch(); is_draft_head_patched()   # doctest: +SKIP
-        True
-        True
-    """
+    """Patch SGLang's EAGLE-3 draft classes; ``False`` when already applied."""
     releases.check_sglang_version()
     if not seams.apply(_patch()):
         return False

@@ -1,19 +1,10 @@
 """The resolution gate's fallback seat: where the capture patch is not active, a deployment whose draft declares
 layer ids fails at startup instead of running stock wiring.
 
-The first runtime gate (docs/how-it-works.md) is the resolution, at the release's resolution seam
-(:func:`.resolution.resolve_target_capture`). Where that seam could not be patched, nothing there can refuse: this
-module holds the same gate at a seat that needs none of the patched seams.
-
-It is armed when the installed SGLang is not a supported release, and when the capture patch failed to
-apply on a supported one. It depends on none of the seams the patch uses (those are what may be missing):
-only on ``sglang.srt.model_executor.model_runner.ModelRunner.initialize`` (present, with the same role, in every
-release the guard can meet, see core/releases/: it runs in ``ModelRunner.__init__`` before the model is loaded), wrapped
-with ``*args, **kwargs``, and on ``ServerArgs.speculative_algorithm`` / ``speculative_draft_model_path``,
-fields of every release. A draft declares ids through its ``eagle3_manifest.json`` or ``eagle_config`` ids
-marked with this package's convention; a draft that declares none gets stock wiring and an ERROR line.
-Releases without ``sglang.srt.plugins`` (the oldest ones; docs/releases.md) never load the plugin, so nothing of this
-package can run there (docs/releases.md).
+Armed when the installed SGLang is unsupported or the resolution seam could not be patched, so it depends on none
+of the patched seams: only on ``ModelRunner.initialize`` (wrapped with ``*args, **kwargs``; it runs in
+``ModelRunner.__init__`` before the model loads, in every release the guard can meet: docs/releases.md) and on
+``ServerArgs.speculative_algorithm`` / ``speculative_draft_model_path``.
 """
 
 from __future__ import annotations
@@ -35,13 +26,10 @@ _ARMED: dict[str, Any] = {}  # "reason" and "error" of the armed guard; "origina
 
 
 def declares_layer_ids(draft_path: Any) -> str | None:
-    """The file by which the draft at ``draft_path`` declares layer ids (its manifest, or a config.json whose
-    eagle_config marks its ids as layer ids), or None: not a local directory, or it declares none.
-
-    Read as every user file is (:func:`~sglang_eagle3_capture.core.userfiles.read_json_object`: bounded, never blocking
-    on a special file). A manifest path that is anything but missing counts as a declaration, and a config.json that
-    exists but cannot be read as a JSON object raises :class:`~sglang_eagle3_capture.core.errors.InputError` naming it:
-    refusing to start beats serving stock wiring to a draft whose declaration could not be read."""
+    """The file by which the draft at ``draft_path`` declares layer ids (its manifest, or a config.json with marked
+    ids), or None. Anything standing at the manifest path counts, and an unreadable config.json raises
+    :class:`~..errors.InputError`: refusing to start beats serving stock wiring to a draft whose declaration could
+    not be read."""
     if not draft_path or not Path(str(draft_path)).is_dir():
         return None
     from ..manifest import MANIFEST_FILENAME  # the readers only where a guard fires, not in every process

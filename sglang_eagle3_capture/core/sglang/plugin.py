@@ -1,33 +1,16 @@
 """SGLang plugin entry point: ``register()`` (group ``sglang.srt.plugins``, name ``eagle3_capture``).
 
-SGLang's ``sglang.srt.plugins.load_plugins()`` calls it once per process: in the launcher
-(``Engine.__init__``, ``launch_server``, ``sglang serve``), in every scheduler / TP worker
-(``managers/scheduler.py::run_scheduler_process``, whose models are the ones patched), the DP controller
-and the detokenizer. ``register()`` itself imports no SGLang model code: it arms a trigger (the release
-table's ``trigger_module``, a module only processes that build a ``ModelRunner`` import, before any model
-is resolved or loaded) that applies the target capture patch and the draft-head loader patch.
-Processes that never run a model pay nothing: the capture, the draft loader, the self-check and the family tables
-are imported at the trigger, not here (benchmarks/bench_import.py measures what this module imports).
+``load_plugins()`` calls it once in every SGLang process; it imports no model code and arms a trigger (the release's
+``trigger_module``, imported only by processes that build a ``ModelRunner``) that applies the patches, so other
+processes pay nothing (docs/how-it-works.md; benchmarks/bench_import.py). ``load_plugins`` swallows exceptions, so a
+failure arms the startup guard (:mod:`.guard`) instead. A release newer than the table is served unverified only
+when every seam probes clean and the self-check is on (docs/self-check.md).
 
-A release newer than the table is served unverified with the newest release's seams when every seam (names and
-parameter names, :func:`probe_release`) probes clean and the first-batch self-check (:mod:`.selfcheck`) is on:
-a WARNING says so, and every target process then proves its wiring on its first extend batch. A failed probe, or
-the self-check turned off, refuses it like an unsupported release.
-
-``load_plugins`` logs and swallows exceptions raised here. So an unsupported SGLang, or a resolution seam that cannot
-be patched, moves the resolution gate to its fallback seat (:mod:`.guard`, which depends on none of the patched
-seams): a draft that declares layer ids then fails at startup instead of running stock wiring. A family whose own
-seams do not fit is refused by the resolution gate itself (:func:`.target.is_patched` is one of its facts).
-
-Why not SGLang's own ``HookRegistry`` (``sglang.srt.plugins.hook_registry``) or
-``SGLANG_EXTERNAL_MODEL_PACKAGE``: ``HookRegistry.apply_hooks()`` runs inside ``load_plugins`` in every
-process and resolves each target with ``pkgutil.resolve_name``, so it imports the model modules in the
-launcher and the detokenizer too; it applies targets one by one and logs and swallows a failing one
-(a half-applied capture would run stock wiring for the rest), checks no parameter names, and has no
-revert for in-process use. An external model package replaces SGLang's model registry with subclasses,
-which changes the class names SGLang keys behaviour on (e.g. MLA detection for the draft) and excludes
-every other external package. Patching SGLang's own classes, all or nothing, through :mod:`..seams` avoids
-all of that.
+Why not SGLang's ``HookRegistry`` (``sglang.srt.plugins.hook_registry``): ``apply_hooks()`` resolves every target
+with ``pkgutil.resolve_name`` in every process (model imports in the launcher and detokenizer), applies targets one
+by one and swallows a failing one (a half-applied capture), probes no parameter names and has no revert. Nor
+``SGLANG_EXTERNAL_MODEL_PACKAGE``: its subclasses change the class names SGLang keys behaviour on (MLA detection for
+the draft) and exclude every other external package.
 """
 
 from __future__ import annotations
@@ -133,16 +116,9 @@ def _arm_metrics() -> None:
 
 
 def register() -> None:
-    """Entry point: check the SGLang version and arm the patches in this process (idempotent).
-
-    The target capture patch (:mod:`.target`) and the draft-head loader patch (:mod:`.draft`) are applied
-    when SGLang imports the release's trigger module (at once if already imported), with one INFO line per
-    process: what was patched, the SGLang version, pid and TP rank (``None`` until SGLang publishes it); the
-    acceptance metrics patch (:mod:`...observe.metrics`) when it imports its scheduler module.
-    Outside the supported releases it raises
-    :class:`~sglang_eagle3_capture.core.errors.UnsupportedSGLangVersion` after arming the startup guard, except for a
-    release newer than the table, which is probed at the trigger and served unverified when it fits (module doc).
-    """
+    """Entry point: check the SGLang version and arm the patches in this process (idempotent); they apply when SGLang
+    imports the trigger module (at once if already imported). Outside the supported releases it arms the startup guard
+    and raises :class:`~..errors.UnsupportedSGLangVersion`, except for a newer release (module doc)."""
     found = releases.installed_sglang_version()
     if releases.is_newer_than_table(found) and releases.unverified() != found:
         try:

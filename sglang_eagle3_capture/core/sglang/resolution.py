@@ -1,22 +1,9 @@
 """WHERE the target's layer ids come from: SGLang's facts read once per process, decided by the policy, recorded.
 
-SGLang takes the target's capture ids only from the draft config's
-``eagle_config["eagle_aux_hidden_state_layer_ids"]``, while the target ``ModelRunner`` is built, before
-the model is loaded (the release table names the seam). The capture patch wraps that seam and asks
-:func:`resolve_target_capture` which ids to capture, in this order of authority:
-
-1. the draft's ``eagle3_manifest.json`` (:func:`sglang_eagle3_capture.core.manifest.find_manifest`);
-2. ``eagle_config.eagle_aux_hidden_state_layer_ids`` when ``eagle_config`` also carries
-   ``"eagle_aux_hidden_state_layer_ids_convention": "sglang-eagle3-capture/layer-id"``;
-3. neither: stock SGLang wiring, with a WARNING naming what stock SGLang captures and the fix.
-
-What is refused is :mod:`sglang_eagle3_capture.core.policy`'s decision (the one ``inspect`` reports): this module only
-hands SGLang's objects to :mod:`..launch`, which reads them (the launch, the draft, the target) into a
-:class:`~sglang_eagle3_capture.core.policy.Deployment` and checks the launch, as ``inspect ... -- ARGS`` does.
-This is the first of the three runtime gates (docs/how-it-works.md). Ids are handed on as :class:`DeclaredLayerIds`
-(carrying the :class:`~..capture.CapturePlan`, built once), which only the patched ``set_eagle3_layers_to_capture``
-can use. The manifest is read once per process: the outcome is recorded (:func:`recorded`) and the draft side reads
-that record.
+The first runtime gate (docs/how-it-works.md, which gives the order of authority: manifest, marked ``eagle_config``
+ids, else stock wiring with a WARNING). What is refused is :mod:`..policy`'s decision, the one ``inspect`` reports;
+this module hands SGLang's objects to :mod:`..launch`. The ids go on as :class:`DeclaredLayerIds`, and the manifest
+is read once per process (:func:`recorded`; the draft side reads that record).
 """
 
 from __future__ import annotations
@@ -110,13 +97,8 @@ def resolve_target_capture(*, config: Any, server_args: Any, model_config: Any, 
                            release: Release | None = None,
                            unpatched: Mapping[str, str] | None = None) -> DeclaredLayerIds | None:
     """Which layer ids the target must capture (None: stock wiring), refusing what the policy refuses; recorded.
-
-    Called by the patched resolution seam after SGLang's own resolution filled ``config`` (a
-    ``SpecAuxHiddenStateConfig``) for the ``ModelRunner`` whose ``server_args``, ``model_config``, ``spec_algorithm``
-    and ``is_draft_worker`` are passed; ``draft_hf_config()`` returns the draft's HF config (None: SGLang resolved no
-    draft); ``release``: whose capture loops serve it (default: the installed supported release); ``unpatched``:
-    family name -> why its capture patch is not active in this process.
-    """
+    Called by the patched resolution seam after SGLang's own resolution filled ``config``; ``unpatched`` maps a
+    family name to why its capture patch is not active in this process."""
     if is_draft_worker or not draft_path or not (spec_algorithm.is_eagle() or spec_algorithm.is_standalone()):
         return None
     draft_hf = draft_hf_config()

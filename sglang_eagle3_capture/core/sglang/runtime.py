@@ -1,10 +1,6 @@
 """Reading SGLang's runtime state from inside its processes: the TP rank, the draft path and config, the window.
 
-Where each lives is a release fact (:mod:`sglang_eagle3_capture.core.releases`): a release whose table sets
-``draft_path_from="runtime_context"`` keeps the resolved draft path in SGLang's ``runtime_context.get_spec()``
-(``server_args`` keeps the raw input), the others in ``server_args``; where the table sets
-``has_draft_model_config``, ``SpecAuxHiddenStateConfig.draft_model_config`` holds the draft's ModelConfig, elsewhere
-it is built here the way the releases that have it build it.
+Where each lives is a release fact (``draft_path_from``, ``has_draft_model_config`` in the release table).
 """
 
 from __future__ import annotations
@@ -16,11 +12,8 @@ from .. import releases
 
 
 def current_tp_rank() -> int | None:
-    """This process's TP rank from SGLang's runtime context, or None before SGLang publishes it.
-
-    Older releases raise AssertionError until the TP group exists, later ones ValueError or RuntimeError (see
-    core/releases/): any of them means "not known yet".
-    """
+    """This process's TP rank from SGLang's runtime context, or None before SGLang publishes it (older releases
+    raise AssertionError until the TP group exists, later ones ValueError or RuntimeError)."""
     try:
         from sglang.srt.runtime_context import get_parallel
 
@@ -30,10 +23,9 @@ def current_tp_rank() -> int | None:
 
 
 def tp_all_gather(obj: Any) -> list:
-    """``obj`` of every rank of this process's tensor-parallel group, in rank order, over SGLang's TP CPU (gloo)
-    group (``get_parallel().tp_group``, a ``GroupCoordinator`` whose ``cpu_group`` and ``world_size`` every supported
-    release has: runtime_context.py, distributed/parallel_state.py); ``[obj]`` at TP 1, and in a process where SGLang
-    built no TP group (a model built outside SGLang's runtime: the unit tests' fakes). Every rank must call it."""
+    """``obj`` of every rank of this process's TP group, in rank order, over SGLang's TP CPU (gloo) group
+    (``get_parallel().tp_group.cpu_group``: runtime_context.py, distributed/parallel_state.py); ``[obj]`` at TP 1
+    or without a TP group. Every rank must call it."""
     if "sglang.srt.runtime_context" not in sys.modules:
         return [obj]
     from sglang.srt.runtime_context import get_parallel

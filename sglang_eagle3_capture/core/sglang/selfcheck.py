@@ -24,7 +24,7 @@ logger = get_logger(__name__)
 
 ENV = switches.SELFCHECK.name
 MAX_ROWS = 512  # token rows referenced and compared per chunk (the warmup request has a handful)
-ULP_BOUND = 1  # allowed on the operand-sum routes (0 expected; see the module doc)
+ULP_BOUND = 1  # allowed on the operand-sum routes (0 expected; docs/self-check.md)
 CHECKED_MODES = ("EXTEND", "MIXED")  # ForwardMode names; not TARGET_VERIFY, SPLIT_PREFILL, DRAFT_EXTEND*, IDLE
 _FUSED_METHODS = ("forward_with_allreduce_fusion", "forward_with_allreduce_fusion_quant_per_group")
 
@@ -206,7 +206,7 @@ class SelfCheck:
                     session.own_s * 1e3, "; ".join(parts))
 
 
-def _tensor(x: Any) -> bool:
+def _is_tensor(x: Any) -> bool:
     import torch
 
     return isinstance(x, torch.Tensor)
@@ -215,7 +215,7 @@ def _tensor(x: Any) -> bool:
 def _rounded_sum(module: Any, x: Any, residual: Any, post: Any, rows: int) -> Any:
     """``float(x) + float(residual) (+ float(post))`` rounded once, as SGLang's RMSNorm rounds the residual."""
     s = x[:rows].float() + residual[:rows].float()
-    if _tensor(post):
+    if _is_tensor(post):
         s = s + post[:rows].float()
     if getattr(module, "fp32_residual", False):
         return s
@@ -306,7 +306,7 @@ class Session:
         def fused(*args, **kwargs):
             out = method(*args, **kwargs)
             t = time.perf_counter()
-            if k not in self.refs and isinstance(out, tuple) and len(out) >= 2 and _tensor(out[1]):
+            if k not in self.refs and isinstance(out, tuple) and len(out) >= 2 and _is_tensor(out[1]):
                 self.refs[k] = Ref(out[1][:MAX_ROWS].clone(), route, out[1].shape[0], exact=True)
             self.own_s += time.perf_counter() - t
             return out
@@ -319,9 +319,9 @@ class Session:
         if k in self.refs:
             return
         x, residual, post = _operands(args, kwargs)
-        if not _tensor(x):
+        if not _is_tensor(x):
             return
-        if _tensor(residual):  # the sum the norm is about to form (maybe in place): take it now
+        if _is_tensor(residual):  # the sum the norm is about to form (maybe in place): take it now
             self.refs[k] = Ref(_rounded_sum(module, x, residual, post, MAX_ROWS), route, x.shape[0],
                                exact=False)
         elif k == self.check.num_hidden_layers - 1:  # a final norm handed the complete stream itself
@@ -331,7 +331,7 @@ class Session:
     @_own_time
     def _take_normed(self, module: Any, args: tuple, output: Any) -> None:
         normed = output[0] if isinstance(output, tuple) else output
-        if FINAL_NORM not in self.refs and _tensor(normed):
+        if FINAL_NORM not in self.refs and _is_tensor(normed):
             self.refs[FINAL_NORM] = Ref(normed[:MAX_ROWS].clone(), f"output of the final "
                                         f"{self.check.family.final_norm}", normed.shape[0], exact=True)
 
@@ -341,7 +341,7 @@ class Session:
             return
         stream = getattr(_find_forward_batch(args, kwargs), "residual_stream", None)
         residual = getattr(stream, "residual", None)
-        if _tensor(residual):
+        if _is_tensor(residual):
             self.refs[k] = Ref(residual[:MAX_ROWS].clone(), route, residual.shape[0], exact=True)
 
     def take_inputs(self, stack: Any, **inputs: Any) -> None:
@@ -362,7 +362,7 @@ class Session:
             return args[i] if i < len(args) else kwargs.get(name)
 
         embeds = arg(self.check.family.embeds_param)
-        if _tensor(embeds):
+        if _is_tensor(embeds):
             self.refs[-1] = Ref(embeds[:MAX_ROWS].clone(), "input_embeds handed to the model", embeds.shape[0],
                                 exact=True)
             return

@@ -1,22 +1,8 @@
-"""The target side of the capture patch: which seams, what replaces them, and how a model is configured.
-
-For the installed release (:mod:`sglang_eagle3_capture.core.releases`) and every target family
-(:mod:`sglang_eagle3_capture.core.families`), through the one patch engine (:mod:`..seams`), one patch each, all or
-nothing within it:
-
-- the release's resolution seam (``ModelRunner.init_spec_aux_hidden_state``, before the model loads): after
-  SGLang's own resolution, ask :func:`.resolution.resolve_target_capture` for the ids and refuse bad deployments
-  (among them a declared draft on a family whose own patch is not active here): the first runtime gate;
-- per family, each causal LM's ``set_eagle3_layers_to_capture``: :func:`configure` (the second gate) installs
-  a :class:`~.resolution.DeclaredLayerIds`'s :class:`~..capture.CapturePlan` instead of SGLang's reading of the
-  ids (subclasses and wrappers that delegate to it, e.g. DeepSeek-V3, Kimi-K2.5, Mistral, inherit it);
-- per family, each decoder stack's own ``forward``: hand its output to the stack's :class:`~..capture.FcFeed`, which
-  puts the captures (and the last layer's output and the final norm's output, taken by a forward hook on the final
-  norm instance) in fc order;
-- a new class attribute ``_eagle3_capture_feed`` on each decoder stack, ``None`` (no feed: nothing extra runs).
-
-A family whose module cannot be imported or whose seams changed is left unpatched and recorded
-(:func:`unavailable`); the other families are patched all the same.
+"""The target side of the capture patch (docs/how-it-works.md): the release's resolution seam
+(``ModelRunner.init_spec_aux_hidden_state``, the first gate), and per family each causal LM's
+``set_eagle3_layers_to_capture`` (:func:`configure`, the second gate) and each decoder stack's ``forward`` (hands
+its output to the stack's ``_eagle3_capture_feed``). One :mod:`..seams` patch each; a family that cannot be
+patched is left alone and recorded (:func:`unavailable`).
 """
 
 from __future__ import annotations
@@ -62,10 +48,8 @@ def decoder_stack(model: Any, family: Family) -> Any:
 
 
 def num_decoder_layers(model: Any, family: Family) -> int:
-    """N of ``model`` (a causal LM of ``family``): ``num_hidden_layers`` of its config, or of the config's
-    ``text_config`` for a multimodal class the family table lists there (its decoder dimensions live in it), unless
-    the class keeps that text config as its own ``config`` (Qwen3-VL's wrapper around another language model, as
-    Qwen3.5-VL: qwen3_vl.py:1343-1347); :func:`configure` checks N against the stack's own layer list."""
+    """N of ``model``: ``num_hidden_layers`` of its config, or of ``text_config`` for a class the family table lists
+    there, unless the class already keeps it as its ``config`` (qwen3_vl.py:1343-1347)."""
     config = model.config
     if type(model).__name__ in family.text_config and hasattr(config, "text_config"):
         config = config.text_config
@@ -112,10 +96,8 @@ def _feed(plan: CapturePlan | None, layers: list, dump: Any, n_layers: int, fami
 
 
 def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family) -> None:
-    """Make ``model`` (a causal LM of ``family``) feed the draft exactly ``declared``'s layer ids, in their order.
-
-    The second runtime gate: the model's decoder stack must be one the family patch serves (its forward is this
-    package's), and the captured layers must run on this pipeline stage; then the first-batch self-check is armed."""
+    """The second gate: make ``model`` feed the draft exactly ``declared``'s layer ids, in their order, refusing a
+    decoder stack the family patch does not serve or layers off this pipeline stage; arms the self-check."""
     pp_group = _pp_group(model, family)
     if not pp_group.is_last_rank:  # as stock: only the last stage captures
         return
@@ -169,9 +151,8 @@ def fed_layer_ids(target_model: Any) -> tuple[int, ...] | None:
 
 
 def ranks_agree(layer_ids: Any) -> None:
-    """Refuse, on every TP rank, unless all ranks serve the same wiring (:mod:`..ranks`): the ids handed to
-    ``set_eagle3_layers_to_capture`` and the manifest this process's resolution read. Every target rank calls it once
-    per configuration, before anything that could refuse on one rank only (a collective every rank must reach)."""
+    """Refuse, on every TP rank, unless all ranks serve the same ids and manifest (:mod:`..ranks`). A collective:
+    called once per configuration, before anything that could refuse on one rank only."""
     record = resolution.recorded()
     manifest = record.manifest if record is not None else None
     if isinstance(layer_ids, resolution.DeclaredLayerIds):
@@ -281,8 +262,8 @@ def _patches(family: str | None = None) -> tuple[seams.Patch, ...]:
 
 
 def is_patched(family: str | None = None) -> bool:
-    """True when the resolution seam and every family's seams (``family``: that family's) hold this package's
-    replacements (imports nothing)."""
+    """True when the resolution seam and every family's (or ``family``'s) seams are patched (imports nothing)."""
+
     patches = _patches(family)
     return len(patches) > 1 and all(seams.is_applied(p) for p in patches)
 
@@ -303,16 +284,8 @@ def describe() -> str:
 
 
 def apply() -> bool:
-    """Install the target capture patch (importing SGLang's modules); False when it was already installed.
-
-    Raises when the resolution seam does not fit (nothing could be refused by family then: the plugin arms its
-    startup guard). A family whose module does not import or whose seams changed is left unpatched, logged and
-    recorded (:func:`unavailable`); the other families are patched all the same.
-
-    Example::
-
-        >>> apply(); is_patched(); revert()  # doctest: +SKIP
-    """
+    """Install the target capture patch; False when it was already installed. Raises when the resolution seam does
+    not fit (the plugin then arms its startup guard); a family that cannot be patched is logged and recorded."""
     release = releases.check_sglang_version()
     resolve, *rest = patches_for(release)
     applied = seams.apply(resolve)
@@ -333,9 +306,8 @@ def apply() -> bool:
 
 
 def revert() -> None:
-    """Put back exactly the attributes :func:`apply` replaced, and remove the
-    final-norm hooks of the feeds it installed on live models (their ``_eagle3_capture_feed`` instance
-    attributes stay; SGLang's own forward never reads them)."""
+    """Put back exactly the attributes :func:`apply` replaced and remove the hooks of the feeds it installed (their
+    ``_eagle3_capture_feed`` instance attributes stay; SGLang's own forward never reads them)."""
     for feed in list(_FEEDS):
         feed.detach()
     _FEEDS.clear()
