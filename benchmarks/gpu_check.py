@@ -124,7 +124,7 @@ def stage_standin(report: Report, dry_run: bool) -> None:
     sys.path.insert(0, str(HERE))
     import selfcheck_standin as si
 
-    from sglang_eagle3_capture.core.errors import SelfCheckError
+    from sglang_eagle3_capture.core.errors import DeploymentError
     from sglang_eagle3_capture.core.sglang import selfcheck
 
     cuda = torch.cuda.is_available() and not dry_run
@@ -174,7 +174,7 @@ def stage_standin(report: Report, dry_run: bool) -> None:
     try:
         run(stack, torch.arange(3, 40, device=dev))
         report.check(stage, "permuted_capture_refused", False, "not detected")
-    except SelfCheckError as e:
+    except DeploymentError as e:
         report.check(stage, "permuted_capture_refused", "it is layer id" in e.problem, e.problem[:300])
     selfcheck.disarm()
 

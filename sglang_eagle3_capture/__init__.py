@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from .core.errors import Eagle3CaptureError, LayerIdError, UnsupportedSGLangVersion
+from .core.errors import Eagle3CaptureError, InputError, UnsupportedSGLangVersion
 from .core.layer_ids import EMBEDDING_LAYER_ID, check_layer_ids, hidden_state_index, layer_id_of_index
 from .core.releases import check_sglang_version, supported_versions
 
@@ -33,7 +33,6 @@ _LAZY = {
     "revert_draft_head_patch": (".core.sglang.draft", "revert_draft_head_patch"),
     "is_draft_head_patched": (".core.sglang.draft", "is_draft_head_patched"),
     "Manifest": (".core.manifest", "Manifest"),
-    "ManifestError": (".core.errors", "ManifestError"),
     "read_manifest": (".core.manifest", "read_manifest"),
     "write_manifest": (".core.manifest", "write_manifest"),
     "convert_draft": (".doctor.convert", "convert"),
@@ -42,7 +41,7 @@ _LAZY = {
 __all__ = [
     "EMBEDDING_LAYER_ID",
     "Eagle3CaptureError",
-    "LayerIdError",
+    "InputError",
     "UnsupportedSGLangVersion",
     "__version__",
     "check_layer_ids",

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from . import records
 from .draft_config import default_release, resolve_flags
-from .errors import ConvertError, InputError, WeightsError, brief
+from .errors import InputError, brief
 from .schemas.checkpoint import DTYPE_BITS, HEADER, INDEX, MAX_DIMS, REEXPORT, TENSOR  # noqa: F401 (re-exported)
 from .schemas.draft import TENSOR_DIMS
 from .userfiles import list_directory, open_regular, os_problem, parse_json, path_kind, read_json_object, require_file
@@ -72,7 +72,7 @@ def _read(record: records.Record, doc: Any, path: Path, error: type[InputError],
         raise error(e.file, e.field, e.problem, fix) from None
 
 
-def read_safetensors_header(path: str | Path, *, error: type[InputError] = WeightsError,
+def read_safetensors_header(path: str | Path, *, error: type[InputError] = InputError,
                             fix: str = REEXPORT) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """``({name: TensorInfo}, metadata)`` of one safetensors file, checked as safetensors checks it before loading
     (bounded strict header, offsets spanning each shape's bytes and tiling the data section); anything else raises
@@ -127,9 +127,9 @@ def read_index(d: Path) -> dict:
     """The draft directory's ``model.safetensors.index.json`` (:data:`~.schemas.checkpoint.INDEX`): ``weight_map``
     a non-empty object of shard file names; ``metadata`` and any other key kept as written."""
     index = d / INDEX_FILENAME
-    doc = records.read(INDEX, read_json_object(index, fix=REEXPORT, error=WeightsError), file=index)
+    doc = records.read(INDEX, read_json_object(index, fix=REEXPORT, error=InputError), file=index)
     if not doc["weight_map"]:
-        raise WeightsError(index, "weight_map", "lists no tensor", INDEX.field("weight_map").fix)
+        raise InputError(index, "weight_map", "lists no tensor", INDEX.field("weight_map").fix)
     return doc
 
 
@@ -138,34 +138,34 @@ def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
     loader reads them, so a stray ``*.safetensors`` beside an unindexed ``model.safetensors`` is refused (SGLang
     would load it and silently override tensors)."""
     fix = "re-export the checkpoint"
-    if path_kind(d / INDEX_FILENAME, error=WeightsError, fix=fix) != "missing":
+    if path_kind(d / INDEX_FILENAME, error=InputError, fix=fix) != "missing":
         weight_map = read_index(d)["weight_map"]
         return [d / f for f in sorted(set(weight_map.values()))], weight_map
     single = d / SINGLE_FILENAME
-    kind = path_kind(single, error=WeightsError, fix=fix)
+    kind = path_kind(single, error=InputError, fix=fix)
     if kind == "file":
-        stray = [n for n in list_directory(d, error=WeightsError, fix="point at the draft checkpoint directory")
+        stray = [n for n in list_directory(d, error=InputError, fix="point at the draft checkpoint directory")
                  if n.endswith(".safetensors") and n != SINGLE_FILENAME and not n.startswith(".")]
         if stray:
-            raise WeightsError(d / stray[0], "<file>", f"a safetensors file besides {SINGLE_FILENAME} and no "
+            raise InputError(d / stray[0], "<file>", f"a safetensors file besides {SINGLE_FILENAME} and no "
                                f"{INDEX_FILENAME}: SGLang's loader reads every *.safetensors then, so its tensors "
                                f"would silently override {SINGLE_FILENAME}'s (all: {brief(stray)})",
                                "remove it, or write an index listing the shards")
         return [single], None
     if kind != "missing":
-        require_file(single, error=WeightsError, fix=f"replace it with the checkpoint file; {fix}")
-    other = [n for n in _UNSUPPORTED if path_kind(d / n, error=WeightsError) != "missing"]
+        require_file(single, error=InputError, fix=f"replace it with the checkpoint file; {fix}")
+    other = [n for n in _UNSUPPORTED if path_kind(d / n, error=InputError) != "missing"]
     if other:
-        raise WeightsError(d / other[0], "<file>", "only safetensors checkpoints are read",
+        raise InputError(d / other[0], "<file>", "only safetensors checkpoints are read",
                            "re-save the draft with safetensors (e.g. save_pretrained(..., safe_serialization=True))")
-    raise WeightsError(d, SINGLE_FILENAME, "no weights found", "point at the draft checkpoint directory")
+    raise InputError(d, SINGLE_FILENAME, "no weights found", "point at the draft checkpoint directory")
 
 
 def weights_present(draft_dir: str | Path) -> bool:
     """True when something stands where a draft's weights go (an index or ``model.safetensors``; whatever it is,
     :func:`tensor_index` then reads it or says what is wrong with it)."""
     d = Path(draft_dir)
-    return any(path_kind(d / n, error=WeightsError) != "missing" for n in (INDEX_FILENAME, SINGLE_FILENAME))
+    return any(path_kind(d / n, error=InputError) != "missing" for n in (INDEX_FILENAME, SINGLE_FILENAME))
 
 
 def weight_files(draft_dir: str | Path) -> list[Path]:
@@ -179,17 +179,17 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
     files, weight_map = _files_and_map(d)
     out: dict[str, TensorInfo] = {}
     for f in files:
-        if path_kind(f, error=WeightsError) == "missing":
-            raise WeightsError(d / INDEX_FILENAME, "weight_map", f"lists {f.name}, which does not exist",
+        if path_kind(f, error=InputError) == "missing":
+            raise InputError(d / INDEX_FILENAME, "weight_map", f"lists {f.name}, which does not exist",
                                "copy every shard of the checkpoint")
         tensors, _ = read_safetensors_header(f)
         for name, info in tensors.items():
             if name in out:
-                raise WeightsError(f, name, f"tensor also stored in {out[name].file.name}", REEXPORT)
+                raise InputError(f, name, f"tensor also stored in {out[name].file.name}", REEXPORT)
             out[name] = info
     for name, fname in (weight_map or {}).items():
         if name not in out or out[name].file.name != fname:
-            raise WeightsError(d / INDEX_FILENAME, f"weight_map.{name}", f"tensor listed in {fname} but not stored "
+            raise InputError(d / INDEX_FILENAME, f"weight_map.{name}", f"tensor listed in {fname} but not stored "
                                "there", REEXPORT)
     return out
 
@@ -197,13 +197,13 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
 def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: int,
                             where: str = "config.json") -> dict[str, tuple[tuple[int, ...], bool]]:
     """``{name: (shape, required)}`` of a one-layer ``LlamaForCausalLMEagle3`` draft in SGLang checkpoint naming, for
-    the flattened draft ``config``; errors are :class:`ConvertError` naming ``where``."""
+    the flattened draft ``config``; errors are :class:`InputError` naming ``where``."""
     dims = records.read(TENSOR_DIMS, config, file=where)
     h, heads, inter, vocab = (dims[k] for k in TENSOR_DIMS.names[:4])
     kv, hd, dvocab = dims["num_key_value_heads"] or heads, dims["head_dim"] or h // heads, dims["draft_vocab_size"]
     dvocab = dvocab or vocab
     if not hd:
-        raise ConvertError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {h} and no head_dim "
+        raise InputError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {h} and no head_dim "
                            "is given", "set head_dim, or correct num_attention_heads")
     t = target_hidden_size
     exp: dict[str, tuple[tuple[int, ...], bool]] = {
@@ -237,11 +237,11 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
 
 
 def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
-    """The input width of ``index["fc.weight"]``, or :class:`WeightsError` when it is not 2-D."""
+    """The input width of ``index["fc.weight"]``, or :class:`InputError` when it is not 2-D."""
 
     fc = index["fc.weight"]
     if len(fc.shape) != 2:
-        raise WeightsError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "
+        raise InputError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "
                            "k x target hidden]", REEXPORT)
     return fc.shape[1]
 

@@ -1,5 +1,5 @@
 """Checks on an EAGLE-3 draft directory against its manifest, before SGLang builds the draft (no SGLang import;
-:mod:`.sglang.draft` calls them from inside SGLang's draft classes). Every error is a :class:`DraftHeadError`.
+:mod:`.sglang.draft` calls them from inside SGLang's draft classes). Every error is a :class:`DeploymentError`.
 
 Checked against the manifest: the fc chunk count as each of SGLang's three readers derives it
 (:func:`sglang_chunk_counts`), the chunk width (``target_hidden_size``, else ``hidden_size``), and the math flags
@@ -16,7 +16,7 @@ from .checkpoint import tensor_index
 from .config_keys import IDS_KEY as IDS_FIELD
 from .config_keys import is_fail_closed
 from .draft_config import resolve_flags
-from .errors import DraftHeadError, shown
+from .errors import DeploymentError, shown
 from .manifest import Manifest
 from .target_config import cfg_get
 
@@ -72,7 +72,7 @@ def check_window(cfg: Any, server_window: int | None, where: Any) -> None:
     """Refuse a draft trained with sliding-window attention unless the server's draft window matches it."""
     window = cfg_get(cfg, "sliding_window")
     if window and "sliding_attention" in (cfg_get(cfg, "layer_types") or []) and server_window != window:
-        raise DraftHeadError(where, "sliding_window", f"the draft was trained with a {window}-token sliding window, "
+        raise DeploymentError(where, "sliding_window", f"the draft was trained with a {window}-token sliding window, "
                              f"but the server's draft window is {server_window}",
                              f"pass --speculative-draft-window-size {window}")
 
@@ -86,25 +86,25 @@ def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None
     draft_dir = Path(draft_dir) if draft_dir is not None else None
     where = (draft_dir if draft_dir is not None else Path(draft_path or ".")) / "config.json"
     if cfg_get(cfg, "eagle_config") is not None and _eagle_config_value(cfg, "use_aux_hidden_state", True) is not True:
-        raise DraftHeadError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
+        raise DeploymentError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
                              "target hidden states and skip the fc",
                              "remove it (an EAGLE-3 draft always consumes them)")
     if is_fail_closed(_eagle_config_value(cfg, IDS_FIELD)):
         fld = f"eagle_config.{IDS_FIELD}"
         if manifest is None:
-            raise DraftHeadError(where, fld, "is sglang-eagle3-capture's fail-closed object, which stands for the ids "
+            raise DeploymentError(where, fld, "is sglang-eagle3-capture's fail-closed object, which stands for the ids "
                                  "in the draft's eagle3_manifest.json, but the draft has no manifest",
                                  "restore eagle3_manifest.json beside config.json, or write it with `manifest write "
                                  "DIR --layer-ids=...`")
         if cfg_get(cfg, "num_aux_hidden_states") is None:
-            raise DraftHeadError(where, "num_aux_hidden_states", f"missing beside {fld}, the fail-closed object, so "
+            raise DeploymentError(where, "num_aux_hidden_states", f"missing beside {fld}, the fail-closed object, so "
                                  "SGLang cannot count the fc's inputs", f"set it to {len(manifest.layer_ids)}, the "
                                  "manifest's layer count (`manifest write --fail-closed` writes both)")
     if manifest is not None:
         _check_against_manifest(cfg, manifest, mla, where)
-    flags = resolve_flags(cfg, where, error=DraftHeadError)
+    flags = resolve_flags(cfg, where, error=DeploymentError)
     if mla and flags["norm_before_residual"]:
-        raise DraftHeadError(where, "norm_before_residual", "SGLang's Eagle3DeepseekV2ForCausalLM takes the residual "
+        raise DeploymentError(where, "norm_before_residual", "SGLang's Eagle3DeepseekV2ForCausalLM takes the residual "
                              "before hidden_norm, and this plugin implements the other order only for "
                              "LlamaForCausalLMEagle3", "serve the draft as LlamaForCausalLMEagle3, or use a draft "
                              "trained with norm_before_residual=false")
@@ -117,13 +117,13 @@ def _check_against_manifest(cfg: Any, manifest: Manifest, mla: bool, where: Path
     mpath, k = manifest.path, len(manifest.layer_ids)
     for reader, (n, fld) in sglang_chunk_counts(cfg, mla).items():
         if n != k:
-            raise DraftHeadError(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest "
+            raise DeploymentError(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest "
                                  f"{shown(mpath)} field 'layer_ids' lists {k}",
                                  f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to agree with the manifest "
                                  "(`sglang-eagle3-capture convert SRC DST` writes both)")
     hidden = cfg_get(cfg, "target_hidden_size") or cfg_get(cfg, "hidden_size")
     if hidden != manifest.target_hidden_size:
         fld = "target_hidden_size" if cfg_get(cfg, "target_hidden_size") else "hidden_size"
-        raise DraftHeadError(where, fld, f"the fc takes chunks of width {hidden}, but manifest {shown(mpath)} field "
+        raise DeploymentError(where, fld, f"the fc takes chunks of width {hidden}, but manifest {shown(mpath)} field "
                              f"'target.hidden_size' is {manifest.target_hidden_size}",
                              "set target_hidden_size to the hidden size of the target the draft was trained against")

@@ -1,5 +1,5 @@
 """The EAGLE-3 draft ``config.json`` as SGLang's ``LlamaForCausalLMEagle3`` resolves it (each field mirrors one read
-in models/llama_eagle3.py or llama.py); anything SGLang would build differently is a :class:`DraftFormatError`.
+in models/llama_eagle3.py or llama.py); anything SGLang would build differently is an :class:`InputError`.
 :func:`resolve_flags` is the one reader of the math flags, a release fact (``Release.draft_flags``).
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from . import records, releases
 from .config_keys import IDS_KEY, is_fail_closed
-from .errors import DraftFormatError
+from .errors import InputError
 from .releases.schema import Release
 from .schemas.draft import FLAG, MAX_DIM, SGLANG_ARCH, SGLANG_DRAFT  # noqa: F401  (MAX_DIM: the one bound)
 from .schemas.draft import MATH_FLAGS as FLAG_FIELDS
@@ -25,7 +25,7 @@ def default_release() -> Release:
 
 
 def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
-                  error: type[Exception] = DraftFormatError, forbid_pair: bool = True) -> dict:
+                  error: type[Exception] = InputError, forbid_pair: bool = True) -> dict:
     """The draft math flags as SGLang ``release`` reads them from ``cfg`` (dict or HF config); a non-boolean value
     raises ``error`` naming ``where``. ``forbid_pair`` refuses ``norm_before_fc`` with ``fc_norm`` (speculators
     forbids training the pair; SGLang builds both, so readers that mirror SGLang pass False)."""
@@ -70,7 +70,7 @@ class Yarn:
         original = top_level_original or rope.get("original_max_position_embeddings")
         for name, value in (("factor", rope.get("factor")), ("original_max_position_embeddings", original)):
             if value is None:
-                raise DraftFormatError(where, f"{field}.{name}", "is missing for YaRN RoPE (SGLang would guess it "
+                raise InputError(where, f"{field}.{name}", "is missing for YaRN RoPE (SGLang would guess it "
                                        "and log a warning)", "copy it from the rope parameters the draft was trained "
                                        "with")
         optional = {k: rope[k] for k in ("beta_fast", "beta_slow", "extrapolation_factor", "attn_factor", "mscale",
@@ -110,14 +110,14 @@ class DraftConfig:
     @classmethod
     def from_dict(cls, cfg: Any, where: Any = "config.json") -> "DraftConfig":
         """Resolve a draft ``config.json`` dict the way SGLang does (:data:`~.schemas.draft.SGLANG_DRAFT`, then what
-        SGLang derives from it); errors are :class:`DraftFormatError` naming ``where``."""
+        SGLang derives from it); errors are :class:`InputError` naming ``where``."""
         c = records.read(SGLANG_DRAFT, cfg, file=where)
         archs = c["architectures"] or []
         if archs and archs[0] != SGLANG_ARCH:
-            raise DraftFormatError(where, "architectures", f"is {archs[:4]}; this reader handles [{SGLANG_ARCH!r}] "
+            raise InputError(where, "architectures", f"is {archs[:4]}; this reader handles [{SGLANG_ARCH!r}] "
                                    "drafts only", "convert the draft to SGLang's format")
         if c["model_type"] == "llama4_text":
-            raise DraftFormatError(where, "model_type", "llama4_text drafts are not supported (only llama)",
+            raise InputError(where, "model_type", "llama4_text drafts are not supported (only llama)",
                                    "convert a llama/silu draft")
         rope_field = "rope_parameters" if c["rope_parameters"] is not None else "rope_scaling"
         rope = c[rope_field] or {}  # llama_eagle3.py / llama.py: rope_parameters when present, else rope_scaling
@@ -129,22 +129,22 @@ class DraftConfig:
         eagle = c["eagle_config"] or {}
         num_aux = c["num_aux_hidden_states"]
         if num_aux is None and is_fail_closed(eagle.get(IDS_KEY)):
-            raise DraftFormatError(where, "num_aux_hidden_states", f"missing beside eagle_config.{IDS_KEY}, which is "
+            raise InputError(where, "num_aux_hidden_states", f"missing beside eagle_config.{IDS_KEY}, which is "
                                    "sglang-eagle3-capture's fail-closed object (no count of the fc's inputs)",
                                    "set num_aux_hidden_states to the number of layer ids in the draft's manifest")
         if num_aux is None:  # llama_eagle3.py: explicit attr > eagle_config layer_ids > default 3
             num_aux = len(eagle.get(IDS_KEY) or ()) or 3
         tie, dvs = bool(c["tie_word_embeddings"]), c["draft_vocab_size"]
         if tie and dvs not in (None, vocab):
-            raise DraftFormatError(where, "draft_vocab_size", f"{dvs} differs from vocab_size {vocab} with tied "
+            raise InputError(where, "draft_vocab_size", f"{dvs} differs from vocab_size {vocab} with tied "
                                    "embeddings", "untie the embeddings or drop draft_vocab_size")
         kv = c["num_key_value_heads"] or heads
         if heads % kv:
-            raise DraftFormatError(where, "num_key_value_heads", f"{kv} does not divide num_attention_heads {heads}",
+            raise InputError(where, "num_key_value_heads", f"{kv} does not divide num_attention_heads {heads}",
                                    "copy num_key_value_heads from the draft's training config")
         head_dim = c["head_dim"] or hidden // heads
         if not head_dim:
-            raise DraftFormatError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {hidden} and "
+            raise InputError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {hidden} and "
                                    "no head_dim is given", "set head_dim, or correct num_attention_heads")
         return cls(
             hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,

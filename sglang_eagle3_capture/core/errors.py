@@ -8,11 +8,13 @@ An error is ``(file, field, problem, fix)``; ``str(error)`` is one bounded, esca
 ``.problem`` and ``.fix``; nothing parses the line. Every echoed part is escaped (:func:`shown`) and bounded on its
 own, so a long path or key never pushes the fix out of the line.
 
-The command line (:func:`sglang_eagle3_capture.doctor.cli.main`) prints one line per error and exits with the
-class's :attr:`~Eagle3CaptureError.exit_code`: 3 for :class:`AmbiguousLayerIds`, 2 for every other error (input the
-user can correct, or a :class:`DeploymentError` refusal); an ``OSError`` naming a file exits 2 as well; any other
-exception is a bug and exits 70. Inside SGLang, a :class:`DeploymentError` refuses a deployment at startup with the
-same kind of line.
+Six classes: :class:`InputError`, input the user can correct (exit 2), and its :class:`AmbiguousLayerIds` (exit
+3); :class:`DeploymentError`, a deployment the engine must not run, raised at startup inside SGLang's or vLLM's
+processes and by the first-batch self-check (exit 2); :class:`PatchError` and :class:`UnsupportedSGLangVersion`, an
+installed SGLang this package cannot patch; :class:`Eagle3CaptureError`, their base. The command line
+(:func:`sglang_eagle3_capture.doctor.cli.main`) prints one line per error and exits with its class's
+:attr:`~Eagle3CaptureError.exit_code`; an ``OSError`` naming a file exits 2 as well; any other exception is a bug
+and exits 70.
 
 Errors stay ``ValueError`` / ``RuntimeError`` subclasses, so callers that caught those keep working.
 """
@@ -109,26 +111,11 @@ the draft's training config"
 
 
 class InputError(Eagle3CaptureError, ValueError):
-    """Bad input the user can correct (exit status 2)."""
+    """Bad input the user can correct (exit status 2): an option, a config, a manifest, a checkpoint, a sample or a
+    dump setting; ``file`` and ``field`` say which (``file`` is ``None`` for a command-line option)."""
 
 
-class UsageError(InputError):
-    """A command-line option that cannot be used as given (``file`` is ``None``; ``field`` names the option)."""
-
-
-class LayerIdError(InputError):
-    """A layer-id list that cannot be wired to the target."""
-
-
-class ManifestError(InputError):
-    """A manifest (or a target/draft checked against it) that cannot be used."""
-
-
-class FormatError(InputError):
-    """A foreign-format file whose layer ids cannot be read faithfully."""
-
-
-class AmbiguousLayerIds(FormatError):
+class AmbiguousLayerIds(InputError):
     """A config whose ids mean different layers depending on the release or trainer it was trained with
     (exit status 3); ``readings`` lists every meaning with who trains that way."""
 
@@ -144,40 +131,9 @@ class AmbiguousLayerIds(FormatError):
         return type(self)(new["file"], new["field"], new["problem"], new["fix"], self.readings)
 
 
-class WeightsError(InputError):
-    """A checkpoint file that cannot be read or does not hold what its config says."""
-
-
-class DraftFormatError(InputError):
-    """A draft directory SGLang's EAGLE-3 draft class would not load the way this package models it."""
-
-
-class ConvertError(InputError):
-    """A draft that cannot be converted faithfully."""
-
-
-class SampleError(InputError):
-    """A training-sample or capture-dump file that cannot be read as a supported layout."""
-
-
-class DumpConfigError(InputError):
-    """A capture-dump environment variable that cannot be used."""
-
-
 class DeploymentError(Eagle3CaptureError, ValueError):
-    """A deployment SGLang must not run as configured; raised at startup inside SGLang's processes."""
-
-
-class WiringError(DeploymentError):
-    """A target capture the plugin refuses to wire."""
-
-
-class DraftHeadError(DeploymentError):
-    """A draft SGLang must not serve as it is."""
-
-
-class SelfCheckError(DeploymentError):
-    """The first-batch self-check found an fc chunk that is not the hidden state the manifest names."""
+    """A deployment the engine must not run as configured: raised at startup in SGLang's or vLLM's processes (a
+    capture the plugin refuses to wire, a draft it must not serve), and by the first-batch self-check."""
 
 
 class PatchError(Eagle3CaptureError, RuntimeError):

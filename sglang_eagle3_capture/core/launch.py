@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from . import policy
 from .config_keys import CONVENTION_KEY
 from .draft_checks import DraftPlan, plan_draft
-from .errors import DeploymentError, ManifestError
+from .errors import DeploymentError, InputError
 from .families import family_of
 from .manifest import Manifest
 from .releases.schema import Release
@@ -108,7 +108,7 @@ def target_facts(target_config: Any) -> tuple[str | None, int]:
     ``architectures`` names no class, 0 layers for a target without a family entry."""
     try:
         arch = architecture(target_config, policy.TARGET)
-    except ManifestError:
+    except InputError:
         return None, 0
     return arch, (target_dims(target_config, policy.TARGET)[1] if family_of(arch) else 0)
 

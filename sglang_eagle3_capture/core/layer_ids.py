@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
-from .errors import LayerIdError, brief
+from .errors import InputError, brief
 
-__all__ = ["EMBEDDING_LAYER_ID", "FINAL_NORM", "LayerIdError", "check_layer_ids", "hidden_state_index",
+__all__ = ["EMBEDDING_LAYER_ID", "FINAL_NORM", "check_layer_ids", "hidden_state_index",
            "hidden_state_indices", "is_int", "is_layer_id", "last_layer_id", "layer_id_of_index", "layer_ids_of_loop",
            "split_capture"]
 
@@ -88,28 +88,28 @@ def split_capture(layer_ids: Sequence[int | str], num_hidden_layers: int
 def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, file: Any = None,
                     field: str | None = "layer_ids") -> tuple[int, ...]:
     """Validate ``layer_ids`` for an ``num_hidden_layers``-layer target (``None``: no upper bound) in linear time;
-    raises :class:`LayerIdError` naming ``file`` and ``field``. :data:`FINAL_NORM` may appear once, anywhere."""
+    raises :class:`InputError` naming ``file`` and ``field``. :data:`FINAL_NORM` may appear once, anywhere."""
 
     fix = ("list the layers the fc consumes, each once, e.g. [-1, 2, 30] (-1 = embedding output, k = output of "
            f"decoder layer k, \"{FINAL_NORM}\" = the final norm's output)")
     if isinstance(layer_ids, (str, bytes)) or not isinstance(layer_ids, Sequence):
-        raise LayerIdError(file, field, f"expected a list of integers, got {type(layer_ids).__name__}", fix)
+        raise InputError(file, field, f"expected a list of integers, got {type(layer_ids).__name__}", fix)
     if len(layer_ids) == 0:
-        raise LayerIdError(file, field, "the list of layer ids is empty", fix)
+        raise InputError(file, field, "the list of layer ids is empty", fix)
     for k, i in enumerate(layer_ids):
         if not is_layer_id(i):
-            raise LayerIdError(file, None if field is None else f"{field}[{k}]", f"layer id {brief(i, 40)} is not an "
+            raise InputError(file, None if field is None else f"{field}[{k}]", f"layer id {brief(i, 40)} is not an "
                                f"integer (nor \"{FINAL_NORM}\")", fix)
     hi = None if num_hidden_layers is None else last_layer_id(num_hidden_layers)
     bad = [i for i in layer_ids if i != FINAL_NORM and (i < EMBEDDING_LAYER_ID or (hi is not None and i > hi))]
     if bad:
         rng = f"[-1, {hi}]" if hi is not None else "[-1, N-1]"
-        raise LayerIdError(file, field, f"layer ids {_capped(bad)} are outside {rng} for a target with "
+        raise InputError(file, field, f"layer ids {_capped(bad)} are outside {rng} for a target with "
                            f"{num_hidden_layers} decoder layers", fix)
     dups = sorted((i for i, n in Counter(layer_ids).items() if n > 1),
                   key=lambda i: (i == FINAL_NORM, 0 if i == FINAL_NORM else i))
     if dups:
-        raise LayerIdError(file, field, f"duplicate layer ids {_capped(dups)}: each hidden state may be fed to the fc "
+        raise InputError(file, field, f"duplicate layer ids {_capped(dups)}: each hidden state may be fed to the fc "
                            "once", fix)
     return tuple(layer_ids)
 

@@ -2,7 +2,7 @@
 which target hidden states an EAGLE-3 draft's fc consumes, in fc order.
 
 The document is declared in :mod:`.schemas.manifest`: strict where the value changes what the fc receives, while
-``provenance`` is metadata, kept as it is and never refused. Every error is a :class:`~.errors.ManifestError`
+``provenance`` is metadata, kept as it is and never refused. Every error is a :class:`~.errors.InputError`
 naming the file, the field and the fix.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from . import records
-from .errors import LayerIdError, ManifestError, brief, cut, shown
+from .errors import InputError, brief, cut, shown
 from .layer_ids import FINAL_NORM, check_layer_ids
 from .schemas.manifest import (
     EXPECTED,
@@ -61,20 +61,20 @@ def _checked(doc: Any, file: Any) -> dict:
     n = m["target"]["num_hidden_layers"]
     if FINAL_NORM in m["layer_ids"] and m["version"] < FINAL_NORM_VERSION:
         # an older reader would not know the token: the version says the document needs a reader that does
-        raise ManifestError(file, "version", f"is {m['version']}, but field 'layer_ids' lists \"{FINAL_NORM}\", "
+        raise InputError(file, "version", f"is {m['version']}, but field 'layer_ids' lists \"{FINAL_NORM}\", "
                             f"which version {FINAL_NORM_VERSION} introduced", f"set version to {FINAL_NORM_VERSION}; "
                             f"or {REWRITE}")
     try:
         check_layer_ids(m["layer_ids"], n, file=file, field="layer_ids")
-    except LayerIdError as e:
-        raise ManifestError(e.file, e.field, e.problem, f"list each layer the fc consumes once, in fc order, within "
+    except InputError as e:
+        raise InputError(e.file, e.field, e.problem, f"list each layer the fc consumes once, in fc order, within "
                             f"[-1, {n - 1}]; or {REWRITE}") from None
     return m
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """A validated manifest. Constructing one validates it (raises :class:`ManifestError`)."""
+    """A validated manifest. Constructing one validates it (raises :class:`InputError`)."""
 
     layer_ids: tuple[int, ...]
     target_architecture: str
@@ -143,7 +143,7 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
 def manifest_path(draft_dir_or_file: str | os.PathLike) -> Path:
     """The manifest file for a draft directory (or the file itself when given a file)."""
     p = Path(draft_dir_or_file)
-    if p.suffix == ".json" and path_kind(p, error=ManifestError) != "directory":
+    if p.suffix == ".json" and path_kind(p, error=InputError) != "directory":
         return p
     return p / MANIFEST_FILENAME
 
@@ -152,9 +152,9 @@ def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
     """Read and validate the manifest of a draft directory (or a manifest file); missing is an error, and so is
     anything but a regular file standing where the manifest belongs (a directory, fifo, dangling symlink, loop)."""
     path = manifest_path(draft_dir_or_file)
-    if path_kind(path, error=ManifestError, fix=REWRITE) == "missing":
+    if path_kind(path, error=InputError, fix=REWRITE) == "missing":
         draft = cut(shown(path.parent), 200, keep_end=True)  # a long path must not push the rest of the fix out
-        raise ManifestError(path, "<file>", "no layer manifest found",
+        raise InputError(path, "<file>", "no layer manifest found",
                             f"write one with `sglang-eagle3-capture manifest write {draft} "
                             "--layer-ids=... --target TARGET` (or convert the draft with `sglang-eagle3-capture "
                             "convert SRC DST`)")
@@ -164,7 +164,7 @@ def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
 def find_manifest(draft_dir: str | os.PathLike) -> Manifest | None:
     """The draft's manifest, or ``None`` only when nothing stands at its path (anything else that is not a valid
     manifest file raises)."""
-    if path_kind(manifest_path(draft_dir), error=ManifestError) == "missing":
+    if path_kind(manifest_path(draft_dir), error=InputError) == "missing":
         return None
     return read_manifest(draft_dir)
 
@@ -173,7 +173,7 @@ def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
     """Write ``manifest`` to ``draft_dir/eagle3_manifest.json`` atomically; returns the path."""
     path = Path(draft_dir) / MANIFEST_FILENAME
     manifest_from_dict(manifest.to_dict(), path=path)  # re-validate what is about to be written
-    return write_file_atomic(path, json.dumps(manifest.to_dict(), indent=2) + "\n", error=ManifestError,
+    return write_file_atomic(path, json.dumps(manifest.to_dict(), indent=2) + "\n", error=InputError,
                              fix="make the draft directory writable, or free space")
 
 
@@ -184,7 +184,7 @@ def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None,
     if fc_in_features != manifest.fc_in_features:
         k, h = len(manifest.layer_ids), manifest.target_hidden_size
         hint = f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else ""
-        raise ManifestError(file, field, f"fc input width is {fc_in_features}, but manifest "
+        raise InputError(file, field, f"fc input width is {fc_in_features}, but manifest "
                             f"{shown(manifest.path or MANIFEST_FILENAME)} field 'layer_ids' lists {k} ids x field "
                             f"'target.hidden_size' {h} = {manifest.fc_in_features}{hint}",
                             "list exactly the hidden states the fc was trained on, and the target it was trained "
@@ -197,10 +197,10 @@ def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: 
     doc = {"architecture": architecture, "num_hidden_layers": num_hidden_layers, "hidden_size": hidden_size}
     try:
         records.read(TARGET, doc, file=where)
-    except ManifestError as e:
+    except InputError as e:
         name = (e.field or "").rsplit(".", 1)[-1]
         field = "architectures" if name == "architecture" else decoder_field_prefix(architecture) + name
-        raise ManifestError(where, field, e.problem, "point TARGET at the target model's own config.json (no real "
+        raise InputError(where, field, e.problem, "point TARGET at the target model's own config.json (no real "
                             "model has such a value)") from None
 
 
@@ -212,12 +212,12 @@ def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:
     mpath = shown(manifest.path or MANIFEST_FILENAME)
     fix = "serve the draft with the target it was trained against (or correct the manifest)"
     if architecture_family(arch) != architecture_family(manifest.target_architecture):
-        raise ManifestError(where, "architectures", f"target architecture {arch} is not in the family of "
+        raise InputError(where, "architectures", f"target architecture {arch} is not in the family of "
                             f"{manifest.target_architecture} named by manifest {mpath} field 'target.architecture'",
                             fix)
     prefix = decoder_field_prefix(arch)
     for fld, have, want in (("num_hidden_layers", n_layers, manifest.target_num_hidden_layers),
                             ("hidden_size", hidden, manifest.target_hidden_size)):
         if have != want:
-            raise ManifestError(where, prefix + fld, f"is {have}, but manifest {mpath} field 'target.{fld}' is {want}",
+            raise InputError(where, prefix + fld, f"is {have}, but manifest {mpath} field 'target.{fld}' is {want}",
                                 fix)

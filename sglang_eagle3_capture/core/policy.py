@@ -5,7 +5,7 @@ The server (:func:`sglang_eagle3_capture.core.sglang.resolution.resolve_target_c
 cannot disagree with the server. No torch, no SGLang: the caller reads the facts (the release, the draft's manifest
 and ``eagle_config``, the target's architecture and layer count, the server settings, which family patches are active
 in the process) into a :class:`Deployment`, and :func:`decide` returns a :class:`Decision` (wire these ids, or stock
-wiring) or raises a :class:`~sglang_eagle3_capture.core.errors.WiringError` naming the file, the field and the fix.
+wiring) or raises a :class:`~sglang_eagle3_capture.core.errors.DeploymentError` naming the file, the field and the fix.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from . import releases
 from .config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed, is_vllm_fail_closed
-from .errors import Eagle3CaptureError, UnsupportedSGLangVersion, WiringError, brief
+from .errors import DeploymentError, Eagle3CaptureError, UnsupportedSGLangVersion, brief
 from .families import Family, all_families, family_of
 from .layer_ids import (
     EMBEDDING_LAYER_ID,
@@ -104,12 +104,12 @@ def decide(d: Deployment) -> Decision:
     refuse_release(d.release)
     if not d.eagle3:
         if d.eagle3_draft:
-            raise WiringError(None, "--speculative-algorithm", f"{d.algorithm} with the EAGLE-3 draft {d.draft}: "
+            raise DeploymentError(None, "--speculative-algorithm", f"{d.algorithm} with the EAGLE-3 draft {d.draft}: "
                               "SGLang then captures no aux hidden states and skips the draft's fc, so accept length "
                               "falls to about 1.0", "pass --speculative-algorithm EAGLE3")
         return Decision()
     if d.model_impl == "mindspore" and d.declares:
-        raise WiringError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM whatever the "
+        raise DeploymentError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM whatever the "
                           f"target's architecture ({d.architecture}), a MindSpore network from the sgl_mindspore "
                           "package (models/mindspore.py:193, 359-360; model_loader/utils.py:228-229), not a torch "
                           f"decoder stack: nothing can capture the layer ids the draft {d.draft} declares",
@@ -120,11 +120,12 @@ def decide(d: Deployment) -> Decision:
         return Decision()
     if not d.use_aux_hidden_state:
         if d.declares:
-            raise WiringError(d.config_file, "eagle_config.use_aux_hidden_state", "false, but the draft declares layer "
-                              "ids and SGLang would capture nothing", "remove use_aux_hidden_state or set it to true")
+            raise DeploymentError(d.config_file, "eagle_config.use_aux_hidden_state", "false, but the draft declares "
+                                  "layer ids and SGLang would capture nothing",
+                                  "remove use_aux_hidden_state or set it to true")
         return Decision()
     if d.two_batch_overlap:
-        raise WiringError(None, "--enable-two-batch-overlap", f"{'/'.join(family.model_classes)}.forward runs its "
+        raise DeploymentError(None, "--enable-two-batch-overlap", f"{'/'.join(family.model_classes)}.forward runs its "
                           "layers through model_forward_stages under two-batch overlap, which skips the "
                           f"aux-hidden-state capture EAGLE-3 needs on {d.architecture}",
                           "drop --enable-two-batch-overlap")
@@ -141,13 +142,13 @@ def decide(d: Deployment) -> Decision:
 def _family(d: Deployment) -> Family | None:
     if d.architecture is None:
         if d.declares:
-            raise WiringError(TARGET, "architectures", f"{brief(d.architectures)}, not a list naming the target class, "
-                              f"so no family can wire the layer ids the draft {d.draft} declares",
-                              "serve a target whose config.json lists its class in 'architectures'")
+            raise DeploymentError(TARGET, "architectures", f"{brief(d.architectures)}, not a list naming the target "
+                                  f"class, so no family can wire the layer ids the draft {d.draft} declares",
+                                  "serve a target whose config.json lists its class in 'architectures'")
         return None
     family = family_of(d.architecture)
     if family is None and d.declares:
-        raise WiringError(TARGET, "architectures", f"{d.architecture} has no family entry; manifest-exact capture "
+        raise DeploymentError(TARGET, "architectures", f"{d.architecture} has no family entry; manifest-exact capture "
                           f"covers the families {supported_families()}", "serve the draft on one of those targets, or "
                           "remove its manifest/marked ids to run stock SGLang wiring knowingly")
     return family
@@ -159,30 +160,30 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
     marked = None
     if ec is not None and CONVENTION_KEY in ec:
         if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
-            raise WiringError(d.config_file, f"eagle_config.{CONVENTION_KEY}", f"is {brief(ec[CONVENTION_KEY])}",
+            raise DeploymentError(d.config_file, f"eagle_config.{CONVENTION_KEY}", f"is {brief(ec[CONVENTION_KEY])}",
                               f"set it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output of "
                               "layer k) or remove it")
         marked = ec.get(IDS_KEY)
         if not isinstance(marked, list) or not all(is_layer_id(i) for i in marked):
-            raise WiringError(d.config_file, cfg_field, f"expected a list of integer layer ids next to "
+            raise DeploymentError(d.config_file, cfg_field, f"expected a list of integer layer ids next to "
                               f"'{CONVENTION_KEY}', got {brief(marked)}", "list the layers the fc consumes, in fc "
                               "order, e.g. [-1, 2, 30]")
         marked = tuple(marked)
     m = d.manifest
     fail_closed = ec is not None and is_fail_closed(ec.get(IDS_KEY))
     if m is None and fail_closed:
-        raise WiringError(d.config_file, cfg_field, f"is sglang-eagle3-capture's fail-closed object, which stands for "
-                          f"the layer ids in the draft's eagle3_manifest.json, but the draft {d.draft} has none (or it "
-                          "is not a local directory)", "restore eagle3_manifest.json beside config.json and serve the "
-                          "local directory, or write it with `sglang-eagle3-capture manifest write DIR "
-                          "--layer-ids=...`")
+        raise DeploymentError(d.config_file, cfg_field, f"is sglang-eagle3-capture's fail-closed object, which stands "
+                              f"for the layer ids in the draft's eagle3_manifest.json, but the draft {d.draft} has "
+                              "none (or it is not a local directory)", "restore eagle3_manifest.json beside "
+                              "config.json and serve the local directory, or write it with `sglang-eagle3-capture "
+                              "manifest write DIR --layer-ids=...`")
     if m is None:
         return None if marked is None else (marked, d.config_file, cfg_field)
     if d.target_config is not None:
         check_target(m, d.target_config, where=TARGET)
     mfile = str(m.path)
     if marked is not None and marked != m.layer_ids:
-        raise WiringError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' is "
+        raise DeploymentError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' is "
                           f"{list(marked)} (marked as layer ids)", "make them equal (the manifest is what the fc was "
                           "trained on) or remove the ids from eagle_config")
     if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
@@ -191,10 +192,10 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
         want = sorted(hidden_state_indices(i for i in m.layer_ids if i != FINAL_NORM))
         # no stock reading captures the final norm's output: an id list beside such a manifest always means other
         if stock.problem or sorted(stock.loop_indices) != want or FINAL_NORM in m.layer_ids:
-            raise WiringError(mfile, "layer_ids", f"is {list(m.layer_ids)} (loop indices {want}), but {d.config_file} "
-                              f"field '{cfg_field}' means something else to SGLang: {stock.describe()}",
-                              f"set eagle_config.{IDS_KEY} to {list(m.layer_ids)} and eagle_config.{CONVENTION_KEY} "
-                              f"to {LAYER_ID_CONVENTION!r}, or correct the manifest")
+            raise DeploymentError(mfile, "layer_ids", f"is {list(m.layer_ids)} (loop indices {want}), but "
+                                  f"{d.config_file} field '{cfg_field}' means something else to SGLang: "
+                                  f"{stock.describe()}", f"set eagle_config.{IDS_KEY} to {list(m.layer_ids)} and "
+                                  f"eagle_config.{CONVENTION_KEY} to {LAYER_ID_CONVENTION!r}, or correct the manifest")
     return m.layer_ids, mfile, "layer_ids"
 
 
@@ -203,20 +204,20 @@ def _wirable(d: Deployment, family: Family, ids: tuple[int, ...], file: str, fld
     try:
         check_layer_ids(list(ids), d.num_hidden_layers, file=file, field=fld)
     except Eagle3CaptureError as e:
-        raise WiringError(file, fld, e.problem, f"correct the ids to the layers the draft was trained on "
+        raise DeploymentError(file, fld, e.problem, f"correct the ids to the layers the draft was trained on "
                           f"(`{WRITE_HINT}`), or serve the target it was trained against") from None
     if family.name in d.unpatched:
-        raise WiringError(file, fld, f"the draft declares layer ids {list(ids)} but the sglang-eagle3-capture capture "
-                          f"patch is incomplete for the {family.name} family in this process "
-                          f"({d.unpatched[family.name]})", "reinstall sglang-eagle3-capture, check the log for "
-                          "'eagle3-capture' errors, or serve with a supported SGLang release")
+        raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} but the sglang-eagle3-capture "
+                              f"capture patch is incomplete for the {family.name} family in this process "
+                              f"({d.unpatched[family.name]})", "reinstall sglang-eagle3-capture, check the log for "
+                              "'eagle3-capture' errors, or serve with a supported SGLang release")
     if d.architecture in d.release.absent_hooks:
-        raise WiringError(file, fld, f"the draft declares layer ids {list(ids)} on {d.architecture}, which has no "
+        raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} on {d.architecture}, which has no "
                           f"set_eagle3_layers_to_capture in SGLang {d.release.version} (SGLang cannot capture EAGLE-3 "
                           "hidden states on it; a later release added it)",
                           f"upgrade SGLang (the newest supported is {releases.newest().version})")
     if EMBEDDING_LAYER_ID in ids and family.name in d.release.embedding_crashes:
-        raise WiringError(file, fld, f"layer id -1 (the embedding output) on {d.architecture}: the {family.name} "
+        raise DeploymentError(file, fld, f"layer id -1 (the embedding output) on {d.architecture}: the {family.name} "
                           f"family's capture loop in SGLang {d.release.version} computes hidden_states + residual "
                           "with no residual at loop index 0 (TypeError at the first forward)",
                           f"upgrade SGLang (the newest supported is {releases.newest().version}), or serve a draft "
@@ -239,7 +240,7 @@ def check_stage(layer_ids: tuple[int, ...], num_hidden_layers: int, start_layer:
     loop = split_capture(layer_ids, num_hidden_layers)[0]
     missing = [layer_id_of_index(i) for i in loop if not start_layer <= i < end_layer]
     if missing:
-        raise WiringError(file, field, f"layer ids {missing} are captured at the input of decoder layers outside "
+        raise DeploymentError(file, field, f"layer ids {missing} are captured at the input of decoder layers outside "
                           f"[{start_layer}, {end_layer}), the layers of the last pipeline stage (--pp-size {pp_size}); "
                           "SGLang captures EAGLE-3 hidden states on the last stage only",
                           "serve with --pp-size 1, or set SGLANG_PP_LAYER_PARTITION so the last stage starts at or "
@@ -286,7 +287,7 @@ class VllmDeployment:
 
 def decide_vllm(d: VllmDeployment) -> Decision:
     """What the vLLM plugin does with ``d``: stock wiring for a draft that declares nothing; else wire the manifest's
-    ids, or raise a :class:`WiringError` naming the file, the field and the fix (an unserved release or runner, no
+    ids, or raise a :class:`DeploymentError` naming the file, the field and the fix (an unserved release or runner, no
     manifest beside a value that stands for one, a target or id list the manifest does not fit, a config.json that
     stock vLLM would read as other layers)."""
     if not d.declares:
@@ -297,11 +298,11 @@ def decide_vllm(d: VllmDeployment) -> Decision:
     if d.release is None or not d.release.supported or d.unserved:
         why = d.unserved or (f"vLLM {d.version} is not in the vLLM release table" if d.release is None else
                              f"vLLM {d.version} is not served: {d.release.refused_because}")
-        raise WiringError(where, fld, f"the draft {d.draft} declares layer ids, but the sglang-eagle3-capture vLLM "
+        raise DeploymentError(where, fld, f"the draft {d.draft} declares layer ids, but the sglang-eagle3-capture vLLM "
                           f"plugin does not wire them in this process ({why}), so stock vLLM would feed its own "
                           "reading of config.json", VLLM_FIX.format(supported=supported))
     if m is None:
-        raise WiringError(d.config_file, fld, f"holds a value that stands for the layer ids of the draft's "
+        raise DeploymentError(d.config_file, fld, f"holds a value that stands for the layer ids of the draft's "
                           f"eagle3_manifest.json, but the draft {d.draft} has none (or it is not a local directory)",
                           "restore eagle3_manifest.json beside config.json and serve the local directory, or write "
                           "it with `sglang-eagle3-capture manifest write DIR --layer-ids=... --fail-closed`")
@@ -309,21 +310,21 @@ def decide_vllm(d: VllmDeployment) -> Decision:
         check_target(m, d.target_config, where=TARGET)
     family = family_of(m.target_architecture)
     if family is None:
-        raise WiringError(str(m.path), "target.architecture", f"{m.target_architecture} has no family entry; "
+        raise DeploymentError(str(m.path), "target.architecture", f"{m.target_architecture} has no family entry; "
                           f"manifest-exact capture covers the families {supported_families()}",
                           "serve the draft on one of those targets")
     n = m.target_num_hidden_layers
     try:
         check_layer_ids(list(m.layer_ids), n, file=str(m.path), field="layer_ids")
     except Eagle3CaptureError as e:
-        raise WiringError(str(m.path), "layer_ids", e.problem, f"correct the ids to the layers the draft was trained "
-                          f"on (`{WRITE_HINT}`), or serve the target it was trained against") from None
+        raise DeploymentError(str(m.path), "layer_ids", e.problem, f"correct the ids to the layers the draft was "
+                              f"trained on (`{WRITE_HINT}`), or serve the target it was trained against") from None
     safe = vllm_fail_closed_ids(m.layer_ids, n, family=family).value
     if d.draft_config.get(IDS_KEY) != safe:
         for reader in d.release.readers:
             stock = engine_capture(dict(d.draft_config), n, family=family, reader=reader)
             if not stock.refuses_at_startup and (stock.fed_layer_ids != m.layer_ids or stock.problem):
-                raise WiringError(str(m.path), "layer_ids", f"is {list(m.layer_ids)}, but {d.config_file} means "
+                raise DeploymentError(str(m.path), "layer_ids", f"is {list(m.layer_ids)}, but {d.config_file} means "
                                   f"something else to stock vLLM ({reader.name}: {stock.describe()}), so a server "
                                   "without the plugin would feed other hidden states",
                                   f"run `sglang-eagle3-capture manifest write {d.draft} --layer-ids="

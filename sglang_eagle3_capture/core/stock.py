@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from . import families, releases
 from .config_keys import IDS_KEY, VLLM_FAIL_CLOSED_IDS, is_fail_closed, is_vllm_fail_closed
-from .errors import FormatError, brief
+from .errors import InputError, brief
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
 from .layer_ids import (
@@ -87,9 +87,9 @@ def stock_rule(family: Family | str, release: Release | str | None = None) -> st
 
 
 def _int_ids(value: Any, field: str, file: Any) -> list[int]:
-    """``value`` as a list of integer ids, or a :class:`FormatError` naming ``file`` and ``field``."""
+    """``value`` as a list of integer ids, or an :class:`InputError` naming ``file`` and ``field``."""
     if not isinstance(value, (list, tuple)) or not all(is_int(i) for i in value):
-        raise FormatError(file, field, f"expected a list of integer layer ids, got {brief(value)}",
+        raise InputError(file, field, f"expected a list of integer layer ids, got {brief(value)}",
                           "write the ids the draft was trained on as a JSON list of integers (or remove the field to "
                           "use the engine's default)")
     return list(value)
@@ -97,7 +97,7 @@ def _int_ids(value: Any, field: str, file: Any) -> list[int]:
 
 def _read_ids_like_sglang(draft_config: Mapping, file: Any) -> tuple[bool, list[int] | None]:
     """(use_aux_hidden_state, ids or None) as ``_resolve_eagle_aux_hidden_state`` reads them; ids that are not a
-    list of integers raise :class:`FormatError` naming ``file``."""
+    list of integers raise :class:`InputError` naming ``file``."""
     ec = draft_config.get("eagle_config")
     if not isinstance(ec, Mapping):
         return True, None

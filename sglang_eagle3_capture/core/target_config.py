@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import ManifestError, brief
+from .errors import InputError, brief
 from .families import family_of, text_config_architectures
 from .layer_ids import is_int
 from .userfiles import is_directory, read_json_object
@@ -36,7 +36,7 @@ def architecture(target_hf_config: Any, where: str) -> str:
     """``architectures[0]`` of a target config; an error naming the file ``where`` when it is not a list of names."""
     archs = cfg_get(target_hf_config, "architectures") or []
     if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
-        raise ManifestError(where, "architectures", f"expected a list naming the target class, got {brief(archs)}",
+        raise InputError(where, "architectures", f"expected a list naming the target class, got {brief(archs)}",
                             "point TARGET at the target model's own config.json")
     return archs[0]
 
@@ -53,7 +53,7 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
     prefix = decoder_field_prefix(arch)
     text = cfg_get(target_hf_config, "text_config") if prefix else target_hf_config
     if text is None:
-        raise ManifestError(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
+        raise InputError(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
                             "point TARGET at the full model config.json")
     family = family_of(arch)
     layers = family.layer_count_keys if family is not None else ("num_hidden_layers",)
@@ -62,7 +62,7 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
     for key in (layer_key, "hidden_size"):
         v = cfg_get(text, key)
         if not is_int(v) or v < 1:
-            raise ManifestError(where, prefix + key, f"expected a positive integer, got {brief(v)}",
+            raise InputError(where, prefix + key, f"expected a positive integer, got {brief(v)}",
                                 "point TARGET at the target model's own config.json")
         dims.append(v)
     return arch, dims[0], dims[1]

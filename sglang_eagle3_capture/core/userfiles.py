@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import InputError, ManifestError, brief, cut, shown
+from .errors import InputError, brief, cut, shown
 
 __all__ = ["MAX_JSON_BYTES", "PrivateDirectory", "atomic_directory", "finish_file", "fsync_directory", "is_directory",
            "is_file", "list_directory", "open_regular", "os_problem", "parse_json", "path_kind", "read_bytes",
@@ -244,7 +244,7 @@ def parse_json(data: bytes | str, *, where: Any, error: type[InputError] = Input
 
 
 def read_json_object(path: str | os.PathLike, *, fix: str, missing: str = "not found",
-                     error: type[InputError] = ManifestError, max_bytes: int = MAX_JSON_BYTES) -> dict:
+                     error: type[InputError] = InputError, max_bytes: int = MAX_JSON_BYTES) -> dict:
     """The JSON object in the file ``path``, read strictly (see the module doc); anything else raises ``error``
     naming the file, the field and ``fix``."""
     path = Path(path)

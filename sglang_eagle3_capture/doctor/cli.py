@@ -23,7 +23,7 @@ import traceback
 import warnings
 from pathlib import Path
 
-from ..core.errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, UsageError, brief, cut, shown
+from ..core.errors import AmbiguousLayerIds, Eagle3CaptureError, InputError, brief, cut, shown
 from ..core.families.schema import DEEPSTACK_ORDERS
 from ..core.layer_ids import FINAL_NORM, hidden_state_indices
 from ..core.manifest import manifest_path, read_manifest
@@ -43,18 +43,18 @@ EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # Ctrl-C; stdout closed by its re
 
 # Modules that add subcommands after the built-in ones, in help order: each defines ``add_subcommand(subparsers)``,
 # which adds its parser and sets ``handler=<function(args) -> int>`` with ``set_defaults``; handlers raise an
-# :class:`~sglang_eagle3_capture.core.errors.InputError` (e.g. :class:`UsageError`) for bad input.
+# :class:`~sglang_eagle3_capture.core.errors.InputError` for bad input.
 SUBCOMMAND_MODULES: list[str] = ["sglang_eagle3_capture.doctor.plan"]
 
 _LAYER_ID = re.compile(r"\s*(-?[0-9]{1,9}|" + FINAL_NORM + r")\s*")
 
 
 def parse_layer_ids(text: str) -> list[int | str]:
-    """``"-1,2,final_norm"`` -> ``[-1, 2, "final_norm"]``; anything else is a :class:`UsageError` naming the option."""
+    """``"-1,2,final_norm"`` -> ``[-1, 2, "final_norm"]``; anything else is an :class:`InputError` naming the option."""
     parts = text.split(",")
     bad = next((part for part in parts if not _LAYER_ID.fullmatch(part)), None)
     if bad is not None:
-        raise UsageError(None, "--layer-ids", f"{brief(text, 80)} is not a comma-separated list of integers "
+        raise InputError(None, "--layer-ids", f"{brief(text, 80)} is not a comma-separated list of integers "
                          f"({brief(bad, 40)}: only ASCII digits, optionally after '-', or {FINAL_NORM})",
                          f"e.g. --layer-ids=-1,2,30 or --layer-ids=-1,2,{FINAL_NORM}")
     return [FINAL_NORM if part.strip() == FINAL_NORM else int(part) for part in parts]
@@ -132,8 +132,8 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     manifest = manifest_path(args.draft_dir)
-    if args.trained_with is not None and path_kind(manifest, error=UsageError) != "missing":
-        raise UsageError(None, "--trained-with", f"{brief(str(manifest), 200)} states the ids, so nothing reads "
+    if args.trained_with is not None and path_kind(manifest, error=InputError) != "missing":
+        raise InputError(None, "--trained-with", f"{brief(str(manifest), 200)} states the ids, so nothing reads "
                          "--trained-with (it only chooses among the readings of a config without a manifest)",
                          "drop --trained-with (the manifest wins), or remove the manifest to inspect config.json's ids")
     r = inspect_draft(args.draft_dir, args.target, sglang_version=args.sglang, trained_with=args.trained_with,
@@ -205,7 +205,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     settings = parse_settings(args.settings) if args.settings else list(DEFAULT_SETTINGS)
     if args.settings and not args.write_expected:
-        raise UsageError(None, "--settings", "only --write-expected reads it", "add --write-expected, or drop it")
+        raise InputError(None, "--settings", "only --write-expected reads it", "add --write-expected, or drop it")
     r = verify(args.draft_dir, args.data, target=args.target, top_k=args.top_k, batch_size=args.batch_size,
                margin=args.margin, max_combinations=args.max_combinations, progress=not args.no_progress,
                dtype=None if args.dtype in (None, "float32") else _dtype(args.draft_dir, args.dtype))
@@ -369,12 +369,12 @@ _ARGUMENT = re.compile(r"argument ([^:\s]+(?:/[^:\s]+)*): (.*)", re.DOTALL)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with its usage errors as a :class:`UsageError` line naming the option, like every other bad input."""
+    """argparse with its usage errors as an :class:`InputError` line naming the option, like every other bad input."""
 
     def error(self, message: str):
         named = _ARGUMENT.fullmatch(message)
         option, problem = named.groups() if named else (None, message)
-        e = UsageError(None, option, problem, f"see `{self.prog} --help`")
+        e = InputError(None, option, problem, f"see `{self.prog} --help`")
         self.exit(e.exit_code, f"{self.prog}: error: {e}\n")
 
     def parse_known_args(self, args=None, namespace=None):

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..core import records
 from ..core.checkpoint import read_safetensors_header
-from ..core.errors import SampleError, brief
+from ..core.errors import InputError, brief
 from ..core.userfiles import list_directory, path_kind, read_json_object
 from . import dump_schema as schema
 from .samples import expand_data_paths, load_sample
@@ -93,19 +93,19 @@ def _check_batch(f: Path, tensors: dict) -> dict:
     t = tensors["aux_hidden_states"].shape[0]
     for key in ("positions", "input_ids"):
         if key in tensors and tensors[key].shape[0] != t:
-            raise SampleError(f, key, f"has {tensors[key].shape[0]} entries, expected {t} (one per row of "
+            raise InputError(f, key, f"has {tensors[key].shape[0]} entries, expected {t} (one per row of "
                               "aux_hidden_states)", schema.FIX)
     pos = tensors["positions"]
     if pos.numel() and int(pos.min()) < 0:
-        raise SampleError(f, "positions", f"holds negative positions (min {int(pos.min())})", schema.FIX)
+        raise InputError(f, "positions", f"holds negative positions (min {int(pos.min())})", schema.FIX)
     return tensors
 
 
 def _metadata(meta_path: Path) -> dict:
     """A batch's ``.json`` metadata (``{}`` when there is none), read strictly (:data:`~.dump_schema.METADATA`)."""
-    if path_kind(meta_path, error=SampleError) == "missing":
+    if path_kind(meta_path, error=InputError) == "missing":
         return {}
-    return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX, error=SampleError),
+    return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX, error=InputError),
                         file=meta_path)
 
 
@@ -115,23 +115,23 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
     from safetensors.torch import load_file
 
     d = Path(directory)
-    kind = path_kind(d, error=SampleError, fix=schema.FIX)
+    kind = path_kind(d, error=InputError, fix=schema.FIX)
     if kind not in ("missing", "directory"):
         what = {"file": "a file", "dangling symlink": "a dangling symlink", "symlink loop": "a symlink loop"}
-        raise SampleError(d, "--dump", f"is {what.get(kind, kind)}, not a directory", schema.FIX)
-    names = [] if kind == "missing" else [n for n in list_directory(d, error=SampleError, fix=schema.FIX)
+        raise InputError(d, "--dump", f"is {what.get(kind, kind)}, not a directory", schema.FIX)
+    names = [] if kind == "missing" else [n for n in list_directory(d, error=InputError, fix=schema.FIX)
                                           if n.endswith(".safetensors") and not n.startswith(".")]
     if not names:
-        raise SampleError(d, None, "no dumped batches (*.safetensors)", f"serve with SGLANG_EAGLE3_CAPTURE_DUMP={d} "
+        raise InputError(d, None, "no dumped batches (*.safetensors)", f"serve with SGLANG_EAGLE3_CAPTURE_DUMP={d} "
                           "and the sglang-eagle3-capture plugin installed, send a request, then run compare")
     out = []
     for name in names:
         f = d / name
-        read_safetensors_header(f, error=SampleError, fix=schema.FIX)  # regular file, sane header: safe to load
+        read_safetensors_header(f, error=InputError, fix=schema.FIX)  # regular file, sane header: safe to load
         try:
             tensors = load_file(str(f), device="cpu")
         except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since the header check)
-            raise SampleError(f, "<data>", f"not a readable safetensors file ({brief(str(e).splitlines()[0], 160)})",
+            raise InputError(f, "<data>", f"not a readable safetensors file ({brief(str(e).splitlines()[0], 160)})",
                               schema.FIX) from None
         out.append((f, _check_batch(f, tensors), _metadata(f.with_suffix(".json"))))
     return out
@@ -206,14 +206,14 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     first = samples[0]
     for s in samples[1:]:
         if len(s.chunks) != len(first.chunks) or s.fc_chunks != first.fc_chunks or s.hidden_size != first.hidden_size:
-            raise SampleError(s.path, None, f"{len(s.chunks)} stored tensors of width {s.hidden_size}, but "
+            raise InputError(s.path, None, f"{len(s.chunks)} stored tensors of width {s.hidden_size}, but "
                               f"{first.path} has {len(first.chunks)} of width {first.hidden_size}",
                               "compare one dataset at a time")
     index = _SampleIndex(samples)
     dump = read_dump(dump_dir)
     runs_ids = {tuple(meta["layer_ids"]) for _, _, meta in dump if meta.get("layer_ids") is not None}
     if len(runs_ids) > 1:
-        raise SampleError(dump_dir, "layer_ids",
+        raise InputError(dump_dir, "layer_ids",
                           f"its batches say different layer ids ({brief(sorted(runs_ids, key=str))}): "
                           "batches of several server runs", "give each run its own dump directory (or remove the "
                           "other run's files)")
@@ -228,7 +228,7 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
             report.notes.append(f"{f.name}: no input_ids (input embeddings were served); skipped")
             continue
         if aux.shape[-1] != k * h:
-            raise SampleError(f, "aux_hidden_states", f"has shape {list(aux.shape)}, but the training fc input is "
+            raise InputError(f, "aux_hidden_states", f"has shape {list(aux.shape)}, but the training fc input is "
                               f"{k} x {h} = {k * h} wide ({first.path})", "compare with the data the draft was "
                               "trained on (else SGLang fed a different number of hidden states)")
         ids, pos = tensors["input_ids"], tensors["positions"]
@@ -241,7 +241,7 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
             served_rows.append(aux[a:a + n].float().view(n, k, h))
             train_rows.append(torch.stack([c[p0:p0 + n].float() for c in s.chunks], dim=1))
     if not served_rows:
-        raise SampleError(dump_dir, None, f"none of the {report.skipped_rows} dumped rows matches the tokens of any "
+        raise InputError(dump_dir, None, f"none of the {report.skipped_rows} dumped rows matches the tokens of any "
                           "training sample given with --data", "serve prompts taken from those samples (their "
                           "input_ids)")
     served, train = torch.cat(served_rows), torch.cat(train_rows)  # [R, K, H], [R, C, H]

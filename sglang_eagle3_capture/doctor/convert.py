@@ -26,7 +26,7 @@ from ..core.checkpoint import (
     weight_files,
 )
 from ..core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ..core.errors import ConvertError, FormatError, ManifestError, UsageError, WeightsError, brief
+from ..core.errors import InputError, brief
 from ..core.families import family_of
 from ..core.manifest import (
     MANIFEST_FILENAME,
@@ -73,13 +73,13 @@ def _resolve_target(src_cfg: Mapping, target: Any, src: Path) -> tuple[Any, str]
         fld, file = "speculators_config.verifier.name_or_path", src / "config.json"
         verifier = (src_cfg.get("speculators_config") or {}).get("verifier") or {}
         if not isinstance(verifier, Mapping):
-            raise ConvertError(file, "speculators_config.verifier", f"expected an object, got {brief(verifier)}",
+            raise InputError(file, "speculators_config.verifier", f"expected an object, got {brief(verifier)}",
                                "pass --target TARGET")
         verifier = verifier.get("name_or_path")
         if verifier is not None and not isinstance(verifier, str):
-            raise ConvertError(file, fld, f"expected a path, got {brief(verifier)}", "pass --target TARGET")
-        if not verifier or path_kind(Path(verifier) / "config.json", error=ConvertError) != "file":
-            raise ConvertError(file, fld, f"no local target config ({brief(verifier)})",
+            raise InputError(file, fld, f"expected a path, got {brief(verifier)}", "pass --target TARGET")
+        if not verifier or path_kind(Path(verifier) / "config.json", error=InputError) != "file":
+            raise InputError(file, fld, f"no local target config ({brief(verifier)})",
                                "pass --target TARGET (the target model dir or its config.json)")
         target = verifier
     data, path = load_target_config(target)
@@ -95,7 +95,7 @@ def _name_map(names: Sequence[str], fmt: Any, file_of: Mapping[str, Path]) -> tu
             continue
         new = sglang_checkpoint_name(name)
         if new in produced:
-            raise ConvertError(file_of[name], name, f"tensor maps to {new}, which another tensor also maps to",
+            raise InputError(file_of[name], name, f"tensor maps to {new}, which another tensor also maps to",
                                "keep one of them")
         mapping[name] = new
         produced.add(new)
@@ -107,16 +107,16 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
     have = {mapping[n]: (n, index[n]) for n in mapping}
     for new, (old, info) in sorted(have.items()):
         if new not in expected:
-            raise ConvertError(info.file, old, f"tensor not part of a {SGLANG_ARCH} draft with this config (SGLang "
+            raise InputError(info.file, old, f"tensor not part of a {SGLANG_ARCH} draft with this config (SGLang "
                                "would silently drop it)", "remove it, or convert only drafts whose every tensor is "
                                "understood")
         shape, _ = expected[new]
         if info.shape != shape:
-            raise ConvertError(info.file, old, f"tensor of shape {list(info.shape)}, but the config implies "
+            raise InputError(info.file, old, f"tensor of shape {list(info.shape)}, but the config implies "
                                f"{list(shape)}", "the config and the weights disagree: re-export the draft")
     for new, (shape, required) in sorted(expected.items()):
         if required and new not in have:
-            raise ConvertError(files, new, f"tensor missing (shape {list(shape)} expected)",
+            raise InputError(files, new, f"tensor missing (shape {list(shape)} expected)",
                                "convert a complete checkpoint")
 
 
@@ -161,7 +161,7 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
             with _utf8_path(f) as name:
                 tensors = load_file(name)
         except Exception as e:  # noqa: BLE001 - safetensors raises its own error type for corrupt data
-            raise WeightsError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
+            raise InputError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
                                "re-export the checkpoint") from None
         renamed = {mapping[n]: t for n, t in tensors.items() if n in mapping}
         out = out_dir / f.name
@@ -170,13 +170,13 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
                 save_file(renamed, name, metadata=dict(metadata) or {"format": "pt"})
         except Exception as e:  # noqa: BLE001 - SafetensorError wraps the OSError (no space, file too large ...)
             problem = os_problem(e)[0] if isinstance(e, OSError) else brief(str(e).splitlines()[0], 160)
-            raise ConvertError(dst / f.name, "<file>", f"cannot write ({problem})",
+            raise InputError(dst / f.name, "<file>", f"cannot write ({problem})",
                                "free space or write DST elsewhere") from None
-        finish_file(out, error=ConvertError)
-    if path_kind(src_dir / INDEX_FILENAME, error=WeightsError) != "missing":
+        finish_file(out, error=InputError)
+    if path_kind(src_dir / INDEX_FILENAME, error=InputError) != "missing":
         data = read_index(src_dir)  # metadata and any other key kept as written
         data["weight_map"] = {mapping[n]: fn for n, fn in data["weight_map"].items() if n in mapping}
-        write_file_atomic(out_dir / INDEX_FILENAME, _dumps(data), error=ConvertError)
+        write_file_atomic(out_dir / INDEX_FILENAME, _dumps(data), error=InputError)
 
 
 def _dumps(obj: Any) -> str:
@@ -187,31 +187,31 @@ def _check_dst(dst: Path) -> None:
     """DST must be new (or an empty directory) in an existing directory, and not a symlink."""
     fix = "choose a new DST"
     if dst.is_symlink():
-        raise ConvertError(dst, "DST", "is a symlink", "give the real path (convert never writes through a link)")
-    parent_kind = path_kind(dst.parent, error=ConvertError, fix=fix)
+        raise InputError(dst, "DST", "is a symlink", "give the real path (convert never writes through a link)")
+    parent_kind = path_kind(dst.parent, error=InputError, fix=fix)
     if parent_kind != "directory":
         what = {"missing": "does not exist", "file": "is a file"}.get(parent_kind, f"is {parent_kind}")
-        raise ConvertError(dst.parent, "DST", f"the directory DST goes in {what}", "create it, or choose another DST")
-    kind = path_kind(dst, error=ConvertError, fix=fix)
+        raise InputError(dst.parent, "DST", f"the directory DST goes in {what}", "create it, or choose another DST")
+    kind = path_kind(dst, error=InputError, fix=fix)
     if kind == "missing":
         return
     if kind == "directory" and os.path.ismount(dst):  # rename onto a mount point fails (EBUSY)
-        raise ConvertError(dst, "DST", "is a mount point, which convert cannot replace with its finished copy",
+        raise InputError(dst, "DST", "is a mount point, which convert cannot replace with its finished copy",
                            f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}")
-    if kind != "directory" or list_directory(dst, error=ConvertError, fix=fix):
-        raise ConvertError(dst, "<dir>", "exists and is not an empty directory", fix)
+    if kind != "directory" or list_directory(dst, error=InputError, fix=fix):
+        raise InputError(dst, "<dir>", "exists and is not an empty directory", fix)
 
 
 def _check_trained_with(trained_with: str | None, fmt: Any, src: Path) -> None:
     """``--trained-with`` is refused (never ignored) where nothing reads it."""
     if trained_with is None:
         return
-    if path_kind(src / MANIFEST_FILENAME, error=ConvertError) != "missing":
-        raise UsageError(None, "--trained-with", f"SRC has {MANIFEST_FILENAME}, which states the ids; --trained-with "
+    if path_kind(src / MANIFEST_FILENAME, error=InputError) != "missing":
+        raise InputError(None, "--trained-with", f"SRC has {MANIFEST_FILENAME}, which states the ids; --trained-with "
                          "only chooses among the readings of a config without one",
                          "drop --trained-with (convert carries the manifest's ids)")
     if fmt is not SGLangEagleConfigFormat:
-        raise UsageError(None, "--trained-with", f"SRC is a {fmt.name} draft, whose config states how its ids count; "
+        raise InputError(None, "--trained-with", f"SRC is a {fmt.name} draft, whose config states how its ids count; "
                          "--trained-with only reads an SGLang-format config's ids", "drop --trained-with")
 
 
@@ -221,7 +221,7 @@ def _carried(manifest: Manifest, layer_ids: Sequence | None, resolved: Any, read
     say otherwise are refused."""
     path = manifest.path
     if layer_ids is not None and tuple(layer_ids) != manifest.layer_ids:
-        raise ConvertError(path, "layer_ids", f"is {list(manifest.layer_ids)}, but --layer-ids says {list(layer_ids)}",
+        raise InputError(path, "layer_ids", f"is {list(manifest.layer_ids)}, but --layer-ids says {list(layer_ids)}",
                            "drop --layer-ids (convert carries SRC's manifest), or correct the manifest first "
                            "(`sglang-eagle3-capture manifest write SRC --layer-ids=... --target TARGET --force`)")
     check_target(manifest, target_cfg, where=target_where)
@@ -240,17 +240,14 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     ``layer_ids`` overrides the ids read (provenance ``manual``); ``trained_with`` settles ambiguous ids."""
     src, dst = Path(src), Path(dst)
     cfg_file = src / "config.json"
-    try:
-        cfg = load_draft_config(cfg_file)
-    except FormatError as e:
-        raise ConvertError(e.file, e.field, e.problem, e.fix) from e
+    cfg = load_draft_config(cfg_file)
     if CONVERTED_MARKER_KEY in cfg:
-        raise ConvertError(cfg_file, CONVERTED_MARKER_KEY, "already converted", "use the directory as is")
+        raise InputError(cfg_file, CONVERTED_MARKER_KEY, "already converted", "use the directory as is")
     _check_dst(dst)
     src_manifest = find_manifest(src)  # SRC's statement of the wiring, when it has one
     try:
         fmt, format_error = detect_format(cfg, file=str(cfg_file)), None
-    except FormatError as e:
+    except InputError as e:
         if layer_ids is None and src_manifest is None:
             raise
         fmt, format_error = SGLangEagleConfigFormat, e  # ids from the manifest or --layer-ids: SGLang's layout
@@ -261,17 +258,18 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     check_target_bounds(arch, n_layers, hidden, target_where)
     family = family_of(arch)
     if family is None:
-        raise ConvertError(target_where, "architectures", f"{arch} has no target-family entry in "
+        raise InputError(target_where, "architectures", f"{arch} has no target-family entry in "
                            "sglang-eagle3-capture, so the capture ids SGLang reads cannot be written for it",
                            "convert for a supported target (docs/families.md)")
 
     resolved, read_error = None, format_error
     if format_error is None:
+        fc_in_features = draft_fc_in_features(src)  # weights that do not read are refused, whatever states the ids
         try:
-            resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file), trained_with,
-                                     fc_in_features=draft_fc_in_features(src))
-        except FormatError as e:
-            if layer_ids is None and src_manifest is None:
+            resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file), trained_with, fc_in_features=fc_in_features)
+        except InputError as e:
+            # refused with nothing else stating the ids, or with --trained-with (it reads these ids: never ignored)
+            if trained_with is not None or (layer_ids is None and src_manifest is None):
                 raise
             read_error = e
     if src_manifest is not None:
@@ -299,7 +297,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
 
     cfg_target_hidden = cfg.get("target_hidden_size")
     if cfg_target_hidden is not None and cfg_target_hidden != hidden:
-        raise ConvertError(cfg_file, "target_hidden_size", f"is {brief(cfg_target_hidden)}, but target {target_where} "
+        raise InputError(cfg_file, "target_hidden_size", f"is {brief(cfg_target_hidden)}, but target {target_where} "
                            f"field 'hidden_size' is {hidden}", "pass the target the draft was trained against")
     k = len(ids)
     out_cfg.update(target_hidden_size=hidden, num_aux_hidden_states=k)
@@ -313,7 +311,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     if "fc.weight" in index and fc_input_width(index) != manifest.fc_in_features:
         fc = index["fc.weight"]
         origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
-        raise ConvertError(fc.file, "fc.weight", f"tensor of input width {fc.shape[-1]}, but {origin} gives {k} "
+        raise InputError(fc.file, "fc.weight", f"tensor of input width {fc.shape[-1]}, but {origin} gives {k} "
                            f"layer ids {list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}",
                            "pass --layer-ids listing exactly the hidden states the fc was trained on, and the target "
                            "it was trained against")
@@ -327,13 +325,13 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
     if src_manifest is not None:
         weights.add(MANIFEST_FILENAME)  # carried, written below
-    not_copied = tuple(n for n in list_directory(src, error=ConvertError, fix="make SRC readable") if n not in weights)
-    with atomic_directory(dst, error=ConvertError) as tmp:  # DST appears complete, or not at all
+    not_copied = tuple(n for n in list_directory(src, error=InputError, fix="make SRC readable") if n not in weights)
+    with atomic_directory(dst, error=InputError) as tmp:  # DST appears complete, or not at all
         _write_weights(src, tmp, dst, mapping)
-        write_file_atomic(tmp / "config.json", _dumps(out_cfg), error=ConvertError)
+        write_file_atomic(tmp / "config.json", _dumps(out_cfg), error=InputError)
         write_manifest(tmp, manifest)
     renamed = tuple((a, b) for a, b in mapping.items() if a != b)
     return ConvertReport(src, dst, fmt.name, manifest, renamed, tuple(dropped), not_copied, tuple(messages))
 
 
-__all__ = ["ConvertError", "ConvertReport", "convert", "ManifestError", "WeightsError"]
+__all__ = ["ConvertReport", "convert"]

@@ -9,7 +9,7 @@ to tell one server run from another, is judged.
 
 from __future__ import annotations
 
-from ..core.errors import SampleError
+from ..core.errors import InputError
 from ..core.layer_ids import FINAL_NORM
 from ..core.records import Const, Field, Int, ListOf, OneOf, Optional, Record
 from .sample_schema import Tensor
@@ -21,7 +21,7 @@ BATCH = Record("capture dump batch", (
     Field("aux_hidden_states", Tensor("[T, K*H]", (2,), "float"), FIX),
     Field("positions", Tensor("[T]", (1,), "int"), FIX),
     Field("input_ids", Tensor("[T]", (1,), "int"), FIX, required=False),  # absent when embeddings were served
-), unknown="keep", error=SampleError, fix=FIX)
+), unknown="keep", error=InputError, fix=FIX)
 
 # Written beside each batch: layer_ids, loop_indices, last_layer_at_final_norm, final_norm_output, chunk_order,
 # source, model_class, tp_rank, pid, ppid, process_title, sglang_version, package_version, batch, run, forward_mode,
@@ -29,6 +29,6 @@ BATCH = Record("capture dump batch", (
 METADATA = Record("capture dump metadata", (
     Field("layer_ids", Optional(ListOf(OneOf((Int(), Const(FINAL_NORM))), max_len=MAX_LAYER_IDS)), FIX,
           required=False),
-), unknown="keep", error=SampleError, fix=FIX)
+), unknown="keep", error=InputError, fix=FIX)
 
 RECORDS = (BATCH, METADATA)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import __version__
-from ..core.errors import SampleError, UsageError, WeightsError, brief
+from ..core.errors import InputError, brief
 from ..core.manifest import find_manifest, manifest_path, write_manifest
 from ..observe.acceptance import Tally
 from . import verify as v
@@ -63,12 +63,12 @@ def parse_settings(text: str) -> list[Setting]:
     for part in re.split(r"[\s;]+", text.strip()):
         m = _SETTING.fullmatch(part)
         if not m:
-            raise UsageError(None, "--settings", f"{brief(part, 40)!r} is not STEPS,TOPK,DRAFT_TOKENS",
+            raise InputError(None, "--settings", f"{brief(part, 40)!r} is not STEPS,TOPK,DRAFT_TOKENS",
                              "give settings like --settings '1,1,2 3,1,4 3,2,6'")
         s = Setting(*map(int, m.groups()))
         why = runs_as_asked(s) or bounded(s)
         if why:
-            raise UsageError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, of at "
+            raise InputError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, of at "
                              f"most {MAX_STEPS} steps and topk {MAX_TOPK}")
         out.append(s)
     return out
@@ -215,12 +215,12 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
     for s in settings:
         why = runs_as_asked(s) or bounded(s)
         if why:
-            raise UsageError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, "
+            raise InputError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, "
                              f"of at most {MAX_STEPS} steps and topk {MAX_TOPK}")
     draft_cfg = load_draft_config(Path(draft_dir) / "config.json")
     declared = v._declared(Path(draft_dir), draft_cfg, target)
     if declared.readings:
-        raise UsageError(Path(draft_dir) / "config.json", None, f"no manifest, and the config's ids mean one of "
+        raise InputError(Path(draft_dir) / "config.json", None, f"no manifest, and the config's ids mean one of "
                          f"{len(declared.readings)} readings, so no wiring is declared to roll the draft out under",
                          "run `sglang-eagle3-capture verify` to tell them apart, then write the manifest")
     paths = expand_data_paths(data)
@@ -229,7 +229,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
     draft_vocab = int(model.d2t.shape[0])
     for s in settings:
         if s.topk > draft_vocab:
-            raise UsageError(None, "--settings", f"{s.label()}: topk {s.topk} is more than the draft's vocabulary of "
+            raise InputError(None, "--settings", f"{s.label()}: topk {s.topk} is more than the draft's vocabulary of "
                              f"{draft_vocab} tokens", f"give a topk of at most {draft_vocab}")
     embed = model.embed_tokens.weight.detach()
     figures = {s: Figures(s) for s in settings}
@@ -241,7 +241,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
         v.check_batch(batch, first, declared, vocab)
         for s in batch:
             if s.loss_mask is None:
-                raise SampleError(s.path, "loss_mask", "the sample carries no loss mask, so the positions its trainer "
+                raise InputError(s.path, "loss_mask", "the sample carries no loss mask, so the positions its trainer "
                                   "scored (where a server's verify steps start: after the prompt) are unknown",
                                   v.NO_MASK_FIX)
         if first is None:
@@ -250,12 +250,12 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
             labels = label_fc_inputs(ids, first.fc_chunks, declared.layer_ids, declared.recorded,
                                      first.chunk_layer_ids)
             if labels.contradiction:
-                raise UsageError(declared.source, "layer_ids", labels.contradiction, "run `sglang-eagle3-capture "
+                raise InputError(declared.source, "layer_ids", labels.contradiction, "run `sglang-eagle3-capture "
                                  "verify` on the draft and write the manifest with the ids it was trained on")
             cs = build_candidates(manifest_ids=declared.layer_ids, num_layers=declared.num_hidden_layers, stock=[],
                                   chunk_ids=labels.ids, fc_chunks=first.fc_chunks)
             if cs.manifest is None:
-                raise SampleError(first.path, None, f"the declared wiring {list(declared.layer_ids)} cannot be built "
+                raise InputError(first.path, None, f"the declared wiring {list(declared.layer_ids)} cannot be built "
                                   f"from the stored tensors: {cs.manifest_problem}",
                                   "pass samples that store those layers")
             sources = cs.manifest.sources
@@ -270,7 +270,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
             figures[s].add(a)
     report.seconds = time.perf_counter() - start
     if report.positions == 0:
-        raise UsageError(None, "--data", f"the {len(paths)} samples score no position (empty loss masks, or fewer "
+        raise InputError(None, "--data", f"the {len(paths)} samples score no position (empty loss masks, or fewer "
                          f"than {v.MIN_TOKENS} tokens), so there is nothing to predict acceptance from",
                          "pass the draft's training samples, with their loss masks")
     return report
@@ -298,7 +298,7 @@ def _dtype(draft_dir, name: str):
         index = tensor_index(draft_dir)
         fc = next((info for n, info in index.items() if module_name(n) == "fc.weight"), None)
         if fc is None:
-            raise WeightsError(draft_dir, "fc.weight", "not in the draft's weights, so --dtype checkpoint has no dtype "
+            raise InputError(draft_dir, "fc.weight", "not in the draft's weights, so --dtype checkpoint has no dtype "
                                "to take (and no EAGLE-3 draft lacks it)", "pass the EAGLE-3 draft directory, or "
                                "--dtype float32 / bfloat16")
         return {"BF16": torch.bfloat16, "F16": torch.float16}.get(fc.dtype)
@@ -310,7 +310,7 @@ def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
     error."""
     m = find_manifest(draft_dir)
     if m is None:
-        raise UsageError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",
+        raise InputError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",
                          "write the manifest first (sglang-eagle3-capture manifest write), then verify "
                          "--write-expected")
     return write_manifest(draft_dir, dataclasses.replace(m, expected=report.expected_block(__version__)))

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from ..core import launch, policy, releases
 from ..core.checkpoint import draft_fc_in_features, fc_input_width, tensor_index, weights_present
-from ..core.errors import AmbiguousLayerIds, Eagle3CaptureError, FormatError, ManifestError, UsageError
+from ..core.errors import AmbiguousLayerIds, Eagle3CaptureError, InputError
 from ..core.families import Family, family_of
 from ..core.layer_ids import hidden_state_indices
 from ..core.manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check_target, find_manifest
@@ -134,7 +134,7 @@ def _serving_release(version: str | None) -> releases.Release:
     try:
         return release_table.get(version)
     except KeyError as e:
-        raise UsageError(None, "--sglang", f"{version}: {e.args[0]}", "name a release from that list") from None
+        raise InputError(None, "--sglang", f"{version}: {e.args[0]}", "name a release from that list") from None
 
 
 def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...],
@@ -160,7 +160,7 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
     if launch_args is not None:
         installed = releases.installed_sglang_version()
         if sglang_version is not None and sglang_version != installed:
-            raise UsageError(None, "--sglang", f"{sglang_version}, but the arguments after `--` are resolved by the "
+            raise InputError(None, "--sglang", f"{sglang_version}, but the arguments after `--` are resolved by the "
                              f"installed SGLang {installed}", "drop --sglang, or inspect in an environment with "
                              f"SGLang {sglang_version}")
         setup, server_args = setup_report(launch_args, str(draft_dir), None if target is None else str(target),
@@ -185,7 +185,7 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         prov, messages, mdict = dict(manifest.provenance), [], manifest.to_dict()
     else:
         if target_cfg is None:
-            raise UsageError(draft / MANIFEST_FILENAME, None, "no manifest, so the target's layer count is unknown",
+            raise InputError(draft / MANIFEST_FILENAME, None, "no manifest, so the target's layer count is unknown",
                              "pass --target TARGET (the target model directory or its config.json)")
         arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
         fc_width = draft_fc_in_features(draft)
@@ -203,7 +203,7 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
                             f"{WRITE_HINT}")
     family = family_of(arch)
     if family is None:
-        raise ManifestError(manifest.path if manifest is not None else target_file,
+        raise InputError(manifest.path if manifest is not None else target_file,
                             "target.architecture" if manifest is not None else "architectures",
                             f"{arch} has no target-family entry, so what stock SGLang feeds it is unknown",
                             "see docs/families.md for the supported families")
@@ -294,12 +294,12 @@ def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: 
 
 
 def _read_width_check(draft: Path, layer_ids: tuple, hidden: int, fc_width: int | None, cfg_file: str) -> str:
-    """The fc width against the ids config.json reads as: a line, or a FormatError (exit 2) when the checkpoint
+    """The fc width against the ids config.json reads as: a line, or an InputError (exit 2) when the checkpoint
     contradicts the reading."""
     if fc_width is None:
         return f"fc width not checked: no fc.weight in {draft}"
     if fc_width != len(layer_ids) * hidden:
-        raise FormatError(cfg_file, None, f"reads as {len(layer_ids)} layer ids {list(layer_ids)}, but the draft's "
+        raise InputError(cfg_file, None, f"reads as {len(layer_ids)} layer ids {list(layer_ids)}, but the draft's "
                           f"fc.weight input width is {fc_width} ({fc_width / hidden:g} x target hidden {hidden})",
                           "write the manifest with the ids the fc was trained on: `sglang-eagle3-capture manifest "
                           "write DRAFT --layer-ids=... --target TARGET`")

@@ -18,10 +18,10 @@ from torch import nn
 
 from ..core.checkpoint import module_name, sglang_checkpoint_name, tensor_index
 from ..core.draft_config import DraftConfig, Yarn
-from ..core.errors import DraftFormatError, WeightsError, brief
+from ..core.errors import InputError, brief
 from ..core.userfiles import read_json_object
 
-__all__ = ["DraftConfig", "DraftFormatError", "Eagle3Draft", "check_checkpoint", "eagle3_shift"]
+__all__ = ["DraftConfig", "Eagle3Draft", "check_checkpoint", "eagle3_shift"]
 
 
 class RMSNorm(nn.Module):
@@ -202,7 +202,7 @@ class Eagle3Draft(nn.Module):
         d = Path(draft_dir)
         cfg_path = d / "config.json"
         cfg = read_json_object(cfg_path, fix="pass the draft directory holding the draft's config.json",
-                               error=DraftFormatError)
+                               error=InputError)
         config = DraftConfig.from_dict(cfg, where=str(cfg_path))
         index = tensor_index(d)
         check_checkpoint(config, index, cfg_path, target_embed=target_embed, target_lm_head=target_lm_head,
@@ -218,7 +218,7 @@ class Eagle3Draft(nn.Module):
             try:
                 weights.update(load_file(str(f)))
             except Exception as e:  # noqa: BLE001 - safetensors' own error type; the header was fine, the data not
-                raise WeightsError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
+                raise InputError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
                                    "re-export or re-download the checkpoint") from None
         model._load_checked_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head,
                                     dtype=dtype)
@@ -267,25 +267,25 @@ def _layer_index(key: str) -> int | None:
 def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, target_embed=None,
                      target_lm_head=None, target_where: str | None = None) -> None:
     """Every shape ``config`` implies, checked against the checkpoint's headers without allocating (the model is
-    built on ``meta`` after its layer count and fc width were checked). Raises :class:`DraftFormatError`."""
+    built on ``meta`` after its layer count and fc width were checked). Raises :class:`InputError`."""
     cfg, disagree = cfg_path, "the config and the weights disagree: re-export the draft, or correct the config"
     keys = {module_name(n): n for n in index}
     fc = keys.get("fc.weight")
     if fc is None:
-        raise DraftFormatError(cfg, "fc.weight", "weight missing from the safetensors",
+        raise InputError(cfg, "fc.weight", "weight missing from the safetensors",
                                "point at a complete EAGLE-3 draft")
     fc_info = index[fc]
     if len(fc_info.shape) != 2 or fc_info.shape[1] != config.fc_in_features:
-        raise DraftFormatError(fc_info.file, fc, f"weight of shape {fc_info.shape}, but {brief(str(cfg), 200)} "
+        raise InputError(fc_info.file, fc, f"weight of shape {fc_info.shape}, but {brief(str(cfg), 200)} "
                                f"implies ({config.hidden_size}, {config.fc_in_features}) (num_aux_hidden_states "
                                f"{config.num_aux_hidden_states} x target_hidden_size {config.target_hidden_size})",
                                disagree)
     stored_layers = {i for i in map(_layer_index, keys) if i is not None}
     if config.num_hidden_layers > len(stored_layers):
-        raise DraftFormatError(cfg, "num_hidden_layers", f"{config.num_hidden_layers} layers, but the checkpoint "
+        raise InputError(cfg, "num_hidden_layers", f"{config.num_hidden_layers} layers, but the checkpoint "
                                f"holds weights for {len(stored_layers)}", disagree)
     if config.lm_head_from_target and target_lm_head is None:
-        raise DraftFormatError(cfg, "draft_vocab_size", "absent, so SGLang takes lm_head from the target",
+        raise InputError(cfg, "draft_vocab_size", "absent, so SGLang takes lm_head from the target",
                                "pass --target TARGET (pass the target's lm_head weight)")
     with torch.device("meta"):
         own = {k: tuple(v.shape) for k, v in Eagle3Draft(config).state_dict().items()}
@@ -294,12 +294,12 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
         info = index[name]
         if key == "d2t":
             if info.shape != (config.draft_vocab_size,) or info.dtype not in ("I64", "I32"):
-                raise DraftFormatError(info.file, name, f"{info.dtype} {list(info.shape)}, but the config implies "
+                raise InputError(info.file, name, f"{info.dtype} {list(info.shape)}, but the config implies "
                                        f"integers of shape [{config.draft_vocab_size}] (draft_vocab_size)", disagree)
             provided.add(key)
         elif key in own and not (key == "lm_head.weight" and config.lm_head_from_target):
             if info.shape != own[key]:
-                raise DraftFormatError(info.file, name, f"weight of shape {info.shape}, but the config implies "
+                raise InputError(info.file, name, f"weight of shape {info.shape}, but the config implies "
                                        f"{own[key]}", disagree)
             provided.add(key)
     for key, tensor, what in (("embed_tokens.weight", target_embed, "embedding"),
@@ -310,7 +310,7 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
             used = True
         if used:
             if tuple(tensor.shape) != own[key]:
-                raise DraftFormatError(target_where or "target", key, f"the target's {what} has shape "
+                raise InputError(target_where or "target", key, f"the target's {what} has shape "
                                        f"{list(tensor.shape)}, but the draft ({brief(str(cfg), 200)}) needs "
                                        f"{list(own[key])}", "pass the target the draft was trained against")
             provided.add(key)
@@ -318,9 +318,9 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
     if missing:
         fix = "pass --target TARGET (SGLang drafts take the target's embedding)" if missing == [
             "embed_tokens.weight"] else "re-export the checkpoint"
-        raise DraftFormatError(cfg, missing[0], f"weights {brief(missing)} are missing from the safetensors", fix)
+        raise InputError(cfg, missing[0], f"weights {brief(missing)} are missing from the safetensors", fix)
     if config.draft_vocab_size != config.vocab_size and "d2t" not in provided:
-        raise DraftFormatError(cfg, "d2t", "no 'd2t' tensor but draft_vocab_size != vocab_size (SGLang needs d2t to "
+        raise InputError(cfg, "d2t", "no 'd2t' tensor but draft_vocab_size != vocab_size (SGLang needs d2t to "
                                "map draft ids to target ids)", "re-export the checkpoint")
 
 

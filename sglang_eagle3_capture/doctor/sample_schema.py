@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import SampleError
+from ..core.errors import InputError
 from ..core.records import Bad, Field, Int, Kind, ListOf, Nested, Optional, Record, Str
 
 LEGACY_PT = "speculators-legacy-pt"
@@ -117,7 +117,7 @@ class Tensors(ListOf):
 
 
 def _layout(name: str, fix: str, fields: tuple[Field, ...]) -> Record:
-    return Record(name, fields, unknown="keep", error=SampleError, fix=fix)
+    return Record(name, fields, unknown="keep", error=InputError, fix=fix)
 
 
 _IDS = Tensor("[seq] (or [1, seq])", (1, 2), "int")
@@ -149,12 +149,12 @@ TABLE_STATE = "state.json"
 TABLE_FIX = "pass the directory speculators' prepare-data and offline data generation wrote, unchanged"
 TABLE_FILE = Record("state.json data file", (
     Field("filename", Str(nonempty=True, max_len=255), "name a data-*.arrow file of this directory (no path)"),
-), unknown="keep", error=SampleError, fix=TABLE_FIX)
+), unknown="keep", error=InputError, fix=TABLE_FIX)
 TABLE_STATE_RECORD = Record(TABLE_STATE, (
     Field("_data_files", ListOf(Nested(TABLE_FILE), min_len=1, max_len=100_000),
           'list the table\'s Arrow files ({"filename": "data-00000-of-00001.arrow"}, as datasets\' save_to_disk '
           'writes them)'),
-), unknown="keep", error=SampleError, fix=TABLE_FIX)
+), unknown="keep", error=InputError, fix=TABLE_FIX)
 TABLE_ROW = _layout("speculators datasets table row", TABLE_FIX, (
     Field("input_ids", _IDS, TABLE_FIX),
     Field("loss_mask", _MASK, TABLE_FIX),
@@ -176,12 +176,12 @@ DATA_CONFIG_FILENAME = "data_config.json"
 STORED_LAYERS = Record("data_config.json hidden_states", (
     Field("layer_ids", Optional(ListOf(Int(lo=-1))),
           "list one layer id (>= -1, -1 = embedding output) per stored tensor, or remove the file", required=False),
-), unknown="keep", error=SampleError, fix=DESCRIBES)
+), unknown="keep", error=InputError, fix=DESCRIBES)
 DATA_CONFIG = Record("data_config.json", (
     Field("hidden_states", Optional(Nested(STORED_LAYERS)),
           'correct the file (speculators writes {"hidden_states": {"layer_ids": [...]}}), or remove it',
           required=False),
-), unknown="keep", error=SampleError, fix=DESCRIBES)
+), unknown="keep", error=InputError, fix=DESCRIBES)
 
 # sample_lengths.json beside legacy samples ({"i": seq_len}): only the entry of the sample being read is judged (the
 # others describe other files), so the record is declared per index.
@@ -193,7 +193,7 @@ def sample_lengths(index: str) -> Record:
     return Record(LENGTHS_FILENAME, (
         Field(index, Int(lo=0), f"set it to data_{index}.pt's token count, or remove the file (it only describes "
               "the samples)", required=False),
-    ), unknown="keep", error=SampleError, fix=DESCRIBES)
+    ), unknown="keep", error=InputError, fix=DESCRIBES)
 
 
 RECORDS = (LEGACY, HS, SPECFORGE, STORED_LAYERS, DATA_CONFIG, sample_lengths("0"), TABLE_FILE, TABLE_STATE_RECORD,

@@ -25,7 +25,7 @@ from typing import Iterable
 
 from ..core import records
 from ..core.checkpoint import read_safetensors_header
-from ..core.errors import SampleError, brief
+from ..core.errors import InputError, brief
 from ..core.userfiles import open_regular, os_problem, path_kind, read_json_object, require_file
 from . import sample_schema as schema
 from .sample_schema import (
@@ -89,7 +89,7 @@ def _walk(root: Path) -> list[Path]:
 
     def refuse(e: OSError) -> None:
         problem, how = os_problem(e)
-        raise SampleError(e.filename or root, "<dir>", f"cannot list the directory ({problem})",
+        raise InputError(e.filename or root, "<dir>", f"cannot list the directory ({problem})",
                           f"{how}, or pass only the sample files") from None
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=refuse, followlinks=True):
@@ -108,14 +108,14 @@ def _walk(root: Path) -> list[Path]:
             if not _is_sample_name(name):
                 continue
             p = Path(dirpath) / name
-            kind = path_kind(p, error=SampleError)
+            kind = path_kind(p, error=InputError)
             if kind == "file":
                 found.append(p)
             elif kind == "directory" and name in dirnames:
-                raise SampleError(p, "<file>", "is a directory named like a sample file",
+                raise InputError(p, "<file>", "is a directory named like a sample file",
                                   "rename or remove it, or pass the sample files explicitly")
             else:
-                raise SampleError(p, "<file>", _not_a_sample(kind), "remove it, or pass the sample files explicitly")
+                raise InputError(p, "<file>", _not_a_sample(kind), "remove it, or pass the sample files explicitly")
     return sorted(found)
 
 
@@ -124,17 +124,17 @@ def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
     file is expected is refused, so a fifo or a device is never opened."""
     out: list[Path] = []
     for p in map(Path, paths):
-        kind = path_kind(p, error=SampleError, fix=_PASS_SAMPLES)
+        kind = path_kind(p, error=InputError, fix=_PASS_SAMPLES)
         if kind == "directory":
             found = _walk(p)
             if not found:
-                raise SampleError(p, "<dir>", f"holds no sample files ({', '.join(_PATTERNS)})",
+                raise InputError(p, "<dir>", f"holds no sample files ({', '.join(_PATTERNS)})",
                                   "pass the directory the training pipeline wrote its samples to")
             out.extend(found)
         elif kind == "file":
             out.append(p)
         else:
-            raise SampleError(p, "<file>", _not_a_sample(kind), _PASS_SAMPLES)
+            raise InputError(p, "<file>", _not_a_sample(kind), _PASS_SAMPLES)
     return out
 
 
@@ -148,7 +148,7 @@ def load_sample(path: str | Path) -> Sample:
         return _read_specforge(path, _torch_load(path))
     if name.endswith(".pt"):
         return _read_legacy(path, _torch_load(path))
-    raise SampleError(path, "<file>", "unknown sample file type",
+    raise InputError(path, "<file>", "unknown sample file type",
                       "pass speculators data_*.pt, hs_*.safetensors or SpecForge *.ckpt / *.ckpt.gz files")
 
 
@@ -163,8 +163,8 @@ def _budget(compressed: int) -> int:
     return max(MIN_BUDGET, MAX_RATIO * compressed)
 
 
-def _bomb(path: Path, inflated: str, compressed: int) -> SampleError:
-    return SampleError(path, "<data>", f"{inflated} more than {_budget(compressed)} bytes ({MAX_RATIO}x its "
+def _bomb(path: Path, inflated: str, compressed: int) -> InputError:
+    return InputError(path, "<data>", f"{inflated} more than {_budget(compressed)} bytes ({MAX_RATIO}x its "
                        f"{compressed}; hidden states barely compress): not a sample a pipeline wrote (a "
                        "decompression bomb?)", "pass the samples the pipeline wrote")
 
@@ -188,7 +188,7 @@ def _gunzip(path: Path, f, compressed: int) -> bytes:
                 if out.tell() > _budget(compressed):
                     raise _bomb(path, "inflates to", compressed)
     except (OSError, EOFError, zlib.error) as e:
-        raise SampleError(path, "<data>", f"not a readable gzip file ({_first_line(e)})", REGENERATE) from None
+        raise InputError(path, "<data>", f"not a readable gzip file ({_first_line(e)})", REGENERATE) from None
     return out.getvalue()
 
 
@@ -203,7 +203,7 @@ def _check_zip(path: Path, source, compressed: int) -> None:
         with zipfile.ZipFile(source) as z:
             total = sum(info.file_size for info in z.infolist())
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
-        raise SampleError(path, "<data>", f"not a readable zip archive ({_first_line(e)})", REGENERATE) from None
+        raise InputError(path, "<data>", f"not a readable zip archive ({_first_line(e)})", REGENERATE) from None
     source.seek(0)
     if total > _budget(compressed):
         raise _bomb(path, f"holds records declaring {total} bytes,", compressed)
@@ -212,16 +212,16 @@ def _check_zip(path: Path, source, compressed: int) -> None:
 def _torch_load(path: Path):
     import torch
 
-    with open_regular(path, error=SampleError, fix="pass the sample files the training pipeline wrote") as f:
+    with open_regular(path, error=InputError, fix="pass the sample files the training pipeline wrote") as f:
         try:
             size = os.fstat(f.fileno()).st_size
             source = io.BytesIO(_gunzip(path, f, size)) if path.name.endswith(".gz") else f
             _check_zip(path, source, size)
             return torch.load(source, map_location="cpu", weights_only=True)
-        except SampleError:
+        except InputError:
             raise
         except Exception as e:  # torch raises many types (pickle, zip, weights_only unpickler)
-            raise SampleError(path, "<data>", f"cannot be read by torch.load(weights_only=True) ({_first_line(e)})",
+            raise InputError(path, "<data>", f"cannot be read by torch.load(weights_only=True) ({_first_line(e)})",
                               "re-save it with tensors only (torch.save of a dict of tensors), or re-generate it"
                               ) from None
 
@@ -231,7 +231,7 @@ def _fields(record: records.Record, data, path: Path) -> dict:
     if isinstance(data, dict):
         absent = next((f.name for f in record.fields if f.required and f.name not in data), None)
         if absent is not None:
-            raise SampleError(path, absent, f"missing (a {record.name} sample has {', '.join(record.names)}; found "
+            raise InputError(path, absent, f"missing (a {record.name} sample has {', '.join(record.names)}; found "
                               f"{brief(sorted(map(str, data)))})", "pass samples of one of the supported layouts")
     return records.read(record, data, file=path)
 
@@ -240,10 +240,10 @@ def _rows(t, key: str, path: Path, seq: int | None = None):
     """``t`` without a leading batch dimension of 1, and with ``seq`` entries when given."""
     if t.dim() == 2:
         if t.shape[0] != 1:
-            raise SampleError(path, key, f"has shape {list(t.shape)}, expected [seq] or [1, seq]", REGENERATE)
+            raise InputError(path, key, f"has shape {list(t.shape)}, expected [seq] or [1, seq]", REGENERATE)
         t = t[0]
     if seq is not None and t.shape[0] != seq:
-        raise SampleError(path, key, f"has {t.shape[0]} entries, expected {seq} (one per token)", REGENERATE)
+        raise InputError(path, key, f"has {t.shape[0]} entries, expected {seq} (one per token)", REGENERATE)
     return t
 
 
@@ -253,7 +253,7 @@ def _read_legacy(path: Path, data) -> Sample:
     seq, width = ids.shape[0], d["hidden_states"][0].shape[1]
     for i, t in enumerate(d["hidden_states"]):
         if list(t.shape) != [seq, width] or width == 0:
-            raise SampleError(path, f"hidden_states[{i}]", f"has shape {list(t.shape)}, expected [{seq}, {width}] (one "
+            raise InputError(path, f"hidden_states[{i}]", f"has shape {list(t.shape)}, expected [{seq}, {width}] (one "
                               "row per input id, every entry as wide as hidden_states[0], not empty)", REGENERATE)
     mask = _rows(d["loss_mask"], "loss_mask", path, seq) != 0
     _check_legacy_length(path, seq)
@@ -269,34 +269,34 @@ def _read_legacy(path: Path, data) -> Sample:
 def _directory_json(path: Path) -> dict:
     """Read strictly once per version of the file rather than once per sample; callers only read the result."""
     fix = "correct it, or remove it (it only describes the samples)"
-    require_file(path, error=SampleError, fix=fix)
+    require_file(path, error=InputError, fix=fix)
     st = path.stat()
     return _parse_json(str(path), st.st_mtime_ns, st.st_size, fix)
 
 
 @functools.lru_cache(maxsize=8)
 def _parse_json(path: str, mtime_ns: int, size: int, fix: str) -> dict:
-    return read_json_object(Path(path), fix=fix, error=SampleError)
+    return read_json_object(Path(path), fix=fix, error=InputError)
 
 
 def _check_legacy_length(path: Path, seq: int) -> None:
     """``data_{i}.pt`` must have the length its directory's ``sample_lengths.json`` records for ``i``."""
     lengths_file = path.parent / LEGACY_LENGTHS
-    if not path.stem.startswith("data_") or path_kind(lengths_file, error=SampleError) == "missing":
+    if not path.stem.startswith("data_") or path_kind(lengths_file, error=InputError) == "missing":
         return
     index = path.stem[len("data_"):]
     doc = _directory_json(lengths_file)
     entry = {index: doc[index]} if index in doc else {}  # only this sample's entry is judged: O(1) per sample
     want = records.read(schema.sample_lengths(index), entry, file=lengths_file)[index]
     if want is not None and want != seq:
-        raise SampleError(path, "input_ids", f"has {seq} tokens but {LEGACY_LENGTHS} says {want} for {index!r}: the "
+        raise InputError(path, "input_ids", f"has {seq} tokens but {LEGACY_LENGTHS} says {want} for {index!r}: the "
                           "sample and the index disagree (a file from another run?)", "regenerate or remove one")
 
 
 def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
     """Layer ids from the legacy generator's ``data_config.json``, if present (upper bound checked by ``verify``)."""
     cfg = path.parent / LEGACY_DATA_CONFIG
-    if path_kind(cfg, error=SampleError) == "missing":
+    if path_kind(cfg, error=InputError) == "missing":
         return (None,) * n
     hs = records.read(schema.DATA_CONFIG, _directory_json(cfg), file=cfg)["hidden_states"]
     ids = None if hs is None else hs["layer_ids"]
@@ -304,10 +304,10 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
         return (None,) * n
     fix = schema.STORED_LAYERS.field("layer_ids").fix
     if len(ids) != n:
-        raise SampleError(cfg, "hidden_states.layer_ids", f"{brief(ids)} lists {len(ids)} layers, but {path.name} "
+        raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} lists {len(ids)} layers, but {path.name} "
                           f"stores {n} tensors", fix)
     if len(set(ids)) != n:
-        raise SampleError(cfg, "hidden_states.layer_ids", f"{brief(ids)} repeats a layer id", fix)
+        raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} repeats a layer id", fix)
     # The legacy generator captured after decoder layer idx: its ids are already layer ids.
     return tuple(ids)
 
@@ -315,15 +315,15 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
 def _read_hs_safetensors(path: Path) -> Sample:
     from safetensors.torch import load_file
 
-    read_safetensors_header(path, error=SampleError, fix=REGENERATE)  # a fifo is never opened, nor a bad header
+    read_safetensors_header(path, error=InputError, fix=REGENERATE)  # a fifo is never opened, nor a bad header
     try:
         data = load_file(str(path), device="cpu")
     except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since its header was read)
-        raise SampleError(path, "<data>", f"not a readable safetensors file ({_first_line(e)})", REGENERATE) from None
+        raise InputError(path, "<data>", f"not a readable safetensors file ({_first_line(e)})", REGENERATE) from None
     d = _fields(schema.HS, data, path)
     hs = d["hidden_states"]
     if hs.shape[1] < 2 or hs.shape[2] == 0:
-        raise SampleError(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0",
+        raise InputError(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0",
                           REGENERATE)
     ids = _rows(d["token_ids"], "token_ids", path, hs.shape[0]).long()
     mask = _table_mask(path, ids)
@@ -344,17 +344,17 @@ def _table_mask(path: Path, ids) -> object | None:
 
     root = path.parent.parent
     state = root / TABLE_STATE
-    if path.parent.name != TABLE_HS_DIR or path_kind(state, error=SampleError) == "missing":
+    if path.parent.name != TABLE_HS_DIR or path_kind(state, error=InputError) == "missing":
         return None
     index = path.name[len("hs_"):-len(".safetensors")]
     if not index.isdecimal() or not index.isascii():
-        raise SampleError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
+        raise InputError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
                           "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
     file, row = _table(root).row(int(index), path)
     row_ids = _rows(row["input_ids"], f"input_ids[{index}]", file).long()
     mask = _rows(row["loss_mask"], f"loss_mask[{index}]", file, row_ids.shape[0]) != 0
     if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
-        raise SampleError(path, "token_ids", f"differ from input_ids of row {index} of the datasets table in "
+        raise InputError(path, "token_ids", f"differ from input_ids of row {index} of the datasets table in "
                           f"{root} (speculators' trainer skips such a sample)", f"{REGENERATE}, or {TABLE_FIX}")
     return mask
 
@@ -378,16 +378,16 @@ class _Table:
                 for key, column in (("input_ids", ids), ("loss_mask", mask)):
                     cell = column[j]
                     if not cell.is_valid or len(cell) > _MAX_ROW:
-                        raise SampleError(file, f"{key}[{index}]", "is null" if not cell.is_valid else
+                        raise InputError(file, f"{key}[{index}]", "is null" if not cell.is_valid else
                                           f"holds {len(cell)} entries (more than {_MAX_ROW})", TABLE_FIX)
                     try:
                         values[key] = torch.tensor(cell.values.to_pylist())
                     except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-                        raise SampleError(file, f"{key}[{index}]", f"is not a list of numbers ({_first_line(e)})",
+                        raise InputError(file, f"{key}[{index}]", f"is not a list of numbers ({_first_line(e)})",
                                           TABLE_FIX) from None
                 return file, _fields(schema.TABLE_ROW, values, file)
             start += len(ids)
-        raise SampleError(sample, "<file>", f"names row {index}, but the datasets table in {self.root} has {start} "
+        raise InputError(sample, "<file>", f"names row {index}, but the datasets table in {self.root} has {start} "
                           "rows", f"pass the hidden states of this table; {TABLE_FIX}")
 
 
@@ -402,10 +402,10 @@ def _table(root: Path) -> _Table:
     for i, entry in enumerate(doc["_data_files"]):
         name = entry["filename"]
         if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
-            raise SampleError(state, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in the "
+            raise InputError(state, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in the "
                               "directory", TABLE_FIX)
         f = root / name
-        require_file(f, error=SampleError, fix=TABLE_FIX)
+        require_file(f, error=InputError, fix=TABLE_FIX)
         st = f.stat()
         files.append((str(f), st.st_mtime_ns, st.st_size))
     return _read_table(str(root), tuple(files))
@@ -416,7 +416,7 @@ def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> _Table:
     try:
         import pyarrow as pa  # installed with SGLang (its datasets requirement), which reads Arrow tables with it
     except ImportError:
-        raise SampleError(Path(root) / TABLE_STATE, "<file>", "a datasets table, which needs pyarrow to read",
+        raise InputError(Path(root) / TABLE_STATE, "<file>", "a datasets table, which needs pyarrow to read",
                           "pip install pyarrow") from None
 
     out = []
@@ -425,14 +425,14 @@ def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> _Table:
             table = pa.ipc.open_stream(pa.memory_map(name)).read_all()
             table.validate()
         except (pa.ArrowException, OSError, ValueError) as e:
-            raise SampleError(name, "<data>", f"not a readable Arrow stream ({_first_line(e)})", TABLE_FIX) from None
+            raise InputError(name, "<data>", f"not a readable Arrow stream ({_first_line(e)})", TABLE_FIX) from None
         columns = []
         for key in ("input_ids", "loss_mask"):
             if key not in table.column_names:
-                raise SampleError(name, key, f"missing (the table has {brief(table.column_names)})", TABLE_FIX)
+                raise InputError(name, key, f"missing (the table has {brief(table.column_names)})", TABLE_FIX)
             column = table.column(key)
             if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
-                raise SampleError(name, key, f"is a column of {column.type}, expected lists of integers", TABLE_FIX)
+                raise InputError(name, key, f"is a column of {column.type}, expected lists of integers", TABLE_FIX)
             columns.append(column)
         out.append((Path(name), *columns))
     return _Table(Path(root), tuple(out))
@@ -442,16 +442,16 @@ def _read_specforge(path: Path, data) -> Sample:
     d = _fields(schema.SPECFORGE, data, path)
     for key in ("hidden_state", "aux_hidden_state"):
         if d[key].dim() == 3 and d[key].shape[0] != 1:  # SpecForge writes one sample per file
-            raise SampleError(path, key, f"has shape {list(d[key].shape)}, expected a batch of 1", REGENERATE)
+            raise InputError(path, key, f"has shape {list(d[key].shape)}, expected a batch of 1", REGENERATE)
     final, aux = (d[key][0] if d[key].dim() == 3 else d[key] for key in ("hidden_state", "aux_hidden_state"))
     if final.shape[0] != aux.shape[0]:
-        raise SampleError(path, "aux_hidden_state", f"has {aux.shape[0]} positions, but 'hidden_state' has "
+        raise InputError(path, "aux_hidden_state", f"has {aux.shape[0]} positions, but 'hidden_state' has "
                           f"{final.shape[0]}", REGENERATE)
     h = final.shape[1]
     if h == 0:
-        raise SampleError(path, "hidden_state", f"is 0 wide (shape {list(final.shape)})", REGENERATE)
+        raise InputError(path, "hidden_state", f"is 0 wide (shape {list(final.shape)})", REGENERATE)
     if aux.shape[1] % h or aux.shape[1] == 0:
-        raise SampleError(path, "aux_hidden_state", f"is {aux.shape[1]} wide, not a multiple of the hidden size {h} "
+        raise InputError(path, "aux_hidden_state", f"is {aux.shape[1]} wide, not a multiple of the hidden size {h} "
                           "taken from 'hidden_state'", REGENERATE)
     ids = _rows(d["input_ids"], "input_ids", path, final.shape[0]).long()
     mask = _rows(d["loss_mask"], "loss_mask", path, final.shape[0]) != 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core import releases
-from ..core.errors import UsageError, brief, cut, shown
+from ..core.errors import InputError, brief, cut, shown
 from ..observe.report import FIELDS, SetupReport, build
 from ..observe.sglang_report import facts_from_server_args, requested_from_argv
 
@@ -99,7 +99,7 @@ def _merged(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
     try:
         return list(ConfigArgumentMerger(parser).merge_config_with_args(list(argv)))
     except Exception as e:  # noqa: BLE001 - SGLang's merger raises ValueError, yaml's errors, OSError
-        raise UsageError(None, "--config", f"SGLang cannot merge it: {type(e).__name__}: {cut(shown(e), 300)}",
+        raise InputError(None, "--config", f"SGLang cannot merge it: {type(e).__name__}: {cut(shown(e), 300)}",
                          "pass a YAML file of launch_server options (keys as the flags, without --)") from None
 
 
@@ -110,7 +110,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], err: io.StringIO) -
         said = (err.getvalue().strip().splitlines() or ["it exited"])[-1]
     except argparse.ArgumentError as e:
         said = str(e)
-    raise UsageError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}", FIX)
+    raise InputError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}", FIX)
 
 
 def _same(a: str, b: str) -> bool:
@@ -123,22 +123,22 @@ def _with_paths(argv: list[str], given: argparse.Namespace, draft: str, target: 
     if given.speculative_draft_model_path is None:
         argv += ["--speculative-draft-model-path", str(draft)]
     elif not _same(given.speculative_draft_model_path, draft):
-        raise UsageError(None, "--speculative-draft-model-path", f"{brief(given.speculative_draft_model_path)} is not "
+        raise InputError(None, "--speculative-draft-model-path", f"{brief(given.speculative_draft_model_path)} is not "
                          f"the draft being inspected ({brief(str(draft))})", "drop it after `--` (DRAFT is used) or "
                          "inspect that draft")
     target_dir = None if target is None else str(Path(target).parent if Path(target).is_file() else target)
     model = given.model_path
     if model is None:
         if target_dir is None:
-            raise UsageError(None, "--target", "no target: the launch_server arguments need --model-path",
+            raise InputError(None, "--target", "no target: the launch_server arguments need --model-path",
                              "pass --target TARGET (or --model-path after `--`)")
         argv += ["--model-path", target_dir]
     elif not Path(model).exists():
-        raise UsageError(None, "--model-path", f"{brief(model)} is not a path on this machine (a hub id?): inspect "
+        raise InputError(None, "--model-path", f"{brief(model)} is not a path on this machine (a hub id?): inspect "
                          "resolves a launch offline and never downloads", "pass the model's local directory (e.g. "
                          "the snapshot `huggingface-cli download ID` prints) as --model-path or --target")
     elif target_dir is not None and not _same(model, target_dir):
-        raise UsageError(None, "--model-path", f"{brief(model)} is not the target being inspected "
+        raise InputError(None, "--model-path", f"{brief(model)} is not the target being inspected "
                          f"({brief(target_dir)}): the server would load {brief(model)}", "drop --target (the "
                          "launch's --model-path is the target), or pass the same model to both")
     return argv
@@ -162,10 +162,10 @@ def resolve(argv: Sequence[str], draft: str, target: str | None) -> Resolved:
                 server_args.resolve_once()
         except SystemExit:
             said = (err.getvalue().strip().splitlines() or ["it exited"])[-1]
-            raise UsageError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}",
+            raise InputError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}",
                              FIX) from None
         except Exception as e:  # noqa: BLE001 - whatever SGLang's resolution raises, the server would fail the same
-            raise UsageError(None, "--", f"SGLang {releases.installed_sglang_version()} refuses the arguments: "
+            raise InputError(None, "--", f"SGLang {releases.installed_sglang_version()} refuses the arguments: "
                              f"{type(e).__name__}: {cut(shown(e), 300)}",
                              FIX + (DEVICE_FIX if given.device is None else "")) from None
     return Resolved(server_args, notes.lines, merged)

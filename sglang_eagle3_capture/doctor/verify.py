@@ -17,7 +17,7 @@ from typing import Sequence
 from ..core import releases
 from ..core.checkpoint import draft_fc_in_features, tensor_index
 from ..core.config_keys import IDS_KEY
-from ..core.errors import AmbiguousLayerIds, InputError, ManifestError, SampleError, UsageError, WeightsError, brief
+from ..core.errors import AmbiguousLayerIds, InputError, brief
 from ..core.families import family_of
 from ..core.layer_ids import FINAL_NORM
 from ..core.manifest import MANIFEST_FILENAME, find_manifest
@@ -96,15 +96,18 @@ class VerifyReport:
         }
 
 
-def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool = False):
-    """One tensor whose name ends with ``suffix`` from a target's safetensors (``with_file``: also its file).
+def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool = False, missing_ok: bool = False):
+    """One tensor whose name ends with ``suffix`` from a target's safetensors (``with_file``: also its file;
+    ``missing_ok``: ``None`` when no tensor has that name, where a checkpoint that does not read still raises).
     Only that tensor is read (``safe_open``), so this is cheap even for a sharded 671B checkpoint."""
     from safetensors import safe_open
 
     index = tensor_index(target_dir)  # headers checked (dtype, shape, offsets) before safetensors opens the file
     names = sorted((n for n in index if n == suffix or n.endswith("." + suffix)), key=len)
     if not names:
-        raise WeightsError(target_dir, f"*{suffix}", "not found in the target's safetensors",
+        if missing_ok:
+            return None
+        raise InputError(target_dir, f"*{suffix}", "not found in the target's safetensors",
                            "pass the target model directory (with its weights) as --target")
     info = index[names[0]]
     try:
@@ -113,7 +116,7 @@ def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool =
         return (tensor, info.file) if with_file else tensor
     except Exception as e:  # noqa: BLE001 - safetensors' own error type: the file changed, or its data is bad
         why = brief(str(e).splitlines()[0] if str(e) else type(e).__name__, 160)
-        raise WeightsError(info.file, names[0], f"cannot load ({why})",
+        raise InputError(info.file, names[0], f"cannot load ({why})",
                            "re-export or re-download the target checkpoint") from None
 
 
@@ -124,7 +127,7 @@ def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
     embed = head = target_where = None
     if target is not None:
         fix = "pass the target model directory (or its config.json) as --target"
-        tdir = Path(target) if is_directory(target, error=UsageError, fix=fix) else Path(target).parent
+        tdir = Path(target) if is_directory(target, error=InputError, fix=fix) else Path(target).parent
         embed, embed_file = load_target_tensor(tdir, "embed_tokens.weight", with_file=True)
         cfg_path = Path(draft_dir) / "config.json"
         cfg = DraftConfig.from_dict(load_draft_config(cfg_path), where=str(cfg_path))
@@ -139,7 +142,7 @@ def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
 def _final_norm_weight(target: str | Path):
     """The target's final norm weight ``[H]`` (``*model.norm.weight``), for telling pre- from post-norm states."""
     fix = "pass the target model directory (or its config.json) as --target"
-    tdir = Path(target) if is_directory(target, error=UsageError, fix=fix) else Path(target).parent
+    tdir = Path(target) if is_directory(target, error=InputError, fix=fix) else Path(target).parent
     return load_target_tensor(tdir, "model.norm.weight")
 
 
@@ -200,7 +203,7 @@ def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
         _check_token_ids(s, vocab)
     head = first if first is not None else batch[0]
     if head.hidden_size != declared.hidden_size:
-        raise SampleError(head.path, None, f"stored tensors are {head.hidden_size} wide but {declared.source} says "
+        raise InputError(head.path, None, f"stored tensors are {head.hidden_size} wide but {declared.source} says "
                           f"the target's hidden size is {declared.hidden_size}", "pass samples stored from the target "
                           "the draft was trained against (or --target with that target)")
     for s in batch:
@@ -211,7 +214,7 @@ def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
 
 def _check_layout(s, first, n_chunks: int) -> None:
     if s.layout != first.layout or len(s.chunks) != n_chunks or s.hidden_size != first.hidden_size:
-        raise SampleError(s.path, None, f"{s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, "
+        raise InputError(s.path, None, f"{s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, "
                           f"but {first.path} is {first.layout} with {n_chunks} of width {first.hidden_size}",
                           "verify one dataset at a time")
 
@@ -221,7 +224,7 @@ def _check_token_ids(s, vocab: int) -> None:
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
         bad = ids[(ids < 0) | (ids >= vocab)].unique()[:5].tolist()
         key = "token_ids" if s.layout == HS_SAFETENSORS else "input_ids"
-        raise SampleError(s.path, key, f"ids {bad} outside the draft's vocabulary [0, {vocab})",
+        raise InputError(s.path, key, f"ids {bad} outside the draft's vocabulary [0, {vocab})",
                           "verify with samples tokenized for this draft's target")
 
 
@@ -232,7 +235,7 @@ def _check_stored_layer_ids(s, n_layers: int) -> None:
     if bad or len(set(ids)) != len(ids):
         problem = (f"ids {brief(bad)} are outside [-1, {n_layers - 1}] for a {n_layers}-layer target" if bad else
                    f"{brief(ids)} repeats an id")
-        raise SampleError(s.path.parent / LEGACY_DATA_CONFIG, "hidden_states.layer_ids", problem,
+        raise InputError(s.path.parent / LEGACY_DATA_CONFIG, "hidden_states.layer_ids", problem,
                           "correct the file (it describes the data's stored layers), or remove it")
 
 
@@ -305,7 +308,7 @@ def _check_d2t(draft_dir: Path, d2t, vocab: int) -> None:
     bad = ((ids < 0) | (ids >= vocab)).nonzero().flatten()
     if bad.numel():
         j = int(bad[0])
-        raise WeightsError(draft_dir, "d2t", f"maps {bad.numel()} draft ids outside the target vocabulary [0, {vocab}) "
+        raise InputError(draft_dir, "d2t", f"maps {bad.numel()} draft ids outside the target vocabulary [0, {vocab}) "
                            f"(draft id {j} -> {int(ids[j])}; d2t holds offsets: target id = draft id + d2t[draft id])",
                            "re-export d2t as offsets (target ids minus arange(draft_vocab_size))")
 
@@ -320,16 +323,15 @@ def _target_head(target: str | Path | None, model, sample, norm_weight, found: l
     if sample.target_chunk is None:
         return None, "the samples store no target state"
     fix = "pass the target model directory (or its config.json) as --target"
-    tdir = Path(target) if is_directory(target, error=UsageError, fix=fix) else Path(target).parent
+    tdir = Path(target) if is_directory(target, error=InputError, fix=fix) else Path(target).parent
     cfg, _ = load_target_config(target)
     text = cfg_get(cfg, "text_config") or {}
     eps = cfg_get(cfg, "rms_norm_eps", cfg_get(text, "rms_norm_eps"))
     post = found is not None and found[sample.target_chunk].reading == POST_NORM
     if eps is None and not post:
         return None, "the target's config.json has no rms_norm_eps for its final norm"
-    try:
-        head = load_target_tensor(tdir, "lm_head.weight")
-    except WeightsError:
+    head = load_target_tensor(tdir, "lm_head.weight", missing_ok=True)
+    if head is None:
         if not cfg_get(cfg, "tie_word_embeddings", cfg_get(text, "tie_word_embeddings", False)):
             return None, "the target has no lm_head.weight (and does not tie it to its embedding)"
         head = load_target_tensor(tdir, "embed_tokens.weight")
@@ -357,7 +359,7 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     n_layers = declared.num_hidden_layers
     family = family_of(declared.architecture)
     if family is None:
-        raise ManifestError(declared.source, "target.architecture", f"{declared.architecture} has no target-family "
+        raise InputError(declared.source, "target.architecture", f"{declared.architecture} has no target-family "
                             "entry, so stock SGLang's wirings are unknown", "see docs/families.md")
     named = [(releases_label(v), c) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family,
                                                                           file=cfg_file))]
@@ -465,7 +467,7 @@ def _declared(draft: Path, draft_cfg: dict, target: str | Path | None) -> _Decla
                          manifest.target_num_hidden_layers, manifest.target_hidden_size,
                          recorded=_recorded(draft, draft_cfg, manifest))
     if target is None:
-        raise UsageError(draft / MANIFEST_FILENAME, "<file>", "no manifest", "pass --target TARGET, and verify ranks "
+        raise InputError(draft / MANIFEST_FILENAME, "<file>", "no manifest", "pass --target TARGET, and verify ranks "
                          "what the draft's config.json can mean, or write the manifest first")
     target_cfg, target_file = load_target_config(target)
     arch, n_layers, hidden = target_dims(target_cfg, str(target_file))

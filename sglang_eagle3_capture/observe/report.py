@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from ..core import switches
 from ..core.checkpoint import tensor_index, weights_present
-from ..core.errors import DeploymentError, Eagle3CaptureError, WeightsError, brief, cut, shown
+from ..core.errors import DeploymentError, Eagle3CaptureError, InputError, brief, cut, shown
 from ..core.manifest import Manifest, find_manifest
 from ..core.releases.schema import Release
 from ..core.userfiles import MAX_JSON_BYTES, is_file, open_regular, parse_json, read_bytes
@@ -342,9 +342,9 @@ def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
         return None, None
     count = math.prod(info.shape)
     if count > MAX_D2T_ENTRIES:
-        raise WeightsError(info.file, "d2t", f"holds {count} entries, more than the {MAX_D2T_ENTRIES} the report "
+        raise InputError(info.file, "d2t", f"holds {count} entries, more than the {MAX_D2T_ENTRIES} the report "
                            "reads", _FIX)
-    with open_regular(info.file, error=WeightsError, fix=_FIX) as f:
+    with open_regular(info.file, error=InputError, fix=_FIX) as f:
         (n,) = array.array("Q", f.read(8))
         f.seek(8 + n + info.offsets[0])
         values = array.array(_INT_CODES[info.dtype], f.read(info.offsets[1] - info.offsets[0]))

@@ -51,7 +51,7 @@ def test_a_sabotaged_capture_is_refused_before_the_server_reports_ready(tiny_tar
     assert rc not in (None, 0)
     start = text.index(FAILED)
     message = text[start:start + 2000]
-    assert f"SelfCheckError: {draft / 'eagle3_manifest.json'}: field 'layer_ids': {FAILED}" in text  # file, field
+    assert f"DeploymentError: {draft / 'eagle3_manifest.json'}: field 'layer_ids': {FAILED}" in text  # file, field
     assert "(tp_rank 0, pid " in message and f"sglang {releases.installed_sglang_version()}; 3 tokens" in message
     assert f"layer ids {IDS})" in message
     assert "max |diff|" in message and "; fix: " in message and "SGLANG_EAGLE3_CAPTURE_SELFCHECK=0" in message

@@ -111,8 +111,9 @@ def test_a_capture_permuted_after_configuration_is_refused_by_the_self_check(ser
     assert "TEST SABOTAGE permute" in r["log"]
     assert not r["ok"] and r["outputs"] is None
     (error,) = r["errors"]
-    assert error["type"] == "SelfCheckError"
-    assert error["file"] == str(find_manifest(drafts[("llama", "ascending")]).path)
+    # field None: the self-check's refusal (the startup gate's, below, names field 'layer_ids')
+    assert (error["type"], error["file"], error["field"]) == (
+        "DeploymentError", str(find_manifest(drafts[("llama", "ascending")]).path), None)
 
 
 def test_a_manifest_whose_id_count_does_not_fit_the_fc_is_refused_at_startup(served):
@@ -120,7 +121,7 @@ def test_a_manifest_whose_id_count_does_not_fit_the_fc_is_refused_at_startup(ser
     r = results["short"]
     assert not r["ok"] and r.get("startup_s") is None  # LLM() itself failed: at startup, not at the first request
     (error,) = r["errors"]
-    assert (error["type"], error["file"], error["field"]) == ("ManifestError", str(short / "eagle3_manifest.json"),
+    assert (error["type"], error["file"], error["field"]) == ("InputError", str(short / "eagle3_manifest.json"),
                                                               "layer_ids")
 
 
@@ -131,7 +132,7 @@ def test_a_runner_the_plugin_did_not_wire_is_refused_at_startup_by_the_gate(serv
     assert not r["ok"] and r.get("startup_s") is None
     (error,) = r["errors"]
     assert (error["type"], error["file"], error["field"]) == (
-        "WiringError", str(find_manifest(drafts[("llama", "ascending")]).path), "layer_ids")
+        "DeploymentError", str(find_manifest(drafts[("llama", "ascending")]).path), "layer_ids")
 
 
 def test_deepseek_gets_the_embedding_vllm_cannot_capture_and_the_manifest_layers(served):

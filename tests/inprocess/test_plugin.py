@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sglang_eagle3_capture.core import releases
-from sglang_eagle3_capture.core.errors import UnsupportedSGLangVersion, WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError, UnsupportedSGLangVersion
 from sglang_eagle3_capture.core.sglang import draft, guard, plugin, target
 
 
@@ -123,7 +123,7 @@ def test_a_family_patch_that_does_not_fit_is_refused_at_startup_and_spares_the_o
     assert not target.is_patched() and not target.is_patched("deepseek_v2") and not guard.is_armed()
     assert target.is_patched("llama") and target.is_patched("qwen_moe")  # the other families are patched
     assert any("the deepseek_v2 family is NOT patched" in r.getMessage() for r in caplog.records)
-    with pytest.raises(WiringError) as e:  # the target's resolution refuses the declared draft, naming why
+    with pytest.raises(DeploymentError) as e:  # the target's resolution refuses the declared draft, naming why
         resolve_through_sglang(runner, declared_draft)
     assert (e.value.file, e.value.field) == (str(declared_draft / "eagle3_manifest.json"), "layer_ids")
     assert "capture patch is incomplete for the deepseek_v2 family" in e.value.problem and e.value.fix

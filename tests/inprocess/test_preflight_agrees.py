@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import pytest
 
 from fixtures.specs import SPECS
-from sglang_eagle3_capture.core.errors import Eagle3CaptureError, UsageError
+from sglang_eagle3_capture.core.errors import Eagle3CaptureError, InputError
 from sglang_eagle3_capture.core.sglang import draft as draft_patch
 from sglang_eagle3_capture.core.sglang import target as target_patch
 from sglang_eagle3_capture.doctor.inspect import inspect_draft
@@ -126,8 +126,10 @@ def preflight(argv: list[str], draft: str) -> Outcome:
     """``inspect DRAFT -- LAUNCH LINE``."""
     try:
         r = inspect_draft(draft, None, launch_args=list(argv))
-    except UsageError:
-        return Outcome("bad-input")
+    except InputError as e:
+        if e.file is None:  # an option of the launch line: SGLang refuses the arguments
+            return Outcome("bad-input")
+        return Outcome("refused", e.file, e.field)
     except Eagle3CaptureError as e:
         return Outcome("refused", e.file, e.field)
     if r.refusal is not None:
@@ -221,7 +223,7 @@ def test_a_model_path_other_than_the_target_is_refused_naming_it(capsys):
     rc, _, err = run(capsys, "inspect", DRAFT, "--target", TARGET, "--", *CPU, "--model-path", other,
                      *chain(1, 1, 2))
     assert rc == 2 and "--model-path" in err
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         inspect_draft(DRAFT, TARGET, launch_args=[*CPU, "--model-path", str(other), *chain(1, 1, 2)])
     assert e.value.field == "--model-path"
     r = inspect_draft(DRAFT, None, launch_args=[*CPU, "--model-path", TARGET, *chain(1, 1, 2)])  # the launch's own
@@ -235,7 +237,7 @@ def test_a_hub_id_is_refused_offline_without_a_network_request(monkeypatch, tmp_
     hub = "meta-llama/Llama-3.1-8B"
     for launch in ([*CPU, "--model-path", hub, *chain(1, 1, 2)],
                    [*CPU, *chain(1, 1, 2), "--config", _yaml(tmp_path, {"model-path": hub})]):
-        with pytest.raises(UsageError) as e:
+        with pytest.raises(InputError) as e:
             inspect_draft(DRAFT, None, launch_args=launch)
         assert e.value.field == "--model-path" and not tried
         rc, _, err = run(capsys, "inspect", DRAFT, "--", *launch)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from sglang_eagle3_capture.core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from sglang_eagle3_capture.core.errors import ManifestError, WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError, InputError
 from sglang_eagle3_capture.core.manifest import Manifest, write_manifest
 from sglang_eagle3_capture.core.sglang import target as target_patch
 from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds, resolve_target_capture
@@ -84,7 +84,7 @@ def test_neither_runs_stock_wiring_with_a_warning(runner, tiny_target_dir, tmp_p
 
 def test_manifest_disagreeing_with_marked_ids_is_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3], manifest=[-1, 2, 3])
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft)
     assert (e.value.file, e.value.field) == (str(draft / "eagle3_manifest.json"), "layer_ids")
     assert "is [-1, 2, 3]" in e.value.problem and "[-1, 1, 3] (marked as layer ids)" in e.value.problem
@@ -94,7 +94,7 @@ def test_manifest_disagreeing_with_marked_ids_is_refused(runner, tiny_target_dir
 def test_manifest_disagreeing_with_stock_ids_is_refused(runner, tiny_target_dir, tmp_path):
     # eagle_config [1, 2, 3] means loop indices [2, 3, 4] to SGLang 0.5.23 (first id 1: +1), not [0, 2, 4].
     draft = _draft(tmp_path, tiny_target_dir, ids=[1, 2, 3], manifest=[-1, 1, 3])
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft)
     assert (e.value.file, e.value.field) == (str(draft / "eagle3_manifest.json"), "layer_ids")
     assert "(loop indices [0, 2, 4])" in e.value.problem
@@ -105,7 +105,7 @@ def test_manifest_disagreeing_with_stock_ids_is_refused(runner, tiny_target_dir,
 def test_unknown_convention_value_is_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, eagle_config={"use_aux_hidden_state": True, IDS_KEY: [0, 2, 4],
                                                             CONVENTION_KEY: "hf-index"})
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft)
     assert (e.value.file, e.value.field) == (str(draft / "config.json"), f"eagle_config.{CONVENTION_KEY}")
     assert "'hf-index'" in e.value.problem and LAYER_ID_CONVENTION in e.value.fix
@@ -116,7 +116,7 @@ def test_unknown_convention_value_is_refused(runner, tiny_target_dir, tmp_path):
                                            ([-1, 6], "outside [-1, 5]"), ([1, 1, 3], "duplicate layer ids [1]")])
 def test_ids_outside_the_capturable_range_are_refused(runner, tiny_target_dir, tmp_path, ids, fragment):
     draft = _draft(tmp_path, tiny_target_dir, marked=ids)
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft)
     assert (e.value.file, e.value.field) == (str(draft / "config.json"), f"eagle_config.{IDS_KEY}")
     assert fragment in e.value.problem and e.value.fix
@@ -125,14 +125,14 @@ def test_ids_outside_the_capturable_range_are_refused(runner, tiny_target_dir, t
 def test_manifest_for_another_target_is_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4])
     write_manifest(draft, Manifest((-1, 1, 3), "DeepseekV3ForCausalLM", 61, 64, {"source": "manual"}))
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         _resolve(runner, draft)
     assert "num_hidden_layers" in str(e.value) and "61" in str(e.value)
 
 
 def test_pipeline_stage_without_the_captured_layers_is_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft, pp_size=2)  # 6 layers: the last stage runs layers [3, 6)
     assert (e.value.file, e.value.field) == (str(draft / "config.json"), f"eagle_config.{IDS_KEY}")
     assert "layer ids [-1, 1]" in e.value.problem and "outside [3, 6)" in e.value.problem
@@ -141,7 +141,7 @@ def test_pipeline_stage_without_the_captured_layers_is_refused(runner, tiny_targ
 
 def test_two_batch_overlap_is_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4])
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft, enable_two_batch_overlap=True)
     assert (e.value.file, e.value.field) == (None, "--enable-two-batch-overlap")
     assert "skips the aux-hidden-state capture" in e.value.problem and "DeepseekV3ForCausalLM" in e.value.problem
@@ -151,7 +151,7 @@ def test_two_batch_overlap_is_refused(runner, tiny_target_dir, tmp_path):
 @pytest.mark.parametrize("declared", [False, True])
 def test_eagle_with_an_eagle3_draft_is_refused(runner, tiny_target_dir, tmp_path, declared):
     draft = _draft(tmp_path, tiny_target_dir, ids=[0, 2, 4], manifest=[-1, 1, 3] if declared else None)
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft, algorithm="EAGLE")
     assert (e.value.file, e.value.field) == (None, "--speculative-algorithm")
     assert f"EAGLE with the EAGLE-3 draft {draft}" in e.value.problem
@@ -161,7 +161,7 @@ def test_eagle_with_an_eagle3_draft_is_refused(runner, tiny_target_dir, tmp_path
 def test_declared_ids_for_a_target_outside_every_family_are_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
     falcon = SimpleNamespace(hf_config=SimpleNamespace(architectures=["FalconForCausalLM"]))
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft, model_config=falcon)
     assert (e.value.file, e.value.field) == ("target config (--model-path)", "architectures")
     assert "FalconForCausalLM" in e.value.problem and "KimiK25ForConditionalGeneration" in e.value.problem
@@ -173,7 +173,7 @@ def test_declared_ids_for_a_target_without_an_architecture_list_name_the_field(r
                                                                                 archs):
     draft = _draft(tmp_path, tiny_target_dir, marked=[-1, 1, 3])
     odd = SimpleNamespace(hf_config=SimpleNamespace(architectures=archs))
-    with pytest.raises(WiringError) as e:  # a string once read as its first character, "L"
+    with pytest.raises(DeploymentError) as e:  # a string once read as its first character, "L"
         _resolve(runner, draft, model_config=odd)
     assert (e.value.file, e.value.field) == ("target config (--model-path)", "architectures") and e.value.fix
     assert "not a list naming the target class" in e.value.problem
@@ -189,7 +189,7 @@ def test_a_target_without_an_architecture_list_and_no_declared_ids_runs_stock_wi
 def test_disabled_aux_capture_with_declared_ids_is_refused(runner, tiny_target_dir, tmp_path):
     draft = _draft(tmp_path, tiny_target_dir, eagle_config={"use_aux_hidden_state": False, IDS_KEY: [0, 2, 4]},
                    manifest=[-1, 1, 3])
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, draft)
     assert (e.value.file, e.value.field) == (str(draft / "config.json"), "eagle_config.use_aux_hidden_state")
     assert e.value.fix
@@ -202,7 +202,7 @@ def test_incomplete_patch_is_caught_where_the_ids_are_handed_out(runner, tiny_ta
     patched = DeepseekV2ForCausalLM.set_eagle3_layers_to_capture
     DeepseekV2ForCausalLM.set_eagle3_layers_to_capture = patched.__wrapped__  # as if that part failed
     try:
-        with pytest.raises(WiringError) as e:
+        with pytest.raises(DeploymentError) as e:
             _resolve(runner, draft)
     finally:
         DeepseekV2ForCausalLM.set_eagle3_layers_to_capture = patched

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from sglang_eagle3_capture.core import releases, seams
-from sglang_eagle3_capture.core.errors import SelfCheckError
+from sglang_eagle3_capture.core.errors import DeploymentError
 from sglang_eagle3_capture.core.sglang import selfcheck
 from sglang_eagle3_capture.core.sglang import target as target_patch
 from sglang_eagle3_capture.core.sglang.resolution import DeclaredLayerIds
@@ -114,7 +114,7 @@ def test_sabotaged_capture_is_refused_with_the_message(runner, configure, kind):
     check = configure(IDS)
     SABOTAGE[kind](runner)
     base = _hooks(runner.model)
-    with pytest.raises(SelfCheckError) as e:
+    with pytest.raises(DeploymentError) as e:
         runner.prefill(PROMPTS)
     text = e.value.problem
     assert e.value.file == WHERE and e.value.field is None and e.value.fix
@@ -140,7 +140,7 @@ def test_stale_capture_is_refused(runner, configure):
     stale = runner.prefill(other).aux
     configure(IDS)
     _sabotage(runner, lambda fc: stale.clone())
-    with pytest.raises(SelfCheckError, match="fc chunk 1 \\(layer id -1\\) is not the embedding output"):
+    with pytest.raises(DeploymentError, match="fc chunk 1 \\(layer id -1\\) is not the embedding output"):
         runner.prefill(PROMPTS)
 
 
@@ -243,5 +243,5 @@ def test_without_the_operand_route_the_release_fallbacks_are_bit_equal_or_fail_c
         runner.prefill(PROMPTS)
         assert selfcheck.pending() == ()
     else:
-        with pytest.raises(SelfCheckError, match=r"fc chunk 2 \(layer id 1\): no reference .* none of the routes"):
+        with pytest.raises(DeploymentError, match=r"fc chunk 2 \(layer id 1\): no reference .* none of the routes"):
             runner.prefill(PROMPTS)

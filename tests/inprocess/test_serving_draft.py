@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from sglang_eagle3_capture.core.draft_checks import sglang_chunk_counts
-from sglang_eagle3_capture.core.errors import DraftHeadError, ManifestError, WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError, InputError
 from sglang_eagle3_capture.core.manifest import write_manifest
 from sglang_eagle3_capture.core.sglang import target as capture_patch
 from sglang_eagle3_capture.core.sglang.draft import (
@@ -93,7 +93,7 @@ FIELDS = {"d2t of the wrong length": "tensor d2t", "d2t and t2d disagree": "tens
 def test_bad_weights_fail_the_load_naming_file_and_tensor(tmp_path, tiny_target_dir, runner, what, edit, fragments):
     d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3])
     rewrite_weights(d, edit)
-    with pytest.raises(DraftHeadError) as e:
+    with pytest.raises(DeploymentError) as e:
         load_draft(d, runner)
     for fragment in fragments:
         assert fragment in str(e.value), (fragment, str(e.value))
@@ -116,7 +116,7 @@ def test_without_a_manifest_sglangs_wiring_is_kept_but_tensors_are_still_checked
     assert getattr(model, STATE_ATTR).manifest is None
     assert "has no eagle3_manifest.json" in caplog.text and "manifest write" in caplog.text
     rewrite_weights(d, _extra)
-    with pytest.raises(DraftHeadError, match=r"tensor 'layers.0.self_attn.q_norm.weight': not loaded"):
+    with pytest.raises(DeploymentError, match=r"tensor 'layers.0.self_attn.q_norm.weight': not loaded"):
         load_draft(d, runner)
 
 
@@ -138,7 +138,7 @@ def test_speculators_checkpoint_names_and_flags_load(tmp_path, tiny_target_dir, 
 
 def test_flag_and_tensor_must_agree(tmp_path, tiny_target_dir, runner):
     d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3], config_overrides={"fc_norm": True})
-    with pytest.raises(DraftHeadError, match=r"tensor 'fc_norm.0.weight': missing"):
+    with pytest.raises(DeploymentError, match=r"tensor 'fc_norm.0.weight': missing"):
         load_draft(d, runner)
 
 
@@ -172,7 +172,7 @@ def test_target_mismatches_are_refused(tmp_path, tiny_target_dir, runner):
         d = make_draft(tmp_path / f"d{i}", tiny_target_dir, [-1, 1, 3])
         m = target_manifest(tiny_target_dir, [-1, 1, 3]).to_dict()
         (d / "eagle3_manifest.json").write_text(json.dumps({**m, "target": {**m["target"], **target_edit}}))
-        with pytest.raises(ManifestError) as e:
+        with pytest.raises(InputError) as e:
             _resolve(runner, d)
         assert fragment in str(e.value) and "eagle3_manifest.json" in str(e.value)
 
@@ -182,12 +182,12 @@ def test_target_hidden_size_mismatch_is_refused(tmp_path, tiny_target_dir, runne
     rewrite_weights(d, lambda w: {**w, "fc.weight": torch.randn(64, 96)})
     m = target_manifest(tiny_target_dir, [-1, 1, 3]).to_dict()
     (d / "eagle3_manifest.json").write_text(json.dumps({**m, "target": {**m["target"], "hidden_size": 32}}))
-    with pytest.raises(DraftHeadError) as e:
+    with pytest.raises(DeploymentError) as e:
         load_draft(d, runner)  # target_hidden_size != hidden_size: SGLang cannot share the target's embedding
     assert "tensor 'embed_tokens.weight': missing" in e.value.problem and e.value.fix
     rewrite_weights(d, lambda w: {**w, "embed_tokens.weight": torch.randn(256, 64)})
     load_draft(d, runner)  # consistent with its manifest, so it loads ...
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         _resolve(runner, d)  # ... but the target's resolution refuses it
     assert "hidden_size" in str(e.value) and "32" in str(e.value)
 
@@ -196,7 +196,7 @@ def test_eagle_config_ids_that_name_other_layers_are_refused(tmp_path, tiny_targ
     d = make_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3])
     rewrite_config(d, lambda c: {**c, "eagle_config": {**c["eagle_config"],
                                                        "eagle_aux_hidden_state_layer_ids": [0, 2, 5]}})
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(runner, d)
     assert (e.value.file, e.value.field) == (str(d / "eagle3_manifest.json"), "layer_ids")
     assert "config.json field 'eagle_config" in e.value.problem and e.value.fix
@@ -290,7 +290,7 @@ def test_mla_draft_loads_fused_projections_and_adds_norm_before_fc(tmp_path, tin
 def test_mla_draft_missing_half_of_a_fused_pair_is_refused(tmp_path, tiny_target_dir, runner):
     d = make_mla_draft(tmp_path / "d", tiny_target_dir, [-1, 1, 3])
     rewrite_weights(d, lambda w: {k: v for k, v in w.items() if "kv_a_proj_with_mqa" not in k})
-    with pytest.raises(DraftHeadError) as e:
+    with pytest.raises(DeploymentError) as e:
         load_draft(d, runner)
     assert "tensor 'layers.0.self_attn.q_a_proj.weight': not loaded" in str(e.value)
     assert "layers.0.self_attn.{q_a_proj,kv_a_proj_with_mqa}.weight': missing" in str(e.value)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sglang_eagle3_capture.core.errors import WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError
 from sglang_eagle3_capture.core.layer_ids import FINAL_NORM, hidden_state_index
 from sglang_eagle3_capture.core.sglang import selfcheck
 from sglang_eagle3_capture.core.sglang import target as target_patch
@@ -212,7 +212,7 @@ def test_kimi_k25_delegates_to_the_patched_method(runner, configure, hf_target):
 def test_unpatched_model_refuses_declared_ids(runner):
     # A failed patch must not let SGLang's heuristic reinterpret declared ids silently.
     assert not target_patch.is_patched()
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds([-1, 1, 3], "draft/eagle3_manifest.json"))
     assert (e.value.file, e.value.field) == ("draft/eagle3_manifest.json", None)
     assert "unpatched set_eagle3_layers_to_capture" in e.value.problem and "SGLANG_PLUGINS" in e.value.fix

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sglang_eagle3_capture.core.capture import CaptureError, FcFeed, plan_capture, to_fc_order
-from sglang_eagle3_capture.core.errors import LayerIdError, WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError, InputError
 from sglang_eagle3_capture.core.layer_ids import hidden_state_index
 from sglang_eagle3_capture.core.policy import check_stage
 
@@ -77,7 +77,7 @@ def test_stage_check_accepts_the_last_layer_on_the_last_stage():
 @pytest.mark.parametrize("ids, fragment", [([-2, 3], "outside [-1, 60]"), ([0, 61], "outside [-1, 60]"),
                                            ([3, 3], "duplicate")])
 def test_out_of_range_ids_are_refused(ids, fragment):
-    with pytest.raises(LayerIdError) as e:
+    with pytest.raises(InputError) as e:
         plan_capture(ids, 61, where=WHERE)
     assert WHERE in str(e.value) and fragment in str(e.value)
 
@@ -85,7 +85,7 @@ def test_out_of_range_ids_are_refused(ids, fragment):
 def test_stage_check_names_pp_size_and_fix():
     ids = (-1, 2, 30)
     check_stage(ids, 61, 0, 61, pp_size=1, file="m.json", field="layer_ids")
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         check_stage(ids, 61, 30, 61, pp_size=2, file="m.json", field="layer_ids")
     assert (e.value.file, e.value.field) == ("m.json", "layer_ids")
     assert "layer ids [-1, 2]" in e.value.problem and "--pp-size 2" in e.value.problem

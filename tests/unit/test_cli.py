@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_eagle3_capture.core.errors import UsageError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, read_manifest
 from sglang_eagle3_capture.doctor import cli
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
@@ -54,7 +54,7 @@ def test_manifest_write_refuses_to_overwrite_without_force(capsys, draft, target
     assert run(capsys, "manifest", "write", str(draft), "--layer-ids=1,29,57", "--target", str(target))[0] == 0
     rc, _, err = run(capsys, "manifest", "write", str(draft), "--layer-ids=-1,2,30", "--target", str(target))
     assert rc == 2 and f"{draft / MANIFEST_FILENAME}: field '<file>': " in err and "--force" in err.split("fix:")[1]
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         write_draft_manifest(draft, [-1, 2, 30], target)
     assert (e.value.file, e.value.field) == (str(draft / MANIFEST_FILENAME), "<file>") and "--force" in e.value.fix
     assert read_manifest(draft).layer_ids == (1, 29, 57)
@@ -124,10 +124,10 @@ def test_entry_points_run_without_traceback_and_without_torch(tmp_path):
 
 def test_subcommand_registry_accepts_other_modules(capsys, tmp_path, monkeypatch):
     (tmp_path / "cli_hello_ext.py").write_text(
-        "from sglang_eagle3_capture.core.errors import UsageError\n"
+        "from sglang_eagle3_capture.core.errors import InputError\n"
         "def _hello(args):\n"
         "    if args.name == 'bad':\n"
-        "        raise UsageError('hello.txt', 'name', 'bad name', 'pick another')\n"
+        "        raise InputError('hello.txt', 'name', 'bad name', 'pick another')\n"
         "    print('hello', args.name)\n"
         "    return 0\n"
         "def add_subcommand(sub):\n"

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from sglang_eagle3_capture.core.config_keys import CONVERTED_MARKER_KEY, is_fail_closed
-from sglang_eagle3_capture.core.errors import ConvertError, WeightsError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, read_manifest
 from sglang_eagle3_capture.core.stock import stock_sglang_capture
 from sglang_eagle3_capture.doctor.convert import convert
@@ -124,7 +124,7 @@ def test_sharded_checkpoint_keeps_its_shards(speculators_draft, kimi_target, tmp
 
 def test_failure_leaves_no_output(tmp_path, kimi_target):
     src = build_speculators_draft(tmp_path / "q", model_type="qwen3")
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "out", target=kimi_target)
     assert (e.value.file, e.value.field) == (str(src / "config.json"), "transformer_layer_config.model_type")
     assert "cannot be converted faithfully" in e.value.fix
@@ -134,10 +134,10 @@ def test_failure_leaves_no_output(tmp_path, kimi_target):
 def test_refuses_existing_output_and_reconversion(converted, speculators_draft, kimi_target, tmp_path):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "x").write_text("x")
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(speculators_draft, tmp_path / "busy", target=kimi_target)
     assert (e.value.file, e.value.field) == (str(tmp_path / "busy"), "<dir>") and e.value.fix
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(converted.dst, tmp_path / "again", target=kimi_target)
     assert (e.value.file, e.value.field) == (str(converted.dst / "config.json"), CONVERTED_MARKER_KEY)
 
@@ -150,7 +150,7 @@ def test_target_defaults_to_a_local_verifier_path(tmp_path, kimi_target):
     assert convert(src, tmp_path / "out").manifest.target_num_hidden_layers == 61
     cfg["speculators_config"]["verifier"]["name_or_path"] = "moonshotai/Kimi-K2.5"
     (src / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "out2")
     assert (e.value.file, e.value.field) == (str(src / "config.json"), "speculators_config.verifier.name_or_path")
     assert "--target" in e.value.fix
@@ -161,7 +161,7 @@ def test_an_unknown_speculators_setting_is_refused_naming_it(tmp_path, kimi_targ
     src = build_speculators_draft(tmp_path / "d")
     cfg = json.loads((src / "config.json").read_text())
     (src / "config.json").write_text(json.dumps({**cfg, "future_setting": 1}))
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "out", target=kimi_target)
     assert (e.value.file, e.value.field) == (str(src / "config.json"), "future_setting") and e.value.fix
     # ... its transformer_layer_config (an HF LlamaConfig) keeps unknown keys, but a bool is not a dimension.
@@ -169,7 +169,7 @@ def test_an_unknown_speculators_setting_is_refused_naming_it(tmp_path, kimi_targ
     (src / "config.json").write_text(json.dumps({**cfg, "transformer_layer_config": tl}))
     assert convert(src, tmp_path / "out", target=kimi_target).manifest.layer_ids == (-1, 2, 30)
     (src / "config.json").write_text(json.dumps({**cfg, "transformer_layer_config": {**tl, "hidden_size": True}}))
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "out2", target=kimi_target)
     assert e.value.field == "transformer_layer_config.hidden_size"
 
@@ -188,6 +188,18 @@ def test_a_sharded_index_keeps_its_metadata_and_refuses_a_shard_path(speculators
     assert (out["metadata"], out["future_key"]) == (index["metadata"], [1])
     index["weight_map"]["fc.weight"] = "../model-00001-of-00001.safetensors"
     (src / "model.safetensors.index.json").write_text(json.dumps(index))
-    with pytest.raises(WeightsError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "out2", target=kimi_target)
     assert (e.value.file, e.value.field) == (str(src / "model.safetensors.index.json"), "weight_map.fc.weight")
+
+
+def test_trained_with_is_never_ignored_when_layer_ids_override_an_unreadable_config(tmp_path):
+    """``--layer-ids`` converts a draft whose config's ids do not read (noted in the provenance); ``--trained-with``
+    says how those ids read, so there it is refused with the config's error, not dropped."""
+    src = build_specforge_draft(tmp_path / "sf", ids=(1, 29, 29))
+    target = write_target(tmp_path / "dsv3", architecture="DeepseekV3ForCausalLM") / "config.json"
+    assert convert(src, tmp_path / "o1", target=target, layer_ids=[1, 29, 57]).manifest.layer_ids == (1, 29, 57)
+    with pytest.raises(InputError) as e:
+        convert(src, tmp_path / "o2", target=target, layer_ids=[1, 29, 57], trained_with="layer-output")
+    assert (e.value.file, e.value.field) == (str(src / "config.json"), "eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert not (tmp_path / "o2").exists()

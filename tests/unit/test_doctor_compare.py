@@ -104,24 +104,24 @@ def test_schema_policy_dump_metadata_is_kept_and_only_layer_ids_judged(samples, 
     layer_ids, which compare reports and uses to tell runs apart, is typed strictly; the batch tensors too."""
     from safetensors.torch import load_file, save_file
 
-    from sglang_eagle3_capture.core.errors import SampleError
+    from sglang_eagle3_capture.core.errors import InputError
     from sglang_eagle3_capture.doctor import dump_schema as schema
     from sglang_eagle3_capture.doctor.compare import read_dump
     from support import schemas
 
-    assert all(r in schemas.ALL and r.unknown == "keep" and r.error is SampleError for r in schema.RECORDS)
+    assert all(r in schemas.ALL and r.unknown == "keep" and r.error is InputError for r in schema.RECORDS)
     ok = _one_batch(tmp_path / "ok", samples[0], later_key={"x": 1}, process_title="sglang::\tscheduler")
     ((_, _, meta),) = read_dump(ok.parent)
     assert meta["later_key"] == {"x": 1} and meta["layer_ids"] == [-1, 1, 4]
     for i, bad in enumerate(([True, 1, 4], "-1,1,4", [-1, 1.0, 4])):
         meta_file = _one_batch(tmp_path / f"bad{i}", samples[0], layer_ids=bad)
-        with pytest.raises(SampleError) as e:
+        with pytest.raises(InputError) as e:
             read_dump(meta_file.parent)
         assert e.value.file == str(meta_file) and e.value.field.startswith("layer_ids") and e.value.fix, bad
     meta_file = _one_batch(tmp_path / "float-ids", samples[0])
     batch = meta_file.with_suffix(".safetensors")
     tensors = load_file(str(batch))
     save_file({**tensors, "input_ids": tensors["input_ids"].float()}, str(batch))
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         read_dump(batch.parent)
     assert (e.value.file, e.value.field) == (str(batch), "input_ids")

@@ -32,7 +32,7 @@ from safetensors.torch import load_file, save_file
 from fixtures import speculators_trained as st
 from fixtures.samples import make_samples
 from fixtures.specs import SPECS
-from sglang_eagle3_capture.core.errors import SampleError, UsageError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.manifest import (
     MANIFEST_FILENAME,
     Manifest,
@@ -108,11 +108,11 @@ def test_a_sample_whose_tokens_differ_from_its_row_is_refused(spec, tmp_path):
     t = load_file(str(p))
     t["token_ids"] = t["token_ids"].roll(1)
     save_file(t, str(p))
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         load_sample(p)
     assert (e.value.file, e.value.field) == (str(p), "token_ids")
     p.rename(data / "hidden_states" / f"hs_{N_SPEC}.safetensors")  # past the table's rows
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         load_sample(data / "hidden_states" / f"hs_{N_SPEC}.safetensors")
     assert e.value.field == "<file>"
 
@@ -124,7 +124,7 @@ def test_a_table_row_whose_mask_is_not_one_per_token_is_refused(spec, tmp_path):
     rows["loss_mask"][3] = rows["loss_mask"][3][:-1]
     data = Path(shutil.copytree(spec / "hidden_states", tmp_path / "data" / "hidden_states")).parent
     Dataset.from_dict(rows).save_to_disk(str(data))
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         load_sample(data / "hidden_states" / "hs_3.safetensors")
     assert e.value.field == "loss_mask[3]" and Path(e.value.file).parent == data
 
@@ -134,7 +134,7 @@ def test_a_table_naming_a_file_outside_its_directory_is_refused(spec, tmp_path):
     state = json.loads((data / "state.json").read_text())
     state["_data_files"][0]["filename"] = "../data-00000-of-00001.arrow"
     (data / "state.json").write_text(json.dumps(state))
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         load_sample(data / "hidden_states" / "hs_0.safetensors")
     assert (e.value.file, e.value.field) == (str(data / "state.json"), "_data_files[0].filename")
 
@@ -144,7 +144,7 @@ def test_hs_samples_without_their_table_are_scored_everywhere_said_so_and_plan_r
     alone = Path(shutil.copytree(spec / "hidden_states", tmp_path / "alone"))
     rc, out, _ = run(capsys, "verify", converted, "--data", alone, "--target", TARGET, "--no-progress", "--json")
     assert rc == 0 and any("carry no loss mask" in n for n in json.loads(out)["notes"])
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         measure(converted, [alone], target=TARGET, settings=[SERVED])
     assert e.value.field == "loss_mask" and Path(e.value.file).parent == alone
     rc, _, _ = run(capsys, "plan", converted, "--data", alone, "--target", TARGET, "--no-progress")
@@ -165,7 +165,7 @@ def test_a_manifest_its_training_record_contradicts_is_not_consistent(spec, conv
     assert rc == 1 and r["contradiction"] and not r["ok"] and not r["ambiguous"], r["summary"]
     assert not any(w["is_manifest"] for w in r["wirings"])  # layer 5 is not stored: nothing stands in for it
     assert (bad / MANIFEST_FILENAME).read_bytes() == raw and "NOT written" in err
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         measure(bad, [spec], target=TARGET, settings=[SERVED])
     assert (e.value.file, e.value.field) == (str(bad / MANIFEST_FILENAME), "layer_ids")
 
@@ -271,7 +271,7 @@ def fresh(monkeypatch):
 def test_zero_scored_positions_give_no_figures(tmp_path, capsys):
     data = _edited_samples(tmp_path, "data", lambda s: {**s, "loss_mask": torch.zeros_like(s["loss_mask"])})
     draft = Path(shutil.copytree(TTT, tmp_path / "draft"))
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         measure(draft, [data], settings=[SERVED])
     assert e.value.field == "--data"
     rc, _, _ = run(capsys, "plan", draft, "--data", data, "--no-progress")
@@ -404,16 +404,15 @@ def test_bad_input_exits_2_or_the_verdict_never_70(case, command, want, tmp_path
 
 
 def test_the_bad_inputs_name_their_field(tmp_path):
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         measure(TTT, [_narrow_samples(tmp_path)], settings=[SERVED])
     assert e.value.field is None and e.value.file.endswith("data_0.pt")
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         measure(_small_vocab_draft(tmp_path), [SAMPLES], settings=[Setting(2, 10, 4)])
     assert e.value.field == "--settings"
-    from sglang_eagle3_capture.core.errors import WeightsError
     from sglang_eagle3_capture.doctor.expected import _dtype
 
-    with pytest.raises(WeightsError) as e:
+    with pytest.raises(InputError) as e:
         _dtype(_no_fc_draft(tmp_path), "checkpoint")
     assert e.value.field == "fc.weight"
 

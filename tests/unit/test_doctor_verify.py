@@ -225,3 +225,21 @@ def test_samples_of_another_hidden_size_are_refused_with_a_fix(fx, legacy, tmp_p
     torch.save(s, wide)
     rc, _, err = run(capsys, "verify", fx / "draft", "--data", wide, "--no-progress")
     assert rc == 2 and err.startswith(f"sglang-eagle3-capture: error: {wide}: ") and "fix:" in err
+
+
+def test_a_missing_target_tensor_is_none_only_when_it_is_absent(tmp_path):
+    """``missing_ok`` (the target head's lm_head lookup, which then falls back to the tied embedding) covers a tensor
+    the checkpoint does not hold, never a checkpoint that does not read."""
+    from sglang_eagle3_capture.core.errors import InputError
+    from sglang_eagle3_capture.doctor.verify import load_target_tensor
+
+    save_file({"model.embed_tokens.weight": torch.ones(4, 2)}, str(tmp_path / "model.safetensors"))
+    assert load_target_tensor(tmp_path, "lm_head.weight", missing_ok=True) is None
+    assert load_target_tensor(tmp_path, "embed_tokens.weight", missing_ok=True).shape == (4, 2)
+    with pytest.raises(InputError) as e:
+        load_target_tensor(tmp_path, "lm_head.weight")
+    assert (e.value.file, e.value.field) == (str(tmp_path), "*lm_head.weight")
+    (tmp_path / "model.safetensors").write_bytes(b"\x08" + b"\0" * 7 + b"not json")
+    with pytest.raises(InputError) as e:
+        load_target_tensor(tmp_path, "lm_head.weight", missing_ok=True)
+    assert (e.value.file, e.value.field) == (str(tmp_path / "model.safetensors"), "<header>")

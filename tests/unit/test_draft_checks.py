@@ -13,7 +13,7 @@ import pytest
 from sglang_eagle3_capture.core.checkpoint import parameter_checkpoint_names
 from sglang_eagle3_capture.core.draft_checks import plan_draft, sglang_chunk_counts
 from sglang_eagle3_capture.core.draft_config import resolve_flags
-from sglang_eagle3_capture.core.errors import DraftHeadError, ManifestError, WeightsError
+from sglang_eagle3_capture.core.errors import DeploymentError, InputError
 from sglang_eagle3_capture.core.manifest import read_manifest
 from support.draft_dirs import make_draft, rewrite_config, target_manifest
 
@@ -38,25 +38,25 @@ def test_a_consistent_draft_plans(draft):
 # Each row: how to break the draft, the error type, the field it names, and a fragment of the problem.
 BAD_CONFIGS = [
     ("num_aux_hidden_states disagrees with the manifest", lambda c: {**c, "num_aux_hidden_states": 2},
-     DraftHeadError, "num_aux_hidden_states", "lists 3"),
+     DeploymentError, "num_aux_hidden_states", "lists 3"),
     ("eagle_config ids count disagrees (no num_aux)",
      lambda c: {**{k: v for k, v in c.items() if k != "num_aux_hidden_states"},
                 "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2], "use_aux_hidden_state": True}},
-     DraftHeadError, "eagle_config.eagle_aux_hidden_state_layer_ids", "reads 2"),
-    ("no ids anywhere: SGLang's default of 3 vs a 2-id manifest", None, DraftHeadError,
+     DeploymentError, "eagle_config.eagle_aux_hidden_state_layer_ids", "reads 2"),
+    ("no ids anywhere: SGLang's default of 3 vs a 2-id manifest", None, DeploymentError,
      "<absent: SGLang's default of 3>", "reads 3"),
     ("use_aux_hidden_state false",
      lambda c: {**c, "eagle_config": {**c["eagle_config"], "use_aux_hidden_state": False}},
-     DraftHeadError, "eagle_config.use_aux_hidden_state", "is not true"),
+     DeploymentError, "eagle_config.use_aux_hidden_state", "is not true"),
     ("target_hidden_size disagrees with the manifest", lambda c: {**c, "target_hidden_size": 128},
-     DraftHeadError, "target_hidden_size", "'target.hidden_size' is 64"),
+     DeploymentError, "target_hidden_size", "'target.hidden_size' is 64"),
     ("norm_before_fc and fc_norm together", lambda c: {**c, "norm_before_fc": True, "fc_norm": True},
-     DraftHeadError, "norm_before_fc", "fc_norm"),
+     DeploymentError, "norm_before_fc", "fc_norm"),
     ("a flag that is not a boolean", lambda c: {**c, "norm_output": "yes"},
-     DraftHeadError, "norm_output", "true or false"),
+     DeploymentError, "norm_output", "true or false"),
     ("trained with a sliding window the server does not use",
      lambda c: {**c, "sliding_window": 16, "layer_types": ["sliding_attention"]},
-     DraftHeadError, "sliding_window", "16-token"),
+     DeploymentError, "sliding_window", "16-token"),
 ]
 
 
@@ -82,14 +82,14 @@ def test_matching_sliding_window_is_accepted(draft):
 def test_mla_draft_refuses_norm_before_residual(draft):
     rewrite_config(draft, lambda c: {**c, "norm_before_residual": True})
     assert _plan(draft, mla=False).flags["norm_before_residual"] is True  # the Llama class implements it
-    with pytest.raises(DraftHeadError) as e:
+    with pytest.raises(DeploymentError) as e:
         _plan(draft, mla=True)
     assert (e.value.file, e.value.field) == (str(draft / "config.json"), "norm_before_residual") and e.value.fix
 
 
 def test_missing_manifest_names_the_file_and_the_fix(tmp_path, tiny_target_dir):
     d = make_draft(tmp_path / "d", tiny_target_dir, manifest=False)
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         read_manifest(d)
     assert (e.value.file, e.value.field) == (str(d / "eagle3_manifest.json"), "<file>")
     assert "manifest write" in e.value.fix
@@ -99,7 +99,7 @@ def test_truncated_safetensors_names_the_file(draft):
     weights = draft / "model.safetensors"
     data = weights.read_bytes()
     weights.write_bytes(data[: len(data) - 100])
-    with pytest.raises(WeightsError) as e:
+    with pytest.raises(InputError) as e:
         _plan(draft)
     assert e.value.file == str(weights) and e.value.field.endswith(".data_offsets")  # the tensor cut off
     assert "truncated" in e.value.problem
@@ -138,7 +138,7 @@ def test_manifest_for_another_target_width_is_refused(tmp_path, tiny_target_dir)
     m = target_manifest(tiny_target_dir, [-1, 1, 3])
     (d / "eagle3_manifest.json").write_text(
         json.dumps({**m.to_dict(), "target": {**m.to_dict()["target"], "hidden_size": 32}}))
-    with pytest.raises(DraftHeadError) as e:
+    with pytest.raises(DeploymentError) as e:
         _plan(d)
     assert (e.value.file, e.value.field) == (str(d / "config.json"), "hidden_size")
     assert "'target.hidden_size' is 32" in e.value.problem
@@ -147,7 +147,7 @@ def test_manifest_for_another_target_width_is_refused(tmp_path, tiny_target_dir)
 def test_a_draft_path_with_control_characters_is_escaped_in_errors(tmp_path, tiny_target_dir):
     d = make_draft(tmp_path / "dr\x1baft", tiny_target_dir, [-1, 1, 3])
     cfg = {**json.loads((d / "config.json").read_text()), "num_aux_hidden_states": 2}
-    with pytest.raises(DraftHeadError) as e:
+    with pytest.raises(DeploymentError) as e:
         plan_draft(cfg, d, read_manifest(d), mla=False)
     assert "\x1b" not in str(e.value) and "dr\\x1baft" in str(e.value)
     cfg = json.loads((d / "config.json").read_text())
@@ -159,7 +159,6 @@ def test_one_dimension_bound_and_one_flag_list_for_config_and_checkpoint():
     from sglang_eagle3_capture.core import checkpoint
     from sglang_eagle3_capture.core import draft_config as config
     from sglang_eagle3_capture.core.draft_config import DraftConfig
-    from sglang_eagle3_capture.core.errors import ConvertError, DraftFormatError
     from sglang_eagle3_capture.core.schemas.draft import DIM
     from sglang_eagle3_capture.doctor.formats.base import MATH_FLAGS, MAX_DIM
 
@@ -168,11 +167,11 @@ def test_one_dimension_bound_and_one_flag_list_for_config_and_checkpoint():
     good = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64, "num_attention_heads": 4,
             "intermediate_size": 128, "vocab_size": 256, "num_hidden_layers": 1}
     for bad in (0, True, 1.0, MAX_DIM + 1, "8"):
-        with pytest.raises(ConvertError) as e:
+        with pytest.raises(InputError) as e:
             checkpoint.expected_eagle3_tensors({**good, "hidden_size": bad}, 3, 64, "c\x1b.json")
         assert (e.value.file, e.value.field) == ("c\\x1b.json", "hidden_size") and e.value.fix
         assert "\x1b" not in str(e.value)
-        with pytest.raises(DraftFormatError) as e:
+        with pytest.raises(InputError) as e:
             DraftConfig.from_dict({**good, "hidden_size": bad}, "c.json")
         assert (e.value.file, e.value.field) == ("c.json", "hidden_size")
     assert DraftConfig.from_dict({**good, "hidden_size": MAX_DIM, "head_dim": 16}, "c.json").hidden_size == MAX_DIM

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from sglang_eagle3_capture.core.errors import DraftFormatError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.doctor.model import Eagle3Draft, eagle3_shift, rope_frequencies
 from support.draft_dirs import VARIANTS, mine_per_token, ragged_inputs, random_draft
 from support.tolerances import TOLERANCES
@@ -70,7 +70,7 @@ def test_bad_draft_dirs_name_file_and_field(tmp_path, breakage, file, field):
     breakage(cfg, weights)
     (d / "config.json").write_text(json.dumps(cfg))
     save_file(weights, str(d / "model.safetensors"))
-    with pytest.raises(DraftFormatError) as err:
+    with pytest.raises(InputError) as err:
         Eagle3Draft.from_pretrained(d)
     assert (err.value.file, err.value.field) == (str(d / file), field) and err.value.fix
 

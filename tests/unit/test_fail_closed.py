@@ -16,7 +16,7 @@ from sglang_eagle3_capture.core import policy, releases
 from sglang_eagle3_capture.core.config_keys import FAIL_CLOSED_IDS, IDS_KEY, is_fail_closed
 from sglang_eagle3_capture.core.draft_checks import plan_draft, sglang_chunk_counts
 from sglang_eagle3_capture.core.draft_config import DraftConfig
-from sglang_eagle3_capture.core.errors import DraftFormatError, DraftHeadError, FormatError, WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError, InputError
 from sglang_eagle3_capture.core.families import all_families
 from sglang_eagle3_capture.core.manifest import Manifest, read_manifest
 from sglang_eagle3_capture.core.releases.schema import SHIFT_IF_FIRST_IS_1
@@ -72,10 +72,10 @@ def test_every_release_refuses_the_fail_closed_object_at_startup(family):
 
 def test_the_schema_takes_the_object_and_the_format_readers_refuse_it():
     assert check_draft_config({"architectures": ["LlamaForCausalLMEagle3"], **EC}, "c.json")
-    with pytest.raises(FormatError) as e:  # a list item keeps its own path
+    with pytest.raises(InputError) as e:  # a list item keeps its own path
         check_draft_config({"eagle_config": {IDS_KEY: [1, "2"]}}, "c.json")
     assert e.value.field == f"{FIELD}[1]"
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(InputError) as e:
         read_draft_config({"architectures": ["LlamaForCausalLMEagle3"], **EC},
                           {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": N, "hidden_size": 64},
                           file="d/config.json")
@@ -90,7 +90,7 @@ def _deployment(manifest=None):
 def test_the_plugin_wires_the_manifest_beside_the_object_and_refuses_the_object_alone(tmp_path):
     m = Manifest((-1, 0, 5), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}, path=tmp_path / "m.json")
     assert policy.decide(_deployment(m)).layer_ids == (-1, 0, 5)
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         policy.decide(_deployment())
     assert (e.value.file, e.value.field) == ("D/config.json", FIELD) and "eagle3_manifest.json" in e.value.fix
     cfg = tmp_path / "d"
@@ -103,13 +103,13 @@ def test_draft_readers_need_the_manifest_and_a_count_beside_the_object(tmp_path)
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64, "num_attention_heads": 4,
            "intermediate_size": 128, "vocab_size": 100, "num_hidden_layers": 1, **EC}
     m = Manifest((-1, 0, 5), "DeepseekV3ForCausalLM", 6, 64, {"source": "manual"}, path=tmp_path / "m.json")
-    with pytest.raises(DraftHeadError) as e:
+    with pytest.raises(DeploymentError) as e:
         plan_draft(cfg, None, None, mla=False)
     assert e.value.field == FIELD
-    with pytest.raises(DraftHeadError) as e:
+    with pytest.raises(DeploymentError) as e:
         plan_draft(cfg, None, m, mla=True)
     assert e.value.field == "num_aux_hidden_states"
-    with pytest.raises(DraftFormatError) as e:
+    with pytest.raises(InputError) as e:
         DraftConfig.from_dict(cfg, where="c.json")
     assert e.value.field == "num_aux_hidden_states"
     counted = {**cfg, "num_aux_hidden_states": 3}

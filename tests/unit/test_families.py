@@ -19,7 +19,7 @@ import torch
 
 from sglang_eagle3_capture.core import families, releases, seams
 from sglang_eagle3_capture.core.capture import CaptureError, FcFeed, plan_capture
-from sglang_eagle3_capture.core.errors import ManifestError, WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError, InputError
 from sglang_eagle3_capture.core.families import LIST, PACKED, Family
 from sglang_eagle3_capture.core.manifest import Manifest, check_target, write_manifest
 from sglang_eagle3_capture.core.releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1
@@ -222,11 +222,11 @@ def test_a_manifest_is_checked_by_family():
     m = Manifest((-1, 15, 28), "LlamaForCausalLM", 32, 4096, {"source": "manual"})
     for arch in ("MistralForCausalLM", "Phi3ForCausalLM", "LlamaForCausalLM"):
         check_target(m, {"architectures": [arch], "num_hidden_layers": 32, "hidden_size": 4096}, where=arch)
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         check_target(m, {"architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096},
                      where="qwen2")
     assert (e.value.file, e.value.field) == ("qwen2", "architectures") and "LlamaForCausalLM" in e.value.problem
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         check_target(m, {"architectures": ["MistralForCausalLM"], "num_hidden_layers": 40, "hidden_size": 4096},
                      where="mistral")
     assert (e.value.file, e.value.field) == ("mistral", "num_hidden_layers") and e.value.fix
@@ -269,7 +269,7 @@ def _resolve(tmp_path, arch, ids, release):
 def test_minus_one_is_refused_exactly_where_the_family_loop_crashes(tmp_path, family, release):
     arch = family.architectures[0]
     if family.name in release_table.get(release).embedding_crashes:
-        with pytest.raises(WiringError) as e:
+        with pytest.raises(DeploymentError) as e:
             _resolve(tmp_path, arch, [-1, 1, 4], release)
         msg = str(e.value)
         assert f"the {family.name} family's capture loop in SGLang {release}" in msg and "layer id -1" in msg
@@ -282,7 +282,7 @@ def test_minus_one_is_refused_exactly_where_the_family_loop_crashes(tmp_path, fa
 
 
 def test_an_architecture_without_a_family_is_refused_naming_the_families(tmp_path):
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(tmp_path, "FalconForCausalLM", [-1, 1, 4], releases.newest().version)
     assert e.value.field == "architectures" and "FalconForCausalLM" in e.value.problem and e.value.fix
     for f in families.all_families():
@@ -299,7 +299,7 @@ REFUSED = ("Gemma4UnifiedForConditionalGeneration", "Glm5NextForConditionalGener
 @pytest.mark.parametrize("arch", REFUSED)
 def test_a_refused_architecture_is_refused_at_startup(tmp_path, arch):
     assert families.family_of(arch) is None
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         _resolve(tmp_path, arch, [-1, 1, 4], releases.newest().version)
     assert e.value.field == "architectures" and arch in e.value.problem and e.value.fix
 
@@ -326,7 +326,7 @@ def test_a_hook_the_release_lacks_is_left_out_of_the_patch_and_a_draft_on_it_ref
     kwargs = dict(config=SimpleNamespace(eagle_use_aux_hidden_state=True), server_args=SimpleNamespace(pp_size=1),
                   model_config=SimpleNamespace(hf_config=cfg), spec_algorithm=_Eagle3(), is_draft_worker=False,
                   draft_path=str(draft), draft_hf_config=lambda: json.loads((draft / "config.json").read_text()))
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         resolve_target_capture(**kwargs, release=old)
     assert e.value.field == "layer_ids" and vl in e.value.problem and "0.5.17" in e.value.problem
     assert "upgrade SGLang" in e.value.fix
@@ -339,7 +339,7 @@ def test_longcat_layer_count_is_num_layers_where_the_config_has_no_num_hidden_la
     cfg = {"architectures": ["LongcatFlashForCausalLM"], "num_layers": 28, "hidden_size": 6144}
     assert target_dims(cfg, "c") == ("LongcatFlashForCausalLM", 28, 6144)
     assert target_dims({**cfg, "num_hidden_layers": 14}, "c")[1] == 14  # SGLang's own key first
-    with pytest.raises(ManifestError) as e:  # another family's config without num_hidden_layers is still refused
+    with pytest.raises(InputError) as e:  # another family's config without num_hidden_layers is still refused
         target_dims({**cfg, "architectures": ["LlamaForCausalLM"]}, "c")
     assert e.value.field == "num_hidden_layers" and e.value.fix
 
@@ -469,10 +469,10 @@ def test_configure_refuses_a_decoder_stack_whose_own_forward_the_table_does_not_
 
         model = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True, world_size=1), model=Unlisted(),
                                 config=SimpleNamespace(num_hidden_layers=6))
-        with pytest.raises(WiringError, match="Unlisted.*not served by the capture patch of the fake family"):
+        with pytest.raises(DeploymentError, match="Unlisted.*not served by the capture patch of the fake family"):
             fake.CausalLM.set_eagle3_layers_to_capture(model, DeclaredLayerIds([-1, 2], "m.json"))
         model.model = fake.Stack()
-        with pytest.raises(WiringError, match="the other family"):
+        with pytest.raises(DeploymentError, match="the other family"):
             fake.CausalLM.set_eagle3_layers_to_capture(model, DeclaredLayerIds([-1, 2], "m.json", family="other"))
     finally:
         seams.revert(patch)
@@ -499,7 +499,7 @@ def test_configure_reads_the_layer_count_from_text_config_where_the_table_says_a
         wrapper = model(Wrapper, 6)
         fake.CausalLM.set_eagle3_layers_to_capture(wrapper, DeclaredLayerIds([-1, 5, 2], "m.json", family="fake"))
         assert wrapper.model.layers_to_capture == [0, 3]  # 5 = N-1 of text_config's 6 layers: the final norm's
-        with pytest.raises(WiringError) as e:  # a stack that is not the config's: never a guessed N
+        with pytest.raises(DeploymentError) as e:  # a stack that is not the config's: never a guessed N
             fake.CausalLM.set_eagle3_layers_to_capture(model(Wrapper, 5), DeclaredLayerIds([-1, 2], "m.json"))
         assert (e.value.file, e.value.field) == ("m.json", None)
         own = model(Wrapper, 6)  # a wrapper that keeps the text config as its config (Qwen3.5-VL, qwen3_vl.py:1346)
@@ -510,7 +510,7 @@ def test_configure_reads_the_layer_count_from_text_config_where_the_table_says_a
         class Plain:  # not in the table's text_config: its own num_hidden_layers (99) is N, which its stack is not
             pass
 
-        with pytest.raises(WiringError):
+        with pytest.raises(DeploymentError):
             fake.CausalLM.set_eagle3_layers_to_capture(model(Plain, 6), DeclaredLayerIds([-1, 2], "m.json"))
     finally:
         seams.revert(patch)

@@ -12,7 +12,7 @@ from speculators.proposals.greedy import GreedyTokenProposalConfig
 from transformers import LlamaConfig
 
 from sglang_eagle3_capture.core.config_keys import CONVERTED_MARKER_KEY
-from sglang_eagle3_capture.core.errors import AmbiguousLayerIds, FormatError, UsageError
+from sglang_eagle3_capture.core.errors import AmbiguousLayerIds, InputError
 from sglang_eagle3_capture.doctor.formats import (
     EagleDefaultFormat,
     SGLangEagleConfigFormat,
@@ -116,7 +116,7 @@ def test_speculators_final_layer_without_weights_is_ambiguous_naming_both_readin
 @pytest.mark.parametrize("width", [2 * 96 - 96, 4 * 96])
 def test_speculators_final_layer_with_an_fc_of_another_width_is_refused(width):
     target = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 7, "hidden_size": 96}
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(InputError) as e:
         read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[0, 2, 7]), target, "c.json",
                          fc_in_features=width)
     assert (e.value.file, e.value.field) == ("c.json", "eagle_aux_hidden_state_layer_ids") and e.value.fix
@@ -125,7 +125,7 @@ def test_speculators_final_layer_with_an_fc_of_another_width_is_refused(width):
 
 def test_speculators_final_layer_not_last_is_refused():
     target = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 93, "hidden_size": 4096}
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(InputError) as e:
         read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[2, 93, 46]), target, "c.json")
     assert (e.value.file, e.value.field) == ("c.json", "eagle_aux_hidden_state_layer_ids") and e.value.fix
 
@@ -137,7 +137,7 @@ def test_speculators_listed_out_of_order_is_read_in_capture_order():
 
 
 def test_speculators_out_of_range_names_file_and_field():
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(InputError) as e:
         read_speculators(speculators_config(eagle_aux_hidden_state_layer_ids=[0, 3, 70]), KIMI_K25, "d/config.json")
     assert (e.value.file, e.value.field) == ("d/config.json", "eagle_aux_hidden_state_layer_ids") and e.value.fix
 
@@ -182,7 +182,7 @@ def test_a_training_release_that_cannot_run_the_list_is_refused():
     cfg = {"architectures": ["LlamaForCausalLMEagle3"],
            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 31]}}
     # loop index 0 crashes SGLang 0.5.13.post1's DeepSeek loop, so no draft was trained that way
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         SGLangEagleConfigFormat.layer_ids(cfg, DSV3, "c", "sglang==0.5.13.post1")
     assert (e.value.file, e.value.field) == ("c", "eagle_config.eagle_aux_hidden_state_layer_ids")
     assert "0.5.13.post1" not in e.value.fix and "0.5.23" in e.value.fix  # the releases that do run the list
@@ -221,7 +221,7 @@ def test_original_eagle_draft_uses_low_mid_high_default():
     ({"eagle_config": [1, 29, 57]}, "eagle_config"),
 ])
 def test_dispatch_refusals_name_file_and_field(cfg, field):
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(InputError) as e:
         read_draft_config(cfg, DSV3, file="draft/config.json")
     assert (e.value.file, e.value.field) == ("draft/config.json", field) and e.value.fix
 
@@ -232,7 +232,7 @@ def test_draft_config_keeps_unknown_keys_and_refuses_a_bool_where_an_int_belongs
            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_last_layernorm": True}}
     assert check_draft_config(cfg, "c.json") is cfg
     assert read_draft_config(cfg, DSV3).layer_ids == (1, 29, 57)
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(InputError) as e:
         check_draft_config({**cfg, "num_aux_hidden_states": True}, "c.json")
     assert (e.value.file, e.value.field) == ("c.json", "num_aux_hidden_states") and e.value.fix
 
@@ -246,7 +246,7 @@ def test_every_id_list_a_stock_engine_reads_is_declared_a_list_of_integers():
             cfg = {key: ["2"]}
             for name in reversed(outer):
                 cfg = {name: cfg}
-            with pytest.raises(FormatError) as e:
+            with pytest.raises(InputError) as e:
                 check_draft_config(cfg, "c.json")
             assert e.value.field == f"{dotted}[0]", dotted
 
@@ -256,7 +256,7 @@ def test_trained_with_layer_output_is_refused_when_an_id_is_past_the_last_layer(
     # `layer-output` used to return that reading, (0, 2, 5), silently.
     gpt_oss = {"architectures": ["GptOssForCausalLM"], "num_hidden_layers": 6, "hidden_size": 64}
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 6]}}
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         SGLangEagleConfigFormat.layer_ids(cfg, gpt_oss, "config.json", "layer-output")
     assert (e.value.file, e.value.field) == ("config.json", "eagle_config.eagle_aux_hidden_state_layer_ids")
     assert e.value.fix.startswith("pass sglang==")
@@ -271,6 +271,6 @@ def test_trained_with_layer_output_is_refused_when_an_id_is_past_the_last_layer(
     {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "use_aux_hidden_state": "z" * 100_000}},
 ])
 def test_a_huge_user_value_is_cut_in_the_message(cfg):
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(InputError) as e:
         read_draft_config({"architectures": ["LlamaForCausalLMEagle3"], **cfg}, DSV3, file="config.json")
     assert len(str(e.value)) < 1000 and e.value.file == "config.json" and e.value.field.startswith("eagle_config")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_eagle3_capture.core.errors import ManifestError, UsageError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.manifest import read_manifest
 from sglang_eagle3_capture.core.userfiles import TEMP_DIR_PREFIX
 from sglang_eagle3_capture.doctor import cli
@@ -125,7 +125,7 @@ def test_third_party_warnings_never_precede_the_error_line(monkeypatch):
         import logging
 
         logging.getLogger("somelib").warning("a library's log record")
-        raise ManifestError("draft/eagle3_manifest.json", "layer_ids", "bad", "write it again")
+        raise InputError("draft/eagle3_manifest.json", "layer_ids", "bad", "write it again")
 
     monkeypatch.setattr(cli, "read_manifest", noisy)
     r = run_cli(["manifest", "show", FIXTURE / "draft"])
@@ -326,7 +326,7 @@ def test_a_manifest_bound_is_blamed_on_the_target_config(base, tmp_path, dims, f
     target = _huge_target(tmp_path, **dims)
     for run in (lambda: convert(base / "sf", tmp_path / "out", target=target),
                 lambda: write_draft_manifest(FIXTURE / "draft", [-1, 0, 1], target, force=True)):
-        with pytest.raises(ManifestError) as e:
+        with pytest.raises(InputError) as e:
             run()
         assert (e.value.file, e.value.field) == (str(target), field) and e.value.fix
     assert not (tmp_path / "out").exists()
@@ -336,13 +336,13 @@ def test_a_manifest_bound_is_blamed_on_the_target_config(base, tmp_path, dims, f
 def test_trained_with_where_nothing_reads_it_is_refused(base, tmp_path, speculators_draft, kimi_target):
     r = run_cli(["inspect", base / "draft", "--trained-with", "layer-output"])
     assert r.rc == 2 and "field '--trained-with'" in r.err and "fix:" in r.err, r.err
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         convert(speculators_draft, tmp_path / "o1", target=kimi_target, trained_with="layer-output")
     assert e.value.field == "--trained-with" and e.value.fix
     src = tmp_path / "sf"
     shutil.copytree(base / "sf", src)
     write_draft_manifest(src, [1, 29, 57], base / "kimi")
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "o2", target=base / "kimi", trained_with="layer-output")
     assert e.value.field == "--trained-with" and e.value.fix
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()

@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 
 from sglang_eagle3_capture.core.checkpoint import tensor_index
 from sglang_eagle3_capture.core.draft_config import DraftConfig
-from sglang_eagle3_capture.core.errors import ConvertError, DraftFormatError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.doctor.convert import convert
 from sglang_eagle3_capture.doctor.model import check_checkpoint
 from support.cli import run
@@ -85,7 +85,7 @@ def test_convert_refuses_what_sglang_cannot_honour_in_every_format(tmp_path, fmt
     build, arch, prefix = FORMATS[fmt]
     src = build(tmp_path, key, value)
     target = write_target(tmp_path / "t", architecture=arch)
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "out", target=target)
     assert e.value.file == str(src / "config.json") and e.value.field == prefix + key and e.value.fix
     assert not (tmp_path / "out").exists()
@@ -105,7 +105,7 @@ def test_an_fc_bias_needs_the_o_proj_bias_sglang_builds_with_it(tmp_path):
     tensors = {**specforge_tensors(), "fc.bias": torch.randn(HIDDEN)}
     src = build_specforge_draft(tmp_path / "a", tensors=tensors)
     _edit(src / "config.json", lambda c: c.update(bias=True))
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "out_a", target=target)
     assert e.value.field == "midlayer.self_attn.o_proj.bias"
     tensors["midlayer.self_attn.o_proj.bias"] = torch.randn(HIDDEN)
@@ -139,7 +139,7 @@ UNBUILDABLE = [("architectures", []), ("architectures", None), ("architectures",
 
 @pytest.mark.parametrize("key,value", UNBUILDABLE, ids=[f"{k}={v}" for k, v in UNBUILDABLE])
 def test_verify_reader_refuses_what_sglang_cannot_build(key, value):
-    with pytest.raises(DraftFormatError) as e:
+    with pytest.raises(InputError) as e:
         DraftConfig.from_dict({**GOOD, key: value}, "c.json")
     assert e.value.file == "c.json" and e.value.field in (key, "num_attention_heads") and e.value.fix
 
@@ -147,7 +147,7 @@ def test_verify_reader_refuses_what_sglang_cannot_build(key, value):
 def test_verify_reader_refuses_a_draft_without_architectures():
     cfg = dict(GOOD)
     del cfg["architectures"]
-    with pytest.raises(DraftFormatError) as e:
+    with pytest.raises(InputError) as e:
         DraftConfig.from_dict(cfg, "c.json")
     assert e.value.field == "architectures"
 
@@ -247,14 +247,12 @@ CASES = [(layout, kind) for layout in LAYOUTS for kind in REFUSED
 
 @pytest.mark.parametrize("layout,kind", CASES, ids=[f"{a}-{b}" for a, b in CASES])
 def test_a_hidden_state_outside_dense_float_is_refused_naming_file_and_key(tmp_path, layout, kind):
-    from sglang_eagle3_capture.core.errors import SampleError
-
     d = _sample(layout)
     key = LAYOUTS[layout][1]
     _put(d, key, kind)
     path = _write(tmp_path, layout, d)
     assert path.stat().st_size < 64 << 10
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         _read(tmp_path, layout, path)
     assert e.value.file == str(path) and e.value.field == key and e.value.fix
 
@@ -265,15 +263,13 @@ IDS_REFUSED = [(layout, kind) for layout in LAYOUTS for kind in ("sparse", "meta
 
 @pytest.mark.parametrize("layout,kind", IDS_REFUSED, ids=[f"{a}-{b}" for a, b in IDS_REFUSED])
 def test_ids_outside_dense_integers_are_refused_naming_file_and_key(tmp_path, layout, kind):
-    from sglang_eagle3_capture.core.errors import SampleError
-
     d = _sample(layout)
     key = LAYOUTS[layout][2]
     ids = d[key]
     d[key] = _as(kind, ids[0] if ids.dim() == 2 else ids)[None] if ids.dim() == 2 and kind != "stride-0" else \
         _as(kind, ids)
     path = _write(tmp_path, layout, d)
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         _read(tmp_path, layout, path)
     assert e.value.file == str(path) and e.value.field == key and e.value.fix
 
@@ -297,8 +293,6 @@ def test_fp8_hidden_states_are_read_as_float32(tmp_path, layout, kind):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kind", ["uint16", "uint32", "uint64"])
 def test_unsigned_ids_are_read_as_int64_and_past_int64_refused(tmp_path, layout, kind):
-    from sglang_eagle3_capture.core.errors import SampleError
-
     d = _sample(layout)
     key = LAYOUTS[layout][2]
     want = d[key].reshape(-1)
@@ -309,7 +303,7 @@ def test_unsigned_ids_are_read_as_int64_and_past_int64_refused(tmp_path, layout,
     if kind == "uint64":
         d[key] = torch.full(d[key].shape, 2**63, dtype=torch.uint64)
         path = _write(tmp_path, layout, d)
-        with pytest.raises(SampleError) as e:
+        with pytest.raises(InputError) as e:
             _read(tmp_path, layout, path)
         assert e.value.field == key
 
@@ -352,7 +346,6 @@ def test_a_deflated_torch_zip_record_is_bounded_in_every_container(tmp_path, mon
     64 MiB to 1 MiB so the test stays small) is refused before torch.load reads it; within the bound it loads."""
     import gzip
 
-    from sglang_eagle3_capture.core.errors import SampleError
     from sglang_eagle3_capture.doctor import samples
 
     monkeypatch.setattr(samples, "MIN_BUDGET", 1 << 20)
@@ -364,7 +357,7 @@ def test_a_deflated_torch_zip_record_is_bounded_in_every_container(tmp_path, mon
     gz = layout == "ckpt.gz"
     path.write_bytes(gzip.compress(data) if gz else data)
     assert path.stat().st_size < 64 << 10
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         samples.load_sample(path)
     assert e.value.file == str(path) and e.value.field == "<data>" and e.value.fix
     path.write_bytes(gzip.compress(small) if gz else small)
@@ -373,19 +366,18 @@ def test_a_deflated_torch_zip_record_is_bounded_in_every_container(tmp_path, mon
 
 @pytest.mark.parametrize("key", ["hidden_state", "aux_hidden_state", "input_ids", "loss_mask"])
 def test_a_batch_2_specforge_ckpt_is_refused_not_read_as_its_first_row(tmp_path, key):
-    from sglang_eagle3_capture.core.errors import SampleError
     from sglang_eagle3_capture.doctor.samples import load_sample
 
     d = _sample("ckpt")
     d[key] = torch.cat([d[key], d[key]])  # SpecForge writes one sample per file: a second row is another sample
     path = _write(tmp_path, "ckpt", d)
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         load_sample(path)
     assert e.value.file == str(path) and e.value.field == key and e.value.fix
 
 
 def test_verify_reader_refuses_a_quantized_draft_it_cannot_model():
-    with pytest.raises(DraftFormatError) as e:
+    with pytest.raises(InputError) as e:
         DraftConfig.from_dict({**GOOD, "quantization_config": {"quant_method": "fp8"}}, "c.json")
     assert e.value.field == "quantization_config" and e.value.fix
 

@@ -2,9 +2,9 @@
 
 import pytest
 
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.layer_ids import (
     EMBEDDING_LAYER_ID,
-    LayerIdError,
     check_layer_ids,
     hidden_state_index,
     hidden_state_indices,
@@ -50,19 +50,19 @@ def test_check_accepts_full_range():
     ],
 )
 def test_check_rejects_naming_file_and_field(ids, n, field):
-    with pytest.raises(LayerIdError) as e:
+    with pytest.raises(InputError) as e:
         check_layer_ids(ids, n, file="draft/eagle3_manifest.json")
     assert (e.value.file, e.value.field) == ("draft/eagle3_manifest.json", field) and e.value.fix
 
 
 def test_check_names_the_callers_field():
-    with pytest.raises(LayerIdError) as e:
+    with pytest.raises(InputError) as e:
         check_layer_ids([0, None], 61, file="config.json", field="eagle_config.eagle_aux_hidden_state_layer_ids")
     assert e.value.field == "eagle_config.eagle_aux_hidden_state_layer_ids[1]"
 
 
 def test_check_without_layer_count_still_rejects_below_embedding():
     assert check_layer_ids([-1, 500], None, file="x") == (-1, 500)
-    with pytest.raises(LayerIdError) as e:
+    with pytest.raises(InputError) as e:
         check_layer_ids([-3], None, file="x")
     assert (e.value.file, e.value.field) == ("x", "layer_ids")

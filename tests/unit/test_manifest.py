@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sglang_eagle3_capture.core.errors import ManifestError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.manifest import (
     MANIFEST_FILENAME,
     MANIFEST_FORMAT,
@@ -57,7 +57,7 @@ def test_write_read_round_trip_and_document_shape(tmp_path):
 
 def test_missing_manifest_names_the_write_command(tmp_path):
     assert find_manifest(tmp_path) is None
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         read_manifest(tmp_path)
     assert e.value.file == str(tmp_path / MANIFEST_FILENAME) and e.value.field == "<file>"
     assert "sglang-eagle3-capture manifest write" in e.value.fix and "--target" in e.value.fix
@@ -65,7 +65,7 @@ def test_missing_manifest_names_the_write_command(tmp_path):
 
 def test_find_manifest_raises_on_an_invalid_file(tmp_path):
     (tmp_path / MANIFEST_FILENAME).write_text("{not json")
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         find_manifest(tmp_path)
     assert e.value.file == str(tmp_path / MANIFEST_FILENAME) and e.value.field == "<document>" and e.value.fix
 
@@ -77,17 +77,17 @@ def test_manifest_order_is_kept_not_sorted(tmp_path):
 
 
 def test_constructor_validates(tmp_path):
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         Manifest((-1, 2, 61), "DeepseekV3ForCausalLM", 61, 7168)
     assert (e.value.file, e.value.field) == (MANIFEST_FILENAME, "layer_ids") and "[-1, 60]" in e.value.fix
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         Manifest((-1,), "DeepseekV3ForCausalLM", 61, 0, path=tmp_path / "m.json")
     assert (e.value.file, e.value.field) == (str(tmp_path / "m.json"), "target.hidden_size") and e.value.fix
 
 
 @pytest.mark.parametrize("ids", [5, "ab", None, b"\x00\x01"])
 def test_constructor_rejects_ids_that_are_not_a_list(ids):
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         Manifest(ids, "DeepseekV3ForCausalLM", 61, 7168)
     assert (e.value.file, e.value.field) == (MANIFEST_FILENAME, "layer_ids") and e.value.fix
 
@@ -98,7 +98,7 @@ def test_constructor_keeps_ids_as_a_tuple():
 
 
 def test_a_path_with_control_characters_is_escaped_in_a_layer_id_error(tmp_path):
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         Manifest((99,), "DeepseekV3ForCausalLM", 61, 7168, path=tmp_path / "a\x1bb.json")
     assert "\x1b" not in str(e.value) and (e.value.file, e.value.field) == (str(tmp_path / "a\\x1bb.json"), "layer_ids")
 
@@ -114,7 +114,7 @@ def _doc():
 def test_non_string_unknown_keys_name_the_key(where, key):
     doc = _doc()
     {"top": doc, "target": doc["target"]}[where][key] = 1
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         manifest_from_dict(doc)
     assert e.value.field == ("" if where == "top" else f"{where}.") + repr(key) and e.value.fix
 
@@ -144,7 +144,7 @@ def test_what_changes_the_fc_is_still_refused_naming_the_field(tmp_path, mutate,
     doc = _doc()
     mutate(doc)
     (tmp_path / MANIFEST_FILENAME).write_text(json.dumps(doc))
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         read_manifest(tmp_path)
     assert (e.value.file, e.value.field) == (str(tmp_path / MANIFEST_FILENAME), field) and e.value.fix
     assert e.value.exit_code == 2
@@ -165,7 +165,7 @@ def test_manifest_show_exits_2_on_a_refused_field_and_0_on_odd_metadata(tmp_path
 def test_check_fc_width():
     m = _kimi_manifest()
     check_fc_width(m, 3 * 7168, file="d/model.safetensors")
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         check_fc_width(m, 4 * 7168, file="d/model.safetensors")
     assert (e.value.file, e.value.field) == ("d/model.safetensors", "fc.weight") and e.value.fix
     assert "trained on 4 hidden states" in e.value.problem
@@ -181,7 +181,7 @@ def test_check_target_family_and_text_config():
     for cfg, file, field in ((dict(DSV3, architectures=["LlamaForCausalLM"]), "x", "architectures"),
                              (bad_layers, "kimi/config.json", "text_config.num_hidden_layers"),
                              (dict(DSV3, hidden_size=4096), "dsv3/config.json", "hidden_size")):
-        with pytest.raises(ManifestError) as e:
+        with pytest.raises(InputError) as e:
             check_target(m, cfg, where=file)
         assert (e.value.file, e.value.field) == (file, field) and e.value.fix
 
@@ -196,11 +196,11 @@ def test_check_target_accepts_config_objects():
 
 def test_fc_width_and_target_errors_escape_the_names_they_show(tmp_path):
     m = _kimi_manifest(path=tmp_path / "m\x1b.json")
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         check_fc_width(m, 4 * 7168, file="d\x1b/model.safetensors")
     assert "\x1b" not in str(e.value) and e.value.file == "d\\x1b/model.safetensors"
     for cfg in ({**DSV3, "architectures": ["Llama\x1bForCausalLM"]}, {**KIMI_K25, "text_config": {
             **KIMI_K25["text_config"], "hidden_size": 8}}):
-        with pytest.raises(ManifestError) as e:
+        with pytest.raises(InputError) as e:
             check_target(m, cfg, where="t\x1b/config.json")
         assert "\x1b" not in str(e.value) and e.value.file == "t\\x1b/config.json"

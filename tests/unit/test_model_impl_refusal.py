@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from sglang_eagle3_capture.core import policy, releases
-from sglang_eagle3_capture.core.errors import WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError
 from sglang_eagle3_capture.core.manifest import Manifest
 
 
@@ -20,7 +20,7 @@ def _deployment(manifest, model_impl):
 
 def test_a_declared_draft_on_the_mindspore_impl_is_refused_naming_the_flag(tmp_path):
     m = Manifest((-1, 1, 4), "Qwen3ForCausalLM", 6, 64, {"source": "manual"}, path=tmp_path / "m.json")
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         policy.decide(_deployment(m, "mindspore"))
     assert e.value.field == "--model-impl" and "MindSporeForCausalLM" in e.value.problem and e.value.fix
     for impl in ("auto", "sglang"):  # SGLang's own classes: the qwen3 family wires the ids

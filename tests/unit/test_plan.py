@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from fixtures.specs import SPECS
-from sglang_eagle3_capture.core.errors import UsageError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, MANIFEST_VERSION, read_manifest
 from sglang_eagle3_capture.core.schemas.manifest import EXPECTED_VERSION
 from sglang_eagle3_capture.doctor.expected import (
@@ -92,7 +92,7 @@ def test_no_default_setting_is_one_sglang_rewrites():
 
 @pytest.mark.parametrize("text", ["1,1,4", "3,1,2", "2,2,1", "1,2,9", "3;1;4", "a,b,c"])
 def test_a_setting_sglang_would_not_run_as_asked_is_refused(text):
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(InputError) as e:
         parse_settings(text)
     assert e.value.field == "--settings"
 
@@ -103,7 +103,7 @@ def test_bad_input_exits_2_naming_the_field_or_file(capsys, tmp_path, draft):
     (draft / MANIFEST_FILENAME).unlink()
     rc, _, err = run(capsys, "plan", draft, "--data", SAMPLES)
     assert rc == 2 and MANIFEST_FILENAME in err
-    with pytest.raises(UsageError) as e:  # nothing to write into
+    with pytest.raises(InputError) as e:  # nothing to write into
         write_expected(draft, ExpectedReport(str(draft), (-1, 4, 5), [], []))
     assert str(e.value.file).endswith(MANIFEST_FILENAME) and e.value.field == "<file>"
     rc, _, err = run(capsys, "plan", LLAMA / "draft-ttt", "--data", tmp_path / "missing")

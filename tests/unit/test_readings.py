@@ -46,12 +46,12 @@ def test_stock_sglang_without_aux_capture_and_unknown_release():
 def test_ids_that_are_not_a_list_of_integers_are_refused_naming_the_field(ids):
     # SGLang's parsed eagle_config reaches stock_sglang_capture as it is (core/sglang/resolution.py): a raw TypeError
     # from tuple()/max()/+1 used to escape
-    from sglang_eagle3_capture.core.errors import FormatError
+    from sglang_eagle3_capture.core.errors import InputError
     from sglang_eagle3_capture.core.releases import other_engines
     from sglang_eagle3_capture.doctor.readings import engine_capture
 
     for version in ("0.5.11", "0.5.23"):
-        with pytest.raises(FormatError) as e:
+        with pytest.raises(InputError) as e:
             stock_sglang_capture(eagle(ids), 61, family=FAMILY, release=release_table.get(version),
                                  file="draft/config.json")
         assert e.value.field == "eagle_config.eagle_aux_hidden_state_layer_ids" and e.value.fix
@@ -65,6 +65,6 @@ def test_ids_that_are_not_a_list_of_integers_are_refused_naming_the_field(ids):
             c = engine_capture(config, 61, family="llama", reader=reader)
             assert c.refuses_at_startup and not c.fed_layer_ids, c.describe()
         else:  # floats and booleans: no reading is guessed, and the error names the config file
-            with pytest.raises(FormatError) as e:
+            with pytest.raises(InputError) as e:
                 engine_capture(config, 61, family=FAMILY, reader=reader, file="draft/config.json")
             assert e.value.field in reader.keys and e.value.fix and e.value.file == "draft/config.json"

@@ -31,7 +31,7 @@ import torch
 
 from fixtures.specs import SPECS
 from sglang_eagle3_capture.core import ranks, releases, switches
-from sglang_eagle3_capture.core.errors import DeploymentError, DumpConfigError
+from sglang_eagle3_capture.core.errors import DeploymentError, InputError
 from sglang_eagle3_capture.core.manifest import MANIFEST_FILENAME, Manifest
 from sglang_eagle3_capture.core.sglang import resolution, selfcheck
 from sglang_eagle3_capture.core.sglang import target as target_patch
@@ -176,8 +176,8 @@ HOSTILE_DIRS = ["symlink to a directory", "dangling symlink", "group-writable", 
 def test_a_hostile_dump_directory_is_refused_and_nothing_is_written(tmp_path, kind, caplog):
     p = _hostile_dir(kind, tmp_path)
     before = _tree(tmp_path)
-    with pytest.raises(DumpConfigError) as e:
-        bounded(lambda: PrivateDirectory.open(p, error=DumpConfigError))
+    with pytest.raises(InputError) as e:
+        bounded(lambda: PrivateDirectory.open(p, error=InputError))
     assert (e.value.file, e.value.field) == (str(p), "<dir>")
     # the dump: off for this process with one ERROR naming the directory and the variable; serving goes on
     assert bounded(lambda: dump.dump_from_env({"tp_rank": 0}, environ={dump.ENV_DIR: str(p)})) is None

@@ -19,7 +19,7 @@ import pytest
 
 from sglang_eagle3_capture.core import launch, policy, releases
 from sglang_eagle3_capture.core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from sglang_eagle3_capture.core.errors import ConvertError, DeploymentError, Eagle3CaptureError, WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError, Eagle3CaptureError, InputError
 from sglang_eagle3_capture.core.families import family_of
 from sglang_eagle3_capture.core.layer_ids import FINAL_NORM
 from sglang_eagle3_capture.core.manifest import (
@@ -157,7 +157,7 @@ def test_convert_refuses_layer_ids_that_contradict_the_source_manifest(tmp_path)
     src = build_specforge_draft(tmp_path / "src", ids=(1, 29, 57))
     target = write_target(tmp_path / "dsv3", architecture=DSV3)
     write_manifest(src, Manifest((0, 28, 56), DSV3, N, 64, {"source": "verify"}))
-    with pytest.raises(ConvertError) as e:
+    with pytest.raises(InputError) as e:
         convert(src, tmp_path / "dst", target=target, layer_ids=[1, 29, 57])
     assert (e.value.file, e.value.field) == (str(src / MANIFEST_FILENAME), "layer_ids")
     assert not (tmp_path / "dst").exists()
@@ -176,7 +176,7 @@ def test_without_the_fix_the_marked_output_would_be_refused(tmp_path):
     """The property above can fail: a converted config that kept the mark is refused by the plugin's policy."""
     dst, target, _, _ = _sglang_format_marked((-1, 2, 30))(tmp_path)
     _mark(dst)
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         served_by_plugin(dst, target, releases.installed_or_newest())
     assert e.value.field == "layer_ids"
 

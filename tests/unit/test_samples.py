@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from sglang_eagle3_capture.core.errors import SampleError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.doctor.samples import (
     HS_SAFETENSORS,
     LEGACY_PT,
@@ -56,8 +56,8 @@ def test_legacy_pt_reads_chunks_exactly_and_marks_training_fc_input(tmp_path):
 
 
 def refused(path, field):
-    """The SampleError ``load_sample(path)`` raises: it names ``path`` and ``field`` and gives a fix."""
-    with pytest.raises(SampleError) as e:
+    """The InputError ``load_sample(path)`` raises: it names ``path`` and ``field`` and gives a fix."""
+    with pytest.raises(InputError) as e:
         load_sample(path)
     assert (e.value.file, e.value.field) == (str(path), field) and e.value.fix, e.value
     return e.value
@@ -70,7 +70,7 @@ def test_legacy_data_config_gives_layer_ids(tmp_path):
     assert load_sample(p).chunk_layer_ids == (2, 3, 4, 6)
     for bad in ([2, 3], [2, 3, 3, 4], [2, 3, -2, 4], [True, 3, 4, 6], "2,3,4,6"):
         cfg.write_text(json.dumps({"hidden_states": {"layer_ids": bad}}))
-        with pytest.raises(SampleError) as e:
+        with pytest.raises(InputError) as e:
             load_sample(p)
         assert e.value.file == str(cfg) and e.value.field.startswith("hidden_states.layer_ids") and e.value.fix, bad
 
@@ -116,7 +116,7 @@ def test_directory_expands_to_sample_files(tmp_path):
     assert [p.name for p in expand_data_paths([tmp_path])] == ["data_0.pt", "data_1.pt"]
     for bad in (tmp_path / "missing.pt", tmp_path / "empty"):
         (tmp_path / "empty").mkdir(exist_ok=True)
-        with pytest.raises(SampleError) as e:
+        with pytest.raises(InputError) as e:
             expand_data_paths([bad])
         assert e.value.file == str(bad) and e.value.fix
 
@@ -207,7 +207,7 @@ def test_legacy_sample_lengths_must_agree(tmp_path):
     refused(p, "input_ids")
     for bad in ("9", True, -1, 9.0):
         lengths.write_text(json.dumps({"3": bad}))
-        with pytest.raises(SampleError) as e:
+        with pytest.raises(InputError) as e:
             load_sample(p)
         assert (e.value.file, e.value.field) == (str(lengths), "3") and e.value.fix, bad
 
@@ -226,14 +226,14 @@ def test_schema_policy_samples_keep_unknown_keys_and_type_declared_ones_strictly
     from support import schemas
 
     assert all(r in schemas.ALL for r in schema.RECORDS)
-    assert all(r.unknown == "keep" and not r.metadata and r.error is SampleError for r in schema.RECORDS)
+    assert all(r.unknown == "keep" and not r.metadata and r.error is InputError for r in schema.RECORDS)
     doc = {"model": "x", "hidden_states": {"layer_ids": [-1, 2], "dtype": "bf16"}, "later": {"key": 1}}
     assert records.read(schema.DATA_CONFIG, doc, file="data_config.json") == doc
     for bad in ([True, 2], [-2, 2], [1.0, 2], ["1", 2]):
-        with pytest.raises(SampleError) as e:
+        with pytest.raises(InputError) as e:
             records.read(schema.DATA_CONFIG, {"hidden_states": {"layer_ids": bad}}, file="data_config.json")
         assert e.value.field.startswith("hidden_states.layer_ids[") and e.value.fix, bad
-    with pytest.raises(SampleError) as e:
+    with pytest.raises(InputError) as e:
         records.read(schema.DATA_CONFIG, {"hidden_states": [1, 2]}, file="data_config.json")
     assert e.value.field == "hidden_states"
     ids = torch.zeros(SEQ, dtype=torch.long)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sglang_eagle3_capture.core import releases
-from sglang_eagle3_capture.core.errors import SelfCheckError
+from sglang_eagle3_capture.core.errors import DeploymentError
 from sglang_eagle3_capture.core.sglang import selfcheck
 from support import REPO
 
@@ -59,7 +59,7 @@ def test_routes_come_from_the_table_and_a_missing_reference_fails_closed():
     stack = si.build(fused=True)
     check = si.arm(stack)
     check.routes = (selfcheck.NORM_OPERANDS,)
-    with pytest.raises(SelfCheckError, match=r"fc chunk 0 \(layer id 3\): no reference for the output of decoder "
+    with pytest.raises(DeploymentError, match=r"fc chunk 0 \(layer id 3\): no reference for the output of decoder "
                                              r"layer 3 was taken in this forward: none of the routes "
                                              r"\['norm-operands'\] fired at layers\[4\]"):
         _run(stack)
@@ -115,7 +115,7 @@ def test_a_sabotaged_capture_is_refused(kind):
     sabotage, message = SABOTAGE[kind]
     sabotage(stack)
     base = _hooks(stack)
-    with pytest.raises(SelfCheckError, match=message) as e:
+    with pytest.raises(DeploymentError, match=message) as e:
         _run(stack)
     text = e.value.problem
     assert e.value.file == "stand-in manifest" and e.value.field is None and e.value.fix

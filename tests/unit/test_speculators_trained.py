@@ -195,7 +195,7 @@ def test_verify_refuses_a_d2t_past_the_target_vocabulary(converted, tmp_path):
 
     from safetensors.torch import save_file
 
-    from sglang_eagle3_capture.core.errors import WeightsError
+    from sglang_eagle3_capture.core.errors import InputError
 
     bad = tmp_path / "bad"
     shutil.copytree(converted.dst, bad)
@@ -204,7 +204,7 @@ def test_verify_refuses_a_d2t_past_the_target_vocabulary(converted, tmp_path):
     weights["d2t"] = weights["d2t"] + vocab  # every draft id lands past the target vocabulary
     save_file(weights, str(bad / "model.safetensors"))
     make_samples(TARGET, tmp_path / "s", n=4, seed=HELDOUT_SEED, lang=st.language(), layer_ids=list(range(-1, 7)))
-    with pytest.raises(WeightsError) as e:
+    with pytest.raises(InputError) as e:
         verify(bad, [tmp_path / "s"], progress=False, max_combinations=0)
     assert e.value.field == "d2t" and e.value.file == str(bad)
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from sglang_eagle3_capture.core.errors import InputError, ManifestError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.target_config import load_target_config, target_dims
 
 
@@ -15,14 +15,14 @@ from sglang_eagle3_capture.core.target_config import load_target_config, target_
     ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": "x" * 5000}, "hidden_size"),
 ])
 def test_errors_escape_the_file_and_the_value(cfg, fld):
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         target_dims(cfg, "t\x1b/config.json")
     assert (e.value.file, e.value.field) == ("t\\x1b/config.json", fld) and e.value.fix
     assert "\x1b" not in str(e.value) and len(str(e.value)) < 400
 
 
 def test_counts_are_integers_not_bools():
-    with pytest.raises(ManifestError) as e:
+    with pytest.raises(InputError) as e:
         target_dims({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": True, "hidden_size": 8}, "c.json")
     assert e.value.field == "num_hidden_layers"
     assert target_dims({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 8}, "c") == (

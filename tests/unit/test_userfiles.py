@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from sglang_eagle3_capture.core.errors import InputError, SampleError
+from sglang_eagle3_capture.core.errors import InputError
 from sglang_eagle3_capture.core.userfiles import (
     TEMP_DIR_PREFIX,
     atomic_directory,
@@ -46,7 +46,7 @@ def test_json_loads_raises_value_error_for_a_5000_digit_integer():
 
 @pytest.mark.parametrize("text", ["[" * 100000, '{"a": ' * 100000, "1" * 5000, '{"version": ' + "9" * 5000 + "}"])
 def test_deep_nesting_and_huge_integers_become_the_callers_error(text):
-    assert _parse_error(text, SampleError).field == "<document>"
+    assert _parse_error(text, InputError).field == "<document>"
 
 
 # --- the hooks --------------------------------------------------------------------------------------------------------
@@ -81,8 +81,8 @@ def test_what_looks_like_a_surrogate_but_is_not_one_is_read():
 def test_read_json_object_refuses_a_list(tmp_path):
     p = tmp_path / "c.json"
     p.write_text("[1]")
-    with pytest.raises(SampleError) as e:
-        read_json_object(p, fix="point at the object", error=SampleError)
+    with pytest.raises(InputError) as e:
+        read_json_object(p, fix="point at the object", error=InputError)
     assert (e.value.file, e.value.field, e.value.fix) == (str(p), "<document>", "point at the object")
 
 
@@ -92,8 +92,8 @@ def test_read_json_object_refuses_a_list(tmp_path):
 def test_a_fifo_is_named_and_never_opened(tmp_path):
     p = tmp_path / "fifo"
     os.mkfifo(p)  # opening it for reading would block: the test would hang
-    with pytest.raises(SampleError) as e:
-        read_bytes(p, error=SampleError, fix="pass a file")
+    with pytest.raises(InputError) as e:
+        read_bytes(p, error=InputError, fix="pass a file")
     assert (e.value.file, e.value.field) == (str(p), "<file>") and "fifo" in e.value.problem
 
 
@@ -172,8 +172,8 @@ def test_modes_come_from_the_kernel(tmp_path, no_umask_reads):
 
 def test_writing_over_a_directory_is_refused(tmp_path):
     (tmp_path / "d").mkdir()
-    with pytest.raises(SampleError) as e:
-        write_file_atomic(tmp_path / "d", "{}", error=SampleError)
+    with pytest.raises(InputError) as e:
+        write_file_atomic(tmp_path / "d", "{}", error=InputError)
     assert (e.value.file, e.value.field) == (str(tmp_path / "d"), "<file>") and e.value.fix
 
 
@@ -221,8 +221,8 @@ def test_a_directory_this_call_did_not_create_is_never_removed(tmp_path):
 
 def test_a_destination_that_gained_files_is_refused_and_nothing_remains(tmp_path):
     dst = tmp_path / "out"
-    with pytest.raises(SampleError) as e:
-        with atomic_directory(dst, error=SampleError) as tmp:
+    with pytest.raises(InputError) as e:
+        with atomic_directory(dst, error=InputError) as tmp:
             (tmp / "mine").write_text("1")
             dst.mkdir()
             (dst / "theirs").write_text("2")

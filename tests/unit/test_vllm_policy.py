@@ -8,7 +8,7 @@ import pytest
 
 from sglang_eagle3_capture.core import policy, releases
 from sglang_eagle3_capture.core.config_keys import FAIL_CLOSED_IDS, IDS_KEY, VLLM_FAIL_CLOSED_IDS, is_vllm_fail_closed
-from sglang_eagle3_capture.core.errors import FormatError, WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError, InputError
 from sglang_eagle3_capture.core.layer_ids import FINAL_NORM
 from sglang_eagle3_capture.core.manifest import find_manifest
 from sglang_eagle3_capture.core.stock import engine_capture, stock_on_vllm, vllm_fail_closed_ids
@@ -79,7 +79,7 @@ def test_inspect_says_an_sglang_only_fail_closed_draft_is_silently_mis_fed_by_st
 def test_the_schema_takes_the_vllm_fail_closed_value_and_nothing_like_it():
     assert is_vllm_fail_closed(VLLM_FAIL_CLOSED_IDS)
     check_draft_config({IDS_KEY: list(VLLM_FAIL_CLOSED_IDS)})
-    with pytest.raises(FormatError) as e:
+    with pytest.raises(InputError) as e:
         check_draft_config({IDS_KEY: [0, "not ours"]})
     assert e.value.field.startswith(IDS_KEY)
 
@@ -97,21 +97,21 @@ def test_the_vllm_plugin_wires_a_fail_closed_manifest_and_refuses_what_stock_vll
     target_cfg = json.loads((target / "config.json").read_text())
     assert policy.decide_vllm(_deployment(draft, target_cfg)).layer_ids == (4, -1, 1)
     manifest = str(draft / "eagle3_manifest.json")
-    with pytest.raises(WiringError) as e:  # not served in this process (Model Runner V2, an unserved release, ...)
+    with pytest.raises(DeploymentError) as e:  # not served in this process (Model Runner V2, an unserved release, ...)
         policy.decide_vllm(_deployment(draft, unserved="Model Runner V2 ran"))
     assert (e.value.file, e.value.field) == (manifest, "layer_ids")
-    with pytest.raises(WiringError) as e:  # a release outside the table
+    with pytest.raises(DeploymentError) as e:  # a release outside the table
         policy.decide_vllm(policy.VllmDeployment(**{**_deployment(draft).__dict__,
                                                     "release": releases.vllm_get("0.31.0"), "version": "0.31.0"}))
     assert (e.value.file, e.value.field) == (manifest, "layer_ids")
     config = json.loads((draft / "config.json").read_text())
     (draft / "config.json").write_text(json.dumps({**config, IDS_KEY: [0, 2, 5]}))  # stock vLLM: sorted, mis-fed
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         policy.decide_vllm(_deployment(draft))
     assert (e.value.file, e.value.field) == (manifest, "layer_ids")
     (draft / "eagle3_manifest.json").unlink()
     (draft / "config.json").write_text(json.dumps({**config, IDS_KEY: list(VLLM_FAIL_CLOSED_IDS)}))
-    with pytest.raises(WiringError) as e:  # a value that stands for a manifest, without one
+    with pytest.raises(DeploymentError) as e:  # a value that stands for a manifest, without one
         policy.decide_vllm(_deployment(draft))
     assert (e.value.file, e.value.field) == (str(draft / "config.json"), IDS_KEY)
 

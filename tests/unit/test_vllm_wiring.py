@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sglang_eagle3_capture.core import releases
-from sglang_eagle3_capture.core.errors import WiringError
+from sglang_eagle3_capture.core.errors import DeploymentError
 from sglang_eagle3_capture.core.layer_ids import FINAL_NORM
 from sglang_eagle3_capture.core.vllm import wiring
 from sglang_eagle3_capture.doctor.manifest_write import write_draft_manifest
@@ -76,6 +76,6 @@ def test_vllm_is_asked_for_its_indices_and_the_fc_gets_manifest_order(tmp_path, 
 def test_a_manifest_vllm_captures_nothing_of_is_refused(tmp_path):
     target = build_tiny_target(tmp_path / "t", num_hidden_layers=N)
     runner = _runner(target, build_tiny_draft(tmp_path / "d", target_dir=target, num_aux=2), [-1, FINAL_NORM])
-    with pytest.raises(WiringError) as e:
+    with pytest.raises(DeploymentError) as e:
         wiring.resolve(runner, original=None)
     assert (e.value.file, e.value.field) == (str(tmp_path / "d" / "eagle3_manifest.json"), "layer_ids")

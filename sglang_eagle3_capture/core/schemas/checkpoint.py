@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import WeightsError
+from ..errors import InputError
 from ..records import Field, Int, ListOf, MapOf, Optional, Record, Str
 
 REEXPORT = "re-export or re-download the checkpoint"
@@ -42,16 +42,16 @@ class ShardName(Str):
 INDEX = Record("safetensors index", (
     Field("weight_map", MapOf(ShardName()), "keep every shard next to the index and list each tensor by its shard's "
           f"file name; {REEXPORT}"),
-), unknown="keep", error=WeightsError, fix=REEXPORT)
+), unknown="keep", error=InputError, fix=REEXPORT)
 
 HEADER = Record("safetensors header", (
     Field("__metadata__", Optional(MapOf(Str())), REEXPORT, required=False),
-), unknown="keep", error=WeightsError, fix=REEXPORT)  # the other keys are tensors, each a TENSOR
+), unknown="keep", error=InputError, fix=REEXPORT)  # the other keys are tensors, each a TENSOR
 
 TENSOR = Record("safetensors tensor entry", (
     Field("dtype", Str(choices=tuple(DTYPE_BITS)), REEXPORT),
     Field("shape", ListOf(Int(lo=0), max_len=MAX_DIMS), REEXPORT),
     Field("data_offsets", ListOf(Int(lo=0), min_len=2, max_len=2), REEXPORT),
-), unknown="keep", error=WeightsError, fix=REEXPORT)
+), unknown="keep", error=InputError, fix=REEXPORT)
 
 RECORDS = (INDEX, HEADER, TENSOR)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config_keys import CONVENTION_KEY, FAIL_CLOSED_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_vllm_fail_closed
-from ..errors import ConvertError, DraftFormatError, FormatError
+from ..errors import InputError
 from ..layer_ids import FINAL_NORM
 from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, OneOf, Optional, Record, Str
 
@@ -106,7 +106,7 @@ EAGLE_CONFIG = Record("eagle_config", (
     Field("use_aux_hidden_state", Const(True), "remove it (an EAGLE-3 draft always consumes target hidden states)",
           required=False, default=True),
     _flag("norm_before_fc"),
-), unknown="keep", error=FormatError, fix="write eagle_config as an object")
+), unknown="keep", error=InputError, fix="write eagle_config as an object")
 
 # What every format reader relies on (formats.check_draft_config), whatever the format.
 DRAFT_CONFIG = Record("draft config.json", (
@@ -118,7 +118,7 @@ DRAFT_CONFIG = Record("draft config.json", (
     Field("rope_scaling", Optional(OBJECT), "correct the config (or re-save the draft)", required=False),
     TOP_IDS,
     NUM_AUX,
-), unknown="keep", error=FormatError, fix="point at the draft's config.json")
+), unknown="keep", error=InputError, fix="point at the draft's config.json")
 
 _ROPE_FIX = "use a draft trained with default or YaRN full neox RoPE"
 ROPE_TYPES = ("default", "yarn")  # what SGLang's get_rope builds for the Llama draft and draft.model computes alike
@@ -141,7 +141,7 @@ ROPE = Record("rope parameters", (
     _yarn_number("attn_factor"), _yarn_number("extrapolation_factor", Float(lo=0)),
     _yarn_number("mscale", Float(lo=0)), _yarn_number("mscale_all_dim", Float(lo=0)),
     Field("truncate", FLAG, _YARN, required=False),
-), unknown="keep", error=DraftFormatError, fix=_ROPE_FIX)
+), unknown="keep", error=InputError, fix=_ROPE_FIX)
 
 _ROPE = Optional(Nested(ROPE))
 # The fields SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py, llama.py) reads (draft.config.DraftConfig).
@@ -170,11 +170,11 @@ SGLANG_DRAFT = Record("SGLang EAGLE-3 draft config.json", (
     Field("quantization_config", Const(None), "verify models unquantized drafts only (SGLang would quantize the "
           "layers): verify the unquantized draft", required=False),
     *FLAGS,
-), unknown="keep", error=DraftFormatError, fix="point at the draft's config.json")
+), unknown="keep", error=InputError, fix="point at the draft's config.json")
 
 # The tensors a one-layer SGLang draft holds follow from these (checkpoint.expected_eagle3_tensors).
 TENSOR_DIMS = Record("draft dimensions", (HIDDEN, HEADS, INTERMEDIATE, VOCAB, KV_HEADS, HEAD_DIM, DRAFT_VOCAB),
-                     unknown="keep", error=ConvertError, fix="point at the draft's config.json")
+                     unknown="keep", error=InputError, fix="point at the draft's config.json")
 
 _FAITHFUL = "this draft cannot be converted faithfully"
 _NO = Optional(Const(False))
@@ -203,7 +203,7 @@ TRANSFORMER_LAYER = Record("speculators transformer_layer_config", (
     HIDDEN, HEADS, INTERMEDIATE, VOCAB, KV_HEADS, HEAD_DIM,
     Field("layer_types", Optional(ListOf(Str(max_len=200))), "re-save the draft with speculators", required=False),
     *HONOURED,
-), unknown="keep", error=ConvertError, fix="re-save the draft with speculators")
+), unknown="keep", error=InputError, fix="re-save the draft with speculators")
 
 # What convert needs of a draft already in SGLang's layout (doctor.formats.sglang_eagle_config); the rest is copied
 # as is.
@@ -212,7 +212,7 @@ SGLANG_LAYOUT = Record("SGLang-layout draft config.json", (
           "(SpecForge/SGLang format) or speculators Eagle-3 drafts are converted"),
     *HONOURED,
     *FLAGS,
-), unknown="keep", error=ConvertError, fix="point at the draft's config.json")
+), unknown="keep", error=InputError, fix="point at the draft's config.json")
 
 _METADATA_FIX = "re-save the draft with speculators"
 # speculators 0.9.0 Eagle3SpeculatorConfig's top level: convert carries these or keeps them as metadata, and
@@ -231,7 +231,7 @@ SPECULATORS = Record("speculators Eagle-3 config.json", (
     *(Field(name, Anything(), _METADATA_FIX, required=False) for name in (
         "speculators_version", "speculators_config", "auto_map", "dtype", "torch_dtype", "transformers_version",
         "embed_requires_grad", "_name_or_path")),
-), unknown="refuse", error=ConvertError,
+), unknown="refuse", error=InputError,
     fix="convert only drafts whose every setting is understood (speculators 0.9.0 Eagle-3 keys)")
 
 RECORDS = (EAGLE_CONFIG, DRAFT_CONFIG, ROPE, SGLANG_DRAFT, SGLANG_LAYOUT, TENSOR_DIMS, TRANSFORMER_LAYER, SPECULATORS)

@@ -4,7 +4,7 @@ beside it are metadata: kept, shown escaped, never refused)."""
 
 from __future__ import annotations
 
-from ..errors import ManifestError
+from ..errors import InputError
 from ..layer_ids import FINAL_NORM
 from ..records import Anything, Bool, Const, Field, Float, Int, ListOf, MapOf, Nested, OneOf, Record, Str
 
@@ -29,14 +29,14 @@ HEAD = Record("manifest header", (
     Field("format", Const(FORMAT), f"this is not an sglang-eagle3-capture manifest; {REWRITE}"),
     Field("version", OneOf(tuple(Const(v) for v in VERSIONS)), f"upgrade sglang-eagle3-capture (this one reads "
           f"versions {', '.join(map(str, VERSIONS))}), or {REWRITE}"),
-), unknown="keep", error=ManifestError, fix=REWRITE)
+), unknown="keep", error=InputError, fix=REWRITE)
 
 TARGET = Record("manifest target", (
     Field("architecture", Str(nonempty=True, max_len=200),
           "set it to the target's config.json architectures[0], e.g. \"DeepseekV3ForCausalLM\""),
     Field("num_hidden_layers", Int(lo=1, hi=MAX_LAYERS), "copy num_hidden_layers from the target's config.json"),
     Field("hidden_size", Int(lo=1, hi=MAX_HIDDEN_SIZE), "copy hidden_size from the target's config.json"),
-), unknown="refuse", error=ManifestError, fix="remove it; target has only architecture, num_hidden_layers, hidden_size")
+), unknown="refuse", error=InputError, fix="remove it; target has only architecture, num_hidden_layers, hidden_size")
 
 # Metadata: where the ids came from. Never refused (a later version may add keys, a note may hold a tab).
 PROVENANCE = Record("manifest provenance", (
@@ -50,7 +50,7 @@ PROVENANCE = Record("manifest provenance", (
     Field("deepstack", Str(), 'on a deepstack target (Qwen3-VL): "before-add" when the training data took HF '
           'hidden_states or layer hooks, "after-add" when it was captured through an SGLang that adds it first',
           required=False),
-), unknown="keep", error=ManifestError, metadata=True)
+), unknown="keep", error=InputError, metadata=True)
 
 # Metadata: what the draft should accept when served, as ``verify`` measured it offline (doc: docs/metrics.md,
 # "The alarm"). Forward-compatible: kept as it is, never refused; the server's alarm uses it only when it reads
@@ -69,24 +69,24 @@ ACCEPTANCE = Record("manifest expected acceptance", (
     Field("per_position", ListOf(Float(lo=0.0, hi=1.0), min_len=1, max_len=MAX_EXPECTED_STEPS),
           "per draft position k < steps: the fraction of verify steps that accept at least k+1 draft tokens"),
     Field("accept_length", Float(lo=1.0), "tokens per verify step, bonus token included", required=False),
-), unknown="keep", error=ManifestError, metadata=True)
+), unknown="keep", error=InputError, metadata=True)
 ACCEPT_LENGTH = Record("manifest expected accept length", (  # written by 0.2.0 before EXPECTED_VERSION; read only
     Field("steps", _STEPS, "the --speculative-num-steps"),
     Field("topk", Int(lo=1, hi=1024), "the --speculative-eagle-topk"),
     Field("draft_tokens", Int(lo=1, hi=1 << 16), "the --speculative-num-draft-tokens"),
     Field("accept_length", Float(lo=1.0), "tokens per verify step, bonus token included"),
-), unknown="keep", error=ManifestError, metadata=True)
+), unknown="keep", error=InputError, metadata=True)
 EXPECTED_PROVENANCE = Record("manifest expected provenance", (
     Field("layer_ids", ListOf(OneOf((Int(lo=-1, hi=MAX_LAYERS), Const(FINAL_NORM))), min_len=1),
           f"the manifest's layer_ids the figures were measured with; {WRITE_EXPECTED}"),
-), unknown="keep", error=ManifestError, metadata=True)
+), unknown="keep", error=InputError, metadata=True)
 EXPECTED = Record("manifest expected", (
     Field("acceptance", ListOf(Nested(ACCEPTANCE), max_len=MAX_EXPECTED_SETTINGS), WRITE_EXPECTED),
     Field("accept_length", ListOf(Nested(ACCEPT_LENGTH), max_len=MAX_EXPECTED_SETTINGS), WRITE_EXPECTED,
           required=False, default=[]),
     Field("provenance", Nested(EXPECTED_PROVENANCE), "say what measured these figures (tool, version, data files, "
           f"positions, and the layer_ids: the wiring they hold for); {WRITE_EXPECTED}"),
-), unknown="keep", error=ManifestError, metadata=True)
+), unknown="keep", error=InputError, metadata=True)
 
 MANIFEST = Record("manifest", (
     Field("format", Const(FORMAT), HEAD.field("format").fix),
@@ -100,7 +100,7 @@ MANIFEST = Record("manifest", (
           default={"source": "manual"}),
     # metadata (EXPECTED), whatever it holds: a malformed block disables the alarm (said once), never the server
     Field("expected", Anything(), WRITE_EXPECTED, required=False),
-), unknown="refuse", error=ManifestError,
+), unknown="refuse", error=InputError,
     fix="remove it; a manifest has format, version, layer_ids, target, provenance and expected")
 
 RECORDS = (HEAD, TARGET, PROVENANCE, ACCEPTANCE, ACCEPT_LENGTH, EXPECTED_PROVENANCE, EXPECTED, MANIFEST)

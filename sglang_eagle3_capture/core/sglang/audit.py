@@ -1,7 +1,7 @@
 """The draft weight-load audit: every checkpoint tensor reaches a parameter, every parameter is written.
 
 :class:`LoadAudit` wraps each parameter's ``weight_loader`` while SGLang's own ``load_weights`` runs; a tensor
-SGLang drops, a parameter nothing wrote, or a bad shape is one :class:`DraftHeadError`. Needs torch, not SGLang.
+SGLang drops, a parameter nothing wrote, or a bad shape is one :class:`DeploymentError`. Needs torch, not SGLang.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 
 from ..checkpoint import parameter_checkpoint_names
 from ..draft_checks import DraftPlan
-from ..errors import DraftHeadError
+from ..errors import DeploymentError
 
 
 def audit_report(plan: DraftPlan, unconsumed: list, missing: list, shape_errors: list) -> None:
-    """Raise one :class:`DraftHeadError` listing every problem the weight load found (or return)."""
+    """Raise one :class:`DeploymentError` listing every problem the weight load found (or return)."""
     lines = [f"{plan.where(name)}: not loaded into any parameter of SGLang's "
              f"{'Eagle3DeepseekV2ForCausalLM' if plan.mla else 'LlamaForCausalLMEagle3'} (SGLang would drop it "
              "silently, and serve different math than training)" for name in unconsumed]
@@ -23,7 +23,7 @@ def audit_report(plan: DraftPlan, unconsumed: list, missing: list, shape_errors:
               f"SGLang's parameter '{p}' would keep its random initial values" for p in missing]
     lines += shape_errors
     if lines:
-        raise DraftHeadError(plan.config_file.parent, None, f"the checkpoint does not match the model SGLang builds "
+        raise DeploymentError(plan.config_file.parent, None, f"the checkpoint does not match the model SGLang builds "
                              f"from {plan.config_file}: " + "; ".join(lines),
                              "re-export the draft with `sglang-eagle3-capture convert SRC DST`, or correct config.json "
                              "so it describes the checkpoint (the architecture, flags and sizes the draft was trained "
@@ -77,7 +77,7 @@ class LoadAudit:
             try:
                 out = inner(p, loaded, *args, **kwargs)
             except (AssertionError, ValueError, RuntimeError) as e:
-                raise DraftHeadError(*_source(plan, name), f"SGLang could not load it into '{pname}' ({e})",
+                raise DeploymentError(*_source(plan, name), f"SGLang could not load it into '{pname}' ({e})",
                                      "re-export the draft with `sglang-eagle3-capture convert SRC DST`") from e
             self.consumed.add(name)
             self.written.setdefault(pname, set()).add(args[0] if args else kwargs.get("shard_id"))
@@ -111,22 +111,22 @@ def check_vocab_maps(model: Any, plan: DraftPlan, special: dict) -> None:
     draft_vocab = int(getattr(model.lm_head, "num_embeddings", model.lm_head.weight.shape[0]))
     if "d2t" not in special:
         if draft_vocab != vocab:
-            raise DraftHeadError(plan.config_file.parent, "tensor d2t", f"missing, and the draft vocab ({draft_vocab}) "
-                                 f"is not the target vocab ({vocab}), so draft ids cannot be mapped to target ids",
-                                 "export d2t")
+            raise DeploymentError(plan.config_file.parent, "tensor d2t", f"missing, and the draft vocab "
+                                  f"({draft_vocab}) is not the target vocab ({vocab}), so draft ids cannot be mapped "
+                                  "to target ids", "export d2t")
         return
     name, d2t = special["d2t"]
     if d2t.dtype.is_floating_point or tuple(d2t.shape) != (draft_vocab,):
-        raise DraftHeadError(*_source(plan, name), f"{d2t.dtype} {list(d2t.shape)}, expected integer offsets of shape "
+        raise DeploymentError(*_source(plan, name), f"{d2t.dtype} {list(d2t.shape)}, expected integer offsets of shape "
                              f"[{draft_vocab}] (draft_vocab_size)", "export d2t from the training run")
     target_ids = d2t.long() + torch.arange(draft_vocab)
     if bool((target_ids < 0).any() or (target_ids >= vocab).any()):
-        raise DraftHeadError(*_source(plan, name), f"maps draft ids outside the target vocab [0, {vocab})",
+        raise DeploymentError(*_source(plan, name), f"maps draft ids outside the target vocab [0, {vocab})",
                              "export d2t for this target's tokenizer")
     if "t2d" in special:
         tname, t2d = special["t2d"]
         if t2d.dtype != torch.bool or tuple(t2d.shape) != (vocab,) or int(t2d.sum()) != draft_vocab \
                 or not bool(t2d[target_ids].all()):
-            raise DraftHeadError(*_source(plan, tname), f"disagrees with d2t (expected a bool mask of shape [{vocab}] "
+            raise DeploymentError(*_source(plan, tname), f"disagrees with d2t (expected a bool mask of shape [{vocab}] "
                                  f"that is true exactly at the {draft_vocab} target ids d2t maps to)",
                                  "export d2t and t2d from the same training run")

@@ -19,7 +19,7 @@ import os
 
 from .. import releases, switches
 from ..after_import import when_imported
-from ..errors import DeploymentError, UnsupportedSGLangVersion, WiringError
+from ..errors import DeploymentError, UnsupportedSGLangVersion
 from ..logs import get_logger
 from ..releases.schema import Release
 from . import guard
@@ -40,7 +40,8 @@ def _apply() -> None:
         # The resolution seam does not fit (a family that does not fit is left out by target.apply itself, and
         # refused by name at startup): refuse declared drafts at startup instead, leave every other deployment running.
         guard.arm(f"the capture patch does not fit this SGLang ({e})",
-                  "reinstall sglang-eagle3-capture for this SGLang release, or serve with a supported one", WiringError)
+                  "reinstall sglang-eagle3-capture for this SGLang release, or serve with a supported one",
+                  DeploymentError)
         logger.exception("eagle3-capture: target capture not patched: %s (startup guard %s; pid %d)", e,
                          "installed" if guard.is_armed() else "NOT installed", os.getpid())
     try:

@@ -15,14 +15,14 @@ from typing import Any, Callable, Mapping
 from .. import launch, policy, releases
 from ..capture import CapturePlan, plan_capture
 from ..config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION
-from ..errors import WiringError
+from ..errors import DeploymentError
 from ..logs import get_logger
 from ..manifest import MANIFEST_FILENAME, WRITE_HINT, Manifest, find_manifest
 from ..releases.schema import Release
 
 logger = get_logger(__name__)
 
-__all__ = ["CONVENTION_KEY", "IDS_KEY", "LAYER_ID_CONVENTION", "DeclaredLayerIds", "Resolution", "WiringError",
+__all__ = ["CONVENTION_KEY", "IDS_KEY", "LAYER_ID_CONVENTION", "DeclaredLayerIds", "Resolution",
            "recorded", "resolve_target_capture"]
 
 
@@ -50,7 +50,7 @@ class DeclaredLayerIds:
         return self.file if self.field is None else f"{self.file}: field '{self.field}'"
 
     def _refuse(self, *args: Any) -> Any:
-        raise WiringError(self.file, self.field, f"layer ids {list(self.layer_ids)} reached an unpatched "
+        raise DeploymentError(self.file, self.field, f"layer ids {list(self.layer_ids)} reached an unpatched "
                           "set_eagle3_layers_to_capture (the capture patch is not active for this model class), "
                           "which would reinterpret them with SGLang's heuristic", "look for 'eagle3_capture' errors in "
                           "the log of this process, check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .. import seams, switches
-from ..errors import SelfCheckError
+from ..errors import DeploymentError
 from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM
 from ..logs import get_logger
 from ..releases.schema import FUSED_NORM, NORM_OPERANDS, RESIDUAL_STREAM, Release
@@ -466,11 +466,11 @@ class Session:
                 return f"; it is layer id {other}'s hidden state instead (a permuted or shifted capture)"
         return ""
 
-    def failure(self, problems: list[str]) -> SelfCheckError:
-        """The SelfCheckError: where (the declaration), what, the fix."""
+    def failure(self, problems: list[str]) -> DeploymentError:
+        """The DeploymentError: where (the declaration), what, the fix."""
         c = self.check
         fix = c.fix()
-        return SelfCheckError(c.where, None, f"eagle3-capture self-check FAILED on the first extend batch "
+        return DeploymentError(c.where, None, f"eagle3-capture self-check FAILED on the first extend batch "
                               f"({c.context()}; {self.tokens} tokens; layer ids {list(c.layer_ids)}): "
                               + "; ".join(problems) + ". The draft's fc would be fed other hidden states than it "
                               f"declares ({ENV}=0 skips the check; the wiring is then unverified)", fix)

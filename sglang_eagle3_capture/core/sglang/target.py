@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from .. import families, policy, ranks, releases, seams, switches
 from ..capture import CapturePlan, FcFeed, plan_capture
-from ..errors import WiringError
+from ..errors import DeploymentError
 from ..families import PACKED, Family
 from ..families.schema import PP_FROM_RUNTIME, STREAM_FROM_INPUT_NORM, STREAM_FROM_LOOP
 from ..layer_ids import layer_ids_of_loop
@@ -103,14 +103,14 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
         return
     stack = decoder_stack(model, family)
     if declared.family not in (None, family.name) or not getattr(type(stack).forward, seams.MARK, False):
-        raise WiringError(declared.file, declared.field, f"{type(model).__name__} (decoder stack "
+        raise DeploymentError(declared.file, declared.field, f"{type(model).__name__} (decoder stack "
                           f"{type(stack).__name__}) is not served by the capture patch of the "
                           f"{declared.family or family.name} family: its forward is not one the family table lists",
                           "report it (the family table needs this class), and serve a draft without a manifest "
                           "meanwhile")
     n_layers = num_decoder_layers(model, family)
     if len(getattr(stack, family.layers)) != n_layers:  # the table's config is not this stack's
-        raise WiringError(declared.file, declared.field, f"{type(stack).__name__} has "
+        raise DeploymentError(declared.file, declared.field, f"{type(stack).__name__} has "
                           f"{len(getattr(stack, family.layers))} decoder layers, its config says {n_layers}",
                           "report it (the family table reads the layer count from the wrong config for this class)")
     plan = declared.plan or plan_capture(declared.layer_ids, n_layers, where=declared.where)

@@ -32,7 +32,7 @@ from typing import Any
 from .. import policy, releases
 from ..capture import plan_capture, to_fc_order
 from ..config_keys import IDS_KEY
-from ..errors import DeploymentError, WiringError
+from ..errors import DeploymentError
 from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices
 from ..logs import get_logger
 from ..manifest import check_fc_width, find_manifest
@@ -117,10 +117,11 @@ def resolve(runner: Any, original: Any) -> None:
     inline = decision.family.name in release.embedding_crashes and EMBEDDING_LAYER_ID in decision.layer_ids
     indices = [i for i in plan.loop_indices if not (inline and i == 0)] + ([n] if plan.captures_last_layer else [])
     if not indices:  # vLLM's model then returns no aux list at all, and its runner unpacks one (gpu_model_runner:4218)
-        raise WiringError(decision.file, decision.field, f"is {list(plan.layer_ids)}: none of them is a state vLLM's "
-                          f"capture loop takes on {type(runner.model).__name__} (the embedding is taken apart there, "
-                          "the final norm's output is the model's own), and vLLM runs EAGLE-3 only with one",
-                          "serve this draft with SGLang, or with a manifest that names at least one decoder layer")
+        raise DeploymentError(decision.file, decision.field, f"is {list(plan.layer_ids)}: none of them is a state "
+                              f"vLLM's capture loop takes on {type(runner.model).__name__} (the embedding is taken "
+                              "apart there, the final norm's output is the model's own), and vLLM runs EAGLE-3 only "
+                              "with one", "serve this draft with SGLang, or with a manifest that names at least one "
+                              "decoder layer")
     runner.model.set_aux_hidden_state_layers(tuple(indices))
     setattr(runner, PLAN, plan)
     setattr(runner, EMBED, inline)

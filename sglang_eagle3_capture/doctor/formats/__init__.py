@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from ...core import records
 from ...core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ...core.errors import AmbiguousLayerIds, FormatError, brief
+from ...core.errors import AmbiguousLayerIds, InputError, brief
 from ...core.schemas.draft import DRAFT_CONFIG
 from ...core.userfiles import read_json_object
 from .base import (
@@ -29,7 +29,7 @@ from .sglang_eagle_config import SGLangEagleConfigFormat
 from .speculators import SpeculatorsFormat
 
 __all__ = ["CONVENTION_EAGLE_DEFAULT", "CONVENTION_LAYER_ID", "CONVENTION_SGLANG", "CONVENTION_SPECULATORS_LEGACY",
-           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "AmbiguousLayerIds", "FormatError",
+           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "AmbiguousLayerIds",
            "ResolvedLayerIds", "check_draft_config", "detect_format", "load_draft_config", "load_json",
            "read_draft_config"]
 
@@ -38,20 +38,20 @@ FORMATS = (SpeculatorsFormat, SGLangEagleConfigFormat, EagleDefaultFormat)
 
 
 def detect_format(draft_config: Any, *, file: str = "config.json"):
-    """The format of a draft ``config.json`` dict, or a :class:`FormatError` naming the file, the field and the fix."""
+    """The format of a draft ``config.json`` dict, or an :class:`InputError` naming the file, the field and the fix."""
     if not isinstance(draft_config, Mapping):
-        raise FormatError(file, "<document>", "expected a JSON object", "point at the draft's config.json")
+        raise InputError(file, "<document>", "expected a JSON object", "point at the draft's config.json")
     if CONVERTED_MARKER_KEY in draft_config:
-        raise FormatError(file, CONVERTED_MARKER_KEY, "this draft was written by `sglang-eagle3-capture convert`; its "
+        raise InputError(file, CONVERTED_MARKER_KEY, "this draft was written by `sglang-eagle3-capture convert`; its "
                           "eagle_config ids are loop indices, not a training format",
                           f"read its manifest ({brief(draft_config[CONVERTED_MARKER_KEY], 80)}) instead")
     for fmt in FORMATS:
         if fmt.detect(draft_config):
             return fmt
     if IDS_KEY in draft_config:
-        raise FormatError(file, IDS_KEY, "top-level ids without 'speculators_model_type' have no known convention",
+        raise InputError(file, IDS_KEY, "top-level ids without 'speculators_model_type' have no known convention",
                           "pass --layer-ids explicitly")
-    raise FormatError(file, "architectures", f"{brief(draft_config.get('architectures') or [])} is not a recognised "
+    raise InputError(file, "architectures", f"{brief(draft_config.get('architectures') or [])} is not a recognised "
                       "EAGLE-3 draft config", "point at a speculators, SpecForge, SGLang or EAGLE draft, or pass "
                       "--layer-ids explicitly")
 
@@ -67,13 +67,13 @@ def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "
 
 
 def load_json(path: str | Path, what: str) -> dict:
-    """Read a JSON object from ``path``; errors (:class:`FormatError`) name the file and ``what`` it should be."""
-    return read_json_object(Path(path), fix=f"point at {what}", error=FormatError)
+    """Read a JSON object from ``path``; errors (:class:`InputError`) name the file and ``what`` it should be."""
+    return read_json_object(Path(path), fix=f"point at {what}", error=InputError)
 
 
 def check_draft_config(cfg: Any, file: str | Path = "config.json") -> Any:
     """``cfg`` as it is, once :data:`~...core.schemas.draft.DRAFT_CONFIG` accepts it (the types every format reader
-    relies on), or a :class:`FormatError` naming the file, the field and the fix."""
+    relies on), or an :class:`InputError` naming the file, the field and the fix."""
     records.read(DRAFT_CONFIG, cfg, file=file)
     return cfg
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.errors import FormatError, LayerIdError, brief
+from ...core.errors import InputError, brief
 from ...core.layer_ids import check_layer_ids
 from ...core.schemas.draft import MATH_FLAGS, MAX_DIM, SGLANG_ARCH  # noqa: F401  (the one definition of each)
 
@@ -55,8 +55,8 @@ def validated(ids: list[int], n_layers: int, file: str, field: str | None, origi
     """Range- and duplicate-checked layer ids; errors name ``file`` and ``field``."""
     try:
         return check_layer_ids(ids, n_layers, file=file, field=field)
-    except LayerIdError as e:
-        raise FormatError(file, field, f"{e.problem} (as written: {brief(original)})",
+    except InputError as e:
+        raise InputError(file, field, f"{e.problem} (as written: {brief(original)})",
                           "correct the file, or pass --layer-ids explicitly") from e
 
 

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from ...core import records
 from ...core.config_keys import CONVENTION_KEY, IDS_KEY, LAYER_ID_CONVENTION, is_fail_closed
-from ...core.errors import AmbiguousLayerIds, FormatError, UsageError, brief
+from ...core.errors import AmbiguousLayerIds, InputError, brief
 from ...core.families import family_of
 from ...core.layer_ids import FINAL_NORM
 from ...core.schemas.draft import SGLANG_LAYOUT
@@ -63,20 +63,20 @@ def readings(draft_config: Mapping, target_hf_config: Any, file: Any = None) -> 
 
 
 def _pick(found: list[Reading], trained_with: str, file: str) -> Reading:
-    """The reading the stated trainer gives; UsageError when no reading of this list is that trainer's."""
+    """The reading the stated trainer gives; InputError when no reading of this list is that trainer's."""
     known = ", ".join(v for r in found for v in r.versions) or "none"
     if trained_with in (LAYER_OUTPUT, HF_HIDDEN_STATES):
         kinds = (LAYER_OUTPUT_TRAINERS, HOOK_TRAINERS if trained_with == LAYER_OUTPUT else HF_INDEX_TRAINERS)
         pick = next((r for r in found if any(k in r.who for k in kinds)), None)
         if pick is None:
-            raise UsageError(file, FIELD, f"--trained-with {trained_with}: cannot have been trained by "
+            raise InputError(file, FIELD, f"--trained-with {trained_with}: cannot have been trained by "
                              f"{LAYER_OUTPUT_TRAINERS}: an id is past the target's last layer, so there is no such "
                              "layer output to hook",
                              f"pass sglang==VERSION with a release that runs this list ({known})")
         return pick
     pick = next((r for r in found if trained_with.removeprefix("sglang==") in r.versions), None)
     if pick is None:
-        raise UsageError(file, FIELD, f"--trained-with {brief(trained_with, 40)}: cannot have been trained through "
+        raise InputError(file, FIELD, f"--trained-with {brief(trained_with, 40)}: cannot have been trained through "
                          "that release", f"pass sglang==VERSION with a release that runs this list ({known}), or "
                          f"{LAYER_OUTPUT}")
     return pick
@@ -99,7 +99,7 @@ class SGLangEagleConfigFormat:
         not pick one."""
         ec = cfg["eagle_config"]
         if is_fail_closed(ec[IDS_KEY]):
-            raise FormatError(file, FIELD, "is sglang-eagle3-capture's fail-closed object (stock SGLang refuses it at "
+            raise InputError(file, FIELD, "is sglang-eagle3-capture's fail-closed object (stock SGLang refuses it at "
                               "startup), not ids: the draft's ids are in its eagle3_manifest.json",
                               "read the manifest beside this config.json (`sglang-eagle3-capture manifest show DIR`); "
                               "if it was lost, write it again with `manifest write DIR --layer-ids=...`")
@@ -112,7 +112,7 @@ class SGLangEagleConfigFormat:
             return ResolvedLayerIds(validated(original, n_layers, file, FIELD, original), prov,
                                     (f"{where}: marked as layer ids by eagle_config.{CONVENTION_KEY} (fc order)",))
         if FINAL_NORM in original:  # no stock id means the final norm's output: only a marked list names it
-            raise FormatError(file, f"{FIELD}[{original.index(FINAL_NORM)}]", f"is {FINAL_NORM!r}, this package's "
+            raise InputError(file, f"{FIELD}[{original.index(FINAL_NORM)}]", f"is {FINAL_NORM!r}, this package's "
                               "layer id for the final norm's output, in an id list stock SGLang reads as its own ids",
                               f"mark the list as layer ids (eagle_config.{CONVENTION_KEY} = {LAYER_ID_CONVENTION!r}) "
                               "or declare them in eagle3_manifest.json (`sglang-eagle3-capture manifest write DIR "

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from ...core import records
 from ...core.config_keys import IDS_KEY, is_vllm_fail_closed
-from ...core.errors import AmbiguousLayerIds, ConvertError, FormatError, brief
+from ...core.errors import AmbiguousLayerIds, InputError, brief
 from ...core.layer_ids import layer_id_of_index
 from ...core.schemas.draft import MATH_FLAGS, SGLANG_ARCH, SPECULATORS, SPECULATORS_ARCHS  # noqa: F401 (re-exported)
 from ...core.stock import default_low_mid_high_indices
@@ -49,7 +49,7 @@ def _trailing_final_layer(original: list, indices: list[int], n: int, chunks: in
                         f"{chunks} states, so {n} is an fc input: the last layer's output before the final norm "
                         f"(layer id {n - 1}; speculators extracts it with vLLM, pre-norm)")
         return indices
-    raise FormatError(file, IDS_KEY, f"{original} lists {len(indices)} hidden states ({len(indices) - 1} without the "
+    raise InputError(file, IDS_KEY, f"{original} lists {len(indices)} hidden states ({len(indices) - 1} without the "
                       f"final layer {n}), but the draft's fc.weight takes {chunks} x {hidden}",
                       "pass --layer-ids listing exactly the hidden states the fc was trained on")
 
@@ -69,14 +69,14 @@ class SpeculatorsFormat:
         """Top-level HF indices (absent: the inferred default); a trailing ``N`` is read by ``fc_in_features``."""
         mtype = cfg.get("speculators_model_type")
         if mtype != "eagle3":
-            raise FormatError(file, "speculators_model_type", f"is {brief(mtype)}; only speculators 'eagle3' drafts "
+            raise InputError(file, "speculators_model_type", f"is {brief(mtype)}; only speculators 'eagle3' drafts "
                               "can be read", "point at a speculators Eagle-3 draft")
         _, n_layers, hidden = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{IDS_KEY}'"
         messages: list[str] = []
         raw = cfg.get(IDS_KEY)
         if is_vllm_fail_closed(raw):
-            raise FormatError(file, IDS_KEY, "is sglang-eagle3-capture's vLLM fail-closed value, which stands for the "
+            raise InputError(file, IDS_KEY, "is sglang-eagle3-capture's vLLM fail-closed value, which stands for the "
                               "layer ids in the draft's eagle3_manifest.json, not ids of a training format",
                               "read the draft's eagle3_manifest.json (restore it beside config.json)")
         if raw is None:
@@ -90,12 +90,12 @@ class SpeculatorsFormat:
             indices = list(original)
             if n_layers in indices:
                 if indices[-1] != n_layers:
-                    raise FormatError(file, IDS_KEY, f"{original} contains {n_layers} (the final layer) but not last",
+                    raise InputError(file, IDS_KEY, f"{original} contains {n_layers} (the final layer) but not last",
                                       "list the fc's hidden states, then at most the final layer")
                 indices = _trailing_final_layer(original, indices, n_layers, fc_chunks(fc_in_features, hidden),
                                                 hidden, file, where, messages)
             if not indices:
-                raise FormatError(file, IDS_KEY, f"{original} names no fc input", "list the fc's hidden states")
+                raise InputError(file, IDS_KEY, f"{original} names no fc input", "list the fc's hidden states")
             indices = ascending(indices, where, messages)
         layer_ids = validated([layer_id_of_index(i) for i in indices], n_layers, file, IDS_KEY, original or indices)
         prov = {"source": "speculators-default" if inferred else "speculators-config", "file": file, "field": IDS_KEY,
@@ -108,7 +108,7 @@ class SpeculatorsFormat:
         c = records.read(SPECULATORS, cfg, file=file)  # every key understood; the layer a Llama layer
         flags = {f: bool(c[f]) for f in MATH_FLAGS}
         if flags["norm_before_fc"] and flags["fc_norm"]:
-            raise ConvertError(file, "fc_norm", "norm_before_fc and fc_norm are both true (speculators forbids it)",
+            raise InputError(file, "fc_norm", "norm_before_fc and fc_norm are both true (speculators forbids it)",
                                "keep only the flag the draft was trained with")
         tl, dvocab = cfg["transformer_layer_config"], c["draft_vocab_size"]
         out = {k: v for k, v in tl.items() if k not in ("architectures", "auto_map")}
