@@ -148,16 +148,16 @@ def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
                  if n.endswith(".safetensors") and n != SINGLE_FILENAME and not n.startswith(".")]
         if stray:
             raise InputError(d / stray[0], "<file>", f"a safetensors file besides {SINGLE_FILENAME} and no "
-                               f"{INDEX_FILENAME}: SGLang's loader reads every *.safetensors then, so its tensors "
-                               f"would silently override {SINGLE_FILENAME}'s (all: {brief(stray)})",
-                               "remove it, or write an index listing the shards")
+                             f"{INDEX_FILENAME}: SGLang's loader reads every *.safetensors then, so its tensors "
+                             f"would silently override {SINGLE_FILENAME}'s (all: {brief(stray)})",
+                             "remove it, or write an index listing the shards")
         return [single], None
     if kind != "missing":
         require_file(single, error=InputError, fix=f"replace it with the checkpoint file; {fix}")
     other = [n for n in _UNSUPPORTED if path_kind(d / n, error=InputError) != "missing"]
     if other:
         raise InputError(d / other[0], "<file>", "only safetensors checkpoints are read",
-                           "re-save the draft with safetensors (e.g. save_pretrained(..., safe_serialization=True))")
+                         "re-save the draft with safetensors (e.g. save_pretrained(..., safe_serialization=True))")
     raise InputError(d, SINGLE_FILENAME, "no weights found", "point at the draft checkpoint directory")
 
 
@@ -181,7 +181,7 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
     for f in files:
         if path_kind(f, error=InputError) == "missing":
             raise InputError(d / INDEX_FILENAME, "weight_map", f"lists {f.name}, which does not exist",
-                               "copy every shard of the checkpoint")
+                             "copy every shard of the checkpoint")
         tensors, _ = read_safetensors_header(f)
         for name, info in tensors.items():
             if name in out:
@@ -190,7 +190,7 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
     for name, fname in (weight_map or {}).items():
         if name not in out or out[name].file.name != fname:
             raise InputError(d / INDEX_FILENAME, f"weight_map.{name}", f"tensor listed in {fname} but not stored "
-                               "there", REEXPORT)
+                             "there", REEXPORT)
     return out
 
 
@@ -204,7 +204,7 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
     dvocab = dvocab or vocab
     if not hd:
         raise InputError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {h} and no head_dim "
-                           "is given", "set head_dim, or correct num_attention_heads")
+                         "is given", "set head_dim, or correct num_attention_heads")
     t = target_hidden_size
     exp: dict[str, tuple[tuple[int, ...], bool]] = {
         "fc.weight": ((h, num_aux * t), True),
@@ -242,7 +242,7 @@ def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
     fc = index["fc.weight"]
     if len(fc.shape) != 2:
         raise InputError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "
-                           "k x target hidden]", REEXPORT)
+                         "k x target hidden]", REEXPORT)
     return fc.shape[1]
 
 

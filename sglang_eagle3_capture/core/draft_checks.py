@@ -73,8 +73,8 @@ def check_window(cfg: Any, server_window: int | None, where: Any) -> None:
     window = cfg_get(cfg, "sliding_window")
     if window and "sliding_attention" in (cfg_get(cfg, "layer_types") or []) and server_window != window:
         raise DeploymentError(where, "sliding_window", f"the draft was trained with a {window}-token sliding window, "
-                             f"but the server's draft window is {server_window}",
-                             f"pass --speculative-draft-window-size {window}")
+                              f"but the server's draft window is {server_window}",
+                              f"pass --speculative-draft-window-size {window}")
 
 
 def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None, *, mla: bool,
@@ -87,27 +87,27 @@ def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None
     where = (draft_dir if draft_dir is not None else Path(draft_path or ".")) / "config.json"
     if cfg_get(cfg, "eagle_config") is not None and _eagle_config_value(cfg, "use_aux_hidden_state", True) is not True:
         raise DeploymentError(where, "eagle_config.use_aux_hidden_state", "is not true, so SGLang would capture no "
-                             "target hidden states and skip the fc",
-                             "remove it (an EAGLE-3 draft always consumes them)")
+                              "target hidden states and skip the fc",
+                              "remove it (an EAGLE-3 draft always consumes them)")
     if is_fail_closed(_eagle_config_value(cfg, IDS_FIELD)):
         fld = f"eagle_config.{IDS_FIELD}"
         if manifest is None:
             raise DeploymentError(where, fld, "is sglang-eagle3-capture's fail-closed object, which stands for the ids "
-                                 "in the draft's eagle3_manifest.json, but the draft has no manifest",
-                                 "restore eagle3_manifest.json beside config.json, or write it with `manifest write "
-                                 "DIR --layer-ids=...`")
+                                  "in the draft's eagle3_manifest.json, but the draft has no manifest",
+                                  "restore eagle3_manifest.json beside config.json, or write it with `manifest write "
+                                  "DIR --layer-ids=...`")
         if cfg_get(cfg, "num_aux_hidden_states") is None:
             raise DeploymentError(where, "num_aux_hidden_states", f"missing beside {fld}, the fail-closed object, so "
-                                 "SGLang cannot count the fc's inputs", f"set it to {len(manifest.layer_ids)}, the "
-                                 "manifest's layer count (`manifest write --fail-closed` writes both)")
+                                  "SGLang cannot count the fc's inputs", f"set it to {len(manifest.layer_ids)}, the "
+                                  "manifest's layer count (`manifest write --fail-closed` writes both)")
     if manifest is not None:
         _check_against_manifest(cfg, manifest, mla, where)
     flags = resolve_flags(cfg, where, error=DeploymentError)
     if mla and flags["norm_before_residual"]:
         raise DeploymentError(where, "norm_before_residual", "SGLang's Eagle3DeepseekV2ForCausalLM takes the residual "
-                             "before hidden_norm, and this plugin implements the other order only for "
-                             "LlamaForCausalLMEagle3", "serve the draft as LlamaForCausalLMEagle3, or use a draft "
-                             "trained with norm_before_residual=false")
+                              "before hidden_norm, and this plugin implements the other order only for "
+                              "LlamaForCausalLMEagle3", "serve the draft as LlamaForCausalLMEagle3, or use a draft "
+                              "trained with norm_before_residual=false")
     check_window(cfg, server_window, where)
     files = tensor_index(draft_dir) if draft_dir is not None and read_weights else {}
     return DraftPlan(manifest, draft_dir, where, mla, flags, files)
@@ -118,12 +118,12 @@ def _check_against_manifest(cfg: Any, manifest: Manifest, mla: bool, where: Path
     for reader, (n, fld) in sglang_chunk_counts(cfg, mla).items():
         if n != k:
             raise DeploymentError(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest "
-                                 f"{shown(mpath)} field 'layer_ids' lists {k}",
-                                 f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to agree with the manifest "
-                                 "(`sglang-eagle3-capture convert SRC DST` writes both)")
+                                  f"{shown(mpath)} field 'layer_ids' lists {k}",
+                                  f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to agree with the manifest "
+                                  "(`sglang-eagle3-capture convert SRC DST` writes both)")
     hidden = cfg_get(cfg, "target_hidden_size") or cfg_get(cfg, "hidden_size")
     if hidden != manifest.target_hidden_size:
         fld = "target_hidden_size" if cfg_get(cfg, "target_hidden_size") else "hidden_size"
         raise DeploymentError(where, fld, f"the fc takes chunks of width {hidden}, but manifest {shown(mpath)} field "
-                             f"'target.hidden_size' is {manifest.target_hidden_size}",
-                             "set target_hidden_size to the hidden size of the target the draft was trained against")
+                              f"'target.hidden_size' is {manifest.target_hidden_size}",
+                              "set target_hidden_size to the hidden size of the target the draft was trained against")

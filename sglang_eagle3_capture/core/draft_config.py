@@ -71,8 +71,8 @@ class Yarn:
         for name, value in (("factor", rope.get("factor")), ("original_max_position_embeddings", original)):
             if value is None:
                 raise InputError(where, f"{field}.{name}", "is missing for YaRN RoPE (SGLang would guess it "
-                                       "and log a warning)", "copy it from the rope parameters the draft was trained "
-                                       "with")
+                                 "and log a warning)", "copy it from the rope parameters the draft was trained "
+                                 "with")
         optional = {k: rope[k] for k in ("beta_fast", "beta_slow", "extrapolation_factor", "attn_factor", "mscale",
                                          "mscale_all_dim", "truncate") if rope.get(k) is not None}
         return cls(factor=rope["factor"], original_max_position_embeddings=original, **optional)
@@ -115,10 +115,10 @@ class DraftConfig:
         archs = c["architectures"] or []
         if archs and archs[0] != SGLANG_ARCH:
             raise InputError(where, "architectures", f"is {archs[:4]}; this reader handles [{SGLANG_ARCH!r}] "
-                                   "drafts only", "convert the draft to SGLang's format")
+                             "drafts only", "convert the draft to SGLang's format")
         if c["model_type"] == "llama4_text":
             raise InputError(where, "model_type", "llama4_text drafts are not supported (only llama)",
-                                   "convert a llama/silu draft")
+                             "convert a llama/silu draft")
         rope_field = "rope_parameters" if c["rope_parameters"] is not None else "rope_scaling"
         rope = c[rope_field] or {}  # llama_eagle3.py / llama.py: rope_parameters when present, else rope_scaling
         kind = rope.get("rope_type") or rope.get("type") or "default"  # factory.py get_rope: rope_type, else type
@@ -130,22 +130,22 @@ class DraftConfig:
         num_aux = c["num_aux_hidden_states"]
         if num_aux is None and is_fail_closed(eagle.get(IDS_KEY)):
             raise InputError(where, "num_aux_hidden_states", f"missing beside eagle_config.{IDS_KEY}, which is "
-                                   "sglang-eagle3-capture's fail-closed object (no count of the fc's inputs)",
-                                   "set num_aux_hidden_states to the number of layer ids in the draft's manifest")
+                             "sglang-eagle3-capture's fail-closed object (no count of the fc's inputs)",
+                             "set num_aux_hidden_states to the number of layer ids in the draft's manifest")
         if num_aux is None:  # llama_eagle3.py: explicit attr > eagle_config layer_ids > default 3
             num_aux = len(eagle.get(IDS_KEY) or ()) or 3
         tie, dvs = bool(c["tie_word_embeddings"]), c["draft_vocab_size"]
         if tie and dvs not in (None, vocab):
             raise InputError(where, "draft_vocab_size", f"{dvs} differs from vocab_size {vocab} with tied "
-                                   "embeddings", "untie the embeddings or drop draft_vocab_size")
+                             "embeddings", "untie the embeddings or drop draft_vocab_size")
         kv = c["num_key_value_heads"] or heads
         if heads % kv:
             raise InputError(where, "num_key_value_heads", f"{kv} does not divide num_attention_heads {heads}",
-                                   "copy num_key_value_heads from the draft's training config")
+                             "copy num_key_value_heads from the draft's training config")
         head_dim = c["head_dim"] or hidden // heads
         if not head_dim:
             raise InputError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {hidden} and "
-                                   "no head_dim is given", "set head_dim, or correct num_attention_heads")
+                             "no head_dim is given", "set head_dim, or correct num_attention_heads")
         return cls(
             hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
             intermediate_size=c["intermediate_size"], num_hidden_layers=c["num_hidden_layers"], vocab_size=vocab,

@@ -99,18 +99,18 @@ def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, 
     for k, i in enumerate(layer_ids):
         if not is_layer_id(i):
             raise InputError(file, None if field is None else f"{field}[{k}]", f"layer id {brief(i, 40)} is not an "
-                               f"integer (nor \"{FINAL_NORM}\")", fix)
+                             f"integer (nor \"{FINAL_NORM}\")", fix)
     hi = None if num_hidden_layers is None else last_layer_id(num_hidden_layers)
     bad = [i for i in layer_ids if i != FINAL_NORM and (i < EMBEDDING_LAYER_ID or (hi is not None and i > hi))]
     if bad:
         rng = f"[-1, {hi}]" if hi is not None else "[-1, N-1]"
         raise InputError(file, field, f"layer ids {_capped(bad)} are outside {rng} for a target with "
-                           f"{num_hidden_layers} decoder layers", fix)
+                         f"{num_hidden_layers} decoder layers", fix)
     dups = sorted((i for i, n in Counter(layer_ids).items() if n > 1),
                   key=lambda i: (i == FINAL_NORM, 0 if i == FINAL_NORM else i))
     if dups:
         raise InputError(file, field, f"duplicate layer ids {_capped(dups)}: each hidden state may be fed to the fc "
-                           "once", fix)
+                         "once", fix)
     return tuple(layer_ids)
 
 

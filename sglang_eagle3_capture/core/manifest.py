@@ -62,13 +62,13 @@ def _checked(doc: Any, file: Any) -> dict:
     if FINAL_NORM in m["layer_ids"] and m["version"] < FINAL_NORM_VERSION:
         # an older reader would not know the token: the version says the document needs a reader that does
         raise InputError(file, "version", f"is {m['version']}, but field 'layer_ids' lists \"{FINAL_NORM}\", "
-                            f"which version {FINAL_NORM_VERSION} introduced", f"set version to {FINAL_NORM_VERSION}; "
-                            f"or {REWRITE}")
+                         f"which version {FINAL_NORM_VERSION} introduced", f"set version to {FINAL_NORM_VERSION}; "
+                         f"or {REWRITE}")
     try:
         check_layer_ids(m["layer_ids"], n, file=file, field="layer_ids")
     except InputError as e:
         raise InputError(e.file, e.field, e.problem, f"list each layer the fc consumes once, in fc order, within "
-                            f"[-1, {n - 1}]; or {REWRITE}") from None
+                         f"[-1, {n - 1}]; or {REWRITE}") from None
     return m
 
 
@@ -155,9 +155,9 @@ def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
     if path_kind(path, error=InputError, fix=REWRITE) == "missing":
         draft = cut(shown(path.parent), 200, keep_end=True)  # a long path must not push the rest of the fix out
         raise InputError(path, "<file>", "no layer manifest found",
-                            f"write one with `sglang-eagle3-capture manifest write {draft} "
-                            "--layer-ids=... --target TARGET` (or convert the draft with `sglang-eagle3-capture "
-                            "convert SRC DST`)")
+                         f"write one with `sglang-eagle3-capture manifest write {draft} "
+                         "--layer-ids=... --target TARGET` (or convert the draft with `sglang-eagle3-capture "
+                         "convert SRC DST`)")
     return manifest_from_dict(read_json_object(path, fix=f"replace it with a manifest file; {REWRITE}"), path=path)
 
 
@@ -185,10 +185,10 @@ def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None,
         k, h = len(manifest.layer_ids), manifest.target_hidden_size
         hint = f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else ""
         raise InputError(file, field, f"fc input width is {fc_in_features}, but manifest "
-                            f"{shown(manifest.path or MANIFEST_FILENAME)} field 'layer_ids' lists {k} ids x field "
-                            f"'target.hidden_size' {h} = {manifest.fc_in_features}{hint}",
-                            "list exactly the hidden states the fc was trained on, and the target it was trained "
-                            "against")
+                         f"{shown(manifest.path or MANIFEST_FILENAME)} field 'layer_ids' lists {k} ids x field "
+                         f"'target.hidden_size' {h} = {manifest.fc_in_features}{hint}",
+                         "list exactly the hidden states the fc was trained on, and the target it was trained "
+                         "against")
 
 
 def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: int, where: Any) -> None:
@@ -201,7 +201,7 @@ def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: 
         name = (e.field or "").rsplit(".", 1)[-1]
         field = "architectures" if name == "architecture" else decoder_field_prefix(architecture) + name
         raise InputError(where, field, e.problem, "point TARGET at the target model's own config.json (no real "
-                            "model has such a value)") from None
+                         "model has such a value)") from None
 
 
 def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:
@@ -213,11 +213,11 @@ def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:
     fix = "serve the draft with the target it was trained against (or correct the manifest)"
     if architecture_family(arch) != architecture_family(manifest.target_architecture):
         raise InputError(where, "architectures", f"target architecture {arch} is not in the family of "
-                            f"{manifest.target_architecture} named by manifest {mpath} field 'target.architecture'",
-                            fix)
+                         f"{manifest.target_architecture} named by manifest {mpath} field 'target.architecture'",
+                         fix)
     prefix = decoder_field_prefix(arch)
     for fld, have, want in (("num_hidden_layers", n_layers, manifest.target_num_hidden_layers),
                             ("hidden_size", hidden, manifest.target_hidden_size)):
         if have != want:
             raise InputError(where, prefix + fld, f"is {have}, but manifest {mpath} field 'target.{fld}' is {want}",
-                                fix)
+                             fix)

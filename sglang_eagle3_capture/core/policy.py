@@ -105,16 +105,16 @@ def decide(d: Deployment) -> Decision:
     if not d.eagle3:
         if d.eagle3_draft:
             raise DeploymentError(None, "--speculative-algorithm", f"{d.algorithm} with the EAGLE-3 draft {d.draft}: "
-                              "SGLang then captures no aux hidden states and skips the draft's fc, so accept length "
-                              "falls to about 1.0", "pass --speculative-algorithm EAGLE3")
+                                  "SGLang then captures no aux hidden states and skips the draft's fc, so accept "
+                                  "length falls to about 1.0", "pass --speculative-algorithm EAGLE3")
         return Decision()
     if d.model_impl == "mindspore" and d.declares:
-        raise DeploymentError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM whatever the "
-                          f"target's architecture ({d.architecture}), a MindSpore network from the sgl_mindspore "
-                          "package (models/mindspore.py:193, 359-360; model_loader/utils.py:228-229), not a torch "
-                          f"decoder stack: nothing can capture the layer ids the draft {d.draft} declares",
-                          "serve with --model-impl sglang (or auto), or remove the draft's manifest/marked ids to run "
-                          "stock wiring knowingly")
+        raise DeploymentError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM whatever "
+                              f"the target's architecture ({d.architecture}), a MindSpore network from the "
+                              "sgl_mindspore package (models/mindspore.py:193, 359-360; model_loader/utils.py:"
+                              f"228-229), not a torch decoder stack: nothing can capture the layer ids the draft "
+                              f"{d.draft} declares", "serve with --model-impl sglang (or auto), or remove the draft's "
+                              "manifest/marked ids to run stock wiring knowingly")
     family = _family(d)
     if family is None:
         return Decision()
@@ -126,9 +126,9 @@ def decide(d: Deployment) -> Decision:
         return Decision()
     if d.two_batch_overlap:
         raise DeploymentError(None, "--enable-two-batch-overlap", f"{'/'.join(family.model_classes)}.forward runs its "
-                          "layers through model_forward_stages under two-batch overlap, which skips the "
-                          f"aux-hidden-state capture EAGLE-3 needs on {d.architecture}",
-                          "drop --enable-two-batch-overlap")
+                              "layers through model_forward_stages under two-batch overlap, which skips the "
+                              f"aux-hidden-state capture EAGLE-3 needs on {d.architecture}",
+                              "drop --enable-two-batch-overlap")
     declared = declared_ids(d, family)
     if declared is None:
         stock = stock_sglang_capture({"eagle_config": dict(d.eagle_config or {})}, d.num_hidden_layers, family=family,
@@ -148,9 +148,9 @@ def _family(d: Deployment) -> Family | None:
         return None
     family = family_of(d.architecture)
     if family is None and d.declares:
-        raise DeploymentError(TARGET, "architectures", f"{d.architecture} has no family entry; manifest-exact capture "
-                          f"covers the families {supported_families()}", "serve the draft on one of those targets, or "
-                          "remove its manifest/marked ids to run stock SGLang wiring knowingly")
+        raise DeploymentError(TARGET, "architectures", f"{d.architecture} has no family entry; manifest-exact "
+                              f"capture covers the families {supported_families()}", "serve the draft on one of those "
+                              "targets, or remove its manifest/marked ids to run stock SGLang wiring knowingly")
     return family
 
 
@@ -161,13 +161,13 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
     if ec is not None and CONVENTION_KEY in ec:
         if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
             raise DeploymentError(d.config_file, f"eagle_config.{CONVENTION_KEY}", f"is {brief(ec[CONVENTION_KEY])}",
-                              f"set it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output of "
-                              "layer k) or remove it")
+                                  f"set it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output "
+                                  "of layer k) or remove it")
         marked = ec.get(IDS_KEY)
         if not isinstance(marked, list) or not all(is_layer_id(i) for i in marked):
             raise DeploymentError(d.config_file, cfg_field, f"expected a list of integer layer ids next to "
-                              f"'{CONVENTION_KEY}', got {brief(marked)}", "list the layers the fc consumes, in fc "
-                              "order, e.g. [-1, 2, 30]")
+                                  f"'{CONVENTION_KEY}', got {brief(marked)}", "list the layers the fc consumes, in fc "
+                                  "order, e.g. [-1, 2, 30]")
         marked = tuple(marked)
     m = d.manifest
     fail_closed = ec is not None and is_fail_closed(ec.get(IDS_KEY))
@@ -183,9 +183,9 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
         check_target(m, d.target_config, where=TARGET)
     mfile = str(m.path)
     if marked is not None and marked != m.layer_ids:
-        raise DeploymentError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' is "
-                          f"{list(marked)} (marked as layer ids)", "make them equal (the manifest is what the fc was "
-                          "trained on) or remove the ids from eagle_config")
+        raise DeploymentError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' "
+                              f"is {list(marked)} (marked as layer ids)", "make them equal (the manifest is what the "
+                              "fc was trained on) or remove the ids from eagle_config")
     if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
         stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release,
                                      file=d.config_file)
@@ -205,23 +205,23 @@ def _wirable(d: Deployment, family: Family, ids: tuple[int, ...], file: str, fld
         check_layer_ids(list(ids), d.num_hidden_layers, file=file, field=fld)
     except Eagle3CaptureError as e:
         raise DeploymentError(file, fld, e.problem, f"correct the ids to the layers the draft was trained on "
-                          f"(`{WRITE_HINT}`), or serve the target it was trained against") from None
+                              f"(`{WRITE_HINT}`), or serve the target it was trained against") from None
     if family.name in d.unpatched:
         raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} but the sglang-eagle3-capture "
                               f"capture patch is incomplete for the {family.name} family in this process "
                               f"({d.unpatched[family.name]})", "reinstall sglang-eagle3-capture, check the log for "
                               "'eagle3-capture' errors, or serve with a supported SGLang release")
     if d.architecture in d.release.absent_hooks:
-        raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} on {d.architecture}, which has no "
-                          f"set_eagle3_layers_to_capture in SGLang {d.release.version} (SGLang cannot capture EAGLE-3 "
-                          "hidden states on it; a later release added it)",
-                          f"upgrade SGLang (the newest supported is {releases.newest().version})")
+        raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} on {d.architecture}, which has "
+                              f"no set_eagle3_layers_to_capture in SGLang {d.release.version} (SGLang cannot capture "
+                              "EAGLE-3 hidden states on it; a later release added it)",
+                              f"upgrade SGLang (the newest supported is {releases.newest().version})")
     if EMBEDDING_LAYER_ID in ids and family.name in d.release.embedding_crashes:
         raise DeploymentError(file, fld, f"layer id -1 (the embedding output) on {d.architecture}: the {family.name} "
-                          f"family's capture loop in SGLang {d.release.version} computes hidden_states + residual "
-                          "with no residual at loop index 0 (TypeError at the first forward)",
-                          f"upgrade SGLang (the newest supported is {releases.newest().version}), or serve a draft "
-                          "trained without layer id -1")
+                              f"family's capture loop in SGLang {d.release.version} computes hidden_states + residual "
+                              "with no residual at loop index 0 (TypeError at the first forward)",
+                              f"upgrade SGLang (the newest supported is {releases.newest().version}), or serve a draft "
+                              "trained without layer id -1")
     if d.last_stage is not None:
         check_stage(ids, d.num_hidden_layers, *d.last_stage, pp_size=d.pp_size, file=file, field=fld)
 
@@ -240,11 +240,11 @@ def check_stage(layer_ids: tuple[int, ...], num_hidden_layers: int, start_layer:
     loop = split_capture(layer_ids, num_hidden_layers)[0]
     missing = [layer_id_of_index(i) for i in loop if not start_layer <= i < end_layer]
     if missing:
-        raise DeploymentError(file, field, f"layer ids {missing} are captured at the input of decoder layers outside "
-                          f"[{start_layer}, {end_layer}), the layers of the last pipeline stage (--pp-size {pp_size}); "
-                          "SGLang captures EAGLE-3 hidden states on the last stage only",
-                          "serve with --pp-size 1, or set SGLANG_PP_LAYER_PARTITION so the last stage starts at or "
-                          f"before decoder layer {min(loop)}")
+        raise DeploymentError(file, field, f"layer ids {missing} are captured at the input of decoder layers "
+                              f"outside [{start_layer}, {end_layer}), the layers of the last pipeline stage (--pp-size "
+                              f"{pp_size}); SGLang captures EAGLE-3 hidden states on the last stage only",
+                              "serve with --pp-size 1, or set SGLANG_PP_LAYER_PARTITION so the last stage starts at "
+                              f"or before decoder layer {min(loop)}")
 
 
 def as_served(release: Release, family: Family, layer_ids: tuple[int, ...], num_hidden_layers: int) -> Deployment:
@@ -299,20 +299,21 @@ def decide_vllm(d: VllmDeployment) -> Decision:
         why = d.unserved or (f"vLLM {d.version} is not in the vLLM release table" if d.release is None else
                              f"vLLM {d.version} is not served: {d.release.refused_because}")
         raise DeploymentError(where, fld, f"the draft {d.draft} declares layer ids, but the sglang-eagle3-capture vLLM "
-                          f"plugin does not wire them in this process ({why}), so stock vLLM would feed its own "
-                          "reading of config.json", VLLM_FIX.format(supported=supported))
+                              f"plugin does not wire them in this process ({why}), so stock vLLM would feed its own "
+                              "reading of config.json", VLLM_FIX.format(supported=supported))
     if m is None:
         raise DeploymentError(d.config_file, fld, f"holds a value that stands for the layer ids of the draft's "
-                          f"eagle3_manifest.json, but the draft {d.draft} has none (or it is not a local directory)",
-                          "restore eagle3_manifest.json beside config.json and serve the local directory, or write "
-                          "it with `sglang-eagle3-capture manifest write DIR --layer-ids=... --fail-closed`")
+                              f"eagle3_manifest.json, but the draft {d.draft} has none (or it is not a local "
+                              "directory)", "restore eagle3_manifest.json beside config.json and serve the local "
+                              "directory, or write it with `sglang-eagle3-capture manifest write DIR --layer-ids=... "
+                              "--fail-closed`")
     if d.target_config is not None:
         check_target(m, d.target_config, where=TARGET)
     family = family_of(m.target_architecture)
     if family is None:
         raise DeploymentError(str(m.path), "target.architecture", f"{m.target_architecture} has no family entry; "
-                          f"manifest-exact capture covers the families {supported_families()}",
-                          "serve the draft on one of those targets")
+                              f"manifest-exact capture covers the families {supported_families()}",
+                              "serve the draft on one of those targets")
     n = m.target_num_hidden_layers
     try:
         check_layer_ids(list(m.layer_ids), n, file=str(m.path), field="layer_ids")
@@ -325,11 +326,11 @@ def decide_vllm(d: VllmDeployment) -> Decision:
             stock = engine_capture(dict(d.draft_config), n, family=family, reader=reader)
             if not stock.refuses_at_startup and (stock.fed_layer_ids != m.layer_ids or stock.problem):
                 raise DeploymentError(str(m.path), "layer_ids", f"is {list(m.layer_ids)}, but {d.config_file} means "
-                                  f"something else to stock vLLM ({reader.name}: {stock.describe()}), so a server "
-                                  "without the plugin would feed other hidden states",
-                                  f"run `sglang-eagle3-capture manifest write {d.draft} --layer-ids="
-                                  f"{','.join(map(str, m.layer_ids))} --target TARGET --force --fail-closed` "
-                                  f"(top-level {IDS_KEY} {_json(safe)})")
+                                      f"something else to stock vLLM ({reader.name}: {stock.describe()}), so a server "
+                                      "without the plugin would feed other hidden states",
+                                      f"run `sglang-eagle3-capture manifest write {d.draft} --layer-ids="
+                                      f"{','.join(map(str, m.layer_ids))} --target TARGET --force --fail-closed` "
+                                      f"(top-level {IDS_KEY} {_json(safe)})")
     return Decision(family, m.layer_ids, str(m.path), "layer_ids")
 
 

@@ -90,8 +90,8 @@ def _int_ids(value: Any, field: str, file: Any) -> list[int]:
     """``value`` as a list of integer ids, or an :class:`InputError` naming ``file`` and ``field``."""
     if not isinstance(value, (list, tuple)) or not all(is_int(i) for i in value):
         raise InputError(file, field, f"expected a list of integer layer ids, got {brief(value)}",
-                          "write the ids the draft was trained on as a JSON list of integers (or remove the field to "
-                          "use the engine's default)")
+                         "write the ids the draft was trained on as a JSON list of integers (or remove the field to "
+                         "use the engine's default)")
     return list(value)
 
 

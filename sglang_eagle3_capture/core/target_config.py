@@ -37,7 +37,7 @@ def architecture(target_hf_config: Any, where: str) -> str:
     archs = cfg_get(target_hf_config, "architectures") or []
     if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
         raise InputError(where, "architectures", f"expected a list naming the target class, got {brief(archs)}",
-                            "point TARGET at the target model's own config.json")
+                         "point TARGET at the target model's own config.json")
     return archs[0]
 
 
@@ -54,7 +54,7 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
     text = cfg_get(target_hf_config, "text_config") if prefix else target_hf_config
     if text is None:
         raise InputError(where, "text_config", f"{arch} keeps its decoder config in text_config, which is missing",
-                            "point TARGET at the full model config.json")
+                         "point TARGET at the full model config.json")
     family = family_of(arch)
     layers = family.layer_count_keys if family is not None else ("num_hidden_layers",)
     layer_key = next((k for k in layers if cfg_get(text, k) is not None), layers[0])
@@ -63,7 +63,7 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
         v = cfg_get(text, key)
         if not is_int(v) or v < 1:
             raise InputError(where, prefix + key, f"expected a positive integer, got {brief(v)}",
-                                "point TARGET at the target model's own config.json")
+                             "point TARGET at the target model's own config.json")
         dims.append(v)
     return arch, dims[0], dims[1]
 

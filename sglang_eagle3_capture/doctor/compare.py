@@ -94,7 +94,7 @@ def _check_batch(f: Path, tensors: dict) -> dict:
     for key in ("positions", "input_ids"):
         if key in tensors and tensors[key].shape[0] != t:
             raise InputError(f, key, f"has {tensors[key].shape[0]} entries, expected {t} (one per row of "
-                              "aux_hidden_states)", schema.FIX)
+                             "aux_hidden_states)", schema.FIX)
     pos = tensors["positions"]
     if pos.numel() and int(pos.min()) < 0:
         raise InputError(f, "positions", f"holds negative positions (min {int(pos.min())})", schema.FIX)
@@ -123,7 +123,7 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
                                           if n.endswith(".safetensors") and not n.startswith(".")]
     if not names:
         raise InputError(d, None, "no dumped batches (*.safetensors)", f"serve with SGLANG_EAGLE3_CAPTURE_DUMP={d} "
-                          "and the sglang-eagle3-capture plugin installed, send a request, then run compare")
+                         "and the sglang-eagle3-capture plugin installed, send a request, then run compare")
     out = []
     for name in names:
         f = d / name
@@ -132,7 +132,7 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
             tensors = load_file(str(f), device="cpu")
         except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since the header check)
             raise InputError(f, "<data>", f"not a readable safetensors file ({brief(str(e).splitlines()[0], 160)})",
-                              schema.FIX) from None
+                             schema.FIX) from None
         out.append((f, _check_batch(f, tensors), _metadata(f.with_suffix(".json"))))
     return out
 
@@ -207,16 +207,16 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     for s in samples[1:]:
         if len(s.chunks) != len(first.chunks) or s.fc_chunks != first.fc_chunks or s.hidden_size != first.hidden_size:
             raise InputError(s.path, None, f"{len(s.chunks)} stored tensors of width {s.hidden_size}, but "
-                              f"{first.path} has {len(first.chunks)} of width {first.hidden_size}",
-                              "compare one dataset at a time")
+                             f"{first.path} has {len(first.chunks)} of width {first.hidden_size}",
+                             "compare one dataset at a time")
     index = _SampleIndex(samples)
     dump = read_dump(dump_dir)
     runs_ids = {tuple(meta["layer_ids"]) for _, _, meta in dump if meta.get("layer_ids") is not None}
     if len(runs_ids) > 1:
         raise InputError(dump_dir, "layer_ids",
-                          f"its batches say different layer ids ({brief(sorted(runs_ids, key=str))}): "
-                          "batches of several server runs", "give each run its own dump directory (or remove the "
-                          "other run's files)")
+                         f"its batches say different layer ids ({brief(sorted(runs_ids, key=str))}): "
+                         "batches of several server runs", "give each run its own dump directory (or remove the "
+                         "other run's files)")
     h, k = first.hidden_size, len(first.fc_chunks)
     report = CompareReport(chunk_names=first.chunk_names, chunk_layer_ids=first.chunk_layer_ids, min_cosine=min_cosine)
     served_rows, train_rows = [], []
@@ -229,8 +229,8 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
             continue
         if aux.shape[-1] != k * h:
             raise InputError(f, "aux_hidden_states", f"has shape {list(aux.shape)}, but the training fc input is "
-                              f"{k} x {h} = {k * h} wide ({first.path})", "compare with the data the draft was "
-                              "trained on (else SGLang fed a different number of hidden states)")
+                             f"{k} x {h} = {k * h} wide ({first.path})", "compare with the data the draft was "
+                             "trained on (else SGLang fed a different number of hidden states)")
         ids, pos = tensors["input_ids"], tensors["positions"]
         for a, b in _runs(pos):
             p0 = int(pos[a])
@@ -242,8 +242,8 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
             train_rows.append(torch.stack([c[p0:p0 + n].float() for c in s.chunks], dim=1))
     if not served_rows:
         raise InputError(dump_dir, None, f"none of the {report.skipped_rows} dumped rows matches the tokens of any "
-                          "training sample given with --data", "serve prompts taken from those samples (their "
-                          "input_ids)")
+                         "training sample given with --data", "serve prompts taken from those samples (their "
+                         "input_ids)")
     served, train = torch.cat(served_rows), torch.cat(train_rows)  # [R, K, H], [R, C, H]
     report.rows = served.shape[0]
     cos = torch.nn.functional.cosine_similarity(served[:, :, None, :], train[:, None, :, :], dim=-1)  # [R, K, C]

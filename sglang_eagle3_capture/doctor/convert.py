@@ -74,13 +74,13 @@ def _resolve_target(src_cfg: Mapping, target: Any, src: Path) -> tuple[Any, str]
         verifier = (src_cfg.get("speculators_config") or {}).get("verifier") or {}
         if not isinstance(verifier, Mapping):
             raise InputError(file, "speculators_config.verifier", f"expected an object, got {brief(verifier)}",
-                               "pass --target TARGET")
+                             "pass --target TARGET")
         verifier = verifier.get("name_or_path")
         if verifier is not None and not isinstance(verifier, str):
             raise InputError(file, fld, f"expected a path, got {brief(verifier)}", "pass --target TARGET")
         if not verifier or path_kind(Path(verifier) / "config.json", error=InputError) != "file":
             raise InputError(file, fld, f"no local target config ({brief(verifier)})",
-                               "pass --target TARGET (the target model dir or its config.json)")
+                             "pass --target TARGET (the target model dir or its config.json)")
         target = verifier
     data, path = load_target_config(target)
     return data, str(path)
@@ -96,7 +96,7 @@ def _name_map(names: Sequence[str], fmt: Any, file_of: Mapping[str, Path]) -> tu
         new = sglang_checkpoint_name(name)
         if new in produced:
             raise InputError(file_of[name], name, f"tensor maps to {new}, which another tensor also maps to",
-                               "keep one of them")
+                             "keep one of them")
         mapping[name] = new
         produced.add(new)
     return mapping, dropped
@@ -108,16 +108,16 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
     for new, (old, info) in sorted(have.items()):
         if new not in expected:
             raise InputError(info.file, old, f"tensor not part of a {SGLANG_ARCH} draft with this config (SGLang "
-                               "would silently drop it)", "remove it, or convert only drafts whose every tensor is "
-                               "understood")
+                             "would silently drop it)", "remove it, or convert only drafts whose every tensor is "
+                             "understood")
         shape, _ = expected[new]
         if info.shape != shape:
             raise InputError(info.file, old, f"tensor of shape {list(info.shape)}, but the config implies "
-                               f"{list(shape)}", "the config and the weights disagree: re-export the draft")
+                             f"{list(shape)}", "the config and the weights disagree: re-export the draft")
     for new, (shape, required) in sorted(expected.items()):
         if required and new not in have:
             raise InputError(files, new, f"tensor missing (shape {list(shape)} expected)",
-                               "convert a complete checkpoint")
+                             "convert a complete checkpoint")
 
 
 def metadata_text(value: Any) -> Any:
@@ -162,7 +162,7 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
                 tensors = load_file(name)
         except Exception as e:  # noqa: BLE001 - safetensors raises its own error type for corrupt data
             raise InputError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
-                               "re-export the checkpoint") from None
+                             "re-export the checkpoint") from None
         renamed = {mapping[n]: t for n, t in tensors.items() if n in mapping}
         out = out_dir / f.name
         try:
@@ -171,7 +171,7 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
         except Exception as e:  # noqa: BLE001 - SafetensorError wraps the OSError (no space, file too large ...)
             problem = os_problem(e)[0] if isinstance(e, OSError) else brief(str(e).splitlines()[0], 160)
             raise InputError(dst / f.name, "<file>", f"cannot write ({problem})",
-                               "free space or write DST elsewhere") from None
+                             "free space or write DST elsewhere") from None
         finish_file(out, error=InputError)
     if path_kind(src_dir / INDEX_FILENAME, error=InputError) != "missing":
         data = read_index(src_dir)  # metadata and any other key kept as written
@@ -197,7 +197,7 @@ def _check_dst(dst: Path) -> None:
         return
     if kind == "directory" and os.path.ismount(dst):  # rename onto a mount point fails (EBUSY)
         raise InputError(dst, "DST", "is a mount point, which convert cannot replace with its finished copy",
-                           f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}")
+                         f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}")
     if kind != "directory" or list_directory(dst, error=InputError, fix=fix):
         raise InputError(dst, "<dir>", "exists and is not an empty directory", fix)
 
@@ -222,8 +222,8 @@ def _carried(manifest: Manifest, layer_ids: Sequence | None, resolved: Any, read
     path = manifest.path
     if layer_ids is not None and tuple(layer_ids) != manifest.layer_ids:
         raise InputError(path, "layer_ids", f"is {list(manifest.layer_ids)}, but --layer-ids says {list(layer_ids)}",
-                           "drop --layer-ids (convert carries SRC's manifest), or correct the manifest first "
-                           "(`sglang-eagle3-capture manifest write SRC --layer-ids=... --target TARGET --force`)")
+                         "drop --layer-ids (convert carries SRC's manifest), or correct the manifest first "
+                         "(`sglang-eagle3-capture manifest write SRC --layer-ids=... --target TARGET --force`)")
     check_target(manifest, target_cfg, where=target_where)
     said = [f"carried {path}: layer ids {list(manifest.layer_ids)}, provenance kept"]
     if resolved is not None and tuple(resolved.layer_ids) != manifest.layer_ids:
@@ -259,8 +259,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     family = family_of(arch)
     if family is None:
         raise InputError(target_where, "architectures", f"{arch} has no target-family entry in "
-                           "sglang-eagle3-capture, so the capture ids SGLang reads cannot be written for it",
-                           "convert for a supported target (docs/families.md)")
+                         "sglang-eagle3-capture, so the capture ids SGLang reads cannot be written for it",
+                         "convert for a supported target (docs/families.md)")
 
     resolved, read_error = None, format_error
     if format_error is None:
@@ -298,7 +298,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     cfg_target_hidden = cfg.get("target_hidden_size")
     if cfg_target_hidden is not None and cfg_target_hidden != hidden:
         raise InputError(cfg_file, "target_hidden_size", f"is {brief(cfg_target_hidden)}, but target {target_where} "
-                           f"field 'hidden_size' is {hidden}", "pass the target the draft was trained against")
+                         f"field 'hidden_size' is {hidden}", "pass the target the draft was trained against")
     k = len(ids)
     out_cfg.update(target_hidden_size=hidden, num_aux_hidden_states=k)
     out_cfg["eagle_config"] = {**with_stock_ids(out_cfg.get("eagle_config"), fail_closed.value),
@@ -312,9 +312,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
         fc = index["fc.weight"]
         origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
         raise InputError(fc.file, "fc.weight", f"tensor of input width {fc.shape[-1]}, but {origin} gives {k} "
-                           f"layer ids {list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}",
-                           "pass --layer-ids listing exactly the hidden states the fc was trained on, and the target "
-                           "it was trained against")
+                         f"layer ids {list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}",
+                         "pass --layer-ids listing exactly the hidden states the fc was trained on, and the target "
+                         "it was trained against")
     _check_tensors(index, mapping, expected_eagle3_tensors(out_cfg, k, hidden, str(cfg_file)), src)
 
     if not fail_closed.exact:

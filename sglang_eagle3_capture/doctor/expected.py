@@ -242,8 +242,8 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
         for s in batch:
             if s.loss_mask is None:
                 raise InputError(s.path, "loss_mask", "the sample carries no loss mask, so the positions its trainer "
-                                  "scored (where a server's verify steps start: after the prompt) are unknown",
-                                  v.NO_MASK_FIX)
+                                 "scored (where a server's verify steps start: after the prompt) are unknown",
+                                 v.NO_MASK_FIX)
         if first is None:
             first = batch[0]
             ids, _ = chunk_identities(first.chunk_layer_ids, v._embedding_hits([first], embed)[0])
@@ -256,8 +256,8 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
                                   chunk_ids=labels.ids, fc_chunks=first.fc_chunks)
             if cs.manifest is None:
                 raise InputError(first.path, None, f"the declared wiring {list(declared.layer_ids)} cannot be built "
-                                  f"from the stored tensors: {cs.manifest_problem}",
-                                  "pass samples that store those layers")
+                                 f"from the stored tensors: {cs.manifest_problem}",
+                                 "pass samples that store those layers")
             sources = cs.manifest.sources
         shifted = shifted_batch(batch, sources, embed)
         if shifted is None:
@@ -299,8 +299,8 @@ def _dtype(draft_dir, name: str):
         fc = next((info for n, info in index.items() if module_name(n) == "fc.weight"), None)
         if fc is None:
             raise InputError(draft_dir, "fc.weight", "not in the draft's weights, so --dtype checkpoint has no dtype "
-                               "to take (and no EAGLE-3 draft lacks it)", "pass the EAGLE-3 draft directory, or "
-                               "--dtype float32 / bfloat16")
+                             "to take (and no EAGLE-3 draft lacks it)", "pass the EAGLE-3 draft directory, or "
+                             "--dtype float32 / bfloat16")
         return {"BF16": torch.bfloat16, "F16": torch.float16}.get(fc.dtype)
     return getattr(torch, name)
 

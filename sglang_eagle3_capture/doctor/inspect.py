@@ -204,9 +204,9 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
     family = family_of(arch)
     if family is None:
         raise InputError(manifest.path if manifest is not None else target_file,
-                            "target.architecture" if manifest is not None else "architectures",
-                            f"{arch} has no target-family entry, so what stock SGLang feeds it is unknown",
-                            "see docs/families.md for the supported families")
+                         "target.architecture" if manifest is not None else "architectures",
+                         f"{arch} has no target-family entry, so what stock SGLang feeds it is unknown",
+                         "see docs/families.md for the supported families")
     readings = stock_rows(draft_cfg, n_layers, family, declared.layer_ids, str(cfg_path))
     if manifest is not None:
         checks.append(_fc_width_check(draft, manifest))
@@ -300,9 +300,9 @@ def _read_width_check(draft: Path, layer_ids: tuple, hidden: int, fc_width: int 
         return f"fc width not checked: no fc.weight in {draft}"
     if fc_width != len(layer_ids) * hidden:
         raise InputError(cfg_file, None, f"reads as {len(layer_ids)} layer ids {list(layer_ids)}, but the draft's "
-                          f"fc.weight input width is {fc_width} ({fc_width / hidden:g} x target hidden {hidden})",
-                          "write the manifest with the ids the fc was trained on: `sglang-eagle3-capture manifest "
-                          "write DRAFT --layer-ids=... --target TARGET`")
+                         f"fc.weight input width is {fc_width} ({fc_width / hidden:g} x target hidden {hidden})",
+                         "write the manifest with the ids the fc was trained on: `sglang-eagle3-capture manifest "
+                         "write DRAFT --layer-ids=... --target TARGET`")
     return f"fc.weight input width {fc_width} = {len(layer_ids)} ids x hidden {hidden} (the ids config.json reads as)"
 
 

@@ -219,7 +219,7 @@ class Eagle3Draft(nn.Module):
                 weights.update(load_file(str(f)))
             except Exception as e:  # noqa: BLE001 - safetensors' own error type; the header was fine, the data not
                 raise InputError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
-                                   "re-export or re-download the checkpoint") from None
+                                 "re-export or re-download the checkpoint") from None
         model._load_checked_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head,
                                     dtype=dtype)
         return model.eval()
@@ -273,20 +273,20 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
     fc = keys.get("fc.weight")
     if fc is None:
         raise InputError(cfg, "fc.weight", "weight missing from the safetensors",
-                               "point at a complete EAGLE-3 draft")
+                         "point at a complete EAGLE-3 draft")
     fc_info = index[fc]
     if len(fc_info.shape) != 2 or fc_info.shape[1] != config.fc_in_features:
         raise InputError(fc_info.file, fc, f"weight of shape {fc_info.shape}, but {brief(str(cfg), 200)} "
-                               f"implies ({config.hidden_size}, {config.fc_in_features}) (num_aux_hidden_states "
-                               f"{config.num_aux_hidden_states} x target_hidden_size {config.target_hidden_size})",
-                               disagree)
+                         f"implies ({config.hidden_size}, {config.fc_in_features}) (num_aux_hidden_states "
+                         f"{config.num_aux_hidden_states} x target_hidden_size {config.target_hidden_size})",
+                         disagree)
     stored_layers = {i for i in map(_layer_index, keys) if i is not None}
     if config.num_hidden_layers > len(stored_layers):
         raise InputError(cfg, "num_hidden_layers", f"{config.num_hidden_layers} layers, but the checkpoint "
-                               f"holds weights for {len(stored_layers)}", disagree)
+                         f"holds weights for {len(stored_layers)}", disagree)
     if config.lm_head_from_target and target_lm_head is None:
         raise InputError(cfg, "draft_vocab_size", "absent, so SGLang takes lm_head from the target",
-                               "pass --target TARGET (pass the target's lm_head weight)")
+                         "pass --target TARGET (pass the target's lm_head weight)")
     with torch.device("meta"):
         own = {k: tuple(v.shape) for k, v in Eagle3Draft(config).state_dict().items()}
     provided = set()
@@ -295,12 +295,12 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
         if key == "d2t":
             if info.shape != (config.draft_vocab_size,) or info.dtype not in ("I64", "I32"):
                 raise InputError(info.file, name, f"{info.dtype} {list(info.shape)}, but the config implies "
-                                       f"integers of shape [{config.draft_vocab_size}] (draft_vocab_size)", disagree)
+                                 f"integers of shape [{config.draft_vocab_size}] (draft_vocab_size)", disagree)
             provided.add(key)
         elif key in own and not (key == "lm_head.weight" and config.lm_head_from_target):
             if info.shape != own[key]:
                 raise InputError(info.file, name, f"weight of shape {info.shape}, but the config implies "
-                                       f"{own[key]}", disagree)
+                                 f"{own[key]}", disagree)
             provided.add(key)
     for key, tensor, what in (("embed_tokens.weight", target_embed, "embedding"),
                               ("lm_head.weight", target_lm_head, "lm_head")):
@@ -311,8 +311,8 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
         if used:
             if tuple(tensor.shape) != own[key]:
                 raise InputError(target_where or "target", key, f"the target's {what} has shape "
-                                       f"{list(tensor.shape)}, but the draft ({brief(str(cfg), 200)}) needs "
-                                       f"{list(own[key])}", "pass the target the draft was trained against")
+                                 f"{list(tensor.shape)}, but the draft ({brief(str(cfg), 200)}) needs "
+                                 f"{list(own[key])}", "pass the target the draft was trained against")
             provided.add(key)
     missing = sorted(set(own) - provided - {"d2t"})
     if missing:
@@ -321,7 +321,7 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
         raise InputError(cfg, missing[0], f"weights {brief(missing)} are missing from the safetensors", fix)
     if config.draft_vocab_size != config.vocab_size and "d2t" not in provided:
         raise InputError(cfg, "d2t", "no 'd2t' tensor but draft_vocab_size != vocab_size (SGLang needs d2t to "
-                               "map draft ids to target ids)", "re-export the checkpoint")
+                         "map draft ids to target ids)", "re-export the checkpoint")
 
 
 def eagle3_shift(input_ids: torch.Tensor, aux_hidden: torch.Tensor, target_ids: torch.Tensor,

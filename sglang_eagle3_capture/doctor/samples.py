@@ -90,7 +90,7 @@ def _walk(root: Path) -> list[Path]:
     def refuse(e: OSError) -> None:
         problem, how = os_problem(e)
         raise InputError(e.filename or root, "<dir>", f"cannot list the directory ({problem})",
-                          f"{how}, or pass only the sample files") from None
+                         f"{how}, or pass only the sample files") from None
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=refuse, followlinks=True):
         try:
@@ -113,7 +113,7 @@ def _walk(root: Path) -> list[Path]:
                 found.append(p)
             elif kind == "directory" and name in dirnames:
                 raise InputError(p, "<file>", "is a directory named like a sample file",
-                                  "rename or remove it, or pass the sample files explicitly")
+                                 "rename or remove it, or pass the sample files explicitly")
             else:
                 raise InputError(p, "<file>", _not_a_sample(kind), "remove it, or pass the sample files explicitly")
     return sorted(found)
@@ -129,7 +129,7 @@ def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
             found = _walk(p)
             if not found:
                 raise InputError(p, "<dir>", f"holds no sample files ({', '.join(_PATTERNS)})",
-                                  "pass the directory the training pipeline wrote its samples to")
+                                 "pass the directory the training pipeline wrote its samples to")
             out.extend(found)
         elif kind == "file":
             out.append(p)
@@ -149,7 +149,7 @@ def load_sample(path: str | Path) -> Sample:
     if name.endswith(".pt"):
         return _read_legacy(path, _torch_load(path))
     raise InputError(path, "<file>", "unknown sample file type",
-                      "pass speculators data_*.pt, hs_*.safetensors or SpecForge *.ckpt / *.ckpt.gz files")
+                     "pass speculators data_*.pt, hs_*.safetensors or SpecForge *.ckpt / *.ckpt.gz files")
 
 
 # A compressed container (a .ckpt.gz, or a record deflated inside torch's zip format) may inflate to at most this
@@ -165,8 +165,8 @@ def _budget(compressed: int) -> int:
 
 def _bomb(path: Path, inflated: str, compressed: int) -> InputError:
     return InputError(path, "<data>", f"{inflated} more than {_budget(compressed)} bytes ({MAX_RATIO}x its "
-                       f"{compressed}; hidden states barely compress): not a sample a pipeline wrote (a "
-                       "decompression bomb?)", "pass the samples the pipeline wrote")
+                      f"{compressed}; hidden states barely compress): not a sample a pipeline wrote (a "
+                      "decompression bomb?)", "pass the samples the pipeline wrote")
 
 
 def _first_line(e: BaseException) -> str:
@@ -222,8 +222,8 @@ def _torch_load(path: Path):
             raise
         except Exception as e:  # torch raises many types (pickle, zip, weights_only unpickler)
             raise InputError(path, "<data>", f"cannot be read by torch.load(weights_only=True) ({_first_line(e)})",
-                              "re-save it with tensors only (torch.save of a dict of tensors), or re-generate it"
-                              ) from None
+                             "re-save it with tensors only (torch.save of a dict of tensors), or re-generate it"
+                             ) from None
 
 
 def _fields(record: records.Record, data, path: Path) -> dict:
@@ -232,7 +232,7 @@ def _fields(record: records.Record, data, path: Path) -> dict:
         absent = next((f.name for f in record.fields if f.required and f.name not in data), None)
         if absent is not None:
             raise InputError(path, absent, f"missing (a {record.name} sample has {', '.join(record.names)}; found "
-                              f"{brief(sorted(map(str, data)))})", "pass samples of one of the supported layouts")
+                             f"{brief(sorted(map(str, data)))})", "pass samples of one of the supported layouts")
     return records.read(record, data, file=path)
 
 
@@ -254,7 +254,7 @@ def _read_legacy(path: Path, data) -> Sample:
     for i, t in enumerate(d["hidden_states"]):
         if list(t.shape) != [seq, width] or width == 0:
             raise InputError(path, f"hidden_states[{i}]", f"has shape {list(t.shape)}, expected [{seq}, {width}] (one "
-                              "row per input id, every entry as wide as hidden_states[0], not empty)", REGENERATE)
+                             "row per input id, every entry as wide as hidden_states[0], not empty)", REGENERATE)
     mask = _rows(d["loss_mask"], "loss_mask", path, seq) != 0
     _check_legacy_length(path, seq)
     n = len(d["hidden_states"])
@@ -290,7 +290,7 @@ def _check_legacy_length(path: Path, seq: int) -> None:
     want = records.read(schema.sample_lengths(index), entry, file=lengths_file)[index]
     if want is not None and want != seq:
         raise InputError(path, "input_ids", f"has {seq} tokens but {LEGACY_LENGTHS} says {want} for {index!r}: the "
-                          "sample and the index disagree (a file from another run?)", "regenerate or remove one")
+                         "sample and the index disagree (a file from another run?)", "regenerate or remove one")
 
 
 def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
@@ -305,7 +305,7 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
     fix = schema.STORED_LAYERS.field("layer_ids").fix
     if len(ids) != n:
         raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} lists {len(ids)} layers, but {path.name} "
-                          f"stores {n} tensors", fix)
+                         f"stores {n} tensors", fix)
     if len(set(ids)) != n:
         raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} repeats a layer id", fix)
     # The legacy generator captured after decoder layer idx: its ids are already layer ids.
@@ -324,7 +324,7 @@ def _read_hs_safetensors(path: Path) -> Sample:
     hs = d["hidden_states"]
     if hs.shape[1] < 2 or hs.shape[2] == 0:
         raise InputError(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0",
-                          REGENERATE)
+                         REGENERATE)
     ids = _rows(d["token_ids"], "token_ids", path, hs.shape[0]).long()
     mask = _table_mask(path, ids)
     if mask is None and d["loss_mask"] is not None:
@@ -349,13 +349,13 @@ def _table_mask(path: Path, ids) -> object | None:
     index = path.name[len("hs_"):-len(".safetensors")]
     if not index.isdecimal() or not index.isascii():
         raise InputError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
-                          "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
+                         "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
     file, row = _table(root).row(int(index), path)
     row_ids = _rows(row["input_ids"], f"input_ids[{index}]", file).long()
     mask = _rows(row["loss_mask"], f"loss_mask[{index}]", file, row_ids.shape[0]) != 0
     if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
         raise InputError(path, "token_ids", f"differ from input_ids of row {index} of the datasets table in "
-                          f"{root} (speculators' trainer skips such a sample)", f"{REGENERATE}, or {TABLE_FIX}")
+                         f"{root} (speculators' trainer skips such a sample)", f"{REGENERATE}, or {TABLE_FIX}")
     return mask
 
 
@@ -379,16 +379,16 @@ class _Table:
                     cell = column[j]
                     if not cell.is_valid or len(cell) > _MAX_ROW:
                         raise InputError(file, f"{key}[{index}]", "is null" if not cell.is_valid else
-                                          f"holds {len(cell)} entries (more than {_MAX_ROW})", TABLE_FIX)
+                                         f"holds {len(cell)} entries (more than {_MAX_ROW})", TABLE_FIX)
                     try:
                         values[key] = torch.tensor(cell.values.to_pylist())
                     except (TypeError, ValueError, RuntimeError, OverflowError) as e:
                         raise InputError(file, f"{key}[{index}]", f"is not a list of numbers ({_first_line(e)})",
-                                          TABLE_FIX) from None
+                                         TABLE_FIX) from None
                 return file, _fields(schema.TABLE_ROW, values, file)
             start += len(ids)
         raise InputError(sample, "<file>", f"names row {index}, but the datasets table in {self.root} has {start} "
-                          "rows", f"pass the hidden states of this table; {TABLE_FIX}")
+                         "rows", f"pass the hidden states of this table; {TABLE_FIX}")
 
 
 _MAX_ROW = 1 << 24  # tokens in one sample: far past any context length
@@ -403,7 +403,7 @@ def _table(root: Path) -> _Table:
         name = entry["filename"]
         if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
             raise InputError(state, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in the "
-                              "directory", TABLE_FIX)
+                             "directory", TABLE_FIX)
         f = root / name
         require_file(f, error=InputError, fix=TABLE_FIX)
         st = f.stat()
@@ -417,7 +417,7 @@ def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> _Table:
         import pyarrow as pa  # installed with SGLang (its datasets requirement), which reads Arrow tables with it
     except ImportError:
         raise InputError(Path(root) / TABLE_STATE, "<file>", "a datasets table, which needs pyarrow to read",
-                          "pip install pyarrow") from None
+                         "pip install pyarrow") from None
 
     out = []
     for name, _, _ in files:
@@ -446,13 +446,13 @@ def _read_specforge(path: Path, data) -> Sample:
     final, aux = (d[key][0] if d[key].dim() == 3 else d[key] for key in ("hidden_state", "aux_hidden_state"))
     if final.shape[0] != aux.shape[0]:
         raise InputError(path, "aux_hidden_state", f"has {aux.shape[0]} positions, but 'hidden_state' has "
-                          f"{final.shape[0]}", REGENERATE)
+                         f"{final.shape[0]}", REGENERATE)
     h = final.shape[1]
     if h == 0:
         raise InputError(path, "hidden_state", f"is 0 wide (shape {list(final.shape)})", REGENERATE)
     if aux.shape[1] % h or aux.shape[1] == 0:
         raise InputError(path, "aux_hidden_state", f"is {aux.shape[1]} wide, not a multiple of the hidden size {h} "
-                          "taken from 'hidden_state'", REGENERATE)
+                         "taken from 'hidden_state'", REGENERATE)
     ids = _rows(d["input_ids"], "input_ids", path, final.shape[0]).long()
     mask = _rows(d["loss_mask"], "loss_mask", path, final.shape[0]) != 0
     k = aux.shape[1] // h

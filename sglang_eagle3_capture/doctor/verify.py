@@ -117,7 +117,7 @@ def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool =
     except Exception as e:  # noqa: BLE001 - safetensors' own error type: the file changed, or its data is bad
         why = brief(str(e).splitlines()[0] if str(e) else type(e).__name__, 160)
         raise InputError(info.file, names[0], f"cannot load ({why})",
-                           "re-export or re-download the target checkpoint") from None
+                         "re-export or re-download the target checkpoint") from None
 
 
 def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
@@ -204,8 +204,8 @@ def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
     head = first if first is not None else batch[0]
     if head.hidden_size != declared.hidden_size:
         raise InputError(head.path, None, f"stored tensors are {head.hidden_size} wide but {declared.source} says "
-                          f"the target's hidden size is {declared.hidden_size}", "pass samples stored from the target "
-                          "the draft was trained against (or --target with that target)")
+                         f"the target's hidden size is {declared.hidden_size}", "pass samples stored from the target "
+                         "the draft was trained against (or --target with that target)")
     for s in batch:
         _check_layout(s, head, len(head.chunks))
     if first is None:
@@ -215,8 +215,8 @@ def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
 def _check_layout(s, first, n_chunks: int) -> None:
     if s.layout != first.layout or len(s.chunks) != n_chunks or s.hidden_size != first.hidden_size:
         raise InputError(s.path, None, f"{s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, "
-                          f"but {first.path} is {first.layout} with {n_chunks} of width {first.hidden_size}",
-                          "verify one dataset at a time")
+                         f"but {first.path} is {first.layout} with {n_chunks} of width {first.hidden_size}",
+                         "verify one dataset at a time")
 
 
 def _check_token_ids(s, vocab: int) -> None:
@@ -225,7 +225,7 @@ def _check_token_ids(s, vocab: int) -> None:
         bad = ids[(ids < 0) | (ids >= vocab)].unique()[:5].tolist()
         key = "token_ids" if s.layout == HS_SAFETENSORS else "input_ids"
         raise InputError(s.path, key, f"ids {bad} outside the draft's vocabulary [0, {vocab})",
-                          "verify with samples tokenized for this draft's target")
+                         "verify with samples tokenized for this draft's target")
 
 
 def _check_stored_layer_ids(s, n_layers: int) -> None:
@@ -236,7 +236,7 @@ def _check_stored_layer_ids(s, n_layers: int) -> None:
         problem = (f"ids {brief(bad)} are outside [-1, {n_layers - 1}] for a {n_layers}-layer target" if bad else
                    f"{brief(ids)} repeats an id")
         raise InputError(s.path.parent / LEGACY_DATA_CONFIG, "hidden_states.layer_ids", problem,
-                          "correct the file (it describes the data's stored layers), or remove it")
+                         "correct the file (it describes the data's stored layers), or remove it")
 
 
 def _embedding_hits(samples, embed) -> list[list[int]]:
@@ -309,8 +309,8 @@ def _check_d2t(draft_dir: Path, d2t, vocab: int) -> None:
     if bad.numel():
         j = int(bad[0])
         raise InputError(draft_dir, "d2t", f"maps {bad.numel()} draft ids outside the target vocabulary [0, {vocab}) "
-                           f"(draft id {j} -> {int(ids[j])}; d2t holds offsets: target id = draft id + d2t[draft id])",
-                           "re-export d2t as offsets (target ids minus arange(draft_vocab_size))")
+                         f"(draft id {j} -> {int(ids[j])}; d2t holds offsets: target id = draft id + d2t[draft id])",
+                         "re-export d2t as offsets (target ids minus arange(draft_vocab_size))")
 
 
 def _target_head(target: str | Path | None, model, sample, norm_weight, found: list[NormState] | None
@@ -360,7 +360,7 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     family = family_of(declared.architecture)
     if family is None:
         raise InputError(declared.source, "target.architecture", f"{declared.architecture} has no target-family "
-                            "entry, so stock SGLang's wirings are unknown", "see docs/families.md")
+                         "entry, so stock SGLang's wirings are unknown", "see docs/families.md")
     named = [(releases_label(v), c) for v, c in reversed(stock_by_release(draft_cfg, n_layers, family=family,
                                                                           file=cfg_file))]
     named += [(r.name, engine_capture(draft_cfg, n_layers, family=family, reader=r, file=cfg_file))

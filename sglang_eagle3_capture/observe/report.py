@@ -343,7 +343,7 @@ def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
     count = math.prod(info.shape)
     if count > MAX_D2T_ENTRIES:
         raise InputError(info.file, "d2t", f"holds {count} entries, more than the {MAX_D2T_ENTRIES} the report "
-                           "reads", _FIX)
+                         "reads", _FIX)
     with open_regular(info.file, error=InputError, fix=_FIX) as f:
         (n,) = array.array("Q", f.read(8))
         f.seek(8 + n + info.offsets[0])

@@ -24,10 +24,10 @@ def audit_report(plan: DraftPlan, unconsumed: list, missing: list, shape_errors:
     lines += shape_errors
     if lines:
         raise DeploymentError(plan.config_file.parent, None, f"the checkpoint does not match the model SGLang builds "
-                             f"from {plan.config_file}: " + "; ".join(lines),
-                             "re-export the draft with `sglang-eagle3-capture convert SRC DST`, or correct config.json "
-                             "so it describes the checkpoint (the architecture, flags and sizes the draft was trained "
-                             "with)")
+                              f"from {plan.config_file}: " + "; ".join(lines),
+                              "re-export the draft with `sglang-eagle3-capture convert SRC DST`, or correct "
+                              "config.json so it describes the checkpoint (the architecture, flags and sizes the draft "
+                              "was trained with)")
 
 
 def _source(plan: DraftPlan, tensor: str) -> tuple[Any, str]:
@@ -78,7 +78,7 @@ class LoadAudit:
                 out = inner(p, loaded, *args, **kwargs)
             except (AssertionError, ValueError, RuntimeError) as e:
                 raise DeploymentError(*_source(plan, name), f"SGLang could not load it into '{pname}' ({e})",
-                                     "re-export the draft with `sglang-eagle3-capture convert SRC DST`") from e
+                                      "re-export the draft with `sglang-eagle3-capture convert SRC DST`") from e
             self.consumed.add(name)
             self.written.setdefault(pname, set()).add(args[0] if args else kwargs.get("shard_id"))
             return out
@@ -118,15 +118,15 @@ def check_vocab_maps(model: Any, plan: DraftPlan, special: dict) -> None:
     name, d2t = special["d2t"]
     if d2t.dtype.is_floating_point or tuple(d2t.shape) != (draft_vocab,):
         raise DeploymentError(*_source(plan, name), f"{d2t.dtype} {list(d2t.shape)}, expected integer offsets of shape "
-                             f"[{draft_vocab}] (draft_vocab_size)", "export d2t from the training run")
+                              f"[{draft_vocab}] (draft_vocab_size)", "export d2t from the training run")
     target_ids = d2t.long() + torch.arange(draft_vocab)
     if bool((target_ids < 0).any() or (target_ids >= vocab).any()):
         raise DeploymentError(*_source(plan, name), f"maps draft ids outside the target vocab [0, {vocab})",
-                             "export d2t for this target's tokenizer")
+                              "export d2t for this target's tokenizer")
     if "t2d" in special:
         tname, t2d = special["t2d"]
         if t2d.dtype != torch.bool or tuple(t2d.shape) != (vocab,) or int(t2d.sum()) != draft_vocab \
                 or not bool(t2d[target_ids].all()):
             raise DeploymentError(*_source(plan, tname), f"disagrees with d2t (expected a bool mask of shape [{vocab}] "
-                                 f"that is true exactly at the {draft_vocab} target ids d2t maps to)",
-                                 "export d2t and t2d from the same training run")
+                                  f"that is true exactly at the {draft_vocab} target ids d2t maps to)",
+                                  "export d2t and t2d from the same training run")

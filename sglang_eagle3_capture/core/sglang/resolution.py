@@ -51,10 +51,10 @@ class DeclaredLayerIds:
 
     def _refuse(self, *args: Any) -> Any:
         raise DeploymentError(self.file, self.field, f"layer ids {list(self.layer_ids)} reached an unpatched "
-                          "set_eagle3_layers_to_capture (the capture patch is not active for this model class), "
-                          "which would reinterpret them with SGLang's heuristic", "look for 'eagle3_capture' errors in "
-                          "the log of this process, check `pip show sglang-eagle3-capture` and that SGLANG_PLUGINS "
-                          "(if set) includes eagle3_capture")
+                              "set_eagle3_layers_to_capture (the capture patch is not active for this model class), "
+                              "which would reinterpret them with SGLang's heuristic", "look for 'eagle3_capture' "
+                              "errors in the log of this process, check `pip show sglang-eagle3-capture` and that "
+                              "SGLANG_PLUGINS (if set) includes eagle3_capture")
 
     __bool__ = __len__ = __iter__ = __getitem__ = _refuse
 

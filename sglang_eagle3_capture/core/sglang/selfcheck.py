@@ -471,9 +471,9 @@ class Session:
         c = self.check
         fix = c.fix()
         return DeploymentError(c.where, None, f"eagle3-capture self-check FAILED on the first extend batch "
-                              f"({c.context()}; {self.tokens} tokens; layer ids {list(c.layer_ids)}): "
-                              + "; ".join(problems) + ". The draft's fc would be fed other hidden states than it "
-                              f"declares ({ENV}=0 skips the check; the wiring is then unverified)", fix)
+                               f"({c.context()}; {self.tokens} tokens; layer ids {list(c.layer_ids)}): "
+                               + "; ".join(problems) + ". The draft's fc would be fed other hidden states than it "
+                               f"declares ({ENV}=0 skips the check; the wiring is then unverified)", fix)
 
 
 def difference(got: Any, want: Any) -> tuple[float, float]:

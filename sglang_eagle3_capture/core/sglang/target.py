@@ -104,15 +104,15 @@ def configure(model: Any, declared: resolution.DeclaredLayerIds, family: Family)
     stack = decoder_stack(model, family)
     if declared.family not in (None, family.name) or not getattr(type(stack).forward, seams.MARK, False):
         raise DeploymentError(declared.file, declared.field, f"{type(model).__name__} (decoder stack "
-                          f"{type(stack).__name__}) is not served by the capture patch of the "
-                          f"{declared.family or family.name} family: its forward is not one the family table lists",
-                          "report it (the family table needs this class), and serve a draft without a manifest "
-                          "meanwhile")
+                              f"{type(stack).__name__}) is not served by the capture patch of the "
+                              f"{declared.family or family.name} family: its forward is not one the family table lists",
+                              "report it (the family table needs this class), and serve a draft without a manifest "
+                              "meanwhile")
     n_layers = num_decoder_layers(model, family)
     if len(getattr(stack, family.layers)) != n_layers:  # the table's config is not this stack's
         raise DeploymentError(declared.file, declared.field, f"{type(stack).__name__} has "
-                          f"{len(getattr(stack, family.layers))} decoder layers, its config says {n_layers}",
-                          "report it (the family table reads the layer count from the wrong config for this class)")
+                              f"{len(getattr(stack, family.layers))} decoder layers, its config says {n_layers}",
+                              "report it (the family table reads the layer count from the wrong config for this class)")
     plan = declared.plan or plan_capture(declared.layer_ids, n_layers, where=declared.where)
     if pp_group.world_size > 1:
         policy.check_stage(plan.layer_ids, n_layers, stack.start_layer, stack.end_layer, pp_size=pp_group.world_size,

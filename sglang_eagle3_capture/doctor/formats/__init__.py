@@ -43,17 +43,17 @@ def detect_format(draft_config: Any, *, file: str = "config.json"):
         raise InputError(file, "<document>", "expected a JSON object", "point at the draft's config.json")
     if CONVERTED_MARKER_KEY in draft_config:
         raise InputError(file, CONVERTED_MARKER_KEY, "this draft was written by `sglang-eagle3-capture convert`; its "
-                          "eagle_config ids are loop indices, not a training format",
-                          f"read its manifest ({brief(draft_config[CONVERTED_MARKER_KEY], 80)}) instead")
+                         "eagle_config ids are loop indices, not a training format",
+                         f"read its manifest ({brief(draft_config[CONVERTED_MARKER_KEY], 80)}) instead")
     for fmt in FORMATS:
         if fmt.detect(draft_config):
             return fmt
     if IDS_KEY in draft_config:
         raise InputError(file, IDS_KEY, "top-level ids without 'speculators_model_type' have no known convention",
-                          "pass --layer-ids explicitly")
+                         "pass --layer-ids explicitly")
     raise InputError(file, "architectures", f"{brief(draft_config.get('architectures') or [])} is not a recognised "
-                      "EAGLE-3 draft config", "point at a speculators, SpecForge, SGLang or EAGLE draft, or pass "
-                      "--layer-ids explicitly")
+                     "EAGLE-3 draft config", "point at a speculators, SpecForge, SGLang or EAGLE draft, or pass "
+                     "--layer-ids explicitly")
 
 
 def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json",

@@ -57,7 +57,7 @@ def validated(ids: list[int], n_layers: int, file: str, field: str | None, origi
         return check_layer_ids(ids, n_layers, file=file, field=field)
     except InputError as e:
         raise InputError(file, field, f"{e.problem} (as written: {brief(original)})",
-                          "correct the file, or pass --layer-ids explicitly") from e
+                         "correct the file, or pass --layer-ids explicitly") from e
 
 
 def ascending(ids: list[int], where: str, messages: list[str]) -> list[int]:

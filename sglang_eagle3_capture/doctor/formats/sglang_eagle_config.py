@@ -100,9 +100,9 @@ class SGLangEagleConfigFormat:
         ec = cfg["eagle_config"]
         if is_fail_closed(ec[IDS_KEY]):
             raise InputError(file, FIELD, "is sglang-eagle3-capture's fail-closed object (stock SGLang refuses it at "
-                              "startup), not ids: the draft's ids are in its eagle3_manifest.json",
-                              "read the manifest beside this config.json (`sglang-eagle3-capture manifest show DIR`); "
-                              "if it was lost, write it again with `manifest write DIR --layer-ids=...`")
+                             "startup), not ids: the draft's ids are in its eagle3_manifest.json",
+                             "read the manifest beside this config.json (`sglang-eagle3-capture manifest show DIR`); "
+                             "if it was lost, write it again with `manifest write DIR --layer-ids=...`")
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{FIELD}'"
         original = list(ec[IDS_KEY])
@@ -113,10 +113,10 @@ class SGLangEagleConfigFormat:
                                     (f"{where}: marked as layer ids by eagle_config.{CONVENTION_KEY} (fc order)",))
         if FINAL_NORM in original:  # no stock id means the final norm's output: only a marked list names it
             raise InputError(file, f"{FIELD}[{original.index(FINAL_NORM)}]", f"is {FINAL_NORM!r}, this package's "
-                              "layer id for the final norm's output, in an id list stock SGLang reads as its own ids",
-                              f"mark the list as layer ids (eagle_config.{CONVENTION_KEY} = {LAYER_ID_CONVENTION!r}) "
-                              "or declare them in eagle3_manifest.json (`sglang-eagle3-capture manifest write DIR "
-                              "--layer-ids=...`)")
+                             "layer id for the final norm's output, in an id list stock SGLang reads as its own ids",
+                             f"mark the list as layer ids (eagle_config.{CONVENTION_KEY} = {LAYER_ID_CONVENTION!r}) "
+                             "or declare them in eagle3_manifest.json (`sglang-eagle3-capture manifest write DIR "
+                             "--layer-ids=...`)")
         messages: list[str] = []
         ascending(original, where, messages)
         found = readings(cfg, target_hf_config, file)

@@ -50,8 +50,8 @@ def _trailing_final_layer(original: list, indices: list[int], n: int, chunks: in
                         f"(layer id {n - 1}; speculators extracts it with vLLM, pre-norm)")
         return indices
     raise InputError(file, IDS_KEY, f"{original} lists {len(indices)} hidden states ({len(indices) - 1} without the "
-                      f"final layer {n}), but the draft's fc.weight takes {chunks} x {hidden}",
-                      "pass --layer-ids listing exactly the hidden states the fc was trained on")
+                     f"final layer {n}), but the draft's fc.weight takes {chunks} x {hidden}",
+                     "pass --layer-ids listing exactly the hidden states the fc was trained on")
 
 
 class SpeculatorsFormat:
@@ -70,15 +70,15 @@ class SpeculatorsFormat:
         mtype = cfg.get("speculators_model_type")
         if mtype != "eagle3":
             raise InputError(file, "speculators_model_type", f"is {brief(mtype)}; only speculators 'eagle3' drafts "
-                              "can be read", "point at a speculators Eagle-3 draft")
+                             "can be read", "point at a speculators Eagle-3 draft")
         _, n_layers, hidden = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{IDS_KEY}'"
         messages: list[str] = []
         raw = cfg.get(IDS_KEY)
         if is_vllm_fail_closed(raw):
             raise InputError(file, IDS_KEY, "is sglang-eagle3-capture's vLLM fail-closed value, which stands for the "
-                              "layer ids in the draft's eagle3_manifest.json, not ids of a training format",
-                              "read the draft's eagle3_manifest.json (restore it beside config.json)")
+                             "layer ids in the draft's eagle3_manifest.json, not ids of a training format",
+                             "read the draft's eagle3_manifest.json (restore it beside config.json)")
         if raw is None:
             original, inferred = None, True
             indices = default_low_mid_high_indices(n_layers)
@@ -91,7 +91,7 @@ class SpeculatorsFormat:
             if n_layers in indices:
                 if indices[-1] != n_layers:
                     raise InputError(file, IDS_KEY, f"{original} contains {n_layers} (the final layer) but not last",
-                                      "list the fc's hidden states, then at most the final layer")
+                                     "list the fc's hidden states, then at most the final layer")
                 indices = _trailing_final_layer(original, indices, n_layers, fc_chunks(fc_in_features, hidden),
                                                 hidden, file, where, messages)
             if not indices:
@@ -109,7 +109,7 @@ class SpeculatorsFormat:
         flags = {f: bool(c[f]) for f in MATH_FLAGS}
         if flags["norm_before_fc"] and flags["fc_norm"]:
             raise InputError(file, "fc_norm", "norm_before_fc and fc_norm are both true (speculators forbids it)",
-                               "keep only the flag the draft was trained with")
+                             "keep only the flag the draft was trained with")
         tl, dvocab = cfg["transformer_layer_config"], c["draft_vocab_size"]
         out = {k: v for k, v in tl.items() if k not in ("architectures", "auto_map")}
         out.update(architectures=[SGLANG_ARCH], draft_vocab_size=dvocab, tie_word_embeddings=False, **flags)
