@@ -82,6 +82,7 @@ def inprocess(pairs: int) -> dict:
     from harness.servers import PASSED_RE
     from harness.sglang_inprocess import get_runner
     from sglang_eagle3_capture.core import families
+    from sglang_eagle3_capture.core import selfcheck as check_core
     from sglang_eagle3_capture.core.capture import plan_capture
     from sglang_eagle3_capture.core.sglang import selfcheck
     from sglang_eagle3_capture.core.sglang import target as target_patch
@@ -97,8 +98,8 @@ def inprocess(pairs: int) -> dict:
     seen = []
     handler = logging.Handler()
     handler.emit = lambda record: seen.append(record.getMessage())
-    logging.getLogger(selfcheck.__name__).addHandler(handler)
-    logging.getLogger(selfcheck.__name__).setLevel(logging.INFO)
+    logging.getLogger(check_core.__name__).addHandler(handler)  # the pass line is the engine-neutral check's
+    logging.getLogger(check_core.__name__).setLevel(logging.INFO)
     with target_patch.patched(), torch.no_grad():
         runner.model.set_eagle3_layers_to_capture(DeclaredLayerIds(ids, "bench"))  # arms a check: run it off
         for _ in range(3):

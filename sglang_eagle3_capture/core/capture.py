@@ -93,7 +93,7 @@ class FcFeed:
     into fc order and hands them to the optional dump. ``plan`` is None under stock wiring (the dump alone);
     ``layers`` is the very list object put in ``layers_to_capture``.
 
-    The first-batch self-check (:mod:`.sglang.selfcheck`) proves the chunks are the right states; the per-forward
+    The first-batch self-check (:mod:`.selfcheck`) proves the chunks are the right states; the per-forward
     checks here (:meth:`_count`, :meth:`_last_layer_output`) cover what the first batch cannot prove of later ones.
     """
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from sglang_eagle3_capture.core import releases, seams
+from sglang_eagle3_capture.core import selfcheck as check_core
 from sglang_eagle3_capture.core.errors import DeploymentError
 from sglang_eagle3_capture.core.sglang import selfcheck
 from sglang_eagle3_capture.core.sglang import target as target_patch
@@ -80,7 +81,7 @@ def test_pass_logs_one_line_removes_hooks_and_restores_sglang(runner, configure,
     capture_forward = DeepseekV2Model.__dict__["forward"]
     assert check is not None and selfcheck.gate_applied()
     assert ModelRunner.__dict__["forward"] is not sglang_forward
-    with caplog.at_level("INFO", logger=selfcheck.__name__):
+    with caplog.at_level("INFO", logger=check_core.__name__):  # the pass line is the engine-neutral check's
         runner.prefill(PROMPTS)
     lines = [r.getMessage() for r in caplog.records if "self-check passed" in r.getMessage()]
     assert len(lines) == 1, lines
@@ -238,8 +239,8 @@ def test_without_the_operand_route_the_release_fallbacks_are_bit_equal_or_fail_c
     """With the norm-operand route off: from 0.5.21 the residual stream gives every chunk bit for bit; before, the
     only other route (the fused all-reduce norm) never fires on CPU, so the check refuses rather than pass unseen."""
     check = configure(IDS)
-    check.routes = tuple(r for r in check.routes if r != selfcheck.NORM_OPERANDS)
-    if selfcheck.RESIDUAL_STREAM in check.routes:
+    check.routes = tuple(r for r in check.routes if r != check_core.NORM_OPERANDS)
+    if check_core.RESIDUAL_STREAM in check.routes:
         runner.prefill(PROMPTS)
         assert selfcheck.pending() == ()
     else:

@@ -92,7 +92,8 @@ def _is(module: str, prefix: str) -> bool:
 
 
 def test_imports_point_one_way_core_observe_doctor():
-    """core imports core only (observe only function-locally where the SGLang adapter switches it on); observe
+    """core imports core only (observe only function-locally where an engine adapter switches it on), and neither engine
+    adapter imports the other; observe
     imports core and observe; the doctor imports core and observe but never an engine adapter (core/sglang/), not
     even through an observe module it imports. The package's own ``__init__`` (``__version__``) is everyone's."""
     offenders = []
@@ -101,7 +102,10 @@ def test_imports_point_one_way_core_observe_doctor():
         part = _part(module)
         for t in sorted(targets):
             lazy = t not in eager[module]
-            if part == "core":
+            own = next((a for a in ADAPTERS if _is(module, a)), None)
+            if own is not None and any(_is(t, a) for a in ADAPTERS if a != own):
+                ok = False  # an engine adapter never imports the other's: what they share lives in core/
+            elif part == "core":
                 ok = _part(t) in ("", "core") or (lazy and t in LAZY_OBSERVE.get(module, ()))
             elif part == "observe":
                 ok = _part(t) in ("", "core", "observe")

@@ -1,6 +1,6 @@
-"""core/sglang/selfcheck.py without SGLang: its gating, references, bound, row alignment and error text on the
-torch-only DeepSeek-shaped stand-in (benchmarks/selfcheck_standin.py, which runs the package's real CapturePlan and
-FcFeed)."""
+"""core/selfcheck.py and core/sglang/selfcheck.py without SGLang: the gating, references, bound, row alignment and
+error text on the torch-only DeepSeek-shaped stand-in (benchmarks/selfcheck_standin.py, which runs the package's
+real CapturePlan and FcFeed)."""
 
 import dataclasses
 import sys
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from sglang_eagle3_capture.core import releases
+from sglang_eagle3_capture.core import selfcheck as check_core
 from sglang_eagle3_capture.core.errors import DeploymentError
 from sglang_eagle3_capture.core.sglang import selfcheck
 from support import REPO
@@ -44,7 +45,7 @@ def test_a_correct_capture_passes_bit_exact(dtype, fused, caplog):
     stack = si.build(dtype=dtype, fused=fused)
     base = _hooks(stack)
     si.arm(stack)
-    with caplog.at_level("INFO", logger=selfcheck.__name__):
+    with caplog.at_level("INFO", logger=check_core.__name__):
         _run(stack)
     assert selfcheck.pending() == ()
     (line,) = [r.getMessage() for r in caplog.records if "self-check passed" in r.getMessage()]
@@ -58,12 +59,12 @@ def test_a_correct_capture_passes_bit_exact(dtype, fused, caplog):
 def test_routes_come_from_the_table_and_a_missing_reference_fails_closed():
     stack = si.build(fused=True)
     check = si.arm(stack)
-    check.routes = (selfcheck.NORM_OPERANDS,)
+    check.routes = (check_core.NORM_OPERANDS,)
     with pytest.raises(DeploymentError, match=r"fc chunk 0 \(layer id 3\): no reference for the output of decoder "
                                              r"layer 3 was taken in this forward: none of the routes "
                                              r"\['norm-operands'\] fired at layers\[4\]"):
         _run(stack)
-    check.routes = (selfcheck.RESIDUAL_STREAM,)
+    check.routes = (check_core.RESIDUAL_STREAM,)
     _run(stack)  # the residual stream at layers[4].self_attn: bit-equal as well
     assert selfcheck.pending() == ()
 
@@ -166,8 +167,8 @@ def test_the_bound():
     assert selfcheck.difference(want, want) == (0.0, 0.0)
     assert selfcheck.difference(one_ulp, want)[1] == 1.0 and selfcheck.difference(two_ulp, want)[1] == 2.0
     session = selfcheck.Session.__new__(selfcheck.Session)
-    session.check = SimpleNamespace(layer_ids=(0, -1), family=si.FAMILY, routes=ROUTES, num_hidden_layers=2,
-                                    stack_name="Stack")
+    session.check = SimpleNamespace(attn_tp=lambda: (0, 1), layer_ids=(0, -1), family=si.FAMILY, routes=ROUTES,
+                                    num_hidden_layers=2, stack_name="Stack")
     session.lines = []
     session.refs = {0: selfcheck.Ref(want, "operands", 1, exact=False), -1: selfcheck.Ref(want, "lookup", 1, True)}
     assert session.compare(torch.cat([one_ulp, want], dim=-1)) == []
@@ -180,12 +181,12 @@ def test_the_operand_sum_rounds_as_sglang_rmsnorm():
     x = torch.randn(4, 8).to(torch.bfloat16)
     r = torch.randn(4, 8).to(torch.bfloat16)
     plain = SimpleNamespace()
-    assert torch.equal(selfcheck._rounded_sum(plain, x, r, None, 4), (x.float() + r.float()).to(torch.bfloat16))
-    assert selfcheck._rounded_sum(SimpleNamespace(fp32_residual=True), x, r, None, 4).dtype == torch.float32
+    assert torch.equal(check_core._rounded_sum(plain, x, r, None, 4), (x.float() + r.float()).to(torch.bfloat16))
+    assert check_core._rounded_sum(SimpleNamespace(fp32_residual=True), x, r, None, 4).dtype == torch.float32
     half = SimpleNamespace(override_orig_dtype=torch.float16)
-    assert selfcheck._rounded_sum(half, x, r, None, 4).dtype == torch.float16
+    assert check_core._rounded_sum(half, x, r, None, 4).dtype == torch.float16
     post = torch.ones(4, 8, dtype=torch.bfloat16)
-    assert torch.equal(selfcheck._rounded_sum(plain, x, r, post, 2),
+    assert torch.equal(check_core._rounded_sum(plain, x, r, post, 2),
                        (x[:2].float() + r[:2].float() + 1).to(torch.bfloat16))
 
 
@@ -206,7 +207,7 @@ def test_row_alignment_by_value_allows_what_the_comparison_allows():
     with the comparison's tolerance, after casting to the chunk's dtype; an exact one still needs every bit."""
     chunk = (torch.arange(24.0).reshape(8, 3) + 1).to(torch.bfloat16)
     picked = chunk[[6, 1]]
-    ulp = selfcheck._ulp(picked)
+    ulp = check_core._ulp(picked)
     one_off = (picked.float() + ulp).to(torch.bfloat16)  # one bf16 ulp above each element
     two_off = (picked.float() + 2 * ulp).to(torch.bfloat16)
     in_fp32 = picked.float() + 0.25 * ulp  # the fp32 sum, rounding to the chunk's value
@@ -223,10 +224,10 @@ def test_row_alignment_by_value_allows_what_the_comparison_allows():
 
 def test_a_one_ulp_operand_sum_on_a_gathered_layout_passes_the_comparison():
     chunk = (torch.arange(24.0).reshape(8, 3) + 1).to(torch.bfloat16)
-    want = (chunk[[5, 2]].float() + selfcheck._ulp(chunk[[5, 2]])).to(torch.bfloat16)
+    want = (chunk[[5, 2]].float() + check_core._ulp(chunk[[5, 2]])).to(torch.bfloat16)
     session = selfcheck.Session.__new__(selfcheck.Session)
-    session.check = SimpleNamespace(layer_ids=(0,), family=si.FAMILY, routes=ROUTES, num_hidden_layers=2,
-                                    stack_name="Stack")
+    session.check = SimpleNamespace(attn_tp=lambda: (0, 1), layer_ids=(0,), family=si.FAMILY, routes=ROUTES,
+                                    num_hidden_layers=2, stack_name="Stack")
     session.lines = []
     session.refs = {0: selfcheck.Ref(want, "operands", 2, exact=False)}
     assert session.compare(chunk) == []  # was: "a partial capture", refusing startup
@@ -259,7 +260,7 @@ def test_the_embedding_reference_reads_the_embeddings_parameter_the_family_table
         dataclasses.replace(si.FAMILY, name="next-like", forward_params=params)
     family = dataclasses.replace(si.FAMILY, name="next-like", forward_params=params, embeds_param="inputs_embeds")
     session = selfcheck.Session.__new__(selfcheck.Session)
-    session.check = SimpleNamespace(layer_ids=(-1,), family=family, routes=ROUTES)
+    session.check = SimpleNamespace(attn_tp=lambda: (0, 1), layer_ids=(-1,), family=family, routes=ROUTES)
     session.refs, session.own_s = {}, 0.0
     embeds = torch.randn(4, 8)
     session._take_inputs(None, (None, None, None), {"inputs_embeds": embeds})

@@ -12,7 +12,7 @@ SHIFT_IF_FIRST_IS_1 = "shift-if-first-is-1"  # +1 only when ids[0] == 1, else th
 KEEP_IF_MAX_IS_N = "keep-if-max-is-N"  # GPT-OSS: kept as loop indices when max(ids) == N, else +1
 STOCK_RULES = (ALWAYS_SHIFT, SHIFT_IF_FIRST_IS_1, KEEP_IF_MAX_IS_N)
 
-# Where the first-batch self-check (core/sglang/selfcheck.py) can read the residual stream decoder layer k hands layer
+# Where the first-batch self-check (core/selfcheck.py) can read the residual stream decoder layer k hands layer
 # k+1, in the order it tries them (the first that fires at layer k+1 is the reference).
 NORM_OPERANDS = "norm-operands"  # pre-hook on layers[k+1]'s input norm module: fp32 sum of (x, residual) rounded once
 FUSED_NORM = "fused-norm"  # that norm's forward_with_allreduce_fusion (TP > 1, no module hook): its residual out

@@ -24,11 +24,10 @@ import os
 
 from packaging.version import InvalidVersion, Version
 
-from .. import releases, seams
+from .. import releases, seams, selfcheck
 from ..after_import import when_imported
 from ..logs import get_logger
 from ..releases.schema import VllmRelease
-from ..sglang import selfcheck
 from . import wiring
 
 logger = get_logger("sglang_eagle3_capture")

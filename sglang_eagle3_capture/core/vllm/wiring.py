@@ -29,7 +29,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .. import policy, releases
+from .. import (
+    policy,
+    releases,
+    selfcheck,  # engine-neutral: references, comparison, message
+)
 from ..capture import plan_capture, to_fc_order
 from ..config_keys import IDS_KEY
 from ..errors import DeploymentError
@@ -37,7 +41,6 @@ from ..layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices
 from ..logs import get_logger
 from ..manifest import check_fc_width, find_manifest
 from ..releases.schema import NORM_OPERANDS, VllmRelease
-from ..sglang import selfcheck  # the check itself is engine-neutral: references, comparison, message
 from ..target_config import target_dims
 
 logger = get_logger(__name__)
