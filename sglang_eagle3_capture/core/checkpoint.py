@@ -129,7 +129,7 @@ def read_index(d: Path) -> dict:
     index = d / INDEX_FILENAME
     doc = records.read(INDEX, read_json_object(index, fix=REEXPORT, error=InputError), file=index)
     if not doc["weight_map"]:
-        raise InputError(index, "weight_map", "lists no tensor", INDEX.field("weight_map").fix)
+        raise InputError(index, "weight_map", "lists no tensor", INDEX.fix_of("weight_map"))
     return doc
 
 

@@ -35,10 +35,8 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
         rule = rel.draft_flags[name]
         values = [(key, path_get(cfg, key)) for key in rule.keys]
         for key, value in values:
-            try:
-                FLAG.check(value, key)
-            except records.Bad as e:
-                raise error(where, key, e.problem, f'write "{key.rsplit(".", 1)[-1]}": true or false') from None
+            records.check(FLAG, value, file=where, field=key, error=error,
+                          fix=f'write "{key.rsplit(".", 1)[-1]}": true or false')
         present = [v for _, v in values if v is not None]
         flags[name] = any(present) if rule.combine == "any" else bool(present[0]) if present else False
     if forbid_pair and flags["norm_before_fc"] and flags["fc_norm"]:

@@ -1,20 +1,19 @@
-"""The validator engine: a user record is declared once (its fields, types, bounds, the fix for each, and what
-happens to a key it does not know) and read by :func:`read`, which raises the record's error naming the file, the
-field and the fix.
+"""User records through msgspec: a record is a :class:`Record` struct whose fields carry their types, bounds
+(``Meta``) and fix (:func:`fix`). :func:`read` converts a parsed document strictly (``bool`` never an ``int``, no NaN
+or infinity in a number: :data:`FINITE`) and raises the record's error naming the file, the field as users write it
+(``target.hidden_size``, ``layer_ids[2]``, ``weight_map.fc.weight``), the problem and the fix.
 
-Two unknown-key policies: ``refuse`` where a value changes what the draft's fc receives (the manifest's top level
-and ``target``), ``keep`` everywhere else (HF configs, metadata), so a file written by a newer tool still loads.
-A record declared ``metadata=True`` is never refused at all: :func:`read` keeps it as it is and :func:`problems`
-lists what a reader may want to show (escaped) next to it.
-
-The declarations live in :mod:`sglang_eagle3_capture.core.schemas`; ``schemas.ALL`` lists them for the property tests.
+Unknown keys: ``refuse`` (``forbid_unknown_fields=True``) where a value changes what the draft's fc receives (the
+manifest's top level and ``target``), else ``keep``: :func:`read` returns a dict holding them as they were, so a file
+written by a newer tool still loads. A ``metadata`` record is never refused (:func:`problems` lists what to show
+beside it). A value msgspec does not know (a tensor) is a :class:`Custom` kind. Declarations: ``core/schemas/``.
 
 Example::
 
-    >>> rec = Record("example", (Field("n", Int(lo=1), "set n to a positive integer"),), unknown="refuse")
-    >>> read(rec, {"n": 3}, file="x.json")
-    {'n': 3}
-    >>> read(rec, {"n": 0}, file="x.json")
+    >>> @record(fix="check the file")
+    ... class Example(Record, forbid_unknown_fields=True):
+    ...     n: fix(integer(lo=1), "set n to a positive integer")
+    >>> read(Example, {"n": 0}, file="x.json")
     Traceback (most recent call last):
     ...
     sglang_eagle3_capture.core.errors.InputError: x.json: field 'n': expected an integer >= 1, got 0; fix: set n to a \
@@ -23,311 +22,281 @@ positive integer
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any, Literal
+import functools
+import re
+import sys
+from types import UnionType
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
+
+import msgspec
+from msgspec import Meta, Struct
 
 from .errors import InputError, brief
-from .layer_ids import is_int
 
 MAX_ITEMS = 1_000_000  # no list in a file read here is longer (a vocabulary map is the longest)
+FINITE = Meta(ge=-sys.float_info.max, le=sys.float_info.max)  # NaN fails every comparison: refused with infinity
 
 
-class Bad(Exception):
-    """A value a kind refuses: ``(path, problem)``; :func:`read` turns it into the record's error."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(path, problem)
-        self.path, self.problem = path, problem
+def fix(kind: Any, text: str) -> Any:
+    """``kind`` whose errors say ``text`` to do."""
+    return Annotated[kind, Meta(extra={"fix": text})]
 
 
-def _sub(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
+def integer(lo: int | None = None, hi: int | None = None) -> Any:
+    return Annotated[int, Meta(ge=lo, le=hi)]
 
 
-def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+def number(lo: float | None = None, hi: float | None = None, positive: bool = False) -> Any:
+    """A finite number in ``[lo, hi]`` (above 0 if ``positive``); an integer is read as a float."""
+    low = {"gt": 0} if positive else {"ge": FINITE.ge if lo is None else lo}
+    return Annotated[float, Meta(le=FINITE.le if hi is None else hi, **low)]
 
 
-class Kind:
-    """What a field's value may be. ``check`` returns the value (normalized) or raises :class:`Bad`."""
+def text(max_len: int = 10_000, nonempty: bool = False) -> Any:
+    return Annotated[str, Meta(min_length=1 if nonempty else None, max_length=max_len)]
 
-    def describe(self) -> str:
+
+def list_of(item: Any, min_len: int = 0, max_len: int = MAX_ITEMS) -> Any:
+    return Annotated[list[item], Meta(min_length=min_len or None, max_length=max_len)]
+
+
+def map_of(value: Any, max_len: int = MAX_ITEMS) -> Any:
+    return Annotated[dict[str, value], Meta(max_length=max_len)]
+
+
+class Custom:
+    """A kind msgspec does not know (a tensor, a JSON value with a rule of its own): :meth:`check` returns the value
+    (normalized) or raises ``ValueError`` saying the problem. ``takes`` names the JSON types it may take, for the
+    property tests."""
+
+    __slots__ = ("value",)
+    takes: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    @classmethod
+    def check(cls, value: Any) -> Any:
         raise NotImplementedError
 
-    def check(self, value: Any, path: str) -> Any:
-        raise NotImplementedError
 
-    def _refuse(self, value: Any, path: str) -> Bad:
-        return Bad(path, f"expected {self.describe()}, got {brief(value)}")
+class Exactly(Custom):
+    """Exactly ``const``, a bool (msgspec's ``Literal`` takes bools only in its newer releases): :func:`exactly`."""
 
+    const: ClassVar[bool] = True
+    takes = ("bool",)
 
-@dataclass(frozen=True)
-class Int(Kind):
-    lo: int | None = None
-    hi: int | None = None
-
-    def describe(self) -> str:
-        if self.lo is not None and self.hi is not None:
-            return f"an integer in [{self.lo}, {self.hi}]"
-        if self.lo is not None:
-            return f"an integer >= {self.lo}"
-        return "an integer" if self.hi is None else f"an integer <= {self.hi}"
-
-    def check(self, value: Any, path: str) -> int:
-        if not is_int(value) or (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            raise self._refuse(value, path)
+    @classmethod
+    def check(cls, value: Any) -> Any:
+        if value is not cls.const:
+            raise ValueError(f"expected {str(cls.const).lower()}, got {brief(value)}")
         return value
 
 
-@dataclass(frozen=True)
-class Float(Kind):
-    lo: float | None = None
-    hi: float | None = None
-
-    def describe(self) -> str:
-        bounds = "" if self.lo is None and self.hi is None else f" in [{self.lo}, {self.hi}]"
-        return f"a finite number{bounds}"
-
-    def check(self, value: Any, path: str) -> float:
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                or (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi)):
-            raise self._refuse(value, path)
-        return value
+def exactly(value: bool) -> type[Exactly]:
+    return type(f"Exactly{value}", (Exactly,), {"const": value, "__slots__": ()})
 
 
-@dataclass(frozen=True)
-class Bool(Kind):
-    def describe(self) -> str:
-        return "true or false"
-
-    def check(self, value: Any, path: str) -> bool:
-        if not isinstance(value, bool):
-            raise self._refuse(value, path)
-        return value
+def _hook(kind: type, value: Any) -> Any:
+    if isinstance(kind, type) and issubclass(kind, Custom):
+        try:
+            return kind(kind.check(value))
+        except msgspec.ValidationError as e:  # a nested conversion: its path goes under the field's
+            raise ValueError(str(e)) from None
+    raise NotImplementedError
 
 
-@dataclass(frozen=True)
-class Str(Kind):
-    nonempty: bool = False
-    max_len: int = 10_000
-    choices: tuple[str, ...] = ()
+class Record(Struct):
+    """Base of every declared record; :func:`record` sets its error class, whole-document fix and policy."""
 
-    def describe(self) -> str:
-        if self.choices:
-            return "one of " + ", ".join(repr(c) for c in self.choices)
-        return "a non-empty string" if self.nonempty else "a string"
+    error: ClassVar[type[InputError]] = InputError
+    fix: ClassVar[str] = "check the file"
+    metadata: ClassVar[bool] = False
+    name: ClassVar[str] = ""
+    unknown: ClassVar[Literal["refuse", "keep"]] = "keep"
+    names: ClassVar[tuple[str, ...]] = ()
 
-    def check(self, value: Any, path: str) -> str:
-        if (not isinstance(value, str) or (self.nonempty and not value) or len(value) > self.max_len
-                or (self.choices and value not in self.choices)):
-            raise self._refuse(value, path)
-        return value
+    @classmethod
+    def fields(cls) -> tuple[msgspec.structs.FieldInfo, ...]:
+        return _fields(cls)
 
+    @classmethod
+    def fix_of(cls, name: str) -> str:
+        return next(_strip(f.type)[1] for f in _fields(cls) if f.encode_name == name)
 
-@dataclass(frozen=True)
-class Const(Kind):
-    value: Any
-
-    def describe(self) -> str:
-        return repr(self.value)
-
-    def check(self, value: Any, path: str) -> Any:
-        if type(value) is not type(self.value) or value != self.value:
-            raise self._refuse(value, path)
-        return value
+    @classmethod
+    def kind_of(cls, name: str) -> Any:
+        return next(_strip(f.type)[0] for f in _fields(cls) if f.encode_name == name)
 
 
-@dataclass(frozen=True)
-class Optional(Kind):
-    """``kind`` or ``null``."""
-
-    kind: Kind
-
-    def describe(self) -> str:
-        return f"{self.kind.describe()} or null"
-
-    def check(self, value: Any, path: str) -> Any:
-        return None if value is None else self.kind.check(value, path)
-
-
-@dataclass(frozen=True)
-class OneOf(Kind):
-    """The first of ``kinds`` that takes the value."""
-
-    kinds: tuple[Kind, ...]
-
-    def describe(self) -> str:
-        return " or ".join(k.describe() for k in self.kinds)
-
-    def check(self, value: Any, path: str) -> Any:
-        for kind in self.kinds:
-            try:
-                return kind.check(value, path)
-            except Bad:
-                continue
-        raise self._refuse(value, path)
+def record(fix: str = "check the file", *, metadata: bool = False, name: str | None = None,
+           error: type[InputError] = InputError):
+    """Declare a :class:`Record`: what an error about the whole document (not an object, an unknown key) says to do,
+    whether it is metadata, its name in messages, the error its readers raise."""
+    def declare(cls: type[Record]) -> type[Record]:
+        cls.error, cls.fix, cls.metadata, cls.name = error, fix, metadata, name or cls.__name__
+        cls.unknown = "refuse" if cls.__struct_config__.forbid_unknown_fields else "keep"
+        cls.names = tuple(f.encode_name for f in _fields(cls))
+        return cls
+    return declare
 
 
-@dataclass(frozen=True)
-class ListOf(Kind):
-    item: Kind
-    min_len: int = 0
-    max_len: int = MAX_ITEMS
-
-    def describe(self) -> str:
-        least = "" if self.min_len == 0 else f"at least {self.min_len} of "
-        return f"a list of {least}{self.item.describe()}"
-
-    def check(self, value: Any, path: str) -> list:
-        if not isinstance(value, list) or not self.min_len <= len(value) <= self.max_len:
-            raise self._refuse(value, path)
-        return [self.item.check(v, f"{path}[{i}]") for i, v in enumerate(value)]
+@functools.cache
+def _fields(cls: type[Struct]) -> tuple:
+    return msgspec.structs.fields(cls)
 
 
-@dataclass(frozen=True)
-class MapOf(Kind):
-    """An object whose keys are strings and whose values are all ``value``."""
-
-    value: Kind
-    max_len: int = MAX_ITEMS
-
-    def describe(self) -> str:
-        return f"an object of {self.value.describe()}"
-
-    def check(self, value: Any, path: str) -> dict:
-        if not isinstance(value, dict) or len(value) > self.max_len:
-            raise self._refuse(value, path)
-        return {k: self.value.check(v, _sub(path, k)) for k, v in value.items()}
+def _strip(kind: Any) -> tuple[Any, str | None]:
+    """``kind`` without its ``Annotated`` layers, and the fix they declare."""
+    said = None
+    while get_origin(kind) is Annotated:
+        said = next((m.extra["fix"] for m in kind.__metadata__ if isinstance(m, Meta) and "fix" in (m.extra or {})),
+                    said)
+        kind = get_args(kind)[0]
+    return kind, said
 
 
-@dataclass(frozen=True)
-class Anything(Kind):
-    def describe(self) -> str:
-        return "any JSON value"
-
-    def check(self, value: Any, path: str) -> Any:
-        return value
+def _is_struct(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, Struct)
 
 
-@dataclass(frozen=True)
-class Field:
-    """One field: its ``kind``, the ``fix`` an error about it gives, whether it must be there (else ``default``)."""
-
-    name: str
-    kind: Kind
-    fix: str
-    required: bool = True
-    default: Any = None
-
-
-@dataclass(frozen=True)
-class Record:
-    """A user record: its fields, its unknown-key policy and the error class its readers raise.
-
-    ``fix`` is what an error about the whole document (not an object, an unknown key) says to do."""
-
-    name: str
-    fields: tuple[Field, ...]
-    unknown: Literal["refuse", "keep"] = "keep"
-    error: type[InputError] = InputError
-    fix: str = "check the file"
-    metadata: bool = False
-
-    def field(self, name: str) -> Field:
-        return next(f for f in self.fields if f.name == name)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
+def _pick(kind: Any, node: Any) -> Any:
+    """The member of a union that ``node`` (an object, a list) went to."""
+    members = get_args(kind) if get_origin(kind) in (Union, UnionType) else (kind,)
+    for member in map(lambda m: _strip(m)[0], members):
+        if isinstance(node, dict) and (get_origin(member) is dict or _is_struct(member)):
+            return member
+        if isinstance(node, list) and get_origin(member) is list:
+            return member
+    return kind
 
 
-@dataclass(frozen=True)
-class Nested(Kind):
-    """A value that is itself a record (``target`` in the manifest): read with that record's rules."""
-
-    record: Record
-
-    def describe(self) -> str:
-        return f"an object ({self.record.name})"
-
-    def check(self, value: Any, path: str) -> dict:
-        return _read(self.record, value, path)
+def _takes(value: Any, kind: Any) -> bool:
+    try:
+        msgspec.convert(value, kind, strict=True, dec_hook=_hook)
+    except (msgspec.ValidationError, ValueError):
+        return False
+    return True
 
 
-def _key(key: Any) -> str:
-    return str(key) if isinstance(key, str) else brief(key, 40)
+def _locate(rec: type[Record], doc: Any, message: str) -> tuple[str, str, str]:
+    """``(field, problem, fix)`` of a msgspec error: ``$.a.b[2]`` -> ``a.b[2]``, the key a ``[...]`` (a value of an
+    object) stands for found by converting each value, and the fix of the deepest declared field on the way."""
+    problem, *ats = message.split(" - at `")
+    on_key = bool(ats) and ats[-1].startswith("key` in `")  # a key that is not a string
+    ats[-1:] = [ats[-1].removeprefix("key` in `")] if on_key else ats[-1:]
+    parts = [p for at in reversed(ats) for p in re.findall(r"\.[^.\[]+|\[[^\]]*\]", at.rstrip("`").lstrip("$"))]
+    missing = re.fullmatch(r"Object (contains unknown|missing required) field `(.*)`", problem)
+    if missing:
+        parts.append(f".{missing.group(2)}")
+        problem = "missing" if "missing" in missing.group(1) else "unknown key"
+    kind, node, path, said = rec, doc, "", rec.fix
+    for part in parts:
+        kind = _pick(_strip(kind)[0], node)
+        if part == "[...]" and get_origin(kind) is dict and isinstance(node, dict):
+            value = get_args(kind)[1]
+            bad = next((k for k, v in node.items() if not _takes(v, value)), "<key>")
+            path, node, kind = f"{path}.{bad}", node.get(bad), value
+        elif part.startswith("["):
+            path += part
+            node = node[int(part[1:-1])] if isinstance(node, list) and part[1:-1].isdigit() else None
+            kind = get_args(kind)[0] if get_origin(kind) is list else Any
+        else:
+            path += part
+            f = next((f for f in _fields(kind) if f.encode_name == part[1:]), None) if _is_struct(kind) else None
+            node = node.get(part[1:]) if isinstance(node, dict) else None
+            if f is None:
+                if problem == "unknown key" and issubclass(kind, Record):
+                    problem += f" (the {kind.name} has only {', '.join(kind.names)})"
+                break
+            kind, said = f.type, _strip(f.type)[1] or said
+    if on_key and isinstance(node, dict):
+        path, problem = f"{path}.{brief(next(k for k in node if not isinstance(k, str)), 40)}", "unknown key"
+    return path.lstrip(".") or "<document>", _words(problem, node, kind), said
 
 
-def _read(record: Record, doc: Any, path: str) -> dict:
-    if not isinstance(doc, dict):
-        raise Bad(path or "<document>", f"expected an object ({record.name}), got {_json_type(doc)}")
-    known = record.names
-    out: dict = {}
-    for key, value in doc.items():
-        if key not in known:
-            if record.unknown == "refuse":
-                raise Bad(_sub(path, _key(key)), f"unknown key (the {record.name} has only {', '.join(known)})")
-            out[key] = value
-    for f in record.fields:
-        if f.name not in doc:
-            if f.required:
-                raise Bad(_sub(path, f.name), "missing")
-            out[f.name] = f.default
-            continue
-        out[f.name] = f.kind.check(doc[f.name], _sub(path, f.name))
-    return out
+_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false", "null": "null",
+          "array": "a list", "object": "an object"}
 
 
-def _fix_for(record: Record, path: str) -> str:
-    """The fix of the deepest declared field ``path`` names (``target.hidden_size`` -> target's hidden_size)."""
-    rec, fix = record, record.fix
-    for part in path.replace("[", ".[").split("."):
-        if not part or part.startswith("["):
-            continue
-        f = next((f for f in rec.fields if f.name == part), None)
-        if f is None:
-            break
-        fix = f.fix
-        kind = f.kind.kind if isinstance(f.kind, Optional) else f.kind
-        if not isinstance(kind, Nested):
-            break
-        rec = kind.record
-    return fix
+def _words(problem: str, value: Any, kind: Any = None) -> str:
+    """msgspec's problem in this package's words (``Expected `int` >= 1`` -> ``expected an integer >= 1, got 0``); a
+    value outside a ``Literal`` names the values taken, a ``Meta(description=...)`` says what a pattern means."""
+    said = [m.description for m in getattr(kind, "__metadata__", ()) if isinstance(m, Meta) and m.description]
+    m = re.fullmatch(r"Expected `([^`]*)`(.*?)(?:, got `[^`]*`)?", problem)
+    if said and (" matching regex " in problem or not m):
+        return f"expected {said[0]}, got {brief(value)}"
+    if m:
+        kinds = " or ".join(_WORDS.get(k, k) for k in m.group(1).split(" | "))
+        return f"expected {kinds}{m.group(2)}, got {brief(value)}"
+    if problem.startswith("Invalid enum value"):
+        kinds = _strip(kind)[0]
+        for member in get_args(kinds) if get_origin(kinds) in (Union, UnionType) else (kinds,):
+            if get_origin(_strip(member)[0]) is Literal:
+                return f"expected one of {', '.join(map(repr, get_args(_strip(member)[0])))}, got {brief(value)}"
+    return problem
 
 
-def read(record: Record, doc: Any, *, file: Any, prefix: str = "") -> Any:
-    """``doc`` validated against ``record``: a dict of every declared field (defaults filled in) plus, under the
-    ``keep`` policy, the unknown keys as they are. Raises ``record.error(file, field, problem, fix)``.
+def _plain(value: Any, doc: Any) -> Any:
+    """A converted value as this package hands it on: a record as a dict of every declared field (defaults filled
+    in) and, under ``keep``, the unknown keys as they were; a :class:`Custom` kind's value unwrapped."""
+    if isinstance(value, Custom):
+        return value.value
+    if isinstance(value, Struct):
+        out = {} if value.__struct_config__.forbid_unknown_fields else dict(doc)
+        for f in _fields(type(value)):
+            out[f.encode_name] = _plain(getattr(value, f.name), doc.get(f.encode_name))
+        return out
+    if isinstance(value, list) and isinstance(doc, (list, tuple)):
+        return [_plain(v, d) for v, d in zip(value, doc)]
+    if isinstance(value, dict) and isinstance(doc, dict):
+        return {k: _plain(v, doc.get(k)) for k, v in value.items()}
+    return value
+
+
+def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
+    """``doc`` validated against ``rec``: a dict of every declared field (defaults filled in) plus, under the ``keep``
+    policy, the unknown keys as they are. Raises ``rec.error(file, field, problem, fix)``.
 
     A ``metadata`` record is never refused: ``doc`` comes back as it is (see :func:`problems`)."""
-    if record.metadata:
+    if rec.metadata:
         return doc
+    judged = doc  # under keep, a key that is not a string (a torch.save dict's) is kept, never judged
+    if rec.unknown == "keep" and isinstance(doc, dict) and not all(isinstance(k, str) for k in doc):
+        judged = {k: v for k, v in doc.items() if isinstance(k, str)}
     try:
-        return _read(record, doc, prefix)
-    except Bad as e:
-        raise record.error(file, e.path, e.problem, _fix_for(record, e.path[len(prefix) + 1:] if prefix else e.path)
-                           ) from None
+        return _plain(msgspec.convert(judged, rec, strict=True, dec_hook=_hook), doc)
+    except msgspec.ValidationError as e:
+        field, problem, said = _locate(rec, judged, str(e))
+        raise rec.error(file, f"{prefix}.{field}" if prefix else field, problem, said) from None
 
 
-def problems(record: Record, doc: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """``(field, problem)`` for what ``doc`` holds that ``record`` would not take, unknown keys excluded under the
-    ``keep`` policy (for showing metadata; nothing is refused)."""
+def check(kind: Any, value: Any, *, file: Any, field: str, error: type[InputError], fix: str) -> Any:
+    """``value`` as one field of kind ``kind`` (outside a record), or ``error(file, field, problem, fix)``."""
+    try:
+        return msgspec.convert(value, kind, strict=True, dec_hook=_hook)
+    except msgspec.ValidationError as e:
+        raise error(file, field, _words(str(e).split(" - at `")[0], value), fix) from None
+
+
+def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """``(field, problem)`` for each declared field ``doc`` holds that ``rec`` would not take, unknown keys excluded
+    under the ``keep`` policy (for showing metadata; nothing is refused)."""
     if not isinstance(doc, dict):
-        return [(prefix or "<document>", f"expected an object, got {_json_type(doc)}")]
+        return [(prefix or "<document>", f"expected an object, got {brief(doc)}")]
     out = []
-    for f in record.fields:
-        if f.name not in doc:
+    for f in _fields(rec):
+        if f.encode_name not in doc:
             if f.required:
-                out.append((_sub(prefix, f.name), "missing"))
+                out.append((f"{prefix}.{f.encode_name}".lstrip("."), "missing"))
             continue
         try:
-            f.kind.check(doc[f.name], _sub(prefix, f.name))
-        except Bad as e:
-            out.append((e.path, e.problem))
+            msgspec.convert(doc[f.encode_name], f.type, strict=True, dec_hook=_hook)
+        except msgspec.ValidationError as e:
+            field, problem, _ = _locate(rec, doc, f"{e} - at `$.{f.encode_name}`")
+            out.append((f"{prefix}.{field}".lstrip("."), problem))
     return out
 
 
-__all__ = ["Anything", "Bad", "Bool", "Const", "Field", "Float", "Int", "Kind", "ListOf", "MapOf", "Nested", "OneOf",
-           "Optional", "Record", "Str", "is_int", "problems", "read"]
+__all__ = ["FINITE", "MAX_ITEMS", "Custom", "Exactly", "Record", "check", "exactly", "fix", "integer",
+           "list_of", "map_of", "number", "problems", "read", "record", "text"]

@@ -9,26 +9,29 @@ to tell one server run from another, is judged.
 
 from __future__ import annotations
 
-from ..core.errors import InputError
+from typing import Literal
+
 from ..core.layer_ids import FINAL_NORM
-from ..core.records import Const, Field, Int, ListOf, OneOf, Optional, Record
-from .sample_schema import Tensor
+from ..core.records import Record, fix, list_of, record
+from .sample_schema import tensor
 
 FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
 MAX_LAYER_IDS = 100_000
 
-BATCH = Record("capture dump batch", (
-    Field("aux_hidden_states", Tensor("[T, K*H]", (2,), "float"), FIX),
-    Field("positions", Tensor("[T]", (1,), "int"), FIX),
-    Field("input_ids", Tensor("[T]", (1,), "int"), FIX, required=False),  # absent when embeddings were served
-), unknown="keep", error=InputError, fix=FIX)
+
+@record(FIX, name="capture dump batch")
+class BATCH(Record):
+    aux_hidden_states: fix(tensor("[T, K*H]", (2,), "float"), FIX)
+    positions: fix(tensor("[T]", (1,), "int"), FIX)
+    input_ids: fix(tensor("[T]", (1,), "int"), FIX) = None  # absent when embeddings were served
+
 
 # Written beside each batch: layer_ids, loop_indices, last_layer_at_final_norm, final_norm_output, chunk_order,
 # source, model_class, tp_rank, pid, ppid, process_title, sglang_version, package_version, batch, run, forward_mode,
 # shapes, dtypes (kept, never judged).
-METADATA = Record("capture dump metadata", (
-    Field("layer_ids", Optional(ListOf(OneOf((Int(), Const(FINAL_NORM))), max_len=MAX_LAYER_IDS)), FIX,
-          required=False),
-), unknown="keep", error=InputError, fix=FIX)
+@record(FIX, name="capture dump metadata")
+class METADATA(Record):
+    layer_ids: fix(list_of(int | Literal[FINAL_NORM], max_len=MAX_LAYER_IDS) | None, FIX) = None
+
 
 RECORDS = (BATCH, METADATA)

@@ -10,12 +10,13 @@ the hidden size) are checked by the reader.
 
 from __future__ import annotations
 
+import functools
 import sys
-from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import InputError
-from ..core.records import Bad, Field, Int, Kind, ListOf, Nested, Optional, Record, Str
+import msgspec
+
+from ..core.records import Custom, Record, fix, integer, list_of, record, text
 
 LEGACY_PT = "speculators-legacy-pt"
 HS_SAFETENSORS = "speculators-hs-safetensors"
@@ -51,94 +52,91 @@ def _dtype(value: Any) -> str:
     return str(value.dtype).removeprefix("torch.")
 
 
-def _dense(value: Any, path: str) -> None:
+def _dense(value: Any) -> None:
     """A dense CPU tensor whose elements each have their own bytes: never sparse, quantized or on another device
     (``meta`` holds no data), and never more elements than its storage holds (a stride-0 or overlapping view: a
     4 KB file could claim 10^12 rows, and every check would then allocate for each one)."""
     if str(value.layout) != "torch.strided":
-        raise Bad(path, f"is a {str(value.layout).removeprefix('torch.')} tensor; expected a dense tensor")
+        raise ValueError(f"is a {str(value.layout).removeprefix('torch.')} tensor; expected a dense tensor")
     if value.device.type != "cpu":
-        raise Bad(path, f"is on device {value.device.type!r} (holds no data here); expected a CPU tensor")
+        raise ValueError(f"is on device {value.device.type!r} (holds no data here); expected a CPU tensor")
     if value.is_quantized:
-        raise Bad(path, f"is a quantized {_dtype(value)} tensor; expected plain floats or integers")
+        raise ValueError(f"is a quantized {_dtype(value)} tensor; expected plain floats or integers")
     needed, held = value.numel() * value.element_size(), value.untyped_storage().nbytes()
     if value.numel() and needed > held:
-        raise Bad(path, f"claims {value.numel()} elements of shape {list(value.shape)} (strides "
+        raise ValueError(f"claims {value.numel()} elements of shape {list(value.shape)} (strides "
                   f"{list(value.stride())}) over a storage of {held} bytes: an expanded or overlapping view, not "
                   "stored data")
 
 
-@dataclass(frozen=True)
-class Tensor(Kind):
+class Tensor(Custom):
     """A dense CPU torch tensor of one of ``dims`` dimensions; ``values`` ``"float"`` (finite floating point),
     ``"int"`` (integers, not bool) or ``"any"`` (real numbers or bool). ``shape`` names the dimensions for messages,
     e.g. ``"[seq, hidden]"``. The value read is normalized: fp8 upcast to float32, uint16/32/64 read as int64."""
 
-    shape: str
-    dims: tuple[int, ...]
+    shape: str = ""
+    dims: tuple[int, ...] = ()
     values: str = "any"
 
-    def describe(self) -> str:
-        of = {"float": " of finite floats", "int": " of integers"}.get(self.values, "")
-        return f"a tensor {self.shape}{of}"
+    @classmethod
+    def describe(cls) -> str:
+        of = {"float": " of finite floats", "int": " of integers"}.get(cls.values, "")
+        return f"a tensor {cls.shape}{of}"
 
-    def check(self, value: Any, path: str) -> Any:
-        if not _is_tensor(value) or value.dim() not in self.dims:
-            raise Bad(path, f"expected {self.describe()}, got {_what(value)}")
-        _dense(value, path)
+    @classmethod
+    def check(cls, value: Any) -> Any:
+        if not _is_tensor(value) or value.dim() not in cls.dims:
+            raise ValueError(f"expected {cls.describe()}, got {_what(value)}")
+        _dense(value)
         torch = sys.modules["torch"]
         dtype = _dtype(value)
         floats, ints = FLOATS + FP8, INTS + UNSIGNED
-        allowed = {"float": floats, "int": ints}.get(self.values, floats + ints + ("bool",))
+        allowed = {"float": floats, "int": ints}.get(cls.values, floats + ints + ("bool",))
         if dtype not in allowed:
             want = {"float": "floating-point hidden states (float16/bfloat16/float32/float64 or fp8)",
-                    "int": "integers"}.get(self.values, "real numbers or bool")
-            raise Bad(path, f"holds {dtype}, expected {want}")
+                    "int": "integers"}.get(cls.values, "real numbers or bool")
+            raise ValueError(f"holds {dtype}, expected {want}")
         if dtype in FP8:
             value = value.float()
         elif dtype in UNSIGNED:
             value = value.long()
             if value.numel() and bool((value < 0).any()):  # past int64: no token id or position is that large
-                raise Bad(path, f"holds {dtype} values of 2**63 or more")
-        if self.values == "float" and value.numel() and not bool(torch.isfinite(value).all()):
-            raise Bad(path, f"holds {int((~torch.isfinite(value)).sum())} non-finite values (NaN or Inf)")
+                raise ValueError(f"holds {dtype} values of 2**63 or more")
+        if cls.values == "float" and value.numel() and not bool(torch.isfinite(value).all()):
+            raise ValueError(f"holds {int((~torch.isfinite(value)).sum())} non-finite values (NaN or Inf)")
         return value
 
 
-@dataclass(frozen=True)
-class Tensors(ListOf):
-    """A list (or tuple, as ``torch.save`` keeps it) of tensors."""
-
-    def check(self, value: Any, path: str) -> list:
-        if not isinstance(value, (list, tuple)) or not self.min_len <= len(value) <= self.max_len:
-            count = f" of length {len(value)}" if isinstance(value, (list, tuple)) else ""
-            raise Bad(path, f"expected {self.describe()}, got {_what(value)}{count}")
-        return super().check(list(value), path)
+def tensor(shape: str, dims: tuple[int, ...], values: str = "any") -> type[Tensor]:
+    """The :class:`Tensor` kind of ``dims`` dimensions named ``shape``, holding ``values``."""
+    return type(f"Tensor{shape}", (Tensor,), {"shape": shape, "dims": dims, "values": values, "__slots__": ()})
 
 
-def _layout(name: str, fix: str, fields: tuple[Field, ...]) -> Record:
-    return Record(name, fields, unknown="keep", error=InputError, fix=fix)
+def _layout(name: str, fix_: str):
+    return record(fix_, name=name)
 
 
-_IDS = Tensor("[seq] (or [1, seq])", (1, 2), "int")
-_MASK = Tensor("[seq] (or [1, seq])", (1, 2))
+_IDS = tensor("[seq] (or [1, seq])", (1, 2), "int")
+_MASK = tensor("[seq] (or [1, seq])", (1, 2))
 
 # speculators' VllmHiddenStatesGenerator (data_{i}.pt): the fc took cat(hidden_states[:-1]).
-LEGACY = _layout(LEGACY_PT, "pass data_*.pt files written by speculators' legacy generator", (
-    Field("input_ids", _IDS, REGENERATE),
-    Field("hidden_states", Tensors(Tensor("[seq, hidden]", (2,), "float"), min_len=2),
-          f"{REGENERATE} (fc inputs, then the verifier's last hidden state)"),
-    Field("loss_mask", _MASK, REGENERATE),
-))
+@_layout(LEGACY_PT, "pass data_*.pt files written by speculators' legacy generator")
+class LEGACY(Record):
+    input_ids: fix(_IDS, REGENERATE)
+    hidden_states: fix(list_of(tensor("[seq, hidden]", (2,), "float"), min_len=2),
+                       f"{REGENERATE} (fc inputs, then the verifier's last hidden state)")
+    loss_mask: fix(_MASK, REGENERATE)
+
 
 # speculators' hs_{i}.safetensors (vLLM extract_hidden_states): the fc took hidden_states[:, :-1]. Its loss mask is
 # row i of the datasets table beside the hidden_states/ directory (TABLE_ROW); a mask in the file is read when there is
 # no table.
-HS = _layout(HS_SAFETENSORS, "pass hs_*.safetensors files written by speculators", (
-    Field("hidden_states", Tensor("[seq, layers, hidden]", (3,), "float"), REGENERATE),
-    Field("token_ids", _IDS, REGENERATE),
-    Field("loss_mask", _MASK, REGENERATE, required=False),
-))
+@_layout(HS_SAFETENSORS, "pass hs_*.safetensors files written by speculators")
+class HS(Record):
+    hidden_states: fix(tensor("[seq, layers, hidden]", (3,), "float"), REGENERATE)
+    token_ids: fix(_IDS, REGENERATE)
+    loss_mask: fix(_MASK, REGENERATE) = None
+
 
 # speculators' offline data directory (speculators 0.9 train/data.py ArrowDataset, hs_connectors FileTransfer):
 # DATA/state.json and DATA/data-*.arrow (a datasets table, save_to_disk) hold one row per sample, and
@@ -147,53 +145,65 @@ HS = _layout(HS_SAFETENSORS, "pass hs_*.safetensors files written by speculators
 TABLE_HS_DIR = "hidden_states"
 TABLE_STATE = "state.json"
 TABLE_FIX = "pass the directory speculators' prepare-data and offline data generation wrote, unchanged"
-TABLE_FILE = Record("state.json data file", (
-    Field("filename", Str(nonempty=True, max_len=255), "name a data-*.arrow file of this directory (no path)"),
-), unknown="keep", error=InputError, fix=TABLE_FIX)
-TABLE_STATE_RECORD = Record(TABLE_STATE, (
-    Field("_data_files", ListOf(Nested(TABLE_FILE), min_len=1, max_len=100_000),
-          'list the table\'s Arrow files ({"filename": "data-00000-of-00001.arrow"}, as datasets\' save_to_disk '
-          'writes them)'),
-), unknown="keep", error=InputError, fix=TABLE_FIX)
-TABLE_ROW = _layout("speculators datasets table row", TABLE_FIX, (
-    Field("input_ids", _IDS, TABLE_FIX),
-    Field("loss_mask", _MASK, TABLE_FIX),
-))
+
+
+@_layout("state.json data file", TABLE_FIX)
+class TABLE_FILE(Record):
+    filename: fix(text(255, nonempty=True), "name a data-*.arrow file of this directory (no path)")
+
+
+@_layout(TABLE_STATE, TABLE_FIX)
+class TABLE_STATE_RECORD(Record):
+    _data_files: fix(list_of(TABLE_FILE, min_len=1, max_len=100_000), 'list the table\'s Arrow files ({"filename": '
+                     '"data-00000-of-00001.arrow"}, as datasets\' save_to_disk writes them)')
+
+
+@_layout("speculators datasets table row", TABLE_FIX)
+class TABLE_ROW(Record):
+    input_ids: fix(_IDS, TABLE_FIX)
+    loss_mask: fix(_MASK, TABLE_FIX)
+
 
 # SpecForge's scripts/prepare_hidden_states.py (*.ckpt, *.ckpt.gz): the fc took aux_hidden_state.
-SPECFORGE = _layout(SPECFORGE_CKPT, "pass *.ckpt / *.ckpt.gz files written by SpecForge", (
-    Field("input_ids", _IDS, REGENERATE),
-    Field("loss_mask", _MASK, REGENERATE),
-    Field("hidden_state", Tensor("[1, seq, hidden]", (2, 3), "float"), REGENERATE),
-    Field("aux_hidden_state", Tensor("[1, seq, K*hidden]", (2, 3), "float"), REGENERATE),
-))
+@_layout(SPECFORGE_CKPT, "pass *.ckpt / *.ckpt.gz files written by SpecForge")
+class SPECFORGE(Record):
+    input_ids: fix(_IDS, REGENERATE)
+    loss_mask: fix(_MASK, REGENERATE)
+    hidden_state: fix(tensor("[1, seq, hidden]", (2, 3), "float"), REGENERATE)
+    aux_hidden_state: fix(tensor("[1, seq, K*hidden]", (2, 3), "float"), REGENERATE)
+
 
 LAYOUTS = {LEGACY_PT: LEGACY, HS_SAFETENSORS: HS, SPECFORGE_CKPT: SPECFORGE}
 
 # data_config.json beside legacy samples: speculators writes many keys; only the stored layers are read. Their ids
 # say which stored tensor is which layer, so they are typed strictly (distinct, one per tensor: checked by the reader).
 DATA_CONFIG_FILENAME = "data_config.json"
-STORED_LAYERS = Record("data_config.json hidden_states", (
-    Field("layer_ids", Optional(ListOf(Int(lo=-1))),
-          "list one layer id (>= -1, -1 = embedding output) per stored tensor, or remove the file", required=False),
-), unknown="keep", error=InputError, fix=DESCRIBES)
-DATA_CONFIG = Record("data_config.json", (
-    Field("hidden_states", Optional(Nested(STORED_LAYERS)),
-          'correct the file (speculators writes {"hidden_states": {"layer_ids": [...]}}), or remove it',
-          required=False),
-), unknown="keep", error=InputError, fix=DESCRIBES)
+
+
+@_layout("data_config.json hidden_states", DESCRIBES)
+class STORED_LAYERS(Record):
+    layer_ids: fix(list_of(integer(lo=-1)) | None, "list one layer id (>= -1, -1 = embedding output) per stored "
+                   "tensor, or remove the file") = None
+
+
+@_layout("data_config.json", DESCRIBES)
+class DATA_CONFIG(Record):
+    hidden_states: fix(STORED_LAYERS | None, 'correct the file (speculators writes {"hidden_states": {"layer_ids": '
+                       '[...]}}), or remove it') = None
+
 
 # sample_lengths.json beside legacy samples ({"i": seq_len}): only the entry of the sample being read is judged (the
 # others describe other files), so the record is declared per index.
 LENGTHS_FILENAME = "sample_lengths.json"
 
 
-def sample_lengths(index: str) -> Record:
+@functools.cache
+def sample_lengths(index: str) -> type[Record]:
     """``sample_lengths.json`` as read for ``data_{index}.pt``."""
-    return Record(LENGTHS_FILENAME, (
-        Field(index, Int(lo=0), f"set it to data_{index}.pt's token count, or remove the file (it only describes "
-              "the samples)", required=False),
-    ), unknown="keep", error=InputError, fix=DESCRIBES)
+    length = fix(integer(lo=0), f"set it to data_{index}.pt's token count, or remove the file (it only describes the "
+                 "samples)")
+    return _layout(LENGTHS_FILENAME, DESCRIBES)(msgspec.defstruct("SampleLengths", [("length", length, None)],
+                                                                  bases=(Record,), rename={"length": index}))
 
 
 RECORDS = (LEGACY, HS, SPECFORGE, STORED_LAYERS, DATA_CONFIG, sample_lengths("0"), TABLE_FILE, TABLE_STATE_RECORD,

@@ -229,7 +229,7 @@ def _torch_load(path: Path):
 def _fields(record: records.Record, data, path: Path) -> dict:
     """``data`` read as the layout ``record``; a missing key also says which keys the file has (another layout?)."""
     if isinstance(data, dict):
-        absent = next((f.name for f in record.fields if f.required and f.name not in data), None)
+        absent = next((f.encode_name for f in record.fields() if f.required and f.encode_name not in data), None)
         if absent is not None:
             raise InputError(path, absent, f"missing (a {record.name} sample has {', '.join(record.names)}; found "
                              f"{brief(sorted(map(str, data)))})", "pass samples of one of the supported layouts")
@@ -302,7 +302,7 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
     ids = None if hs is None else hs["layer_ids"]
     if ids is None:
         return (None,) * n
-    fix = schema.STORED_LAYERS.field("layer_ids").fix
+    fix = schema.STORED_LAYERS.fix_of("layer_ids")
     if len(ids) != n:
         raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} lists {len(ids)} layers, but {path.name} "
                          f"stores {n} tensors", fix)

@@ -7,11 +7,11 @@ Both decide which bytes become which weight, so ``weight_map`` and every header 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Literal
 
-from ..errors import InputError
-from ..records import Field, Int, ListOf, MapOf, Optional, Record, Str
+from msgspec import Meta
+
+from ..records import Record, fix, integer, list_of, map_of, record, text
 
 REEXPORT = "re-export or re-download the checkpoint"
 
@@ -21,37 +21,28 @@ DTYPE_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0"
               "F64": 64, "I64": 64, "U64": 64}
 MAX_DIMS = 16
 
-
-@dataclass(frozen=True)
-class ShardName(Str):
-    """A shard file name next to the index: never a path that leaves the checkpoint directory (absolute, ``..``)
-    or enters a subdirectory (two shards could then share a name)."""
-
-    nonempty: bool = True
-
-    def describe(self) -> str:
-        return "a shard file name in the checkpoint directory (no directory part)"
-
-    def check(self, value: Any, path: str) -> str:
-        name = super().check(value, path)
-        if "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
-            raise self._refuse(value, path)
-        return name
+# A shard file name next to the index: never a path that leaves the checkpoint directory (absolute, ``..``) or enters
+# a subdirectory (two shards could then share a name).
+SHARD_NAME = Annotated[str, Meta(min_length=1, max_length=10_000, pattern=r"^(?!\.\.?$)[^/\\\x00]+$",
+                                description="a shard file name in the checkpoint directory (no directory part)")]
 
 
-INDEX = Record("safetensors index", (
-    Field("weight_map", MapOf(ShardName()), "keep every shard next to the index and list each tensor by its shard's "
-          f"file name; {REEXPORT}"),
-), unknown="keep", error=InputError, fix=REEXPORT)
+@record(REEXPORT, name="safetensors index")
+class INDEX(Record):
+    weight_map: fix(map_of(SHARD_NAME), "keep every shard next to the index and list each tensor by its shard's file "
+                    f"name; {REEXPORT}")
 
-HEADER = Record("safetensors header", (
-    Field("__metadata__", Optional(MapOf(Str())), REEXPORT, required=False),
-), unknown="keep", error=InputError, fix=REEXPORT)  # the other keys are tensors, each a TENSOR
 
-TENSOR = Record("safetensors tensor entry", (
-    Field("dtype", Str(choices=tuple(DTYPE_BITS)), REEXPORT),
-    Field("shape", ListOf(Int(lo=0), max_len=MAX_DIMS), REEXPORT),
-    Field("data_offsets", ListOf(Int(lo=0), min_len=2, max_len=2), REEXPORT),
-), unknown="keep", error=InputError, fix=REEXPORT)
+@record(REEXPORT, name="safetensors header")
+class HEADER(Record, rename={"meta": "__metadata__"}):  # the other keys are tensors, each a TENSOR
+    meta: fix(map_of(text()) | None, REEXPORT) = None
+
+
+@record(REEXPORT, name="safetensors tensor entry")
+class TENSOR(Record):
+    dtype: fix(Literal[tuple(DTYPE_BITS)], REEXPORT)
+    shape: fix(list_of(integer(lo=0), max_len=MAX_DIMS), REEXPORT)
+    data_offsets: fix(list_of(integer(lo=0), min_len=2, max_len=2), REEXPORT)
+
 
 RECORDS = (INDEX, HEADER, TENSOR)
