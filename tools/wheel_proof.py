@@ -4,7 +4,7 @@ installing it beside an SGLang environment changes nothing of SGLang's (docs/dev
 
 1. build the wheel (``pip wheel --no-deps``);
 2. a fresh virtual environment with torch and no SGLang: ``pip install torch==2.13.0``, then the wheel (which brings
-   safetensors, packaging); SGLang must not be there; then ``inspect``, ``verify`` and ``convert`` on the
+   safetensors, packaging, msgspec); SGLang must not be there; then ``inspect``, ``verify`` and ``convert`` on the
    bundled fixtures (fixtures/tiny, fixtures/tiny-llama), each must exit 0;
 3. beside SGLang (``--beside PYTHON``, an SGLang environment's interpreter; nothing is installed there):
    ``pip install --dry-run --report`` of the wheel must install nothing but sglang-eagle3-capture and change no

@@ -98,7 +98,7 @@ def test_the_wheel_never_requires_sglang_outside_its_extra(wheel_metadata):
     meta, _, _ = wheel_metadata
     reqs = [Requirement(line.split(":", 1)[1]) for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     base = {r.name for r in reqs if r.marker is None}
-    assert {"torch", "safetensors", "packaging"} <= base and "sglang" not in base
+    assert {"torch", "safetensors", "packaging", "msgspec"} <= base and "sglang" not in base
     assert "torch" in next(r for r in reqs if r.name == "safetensors").extras  # its save_file writes through numpy
     (sglang,) = [r for r in reqs if r.name == "sglang"]
     assert sglang.marker is not None and sglang.marker.evaluate({"extra": "sglang"})
