@@ -33,6 +33,7 @@ from msgspec import Meta, Struct
 
 from .errors import InputError, brief
 
+SURROGATE = "a string holds a lone surrogate such as \\ud800 (not valid Unicode)"  # msgspec cannot say which
 MAX_ITEMS = 1_000_000  # no list in a file read here is longer (a vocabulary map is the longest)
 FINITE = Meta(ge=-sys.float_info.max, le=sys.float_info.max)  # NaN fails every comparison: refused with infinity
 
@@ -174,7 +175,7 @@ def _pick(kind: Any, node: Any) -> Any:
 def _takes(value: Any, kind: Any) -> bool:
     try:
         msgspec.convert(value, kind, strict=True, dec_hook=_hook)
-    except (msgspec.ValidationError, ValueError):
+    except (msgspec.ValidationError, ValueError):  # UnicodeEncodeError (a lone surrogate) is a ValueError
         return False
     return True
 
@@ -186,7 +187,7 @@ def _locate(rec: type[Record], doc: Any, message: str) -> tuple[str, str, str]:
     on_key = bool(ats) and ats[-1].startswith("key` in `")  # a key that is not a string
     ats[-1:] = [ats[-1].removeprefix("key` in `")] if on_key else ats[-1:]
     parts = [p for at in reversed(ats) for p in re.findall(r"\.[^.\[]+|\[[^\]]*\]", at.rstrip("`").lstrip("$"))]
-    missing = re.fullmatch(r"Object (contains unknown|missing required) field `(.*)`", problem)
+    missing = re.fullmatch(r"Object (contains unknown|missing required) field `(.*)`", problem, re.S)
     if missing:
         parts.append(f".{missing.group(2)}")
         problem = "missing" if "missing" in missing.group(1) else "unknown key"
@@ -212,7 +213,7 @@ def _locate(rec: type[Record], doc: Any, message: str) -> tuple[str, str, str]:
             kind, said = f.type, _strip(f.type)[1] or said
     if on_key and isinstance(node, dict):
         path, problem = f"{path}.{brief(next(k for k in node if not isinstance(k, str)), 40)}", "unknown key"
-    return path.lstrip(".") or "<document>", _words(problem, node, kind), said
+    return path[1:] if path else "<document>", _words(problem, node, kind), said
 
 
 _WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false", "null": "null",
@@ -269,6 +270,8 @@ def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
     except msgspec.ValidationError as e:
         field, problem, said = _locate(rec, judged, str(e))
         raise rec.error(file, f"{prefix}.{field}" if prefix else field, problem, said) from None
+    except UnicodeEncodeError:  # msgspec's message could not hold the string
+        raise rec.error(file, prefix or "<document>", SURROGATE, rec.fix) from None
 
 
 def check(kind: Any, value: Any, *, file: Any, field: str, error: type[InputError], fix: str) -> Any:
@@ -277,6 +280,8 @@ def check(kind: Any, value: Any, *, file: Any, field: str, error: type[InputErro
         return msgspec.convert(value, kind, strict=True, dec_hook=_hook)
     except msgspec.ValidationError as e:
         raise error(file, field, _words(str(e).split(" - at `")[0], value), fix) from None
+    except UnicodeEncodeError:
+        raise error(file, field, SURROGATE, fix) from None
 
 
 def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -295,6 +300,8 @@ def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, s
         except msgspec.ValidationError as e:
             field, problem, _ = _locate(rec, doc, f"{e} - at `$.{f.encode_name}`")
             out.append((f"{prefix}.{field}".lstrip("."), problem))
+        except UnicodeEncodeError:
+            out.append((f"{prefix}.{f.encode_name}".lstrip("."), SURROGATE))
     return out
 
 

@@ -317,8 +317,11 @@ def test_a_wrong_value_is_refused_naming_its_field(record, data):
 
 
 @pytest.mark.parametrize("record", JUDGED, ids=IDS)
-@pytest.mark.parametrize("doc", [[], "x", 5, None, [{}]], ids=repr)
+@pytest.mark.parametrize("doc", [[], "x", 5, None, [{}], "\ud800", {"\ud800": "\ud800"}], ids=ascii)
 def test_a_document_that_is_not_an_object_is_refused(record, doc):
+    """A lone surrogate included: msgspec raises UnicodeEncodeError writing its message; the reader's error stands."""
+    if isinstance(doc, dict) and record.unknown == "keep" and not _required(record):
+        return  # an unknown key, kept: nothing to refuse
     with pytest.raises(record.error) as e:
         records.read(record, doc, file=FILE)
     assert str(e.value.file) == str(FILE) and e.value.fix
