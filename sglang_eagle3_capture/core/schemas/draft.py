@@ -143,11 +143,17 @@ _ROPE = fix(ROPE | None, _ROPE_FIX)
 
 # The fields SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py, llama.py) reads (draft.config.DraftConfig).
 @record("point at the draft's config.json", name="SGLang EAGLE-3 draft config.json")
-class SGLANG_DRAFT(_Dims, kw_only=True):
+class SGLANG_DRAFT(Record, kw_only=True):  # fields in the order they are judged: architectures first
     architectures: fix(list_of(text(200), min_len=1), f'write ["{SGLANG_ARCH}"] (SGLang builds the class '
                        "architectures[0] names)")
     model_type: fix(text(200) | None, "convert a llama draft") = None
     hidden_act: fix(Literal["silu"], "convert a llama/silu draft") = "silu"
+    hidden_size: HIDDEN
+    num_attention_heads: HEADS
+    intermediate_size: INTERMEDIATE
+    vocab_size: VOCAB
+    num_key_value_heads: KV_HEADS = None
+    head_dim: HEAD_DIM = None
     draft_vocab_size: DRAFT_VOCAB = None
     num_hidden_layers: _dim("num_hidden_layers", "copy num_hidden_layers (the draft's decoder layers, usually 1)")
     target_hidden_size: fix(DIM, "remove the field or set it to the target's hidden size (SGLang cannot build null)"
