@@ -207,7 +207,7 @@ def _locate(rec: type[Record], doc: Any, message: str) -> tuple[str, str, str]:
             f = next((f for f in _fields(kind) if f.encode_name == part[1:]), None) if _is_struct(kind) else None
             node = node.get(part[1:]) if isinstance(node, dict) else None
             if f is None:
-                if problem == "unknown key" and issubclass(kind, Record):
+                if problem == "unknown key" and _is_struct(kind) and issubclass(kind, Record):
                     problem += f" (the {kind.name} has only {', '.join(kind.names)})"
                 break
             kind, said = f.type, _strip(f.type)[1] or said
