@@ -108,9 +108,8 @@ def _hook(kind: type, value: Any) -> Any:
 
 
 class Record(Struct):
-    """Base of every declared record; :func:`record` sets its error class, whole-document fix and policy."""
+    """Base of every declared record; :func:`record` sets its whole-document fix and policy."""
 
-    error: ClassVar[type[InputError]] = InputError
     fix: ClassVar[str] = "check the file"
     metadata: ClassVar[bool] = False
     name: ClassVar[str] = ""
@@ -130,12 +129,11 @@ class Record(Struct):
         return next(_strip(f.type)[0] for f in _fields(cls) if f.encode_name == name)
 
 
-def record(fix: str = "check the file", *, metadata: bool = False, name: str | None = None,
-           error: type[InputError] = InputError):
+def record(fix: str = "check the file", *, metadata: bool = False, name: str | None = None):
     """Declare a :class:`Record`: what an error about the whole document (not an object, an unknown key) says to do,
-    whether it is metadata, its name in messages, the error its readers raise."""
+    whether it is metadata, its name in messages."""
     def declare(cls: type[Record]) -> type[Record]:
-        cls.error, cls.fix, cls.metadata, cls.name = error, fix, metadata, name or cls.__name__
+        cls.fix, cls.metadata, cls.name = fix, metadata, name or cls.__name__
         cls.unknown = "refuse" if cls.__struct_config__.forbid_unknown_fields else "keep"
         cls.names = tuple(f.encode_name for f in _fields(cls))
         return cls
@@ -257,7 +255,7 @@ def _plain(value: Any, doc: Any) -> Any:
 
 def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
     """``doc`` validated against ``rec``: a dict of every declared field (defaults filled in) plus, under the ``keep``
-    policy, the unknown keys as they are. Raises ``rec.error(file, field, problem, fix)``.
+    policy, the unknown keys as they are. Raises ``InputError(file, field, problem, fix)``.
 
     A ``metadata`` record is never refused: ``doc`` comes back as it is (see :func:`problems`)."""
     if rec.metadata:
@@ -269,9 +267,9 @@ def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
         return _plain(msgspec.convert(judged, rec, strict=True, dec_hook=_hook), doc)
     except msgspec.ValidationError as e:
         field, problem, said = _locate(rec, judged, str(e))
-        raise rec.error(file, f"{prefix}.{field}" if prefix else field, problem, said) from None
+        raise InputError(file, f"{prefix}.{field}" if prefix else field, problem, said) from None
     except UnicodeEncodeError:  # msgspec's message could not hold the string
-        raise rec.error(file, prefix or "<document>", SURROGATE, rec.fix) from None
+        raise InputError(file, prefix or "<document>", SURROGATE, rec.fix) from None
 
 
 def check(kind: Any, value: Any, *, file: Any, field: str, error: type[InputError], fix: str) -> Any:

@@ -109,7 +109,7 @@ def test_schema_policy_dump_metadata_is_kept_and_only_layer_ids_judged(samples, 
     from sglang_eagle3_capture.doctor.compare import read_dump
     from support import schemas
 
-    assert all(r in schemas.ALL and r.unknown == "keep" and r.error is InputError for r in schema.RECORDS)
+    assert all(r in schemas.ALL and r.unknown == "keep" for r in schema.RECORDS)
     ok = _one_batch(tmp_path / "ok", samples[0], later_key={"x": 1}, process_title="sglang::\tscheduler")
     ((_, _, meta),) = read_dump(ok.parent)
     assert meta["later_key"] == {"x": 1} and meta["layer_ids"] == [-1, 1, 4]
