@@ -127,7 +127,7 @@ def read_index(d: Path) -> dict:
     """The draft directory's ``model.safetensors.index.json`` (:data:`~.schemas.checkpoint.INDEX`): ``weight_map``
     a non-empty object of shard file names; ``metadata`` and any other key kept as written."""
     index = d / INDEX_FILENAME
-    doc = records.read(INDEX, read_json_object(index, fix=REEXPORT, error=InputError), file=index)
+    doc = records.read(INDEX, read_json_object(index, fix=REEXPORT), file=index)
     if not doc["weight_map"]:
         raise InputError(index, "weight_map", "lists no tensor", INDEX.fix_of("weight_map"))
     return doc
@@ -138,13 +138,13 @@ def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
     loader reads them, so a stray ``*.safetensors`` beside an unindexed ``model.safetensors`` is refused (SGLang
     would load it and silently override tensors)."""
     fix = "re-export the checkpoint"
-    if path_kind(d / INDEX_FILENAME, error=InputError, fix=fix) != "missing":
+    if path_kind(d / INDEX_FILENAME, fix=fix) != "missing":
         weight_map = read_index(d)["weight_map"]
         return [d / f for f in sorted(set(weight_map.values()))], weight_map
     single = d / SINGLE_FILENAME
-    kind = path_kind(single, error=InputError, fix=fix)
+    kind = path_kind(single, fix=fix)
     if kind == "file":
-        stray = [n for n in list_directory(d, error=InputError, fix="point at the draft checkpoint directory")
+        stray = [n for n in list_directory(d, fix="point at the draft checkpoint directory")
                  if n.endswith(".safetensors") and n != SINGLE_FILENAME and not n.startswith(".")]
         if stray:
             raise InputError(d / stray[0], "<file>", f"a safetensors file besides {SINGLE_FILENAME} and no "
@@ -153,8 +153,8 @@ def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
                              "remove it, or write an index listing the shards")
         return [single], None
     if kind != "missing":
-        require_file(single, error=InputError, fix=f"replace it with the checkpoint file; {fix}")
-    other = [n for n in _UNSUPPORTED if path_kind(d / n, error=InputError) != "missing"]
+        require_file(single, fix=f"replace it with the checkpoint file; {fix}")
+    other = [n for n in _UNSUPPORTED if path_kind(d / n) != "missing"]
     if other:
         raise InputError(d / other[0], "<file>", "only safetensors checkpoints are read",
                          "re-save the draft with safetensors (e.g. save_pretrained(..., safe_serialization=True))")
@@ -165,7 +165,7 @@ def weights_present(draft_dir: str | Path) -> bool:
     """True when something stands where a draft's weights go (an index or ``model.safetensors``; whatever it is,
     :func:`tensor_index` then reads it or says what is wrong with it)."""
     d = Path(draft_dir)
-    return any(path_kind(d / n, error=InputError) != "missing" for n in (INDEX_FILENAME, SINGLE_FILENAME))
+    return any(path_kind(d / n) != "missing" for n in (INDEX_FILENAME, SINGLE_FILENAME))
 
 
 def weight_files(draft_dir: str | Path) -> list[Path]:
@@ -179,7 +179,7 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
     files, weight_map = _files_and_map(d)
     out: dict[str, TensorInfo] = {}
     for f in files:
-        if path_kind(f, error=InputError) == "missing":
+        if path_kind(f) == "missing":
             raise InputError(d / INDEX_FILENAME, "weight_map", f"lists {f.name}, which does not exist",
                              "copy every shard of the checkpoint")
         tensors, _ = read_safetensors_header(f)

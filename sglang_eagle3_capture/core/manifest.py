@@ -143,7 +143,7 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
 def manifest_path(draft_dir_or_file: str | os.PathLike) -> Path:
     """The manifest file for a draft directory (or the file itself when given a file)."""
     p = Path(draft_dir_or_file)
-    if p.suffix == ".json" and path_kind(p, error=InputError) != "directory":
+    if p.suffix == ".json" and path_kind(p) != "directory":
         return p
     return p / MANIFEST_FILENAME
 
@@ -152,7 +152,7 @@ def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
     """Read and validate the manifest of a draft directory (or a manifest file); missing is an error, and so is
     anything but a regular file standing where the manifest belongs (a directory, fifo, dangling symlink, loop)."""
     path = manifest_path(draft_dir_or_file)
-    if path_kind(path, error=InputError, fix=REWRITE) == "missing":
+    if path_kind(path, fix=REWRITE) == "missing":
         draft = cut(shown(path.parent), 200, keep_end=True)  # a long path must not push the rest of the fix out
         raise InputError(path, "<file>", "no layer manifest found",
                          f"write one with `sglang-eagle3-capture manifest write {draft} "
@@ -164,7 +164,7 @@ def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
 def find_manifest(draft_dir: str | os.PathLike) -> Manifest | None:
     """The draft's manifest, or ``None`` only when nothing stands at its path (anything else that is not a valid
     manifest file raises)."""
-    if path_kind(manifest_path(draft_dir), error=InputError) == "missing":
+    if path_kind(manifest_path(draft_dir)) == "missing":
         return None
     return read_manifest(draft_dir)
 
@@ -173,7 +173,7 @@ def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
     """Write ``manifest`` to ``draft_dir/eagle3_manifest.json`` atomically; returns the path."""
     path = Path(draft_dir) / MANIFEST_FILENAME
     manifest_from_dict(manifest.to_dict(), path=path)  # re-validate what is about to be written
-    return write_file_atomic(path, json.dumps(manifest.to_dict(), indent=2) + "\n", error=InputError,
+    return write_file_atomic(path, json.dumps(manifest.to_dict(), indent=2) + "\n",
                              fix="make the draft directory writable, or free space")
 
 

@@ -132,7 +132,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     manifest = manifest_path(args.draft_dir)
-    if args.trained_with is not None and path_kind(manifest, error=InputError) != "missing":
+    if args.trained_with is not None and path_kind(manifest) != "missing":
         raise InputError(None, "--trained-with", f"{brief(str(manifest), 200)} states the ids, so nothing reads "
                          "--trained-with (it only chooses among the readings of a config without a manifest)",
                          "drop --trained-with (the manifest wins), or remove the manifest to inspect config.json's ids")

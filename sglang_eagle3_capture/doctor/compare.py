@@ -103,9 +103,9 @@ def _check_batch(f: Path, tensors: dict) -> dict:
 
 def _metadata(meta_path: Path) -> dict:
     """A batch's ``.json`` metadata (``{}`` when there is none), read strictly (:data:`~.dump_schema.METADATA`)."""
-    if path_kind(meta_path, error=InputError) == "missing":
+    if path_kind(meta_path) == "missing":
         return {}
-    return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX, error=InputError),
+    return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX),
                         file=meta_path)
 
 
@@ -115,11 +115,11 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
     from safetensors.torch import load_file
 
     d = Path(directory)
-    kind = path_kind(d, error=InputError, fix=schema.FIX)
+    kind = path_kind(d, fix=schema.FIX)
     if kind not in ("missing", "directory"):
         what = {"file": "a file", "dangling symlink": "a dangling symlink", "symlink loop": "a symlink loop"}
         raise InputError(d, "--dump", f"is {what.get(kind, kind)}, not a directory", schema.FIX)
-    names = [] if kind == "missing" else [n for n in list_directory(d, error=InputError, fix=schema.FIX)
+    names = [] if kind == "missing" else [n for n in list_directory(d, fix=schema.FIX)
                                           if n.endswith(".safetensors") and not n.startswith(".")]
     if not names:
         raise InputError(d, None, "no dumped batches (*.safetensors)", f"serve with SGLANG_EAGLE3_CAPTURE_DUMP={d} "
@@ -127,7 +127,7 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
     out = []
     for name in names:
         f = d / name
-        read_safetensors_header(f, error=InputError, fix=schema.FIX)  # regular file, sane header: safe to load
+        read_safetensors_header(f, fix=schema.FIX)  # regular file, sane header: safe to load
         try:
             tensors = load_file(str(f), device="cpu")
         except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since the header check)

@@ -78,7 +78,7 @@ def _resolve_target(src_cfg: Mapping, target: Any, src: Path) -> tuple[Any, str]
         verifier = verifier.get("name_or_path")
         if verifier is not None and not isinstance(verifier, str):
             raise InputError(file, fld, f"expected a path, got {brief(verifier)}", "pass --target TARGET")
-        if not verifier or path_kind(Path(verifier) / "config.json", error=InputError) != "file":
+        if not verifier or path_kind(Path(verifier) / "config.json") != "file":
             raise InputError(file, fld, f"no local target config ({brief(verifier)})",
                              "pass --target TARGET (the target model dir or its config.json)")
         target = verifier
@@ -172,11 +172,11 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
             problem = os_problem(e)[0] if isinstance(e, OSError) else brief(str(e).splitlines()[0], 160)
             raise InputError(dst / f.name, "<file>", f"cannot write ({problem})",
                              "free space or write DST elsewhere") from None
-        finish_file(out, error=InputError)
-    if path_kind(src_dir / INDEX_FILENAME, error=InputError) != "missing":
+        finish_file(out)
+    if path_kind(src_dir / INDEX_FILENAME) != "missing":
         data = read_index(src_dir)  # metadata and any other key kept as written
         data["weight_map"] = {mapping[n]: fn for n, fn in data["weight_map"].items() if n in mapping}
-        write_file_atomic(out_dir / INDEX_FILENAME, _dumps(data), error=InputError)
+        write_file_atomic(out_dir / INDEX_FILENAME, _dumps(data))
 
 
 def _dumps(obj: Any) -> str:
@@ -188,17 +188,17 @@ def _check_dst(dst: Path) -> None:
     fix = "choose a new DST"
     if dst.is_symlink():
         raise InputError(dst, "DST", "is a symlink", "give the real path (convert never writes through a link)")
-    parent_kind = path_kind(dst.parent, error=InputError, fix=fix)
+    parent_kind = path_kind(dst.parent, fix=fix)
     if parent_kind != "directory":
         what = {"missing": "does not exist", "file": "is a file"}.get(parent_kind, f"is {parent_kind}")
         raise InputError(dst.parent, "DST", f"the directory DST goes in {what}", "create it, or choose another DST")
-    kind = path_kind(dst, error=InputError, fix=fix)
+    kind = path_kind(dst, fix=fix)
     if kind == "missing":
         return
     if kind == "directory" and os.path.ismount(dst):  # rename onto a mount point fails (EBUSY)
         raise InputError(dst, "DST", "is a mount point, which convert cannot replace with its finished copy",
                          f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}")
-    if kind != "directory" or list_directory(dst, error=InputError, fix=fix):
+    if kind != "directory" or list_directory(dst, fix=fix):
         raise InputError(dst, "<dir>", "exists and is not an empty directory", fix)
 
 
@@ -206,7 +206,7 @@ def _check_trained_with(trained_with: str | None, fmt: Any, src: Path) -> None:
     """``--trained-with`` is refused (never ignored) where nothing reads it."""
     if trained_with is None:
         return
-    if path_kind(src / MANIFEST_FILENAME, error=InputError) != "missing":
+    if path_kind(src / MANIFEST_FILENAME) != "missing":
         raise InputError(None, "--trained-with", f"SRC has {MANIFEST_FILENAME}, which states the ids; --trained-with "
                          "only chooses among the readings of a config without one",
                          "drop --trained-with (convert carries the manifest's ids)")
@@ -325,10 +325,10 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
     if src_manifest is not None:
         weights.add(MANIFEST_FILENAME)  # carried, written below
-    not_copied = tuple(n for n in list_directory(src, error=InputError, fix="make SRC readable") if n not in weights)
-    with atomic_directory(dst, error=InputError) as tmp:  # DST appears complete, or not at all
+    not_copied = tuple(n for n in list_directory(src, fix="make SRC readable") if n not in weights)
+    with atomic_directory(dst) as tmp:  # DST appears complete, or not at all
         _write_weights(src, tmp, dst, mapping)
-        write_file_atomic(tmp / "config.json", _dumps(out_cfg), error=InputError)
+        write_file_atomic(tmp / "config.json", _dumps(out_cfg))
         write_manifest(tmp, manifest)
     renamed = tuple((a, b) for a, b in mapping.items() if a != b)
     return ConvertReport(src, dst, fmt.name, manifest, renamed, tuple(dropped), not_copied, tuple(messages))

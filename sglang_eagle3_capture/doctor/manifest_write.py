@@ -53,13 +53,13 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
     """Check and write ``draft_dir``'s manifest; ``fail_closed``: also rewrite config.json where stock SGLang would
     feed other layers. Raises an ``InputError`` naming the file."""
     draft = Path(draft_dir)
-    if not is_directory(draft, error=InputError, fix="pass the draft checkpoint directory"):
+    if not is_directory(draft, fix="pass the draft checkpoint directory"):
         raise InputError(draft, "DRAFT_DIR", "not a directory", "pass the draft checkpoint directory")
     target_cfg, target_file = load_target_config(target)
     arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
     check_target_bounds(arch, n_layers, hidden, str(target_file))
     path = manifest_path(draft)
-    kind = path_kind(path, error=InputError)
+    kind = path_kind(path)
     if kind != "missing" and not force:
         raise InputError(path, "<file>", "already exists" + ("" if kind == "file" else f" ({kind})"),
                          "pass --force to overwrite it")
@@ -85,13 +85,13 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
     record = {**change.record, **{k: v for k, v in (earlier or {}).items() if k in _ORIGINAL}}
     prov = dict(manifest.provenance, fail_closed=metadata_text(record))
     manifest = Manifest(manifest.layer_ids, arch, n_layers, hidden, prov, path=path)
-    original = read_bytes(cfg_path, error=InputError, fix="make the draft's config.json readable")
-    write_file_atomic(cfg_path, json.dumps(change.config, indent=2) + "\n", error=InputError,
+    original = read_bytes(cfg_path, fix="make the draft's config.json readable")
+    write_file_atomic(cfg_path, json.dumps(change.config, indent=2) + "\n",
                       fix="make the draft's config.json writable, or run without --fail-closed")
     try:
         written = write_manifest(draft, manifest)
     except BaseException:
-        write_file_atomic(cfg_path, original, error=InputError)  # leave the draft as it was
+        write_file_atomic(cfg_path, original)  # leave the draft as it was
         raise
     return Written(written, manifest, fc_checked, f"rewrote {cfg_path}: {change.what}", config_written=True)
 
@@ -124,7 +124,7 @@ def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
     the draft), or there is nothing to change; else the change: ``eagle_config``'s ids for SGLang, the top-level ids
     for vLLM (which reads them first; SGLang never does)."""
     family = family_of(manifest.target_architecture)
-    if family is None or not is_file(cfg_path, error=InputError, fix="replace it with the draft's config.json"):
+    if family is None or not is_file(cfg_path, fix="replace it with the draft's config.json"):
         return None
     cfg, n, ids = load_draft_config(cfg_path), manifest.target_num_hidden_layers, manifest.layer_ids
     wrong = [stock for stock in stock_on_supported(cfg, n, family=family, file=cfg_path)

@@ -201,8 +201,7 @@ class Eagle3Draft(nn.Module):
 
         d = Path(draft_dir)
         cfg_path = d / "config.json"
-        cfg = read_json_object(cfg_path, fix="pass the draft directory holding the draft's config.json",
-                               error=InputError)
+        cfg = read_json_object(cfg_path, fix="pass the draft directory holding the draft's config.json")
         config = DraftConfig.from_dict(cfg, where=str(cfg_path))
         index = tensor_index(d)
         check_checkpoint(config, index, cfg_path, target_embed=target_embed, target_lm_head=target_lm_head,

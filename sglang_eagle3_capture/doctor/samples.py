@@ -108,7 +108,7 @@ def _walk(root: Path) -> list[Path]:
             if not _is_sample_name(name):
                 continue
             p = Path(dirpath) / name
-            kind = path_kind(p, error=InputError)
+            kind = path_kind(p)
             if kind == "file":
                 found.append(p)
             elif kind == "directory" and name in dirnames:
@@ -124,7 +124,7 @@ def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
     file is expected is refused, so a fifo or a device is never opened."""
     out: list[Path] = []
     for p in map(Path, paths):
-        kind = path_kind(p, error=InputError, fix=_PASS_SAMPLES)
+        kind = path_kind(p, fix=_PASS_SAMPLES)
         if kind == "directory":
             found = _walk(p)
             if not found:
@@ -212,7 +212,7 @@ def _check_zip(path: Path, source, compressed: int) -> None:
 def _torch_load(path: Path):
     import torch
 
-    with open_regular(path, error=InputError, fix="pass the sample files the training pipeline wrote") as f:
+    with open_regular(path, fix="pass the sample files the training pipeline wrote") as f:
         try:
             size = os.fstat(f.fileno()).st_size
             source = io.BytesIO(_gunzip(path, f, size)) if path.name.endswith(".gz") else f
@@ -269,20 +269,20 @@ def _read_legacy(path: Path, data) -> Sample:
 def _directory_json(path: Path) -> dict:
     """Read strictly once per version of the file rather than once per sample; callers only read the result."""
     fix = "correct it, or remove it (it only describes the samples)"
-    require_file(path, error=InputError, fix=fix)
+    require_file(path, fix=fix)
     st = path.stat()
     return _parse_json(str(path), st.st_mtime_ns, st.st_size, fix)
 
 
 @functools.lru_cache(maxsize=8)
 def _parse_json(path: str, mtime_ns: int, size: int, fix: str) -> dict:
-    return read_json_object(Path(path), fix=fix, error=InputError)
+    return read_json_object(Path(path), fix=fix)
 
 
 def _check_legacy_length(path: Path, seq: int) -> None:
     """``data_{i}.pt`` must have the length its directory's ``sample_lengths.json`` records for ``i``."""
     lengths_file = path.parent / LEGACY_LENGTHS
-    if not path.stem.startswith("data_") or path_kind(lengths_file, error=InputError) == "missing":
+    if not path.stem.startswith("data_") or path_kind(lengths_file) == "missing":
         return
     index = path.stem[len("data_"):]
     doc = _directory_json(lengths_file)
@@ -296,7 +296,7 @@ def _check_legacy_length(path: Path, seq: int) -> None:
 def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
     """Layer ids from the legacy generator's ``data_config.json``, if present (upper bound checked by ``verify``)."""
     cfg = path.parent / LEGACY_DATA_CONFIG
-    if path_kind(cfg, error=InputError) == "missing":
+    if path_kind(cfg) == "missing":
         return (None,) * n
     hs = records.read(schema.DATA_CONFIG, _directory_json(cfg), file=cfg)["hidden_states"]
     ids = None if hs is None else hs["layer_ids"]
@@ -315,7 +315,7 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
 def _read_hs_safetensors(path: Path) -> Sample:
     from safetensors.torch import load_file
 
-    read_safetensors_header(path, error=InputError, fix=REGENERATE)  # a fifo is never opened, nor a bad header
+    read_safetensors_header(path, fix=REGENERATE)  # a fifo is never opened, nor a bad header
     try:
         data = load_file(str(path), device="cpu")
     except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since its header was read)
@@ -344,7 +344,7 @@ def _table_mask(path: Path, ids) -> object | None:
 
     root = path.parent.parent
     state = root / TABLE_STATE
-    if path.parent.name != TABLE_HS_DIR or path_kind(state, error=InputError) == "missing":
+    if path.parent.name != TABLE_HS_DIR or path_kind(state) == "missing":
         return None
     index = path.name[len("hs_"):-len(".safetensors")]
     if not index.isdecimal() or not index.isascii():
@@ -405,7 +405,7 @@ def _table(root: Path) -> _Table:
             raise InputError(state, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in the "
                              "directory", TABLE_FIX)
         f = root / name
-        require_file(f, error=InputError, fix=TABLE_FIX)
+        require_file(f, fix=TABLE_FIX)
         st = f.stat()
         files.append((str(f), st.st_mtime_ns, st.st_size))
     return _read_table(str(root), tuple(files))

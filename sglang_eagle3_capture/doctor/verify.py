@@ -127,7 +127,7 @@ def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
     embed = head = target_where = None
     if target is not None:
         fix = "pass the target model directory (or its config.json) as --target"
-        tdir = Path(target) if is_directory(target, error=InputError, fix=fix) else Path(target).parent
+        tdir = Path(target) if is_directory(target, fix=fix) else Path(target).parent
         embed, embed_file = load_target_tensor(tdir, "embed_tokens.weight", with_file=True)
         cfg_path = Path(draft_dir) / "config.json"
         cfg = DraftConfig.from_dict(load_draft_config(cfg_path), where=str(cfg_path))
@@ -142,7 +142,7 @@ def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
 def _final_norm_weight(target: str | Path):
     """The target's final norm weight ``[H]`` (``*model.norm.weight``), for telling pre- from post-norm states."""
     fix = "pass the target model directory (or its config.json) as --target"
-    tdir = Path(target) if is_directory(target, error=InputError, fix=fix) else Path(target).parent
+    tdir = Path(target) if is_directory(target, fix=fix) else Path(target).parent
     return load_target_tensor(tdir, "model.norm.weight")
 
 
@@ -323,7 +323,7 @@ def _target_head(target: str | Path | None, model, sample, norm_weight, found: l
     if sample.target_chunk is None:
         return None, "the samples store no target state"
     fix = "pass the target model directory (or its config.json) as --target"
-    tdir = Path(target) if is_directory(target, error=InputError, fix=fix) else Path(target).parent
+    tdir = Path(target) if is_directory(target, fix=fix) else Path(target).parent
     cfg, _ = load_target_config(target)
     text = cfg_get(cfg, "text_config") or {}
     eps = cfg_get(cfg, "rms_norm_eps", cfg_get(text, "rms_norm_eps"))

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from .. import __version__
 from ..core import switches
-from ..core.errors import Eagle3CaptureError, InputError, cut
+from ..core.errors import Eagle3CaptureError, cut
 from ..core.logs import get_logger
 from ..core.releases import installed_sglang_version
 from ..core.userfiles import PrivateDirectory, os_problem
@@ -58,7 +58,7 @@ class CaptureDump:
         self._warned_size = False
         self._dir: PrivateDirectory | None = None
         try:
-            self._dir = PrivateDirectory.open(self.directory, error=InputError)
+            self._dir = PrivateDirectory.open(self.directory)
         except Eagle3CaptureError as e:
             self._turn_off("cannot use the dump directory", e)
 

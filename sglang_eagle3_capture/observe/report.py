@@ -344,7 +344,7 @@ def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
     if count > MAX_D2T_ENTRIES:
         raise InputError(info.file, "d2t", f"holds {count} entries, more than the {MAX_D2T_ENTRIES} the report "
                          "reads", _FIX)
-    with open_regular(info.file, error=InputError, fix=_FIX) as f:
+    with open_regular(info.file, fix=_FIX) as f:
         (n,) = array.array("Q", f.read(8))
         f.seek(8 + n + info.offsets[0])
         values = array.array(_INT_CODES[info.dtype], f.read(info.offsets[1] - info.offsets[0]))

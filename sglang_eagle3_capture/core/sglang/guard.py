@@ -42,7 +42,7 @@ def declares_layer_ids(draft_path: Any) -> str | None:
     config = d / "config.json"
     if path_kind(config, fix=fix) == "missing":
         return None
-    cfg = read_json_object(config, fix=fix, error=InputError)
+    cfg = read_json_object(config, fix=fix)
     ec = cfg.get("eagle_config")
     declared = isinstance(ec, dict) and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
     return str(config) if declared else None

@@ -68,7 +68,7 @@ def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "
 
 def load_json(path: str | Path, what: str) -> dict:
     """Read a JSON object from ``path``; errors (:class:`InputError`) name the file and ``what`` it should be."""
-    return read_json_object(Path(path), fix=f"point at {what}", error=InputError)
+    return read_json_object(Path(path), fix=f"point at {what}")
 
 
 def check_draft_config(cfg: Any, file: str | Path = "config.json") -> Any:
