@@ -88,6 +88,9 @@ class VllmRelease:
                 return s
         raise KeyError(f"vLLM {self.version} has no seam for {role!r}")
 
+    def has(self, role: str) -> bool:
+        return any(s.role == role for s in self.seams)
+
 
 @dataclass(frozen=True)
 class DraftFlag:

@@ -122,10 +122,6 @@ def register() -> None:
         logger.exception("eagle3-capture: the vLLM plugin did not arm (pid %d): %s", os.getpid(), e)
 
 
-def _has(release: VllmRelease, role: str) -> bool:
-    return any(s.role == role for s in release.seams)
-
-
 def _register() -> None:
     _log_to_stderr()
     found = releases.installed_vllm_version()
@@ -135,13 +131,13 @@ def _register() -> None:
     when_imported(gate_release.seam("vllm.gate").module, lambda: _apply_gate(gate_release))
     if release is not None and release.supported:
         wiring.set_state(release, "the V1 model runner was never imported in this process")
-        if _has(release, "vllm.resolve"):  # a release without the V1 runner: the gate verifies Model Runner V2
+        if release.has("vllm.resolve"):  # a release without the V1 runner: the gate verifies Model Runner V2
             when_imported(release.trigger_module, lambda: _apply_capture(release, None))
         when_imported(release.seam("vllm.metrics.init").module, lambda: _apply_metrics(release))
     elif _newer(found):
         # newer than the table: the V1 capture patch of the newest release that has one, when its seams probe clean
         # (Model Runner V2 is verified only on releases in the table)
-        v1 = [r for r in releases.vllm_supported() if _has(r, "vllm.resolve")][-1]
+        v1 = [r for r in releases.vllm_supported() if r.has("vllm.resolve")][-1]
         wiring.set_state(None, "the V1 model runner was never imported in this process")
         when_imported(v1.trigger_module, lambda: _apply_capture(v1, found))
     else:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -203,7 +202,7 @@ class _eager:
 def _v2_release(runner: Any) -> VllmRelease | None:
     """The supported release whose Model Runner V2 ``runner`` is (its ``vllm.v2`` seam's class in the MRO), or None."""
     release = releases.vllm_get(releases.installed_vllm_version())
-    if release is None or not release.supported or not any(s.role == "vllm.v2" for s in release.seams):
+    if release is None or not release.supported or not release.has("vllm.v2"):
         return None
     seam = release.seam("vllm.v2")
     is_v2 = any(c.__module__ == seam.module and c.__name__ == seam.owner for c in type(runner).__mro__)
@@ -217,7 +216,7 @@ def verify_v2(worker: Any, runner: Any, spec: Any, release: VllmRelease, load: A
     family that captures inline. Checked on the manifest before ``load`` (so a fail-closed config.json never reaches
     vLLM's reader) and on the loaded model after it (the indices it captures, the fc's width); else refused."""
     d = deployment(spec, worker.vllm_config.model_config.hf_config, None)
-    decision = policy.decide_vllm(replace(d, release=release))
+    decision = policy.decide_vllm(d)
     if decision.layer_ids is None:
         return load()
     ids, m = decision.layer_ids, d.manifest
@@ -244,13 +243,13 @@ def verify_v2(worker: Any, runner: Any, spec: Any, release: VllmRelease, load: A
 
 
 def _refuse_v2(decision: Any, release: VllmRelease, draft: str, why: str) -> None:
-    v1 = any(s.role == "vllm.resolve" for s in release.seams)
+    v1 = ("set VLLM_USE_V2_MODEL_RUNNER=0 (the plugin feeds any manifest through the V1 runner), or "
+          if release.has("vllm.resolve") else "")
     raise DeploymentError(decision.file, decision.field, f"is {list(decision.layer_ids)}, which vLLM "
                           f"{release.version}'s Model Runner V2 cannot feed the fc exactly: {why}",
-                          ("set VLLM_USE_V2_MODEL_RUNNER=0 (the plugin feeds any manifest through the V1 runner), or "
-                           if v1 else "") + "serve the draft with SGLang and the sglang-eagle3-capture plugin; for "
-                          f"ascending decoder-layer ids, `sglang-eagle3-capture manifest write {draft} --force "
-                          "--fail-closed` writes the top-level ids Model Runner V2 reads")
+                          f"{v1}serve the draft with SGLang and the sglang-eagle3-capture plugin; for ascending "
+                          f"decoder-layer ids, `sglang-eagle3-capture manifest write {draft} --force --fail-closed` "
+                          "writes the top-level ids Model Runner V2 reads")
 
 
 def _gate(original: Any) -> Any:
