@@ -124,6 +124,7 @@ def stage_standin(report: Report, dry_run: bool) -> None:
     sys.path.insert(0, str(HERE))
     import selfcheck_standin as si
 
+    from sglang_eagle3_capture.core import selfcheck as check_core
     from sglang_eagle3_capture.core.errors import DeploymentError
     from sglang_eagle3_capture.core.sglang import selfcheck
 
@@ -145,12 +146,12 @@ def stage_standin(report: Report, dry_run: bool) -> None:
         si.fused_add_rmsnorm_(x.clone(), got, torch.ones(h, device=dev, dtype=torch.bfloat16), kernel=cuda)
         report.check(stage, "operand_reference_equals_the_fused_kernel_residual_bf16", torch.equal(want, got),
                      {"kernel": "triton (FusedAddRMSNorm arithmetic)" if cuda else "torch (no CUDA)",
-                      "max_ulp": selfcheck.difference(got, want)[1]})
+                      "max_ulp": check_core.difference(got, want)[1]})
         if not cuda and si.triton is not None and os.environ.get("TRITON_INTERPRET") == "1":
             got = r.clone()  # the kernel's code, interpreted (numpy emulates the bf16 casts: within one ulp)
             si.fused_add_rmsnorm_(x.clone(), got, torch.ones(h, device=dev, dtype=torch.bfloat16), kernel=True)
-            ulps = selfcheck.difference(got, want)[1]
-            report.check(stage, "interpreted_triton_kernel_within_the_bound", ulps <= selfcheck.ULP_BOUND,
+            ulps = check_core.difference(got, want)[1]
+            report.check(stage, "interpreted_triton_kernel_within_the_bound", ulps <= check_core.ULP_BOUND,
                          {"max_ulp": ulps})
 
     # 2. passes, bit for bit, on both paths and dtypes; 3. a permuted capture is refused

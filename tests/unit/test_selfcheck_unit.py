@@ -164,13 +164,13 @@ def test_the_bound():
     want = torch.tensor([[1.0, 2.0, -3.0]], dtype=torch.bfloat16)
     ulp = torch.tensor([[1.0, 2.0, 2.0]]) * torch.finfo(torch.bfloat16).eps
     one_ulp, two_ulp = (want.float() + ulp).to(torch.bfloat16), (want.float() + 2 * ulp).to(torch.bfloat16)
-    assert selfcheck.difference(want, want) == (0.0, 0.0)
-    assert selfcheck.difference(one_ulp, want)[1] == 1.0 and selfcheck.difference(two_ulp, want)[1] == 2.0
+    assert check_core.difference(want, want) == (0.0, 0.0)
+    assert check_core.difference(one_ulp, want)[1] == 1.0 and check_core.difference(two_ulp, want)[1] == 2.0
     session = selfcheck.Session.__new__(selfcheck.Session)
     session.check = SimpleNamespace(attn_tp=lambda: (0, 1), layer_ids=(0, -1), family=si.FAMILY, routes=ROUTES,
                                     num_hidden_layers=2, stack_name="Stack")
     session.lines = []
-    session.refs = {0: selfcheck.Ref(want, "operands", 1, exact=False), -1: selfcheck.Ref(want, "lookup", 1, True)}
+    session.refs = {0: check_core.Ref(want, "operands", 1, exact=False), -1: check_core.Ref(want, "lookup", 1, True)}
     assert session.compare(torch.cat([one_ulp, want], dim=-1)) == []
     problems = session.compare(torch.cat([want, one_ulp], dim=-1))
     assert len(problems) == 1 and "allowed none" in problems[0]
@@ -192,14 +192,14 @@ def test_the_operand_sum_rounds_as_sglang_rmsnorm():
 
 def test_row_alignment():
     chunk = torch.arange(24.0).reshape(8, 3)
-    ref = selfcheck.Ref(chunk[4:8].clone(), "r", 4, exact=True)  # rank 1 of 2: its attention-TP slice
-    got, want = selfcheck.align_rows(chunk, ref, attn_tp=(1, 2))
+    ref = check_core.Ref(chunk[4:8].clone(), "r", 4, exact=True)  # rank 1 of 2: its attention-TP slice
+    got, want = check_core.align_rows(chunk, ref, attn_tp=(1, 2))
     assert torch.equal(got, want)
-    ref = selfcheck.Ref(chunk[[6, 1]].clone(), "r", 2, exact=True)  # context parallel: rows found by their bits
-    got, want = selfcheck.align_rows(chunk, ref, attn_tp=(0, 1))
+    ref = check_core.Ref(chunk[[6, 1]].clone(), "r", 2, exact=True)  # context parallel: rows found by their bits
+    got, want = check_core.align_rows(chunk, ref, attn_tp=(0, 1))
     assert torch.equal(got, want)
-    ref = selfcheck.Ref(torch.full((2, 3), -1.0), "r", 2, exact=True)
-    assert selfcheck.align_rows(chunk, ref, attn_tp=(0, 1)) == (None, None)
+    ref = check_core.Ref(torch.full((2, 3), -1.0), "r", 2, exact=True)
+    assert check_core.align_rows(chunk, ref, attn_tp=(0, 1)) == (None, None)
 
 
 def test_row_alignment_by_value_allows_what_the_comparison_allows():
@@ -212,14 +212,15 @@ def test_row_alignment_by_value_allows_what_the_comparison_allows():
     two_off = (picked.float() + 2 * ulp).to(torch.bfloat16)
     in_fp32 = picked.float() + 0.25 * ulp  # the fp32 sum, rounding to the chunk's value
     for want in (one_off, in_fp32, one_off.float()):
-        ref = selfcheck.Ref(want.clone(), "operands", 2, exact=False)
-        got, _ = selfcheck.align_rows(chunk, ref, attn_tp=(0, 1))
+        ref = check_core.Ref(want.clone(), "operands", 2, exact=False)
+        got, _ = check_core.align_rows(chunk, ref, attn_tp=(0, 1))
         assert got is not None and torch.equal(got, picked)
-    ref = selfcheck.Ref(picked.float(), "lookup", 2, exact=True)  # exact, other dtype: bit-equal once cast
-    assert torch.equal(selfcheck.align_rows(chunk, ref, attn_tp=(0, 1))[0], picked)
-    assert selfcheck.align_rows(chunk, selfcheck.Ref(one_off, "lookup", 2, exact=True), attn_tp=(0, 1)) == (None, None)
-    assert selfcheck.align_rows(chunk, selfcheck.Ref(two_off, "operands", 2, exact=False),
-                                attn_tp=(0, 1)) == (None, None)
+    ref = check_core.Ref(picked.float(), "lookup", 2, exact=True)  # exact, other dtype: bit-equal once cast
+    assert torch.equal(check_core.align_rows(chunk, ref, attn_tp=(0, 1))[0], picked)
+    assert check_core.align_rows(chunk, check_core.Ref(one_off, "lookup", 2, exact=True),
+                                 attn_tp=(0, 1)) == (None, None)
+    assert check_core.align_rows(chunk, check_core.Ref(two_off, "operands", 2, exact=False),
+                                 attn_tp=(0, 1)) == (None, None)
 
 
 def test_a_one_ulp_operand_sum_on_a_gathered_layout_passes_the_comparison():
@@ -229,7 +230,7 @@ def test_a_one_ulp_operand_sum_on_a_gathered_layout_passes_the_comparison():
     session.check = SimpleNamespace(attn_tp=lambda: (0, 1), layer_ids=(0,), family=si.FAMILY, routes=ROUTES,
                                     num_hidden_layers=2, stack_name="Stack")
     session.lines = []
-    session.refs = {0: selfcheck.Ref(want, "operands", 2, exact=False)}
+    session.refs = {0: check_core.Ref(want, "operands", 2, exact=False)}
     assert session.compare(chunk) == []  # was: "a partial capture", refusing startup
 
 

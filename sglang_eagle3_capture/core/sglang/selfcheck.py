@@ -13,7 +13,7 @@ from typing import Any, Callable
 from .. import seams
 from ..logs import get_logger
 from ..releases.schema import Release
-from ..selfcheck import ENV, MAX_ROWS, ULP_BOUND, Ref, Session, align_rows, difference, enabled
+from ..selfcheck import ENV, Session, enabled
 from ..selfcheck import SelfCheck as _Check
 
 logger = get_logger(__name__)
@@ -176,5 +176,5 @@ def _attn_tp() -> tuple[int, int]:
         return 0, 1
 
 
-__all__ = ["ENV", "MAX_ROWS", "ULP_BOUND", "Ref", "SelfCheck", "Session", "align_rows", "arm", "checked",
-           "difference", "disarm", "enabled", "gate_applied", "gate_patch", "is_real_extend", "pending", "watch"]
+__all__ = ["ENV", "SelfCheck", "Session", "arm", "checked", "disarm", "enabled", "gate_applied", "gate_patch",
+           "is_real_extend", "pending", "watch"]
