@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import venv
@@ -42,8 +43,11 @@ def run(cmd: list, *, cwd: Path = ROOT, tail: int = 6, ok: tuple[int, ...] = (0,
 
 
 def build(work: Path) -> Path:
-    dist = work / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ROOT])
+    # from a copy: setuptools writes build/ and *.egg-info beside the sources it builds
+    src, dist = work / "src", work / "dist"
+    shutil.copytree(ROOT, src, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", "fixtures"))
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, src])
     (wheel,) = dist.glob("sglang_eagle3_capture-*.whl")
     return wheel
 
