@@ -1,22 +1,15 @@
-"""Every error this package raises, under one base class that stores its parts and renders itself.
-
-An error is ``(file, field, problem, fix)``; ``str(error)`` is one bounded, escaped line::
+"""Every error this package raises: ``(file, field, problem, fix)``, rendered by ``str(error)`` as one bounded,
+escaped line::
 
     FILE: field 'FIELD': PROBLEM; fix: FIX
 
 (``file`` or ``field`` may be ``None``: that part is left out). Tests and callers read ``.file``, ``.field``,
-``.problem`` and ``.fix``; nothing parses the line. Every echoed part is escaped (:func:`shown`) and bounded on its
-own, so a long path or key never pushes the fix out of the line.
+``.problem`` and ``.fix``; nothing parses the line. Each echoed part is escaped (:func:`shown`) and bounded on its own,
+so a long path or key never pushes the fix out of the line.
 
-Six classes: :class:`InputError`, input the user can correct (exit 2), and its :class:`AmbiguousLayerIds` (exit
-3); :class:`DeploymentError`, a deployment the engine must not run, raised at startup inside SGLang's or vLLM's
-processes and by the first-batch self-check (exit 2); :class:`PatchError` and :class:`UnsupportedSGLangVersion`, an
-installed SGLang this package cannot patch; :class:`Eagle3CaptureError`, their base. The command line
-(:func:`sglang_eagle3_capture.doctor.cli.main`) prints one line per error and exits with its class's
-:attr:`~Eagle3CaptureError.exit_code`; an ``OSError`` naming a file exits 2 as well; any other exception is a bug
-and exits 70.
-
-Errors stay ``ValueError`` / ``RuntimeError`` subclasses, so callers that caught those keep working.
+The command line prints one line per error and exits with its class's :attr:`~Eagle3CaptureError.exit_code`; an
+``OSError`` naming a file exits 2 as well, any other exception is a bug and exits 70. The classes stay ``ValueError``
+/ ``RuntimeError`` subclasses, so callers that caught those keep working.
 """
 
 from __future__ import annotations
@@ -24,11 +17,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-# Bounds of each rendered part (characters). The fix is never cut below FIX_MAX, whatever the other parts hold.
-FILE_MAX = 240
-FIELD_MAX = 160
-PROBLEM_MAX = 1600
-FIX_MAX = 800
+# Bounds of each rendered part (characters): the fix is never cut below FIX_MAX, whatever the other parts hold.
+FILE_MAX, FIELD_MAX, PROBLEM_MAX, FIX_MAX = 240, 160, 1600, 800
 
 
 def shown(value: Any) -> str:
@@ -101,14 +91,6 @@ the draft's training config"
         parts.append(cut(shown(self.problem), PROBLEM_MAX))
         return f"{': '.join(parts)}; fix: {cut(shown(self.fix), FIX_MAX)}"
 
-    def with_file(self, file: Any) -> "Eagle3CaptureError":
-        """The same error naming ``file`` (for a reader that validated a document before it knew its path)."""
-        return self._copy(file=file)
-
-    def _copy(self, **parts: Any) -> "Eagle3CaptureError":
-        new = {"file": self.file, "field": self.field, "problem": self.problem, "fix": self.fix, **parts}
-        return type(self)(new["file"], new["field"], new["problem"], new["fix"])
-
 
 class InputError(Eagle3CaptureError, ValueError):
     """Bad input the user can correct (exit status 2): an option, a config, a manifest, a checkpoint, a sample or a
@@ -125,10 +107,6 @@ class AmbiguousLayerIds(InputError):
         super().__init__(file, field, problem, fix)
         self.args = (file, field, problem, fix, tuple(readings))
         self.readings = tuple(readings)
-
-    def _copy(self, **parts: Any) -> "AmbiguousLayerIds":
-        new = {"file": self.file, "field": self.field, "problem": self.problem, "fix": self.fix, **parts}
-        return type(self)(new["file"], new["field"], new["problem"], new["fix"], self.readings)
 
 
 class DeploymentError(Eagle3CaptureError, ValueError):

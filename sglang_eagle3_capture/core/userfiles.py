@@ -7,7 +7,6 @@ applied; a :class:`PrivateDirectory` is 0700 with 0600 files. Every ``OSError`` 
 class ``(file, field, problem, fix)``. docs/threat-model.md lists each guarantee and its test.
 """
 
-
 from __future__ import annotations
 
 import contextlib
@@ -29,13 +28,10 @@ __all__ = ["MAX_JSON_BYTES", "PrivateDirectory", "atomic_directory", "finish_fil
            "read_json_object", "require_file", "write_file_atomic"]
 
 MAX_JSON_BYTES = 64 << 20  # a config, manifest, index or sample index; the largest real ones are a few MB
-TEMP_SUFFIX = ".tmp"  # temporary files: ".NAME.<random>.tmp" beside NAME
 TEMP_DIR_PREFIX = ".sglang-eagle3-capture."  # temporary directories of atomic_directory: PREFIX + random
 _KIND_NAMES = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a fifo", stat.S_IFSOCK: "a socket",
                stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 _CREATE = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC
-
-
 _OS_PROBLEMS = {  # errno -> (problem, fix) for a user's file; EACCES/EPERM depend on reading or writing
     errno.ENOSPC: ("no space left on device", "free space on that file system, or write somewhere else"),
     errno.EDQUOT: ("disk quota exceeded", "free space within your quota, or write somewhere else"),
@@ -52,16 +48,11 @@ _OS_PROBLEMS = {  # errno -> (problem, fix) for a user's file; EACCES/EPERM depe
 
 def os_problem(e: OSError, *, writing: bool = False) -> tuple[str, str]:
     """``(problem, fix)`` for an ``OSError`` on a user's file (``writing``: it was being written)."""
-    code = e.errno
-    if code in (errno.EACCES, errno.EPERM):
+    if e.errno in (errno.EACCES, errno.EPERM):
         what = "writable" if writing else "readable"
         return "permission denied", f"make it (and the directories above it) {what} by this user"
-    if code in _OS_PROBLEMS:
-        return _OS_PROBLEMS[code]
-    return f"{e.strerror or type(e).__name__} (errno {code})", "check the file and the file system"
-
-
-# --- what stands at a path -----------------------------------------------------------------------------------------
+    return _OS_PROBLEMS.get(e.errno) or (f"{e.strerror or type(e).__name__} (errno {e.errno})",
+                                         "check the file and the file system")
 
 
 def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str | None = None) -> str:
@@ -96,18 +87,13 @@ def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, 
 
 
 def _not_a_file(kind: str, path: Any, missing: str) -> str:
-    if kind == "missing":
-        return missing
-    if kind == "directory":
-        return "is a directory, not a file"
     if kind == "dangling symlink":
         try:
             return f"is a dangling symlink (to {shown(os.readlink(path))!r})"
         except OSError:
             return "is a dangling symlink"
-    if kind == "symlink loop":
-        return "is a symlink loop"
-    return f"is {kind}, not a regular file"
+    fixed = {"missing": missing, "directory": "is a directory, not a file", "symlink loop": "is a symlink loop"}
+    return fixed.get(kind, f"is {kind}, not a regular file")
 
 
 def require_file(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str,
@@ -118,33 +104,28 @@ def require_file(path: str | os.PathLike, *, error: type[InputError] = InputErro
         raise error(path, "<file>", _not_a_file(kind, path, missing), fix)
 
 
-def is_directory(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str = "check the path") -> bool:
-    """``Path.is_dir()`` that raises ``error`` instead of ``PermissionError`` for a path it cannot look at."""
-    return path_kind(path, error=error, fix=fix) == "directory"
+def is_directory(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
+    """``Path.is_dir()`` that raises ``InputError`` instead of ``PermissionError`` for a path it cannot look at."""
+    return path_kind(path, fix=fix) == "directory"
 
 
-def is_file(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str = "check the path") -> bool:
-    """True for a regular file; False when nothing is there; ``error`` for anything else that stands there
+def is_file(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
+    """True for a regular file; False when nothing is there; ``InputError`` for anything else that stands there
     (a directory, fifo, dangling symlink, symlink loop) or a path that cannot be looked at."""
-    kind = path_kind(path, error=error, fix=fix)
-    if kind == "missing":
-        return False
-    if kind != "file":
-        raise error(path, "<file>", _not_a_file(kind, path, ""), fix)
-    return True
+    kind = path_kind(path, fix=fix)
+    if kind not in ("file", "missing"):
+        raise InputError(path, "<file>", _not_a_file(kind, path, ""), fix)
+    return kind == "file"
 
 
-def list_directory(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str) -> list[str]:
-    """The names in directory ``path``, sorted; a directory that cannot be listed raises ``error``."""
+def list_directory(path: str | os.PathLike, *, fix: str) -> list[str]:
+    """The names in directory ``path``, sorted; a directory that cannot be listed raises ``InputError``."""
     try:
         return sorted(os.listdir(path))
     except OSError as e:
         problem, how = os_problem(e)
-        raise error(path, "<dir>", f"cannot list the directory ({problem})",
-                    fix if e.errno == errno.ENOENT else how) from None
-
-
-# --- reading --------------------------------------------------------------------------------------------------------
+        raise InputError(path, "<dir>", f"cannot list the directory ({problem})",
+                         fix if e.errno == errno.ENOENT else how) from None
 
 
 def open_regular(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str,
@@ -214,6 +195,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # may start a lone surroga
 
 def parse_json(data: bytes | str, *, where: Any, error: type[InputError] = InputError, fix: str) -> Any:
     """Parse a JSON document strictly (see the module doc); errors name ``where`` and the field."""
+    text = data
     if isinstance(data, bytes):
         if data.startswith(b"\xef\xbb\xbf"):
             raise error(where, "<document>", "starts with a UTF-8 byte-order mark", f"save it without one; {fix}")
@@ -221,8 +203,6 @@ def parse_json(data: bytes | str, *, where: Any, error: type[InputError] = Input
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise error(where, "<document>", f"not valid UTF-8 (byte {e.start})", fix) from None
-    else:
-        text = data
     try:
         doc = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
         if _SURROGATE_ESCAPE.search(text):
@@ -260,9 +240,6 @@ def _json_type(value: Any) -> str:
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-# --- writing --------------------------------------------------------------------------------------------------------
-
-
 def fsync_directory(path: str | os.PathLike) -> None:
     """Make a rename or a new entry in directory ``path`` durable (best effort where directories cannot be opened)."""
     try:
@@ -285,7 +262,7 @@ def _write_error(error: type[InputError], path: Any, e: OSError, fix: str | None
 def _temp_file(directory: Path, name: str, mode: int = 0o666, dir_fd: int | None = None) -> tuple[int, Path]:
     """A new file ``.NAME.<random>.tmp`` in ``directory`` (relative to ``dir_fd`` when given), created ``mode`` (the
     kernel applies the umask)."""
-    tmp = directory / f".{name[:64]}.{secrets.token_hex(8)}{TEMP_SUFFIX}"
+    tmp = directory / f".{name[:64]}.{secrets.token_hex(8)}.tmp"
     return os.open(tmp, _CREATE, mode, dir_fd=dir_fd), tmp
 
 
@@ -310,7 +287,6 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type
                       fix: str | None = None, fsync: bool = True) -> Path:
     """Write ``data`` to ``path`` atomically (see the module doc); any ``OSError`` raises ``error`` naming the file.
     Anything but a regular file standing at ``path`` is refused, never replaced."""
-
     path = Path(path)
     kind = path_kind(path, error=error)
     if kind not in ("file", "missing"):
@@ -324,15 +300,14 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type
     return path
 
 
-# --- private directories (data users would not want others to read: the capture dump's prompts) ------------------
-
 PRIVATE_DIR_MODE, PRIVATE_FILE_MODE = 0o700, 0o600
 _REPLACE_FIX = ("point it at a new path (it is created 0700), or at a directory this user owns that no one else can "
                 "write")
 
 
 class PrivateDirectory:
-    """A directory only this process's user can write, held open, and the files written into it (mode 0600).
+    """A directory only this process's user can write, held open, and the files written into it (mode 0600): for
+    data users would not want others to read (the capture dump's prompts).
 
     :meth:`open` creates it 0700 or takes an existing one only if it is a real directory owned by this user and
     writable by neither group nor others. It is opened ``O_NOFOLLOW`` and every file is written through that
@@ -431,7 +406,7 @@ def _open_private(name: str, dir_fd: int | None, path: Path, error: type[InputEr
         raise
 
 
-def finish_file(path: str | os.PathLike, *, error: type[InputError] = InputError) -> None:
+def finish_file(path: str | os.PathLike) -> None:
     """For a file a library wrote (``safetensors.save_file`` creates it 0600): give it the mode a new file in its
     directory gets (read from a probe file created there ``0o666``: the umask, or a default ACL), and fsync it."""
     path = Path(path)
@@ -449,7 +424,7 @@ def finish_file(path: str | os.PathLike, *, error: type[InputError] = InputError
         finally:
             os.close(fd)
     except OSError as e:
-        raise _write_error(error, path, e) from None
+        raise _write_error(InputError, path, e) from None
 
 
 @contextlib.contextmanager
