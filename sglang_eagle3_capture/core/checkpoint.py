@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from . import records
 from .draft_config import default_release, resolve_flags
 from .errors import InputError, brief
-from .schemas.checkpoint import DTYPE_BITS, HEADER, INDEX, MAX_DIMS, REEXPORT, TENSOR  # noqa: F401 (re-exported)
+from .schemas.checkpoint import DTYPE_BITS, HEADER, INDEX, REEXPORT, TENSOR
 from .schemas.draft import TENSOR_DIMS
 from .userfiles import list_directory, open_regular, os_problem, parse_json, path_kind, read_json_object, require_file
 
@@ -25,6 +25,7 @@ INDEX_FILENAME = "model.safetensors.index.json"
 SINGLE_FILENAME = "model.safetensors"
 _UNSUPPORTED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt")
 SINGLE_LAYER_PREFIX = "midlayer."  # the one-layer draft's checkpoint prefix every SGLang release loads
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
 
 
 def module_name(checkpoint_name: str) -> str:
@@ -61,65 +62,61 @@ class TensorInfo:
     offsets: tuple[int, int] = (0, 0)
 
 
-MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
-
-
-def _read(record: records.Record, doc: Any, path: Path, error: type[InputError], fix: str, prefix: str = "") -> dict:
-    """``records.read`` raising ``error`` with ``fix`` (a header read for a sample or a dump says what to do there)."""
+def _read(record: records.Record, doc: Any, path: Path, fix: str, prefix: str = "") -> dict:
+    """``records.read`` saying ``fix`` (a header read for a sample or a dump says what to do there)."""
     try:
         return records.read(record, doc, file=path, prefix=prefix)
     except InputError as e:
-        raise error(e.file, e.field, e.problem, fix) from None
+        raise InputError(e.file, e.field, e.problem, fix) from None
 
 
-def read_safetensors_header(path: str | Path, *, error: type[InputError] = InputError,
-                            fix: str = REEXPORT) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+def read_safetensors_header(path: str | Path, *, fix: str = REEXPORT) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """``({name: TensorInfo}, metadata)`` of one safetensors file, checked as safetensors checks it before loading
     (bounded strict header, offsets spanning each shape's bytes and tiling the data section); anything else raises
-    ``error`` naming the file, the tensor or field and ``fix``. No tensor data is read."""
+    ``InputError`` naming the file, the tensor or field and ``fix``. No tensor data is read."""
     p = Path(path)
-    with open_regular(p, error=error, fix=fix, missing="missing") as f:
+    with open_regular(p, fix=fix, missing="missing") as f:
         try:
             size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
-                raise error(p, "<header>", f"file is {size} bytes, too short for a safetensors header", fix)
+                raise InputError(p, "<header>", f"file is {size} bytes, too short for a safetensors header", fix)
             (n,) = struct.unpack("<Q", head)
             if n > size - 8:
-                raise error(p, "<header>", f"header claims {n} bytes but the file has {size - 8} after the length "
-                            "field (truncated)", fix)
+                raise InputError(p, "<header>", f"header claims {n} bytes but the file has {size - 8} after the "
+                                 "length field (truncated)", fix)
             if n > MAX_HEADER_BYTES:
-                raise error(p, "<header>", f"header of {n} bytes, more than safetensors' limit of {MAX_HEADER_BYTES}",
-                            fix)
+                raise InputError(p, "<header>", f"header of {n} bytes, more than safetensors' limit of "
+                                 f"{MAX_HEADER_BYTES}", fix)
             raw = f.read(n)
         except OSError as e:
             problem, how = os_problem(e)
-            raise error(p, "<file>", f"cannot read ({problem})", how) from None
+            raise InputError(p, "<file>", f"cannot read ({problem})", how) from None
     if not raw.lstrip().startswith(b"{"):
-        raise error(p, "<header>", "not a safetensors header (no JSON object)", fix)
-    header = _read(HEADER, parse_json(raw, where=p, error=error, fix=fix), p, error, fix)
+        raise InputError(p, "<header>", "not a safetensors header (no JSON object)", fix)
+    header = _read(HEADER, parse_json(raw, where=p, fix=fix), p, fix)
     metadata = header.pop("__metadata__") or {}
     tensors: dict[str, TensorInfo] = {}
     data_len = size - 8 - n
     for name, entry in header.items():
-        entry = _read(TENSOR, entry, p, error, fix, prefix=name)
+        entry = _read(TENSOR, entry, p, fix, prefix=name)
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         bits = math.prod(shape) * DTYPE_BITS[dtype]
         if offsets[0] > offsets[1] or bits % 8 or offsets[1] - offsets[0] != bits // 8:
-            raise error(p, f"{name}.data_offsets", f"{brief(offsets)} spans {offsets[1] - offsets[0]} bytes, but "
-                        f"shape {shape} of {dtype} needs {bits / 8:g}", fix)
+            raise InputError(p, f"{name}.data_offsets", f"{brief(offsets)} spans {offsets[1] - offsets[0]} bytes, "
+                             f"but shape {shape} of {dtype} needs {bits / 8:g}", fix)
         if offsets[1] > data_len:
-            raise error(p, f"{name}.data_offsets", f"data ends at byte {offsets[1]} but the file holds {data_len} "
-                        "data bytes (truncated)", fix)
+            raise InputError(p, f"{name}.data_offsets", f"data ends at byte {offsets[1]} but the file holds "
+                             f"{data_len} data bytes (truncated)", fix)
         tensors[name] = TensorInfo(p, dtype, tuple(shape), (offsets[0], offsets[1]))
     end = 0
     for name, info in sorted(tensors.items(), key=lambda kv: kv[1].offsets):
         if info.offsets[0] != end:
-            raise error(p, f"{name}.data_offsets", f"starts at byte {info.offsets[0]}, but the previous tensor ends at "
-                        f"{end} (tensors must tile the data section, as safetensors requires)", fix)
+            raise InputError(p, f"{name}.data_offsets", f"starts at byte {info.offsets[0]}, but the previous tensor "
+                             f"ends at {end} (tensors must tile the data section, as safetensors requires)", fix)
         end = info.offsets[1]
     if end != data_len:
-        raise error(p, "<data>", f"the tensors cover {end} of its {data_len} data bytes", fix)
+        raise InputError(p, "<data>", f"the tensors cover {end} of its {data_len} data bytes", fix)
     return tensors, metadata
 
 
@@ -200,8 +197,8 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
     the flattened draft ``config``; errors are :class:`InputError` naming ``where``."""
     dims = records.read(TENSOR_DIMS, config, file=where)
     h, heads, inter, vocab = (dims[k] for k in TENSOR_DIMS.names[:4])
-    kv, hd, dvocab = dims["num_key_value_heads"] or heads, dims["head_dim"] or h // heads, dims["draft_vocab_size"]
-    dvocab = dvocab or vocab
+    kv, hd = dims["num_key_value_heads"] or heads, dims["head_dim"] or h // heads
+    dvocab = dims["draft_vocab_size"] or vocab
     if not hd:
         raise InputError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {h} and no head_dim "
                          "is given", "set head_dim, or correct num_attention_heads")
@@ -238,7 +235,6 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
 
 def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
     """The input width of ``index["fc.weight"]``, or :class:`InputError` when it is not 2-D."""
-
     fc = index["fc.weight"]
     if len(fc.shape) != 2:
         raise InputError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "

@@ -1,12 +1,11 @@
-"""User records through msgspec: a record is a :class:`Record` struct whose fields carry their types, bounds
-(``Meta``) and fix (:func:`fix`). :func:`read` converts a parsed document strictly (``bool`` never an ``int``, no NaN
-or infinity in a number: :data:`FINITE`) and raises the record's error naming the file, the field as users write it
-(``target.hidden_size``, ``layer_ids[2]``, ``weight_map.fc.weight``), the problem and the fix.
+"""User records through msgspec: a :class:`Record` struct whose fields carry their types, bounds (``Meta``) and fix
+(:func:`fix`). :func:`read` converts a parsed document strictly (``bool`` never an ``int``, no NaN or infinity:
+:data:`FINITE`) and raises ``InputError`` naming the file, the field as users write it (``layer_ids[2]``,
+``weight_map.fc.weight``), the problem and the fix.
 
-Unknown keys: ``refuse`` (``forbid_unknown_fields=True``) where a value changes what the draft's fc receives (the
-manifest's top level and ``target``), else ``keep``: :func:`read` returns a dict holding them as they were, so a file
-written by a newer tool still loads. A ``metadata`` record is never refused (:func:`problems` lists what to show
-beside it). A value msgspec does not know (a tensor) is a :class:`Custom` kind. Declarations: ``core/schemas/``.
+Unknown keys are refused (``forbid_unknown_fields=True``) where a value changes what the draft's fc receives, else
+kept as they were, so a file written by a newer tool still loads. A ``metadata`` record is never refused. A value
+msgspec does not know (a tensor) is a :class:`Custom` kind. Declarations: ``core/schemas/``.
 
 Example::
 
@@ -162,7 +161,7 @@ def _is_struct(kind: Any) -> bool:
 def _pick(kind: Any, node: Any) -> Any:
     """The member of a union that ``node`` (an object, a list) went to."""
     members = get_args(kind) if get_origin(kind) in (Union, UnionType) else (kind,)
-    for member in map(lambda m: _strip(m)[0], members):
+    for member in (_strip(m)[0] for m in members):
         if isinstance(node, dict) and (get_origin(member) is dict or _is_struct(member)):
             return member
         if isinstance(node, list) and get_origin(member) is list:

@@ -1,11 +1,9 @@
 """A draft's ``config.json``: as every format reader sees it, as SGLang's ``LlamaForCausalLMEagle3`` reads it, and
 as speculators writes it (read by ``convert``).
 
-Policy: these are HF configs, full of keys nobody here knows, so unknown keys are kept everywhere except in the
-speculators top level, which ``convert`` refuses to carry unless it understands every setting. What is strict is what
-changes what the fc receives or the math SGLang's draft class runs: the capture-id lists, the dimensions, the math
-flags, the layer count, the RoPE kind. A field shared by several records is declared once, as a type with its fix, or
-in a base record.
+Unknown keys are kept (HF configs are full of them) except in the speculators top level, which ``convert`` refuses to
+carry unless it understands every setting. Strict is what changes what the fc receives or the math SGLang's draft
+class runs: the capture-id lists, the dimensions, the math flags, the layer count, the RoPE kind.
 """
 
 from __future__ import annotations
@@ -38,10 +36,6 @@ def _flag(name: str) -> Any:
     return fix(FLAG, f'write "{name}": true or false (as the draft was trained)')
 
 
-def _dim(name: str, fix_: str, required: bool = True) -> Any:
-    return fix(DIM if required else DIM | None, fix_)
-
-
 _IDS_FIX = "list the layers the fc consumes, e.g. [2, 30, 58]"
 
 
@@ -59,15 +53,13 @@ class TopIds(Custom):
 TOP_IDS = fix(TopIds | None, _IDS_FIX)
 ARCHITECTURES = fix(list_of(text(200)) | None, f'write e.g. ["{SGLANG_ARCH}"]')
 NUM_AUX = fix(integer(1, MAX_IDS) | None, "set it to the number of hidden states the fc consumes")
-HIDDEN = _dim("hidden_size", "copy hidden_size from the draft's training config")
-HEADS = _dim("num_attention_heads", "copy num_attention_heads from the draft's training config")
-INTERMEDIATE = _dim("intermediate_size", "copy intermediate_size from the draft's training config")
-VOCAB = _dim("vocab_size", "copy vocab_size (the target's vocabulary) from the draft's training config")
-KV_HEADS = _dim("num_key_value_heads", "copy num_key_value_heads from the draft's training config, or remove it",
-                required=False)
-HEAD_DIM = _dim("head_dim", "copy head_dim from the draft's training config, or remove it", required=False)
-DRAFT_VOCAB = _dim("draft_vocab_size", "set it to the draft's lm_head rows, or remove it (lm_head from the target)",
-                   required=False)
+HIDDEN = fix(DIM, "copy hidden_size from the draft's training config")
+HEADS = fix(DIM, "copy num_attention_heads from the draft's training config")
+INTERMEDIATE = fix(DIM, "copy intermediate_size from the draft's training config")
+VOCAB = fix(DIM, "copy vocab_size (the target's vocabulary) from the draft's training config")
+KV_HEADS = fix(DIM | None, "copy num_key_value_heads from the draft's training config, or remove it")
+HEAD_DIM = fix(DIM | None, "copy head_dim from the draft's training config, or remove it")
+DRAFT_VOCAB = fix(DIM | None, "set it to the draft's lm_head rows, or remove it (lm_head from the target)")
 
 # The fail-closed object (config_keys.FAIL_CLOSED_IDS) passes the schema; each reader then accepts it only beside a
 # manifest (policy.declared_ids, draft_checks.plan_draft) and the format readers refuse it (it is no training format).
@@ -123,18 +115,15 @@ class ROPE(Record):
     truncate: fix(FLAG, _YARN) = None
 
 
-class _Dims(Record, kw_only=True):
+# The tensors a one-layer SGLang draft holds follow from these (checkpoint.expected_eagle3_tensors).
+@record("point at the draft's config.json", name="draft dimensions")
+class TENSOR_DIMS(Record, kw_only=True):
     hidden_size: HIDDEN
     num_attention_heads: HEADS
     intermediate_size: INTERMEDIATE
     vocab_size: VOCAB
     num_key_value_heads: KV_HEADS = None
     head_dim: HEAD_DIM = None
-
-
-# The tensors a one-layer SGLang draft holds follow from these (checkpoint.expected_eagle3_tensors).
-@record("point at the draft's config.json", name="draft dimensions")
-class TENSOR_DIMS(_Dims, kw_only=True):
     draft_vocab_size: DRAFT_VOCAB = None
 
 
@@ -155,7 +144,7 @@ class SGLANG_DRAFT(Record, kw_only=True):  # fields in the order they are judged
     num_key_value_heads: KV_HEADS = None
     head_dim: HEAD_DIM = None
     draft_vocab_size: DRAFT_VOCAB = None
-    num_hidden_layers: _dim("num_hidden_layers", "copy num_hidden_layers (the draft's decoder layers, usually 1)")
+    num_hidden_layers: fix(DIM, "copy num_hidden_layers (the draft's decoder layers, usually 1)")
     target_hidden_size: fix(DIM, "remove the field or set it to the target's hidden size (SGLang cannot build null)"
                             ) = None
     num_aux_hidden_states: NUM_AUX = None
@@ -184,10 +173,7 @@ _NO = exactly(False) | None
 
 
 # What SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py on llama.py) cannot run with the math the draft was trained
-# with, declared once and read by every format's convert path (SGLANG_LAYOUT, TRANSFORMER_LAYER): its qkv has no bias
-# (q/k/v biases are dropped without a word, o_proj gets one from nowhere), its LlamaMLP neither bias nor any
-# activation but silu, a tied head is the embedding (the trained lm_head is dropped), a quantization config makes it
-# quantize the layers, llama4_text reads another MLP width, and it builds num_hidden_layers decoder layers.
+# with (each fix says why; llama4_text reads another MLP width), for every format's convert path.
 class HONOURED(Record, kw_only=True):
     model_type: fix(Literal["llama"], f"{_FAITHFUL}: SGLang's LlamaForCausalLMEagle3 is a Llama layer (a qwen3 "
                     "draft has q/k norms it has no place for)") = "llama"
@@ -213,8 +199,7 @@ class TRANSFORMER_LAYER(HONOURED, kw_only=True):
     layer_types: fix(list_of(text(200)) | None, "re-save the draft with speculators") = None
 
 
-# What convert needs of a draft already in SGLang's layout (doctor.formats.sglang_eagle_config); the rest is copied
-# as is.
+# What convert needs of a draft already in SGLang's layout (doctor.formats.sglang_eagle_config); the rest is copied.
 @record("point at the draft's config.json", name="SGLang-layout draft config.json")
 class SGLANG_LAYOUT(HONOURED, kw_only=True):
     architectures: fix(list_of(Literal[SGLANG_ARCH], min_len=1, max_len=1), f"only {SGLANG_ARCH} drafts "

@@ -15,9 +15,8 @@ FILENAME = "eagle3_manifest.json"
 FORMAT = "sglang-eagle3-capture.manifest"
 VERSION = 1  # what a manifest of integer layer ids is written as (every release of this package reads it)
 FINAL_NORM_VERSION = 2  # the version that added the "final_norm" token; a manifest listing it is written as this
-# The version that added the "expected" block (the release before it refuses the key at server start): a manifest
-# carrying the block is written as this. Versions 1 and 2 that carry it (written by 0.2.0 releases before this
-# version) are still read: the block is metadata.
+# The version that added the "expected" block, which the release before refuses at server start: a manifest carrying
+# it is written as this (versions 1 and 2 that carry it are still read: the block is metadata).
 EXPECTED_VERSION = 3
 VERSIONS = (VERSION, FINAL_NORM_VERSION, EXPECTED_VERSION)
 WRITE_HINT = "sglang-eagle3-capture manifest write DRAFT_DIR --layer-ids=-1,2,30 --target TARGET"
@@ -64,12 +63,9 @@ class PROVENANCE(Record):
                    'first') = None
 
 
-# Metadata: what the draft should accept when served, as ``verify`` measured it offline (doc: docs/metrics.md,
-# "The alarm"). Forward-compatible: kept as it is, never refused; the server's alarm uses it only when it reads
-# cleanly and was measured for the manifest's layer_ids (``Manifest.expected_acceptance``), and says why once when
-# not. Bounded to what means something: a draft proposes at most MAX_EXPECTED_STEPS positions per verify step, and a
-# block holds figures for at most MAX_EXPECTED_SETTINGS settings (the doctor writes about 30), so reading it, and the
-# gauges a server exports from it, stay small whatever the file holds.
+# Metadata, never refused: what the draft should accept when served, as ``verify`` measured it offline (docs/metrics.md,
+# "The alarm"; ``Manifest.expected_acceptance``). Bounded so reading it, and the gauges a server exports from it, stay
+# small: a draft proposes at most MAX_EXPECTED_STEPS positions a step; the doctor writes about 30 settings.
 MAX_EXPECTED_STEPS = 64
 MAX_EXPECTED_SETTINGS = 256
 WRITE_EXPECTED = "rewrite it with `sglang-eagle3-capture verify DRAFT --data SAMPLES --write-expected`"
