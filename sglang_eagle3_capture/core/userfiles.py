@@ -32,6 +32,10 @@ TEMP_DIR_PREFIX = ".sglang-eagle3-capture."  # temporary directories of atomic_d
 _KIND_NAMES = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a fifo", stat.S_IFSOCK: "a socket",
                stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 _CREATE = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # may start a lone surrogate; a valid pair passes the check
+PRIVATE_DIR_MODE, PRIVATE_FILE_MODE = 0o700, 0o600
+_REPLACE_FIX = ("point it at a new path (it is created 0700), or at a directory this user owns that no one else can "
+                "write")
 _OS_PROBLEMS = {  # errno -> (problem, fix) for a user's file; EACCES/EPERM depend on reading or writing
     errno.ENOSPC: ("no space left on device", "free space on that file system, or write somewhere else"),
     errno.EDQUOT: ("disk quota exceeded", "free space within your quota, or write somewhere else"),
@@ -55,11 +59,17 @@ def os_problem(e: OSError, *, writing: bool = False) -> tuple[str, str]:
                                          "check the file and the file system")
 
 
+def _failed(error: type[InputError], path: Any, field: str, doing: str, e: OSError, *, writing: bool = False,
+            fix: str | None = None) -> InputError:
+    """``error`` for ``e`` raised while ``doing`` (e.g. "cannot open") at ``path``; os_problem's fix unless ``fix``."""
+    problem, how = os_problem(e, writing=writing)
+    return error(path, field, f"{doing} ({problem})", fix or how)
+
+
 def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str | None = None) -> str:
     """What ``path`` is, following symlinks: ``"file"``, ``"directory"``, ``"missing"``, ``"dangling symlink"``,
-    ``"symlink loop"``, or ``"a fifo"`` / ``"a socket"`` / ``"a character device"`` / ``"a block device"``.
-    A path that cannot be looked at (a directory above it is not searchable) raises ``error``; its fix is the
-    OS problem's own (e.g. make it readable) followed by the caller's ``fix`` when one is given."""
+    ``"symlink loop"``, or ``"a fifo"`` / ``"a socket"`` / ``"a character device"`` / ``"a block device"``. A path
+    that cannot be looked at raises ``error``, whose fix is the OS problem's followed by the caller's ``fix``."""
     p = os.fspath(path)
     try:
         st = os.stat(p)
@@ -123,9 +133,8 @@ def list_directory(path: str | os.PathLike, *, fix: str) -> list[str]:
     try:
         return sorted(os.listdir(path))
     except OSError as e:
-        problem, how = os_problem(e)
-        raise InputError(path, "<dir>", f"cannot list the directory ({problem})",
-                         fix if e.errno == errno.ENOENT else how) from None
+        raise _failed(InputError, path, "<dir>", "cannot list the directory", e,
+                      fix=fix if e.errno == errno.ENOENT else None) from None
 
 
 def open_regular(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str,
@@ -135,8 +144,7 @@ def open_regular(path: str | os.PathLike, *, error: type[InputError] = InputErro
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        problem, how = os_problem(e)
-        raise error(path, "<file>", f"cannot open ({problem})", how) from None
+        raise _failed(error, path, "<file>", "cannot open", e) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else between stat and open
             raise error(path, "<file>", "is not a regular file", fix)
@@ -159,8 +167,7 @@ def read_bytes(path: str | os.PathLike, *, error: type[InputError] = InputError,
             if len(data) > size:  # it grew since fstat (or the kernel reports no size): read on, still bounded
                 data += f.read(max_bytes + 1 - len(data))
         except OSError as e:
-            problem, how = os_problem(e)
-            raise error(path, "<file>", f"cannot read ({problem})", how) from None
+            raise _failed(error, path, "<file>", "cannot read", e) from None
     if len(data) > max_bytes:
         raise error(path, "<file>", f"holds more than the {max_bytes} bytes this reader accepts", fix)
     return data
@@ -188,9 +195,6 @@ def _float(text: str) -> float:
     if math.isinf(value):
         raise _Refused("<document>", f"the number {cut(text, 40)} is out of range")
     return value
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # may start a lone surrogate; a valid pair passes the check
 
 
 def parse_json(data: bytes | str, *, where: Any, error: type[InputError] = InputError, fix: str) -> Any:
@@ -254,11 +258,6 @@ def fsync_directory(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def _write_error(error: type[InputError], path: Any, e: OSError, fix: str | None = None) -> InputError:
-    problem, how = os_problem(e, writing=True)
-    return error(path, "<file>", f"cannot write ({problem})", fix or how)
-
-
 def _temp_file(directory: Path, name: str, mode: int = 0o666, dir_fd: int | None = None) -> tuple[int, Path]:
     """A new file ``.NAME.<random>.tmp`` in ``directory`` (relative to ``dir_fd`` when given), created ``mode`` (the
     kernel applies the umask)."""
@@ -294,15 +293,10 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type
     try:
         _replace(path, data.encode("utf-8") if isinstance(data, str) else data, mode=0o666, fsync=fsync)
     except OSError as e:
-        raise _write_error(error, path, e, fix) from None
+        raise _failed(error, path, "<file>", "cannot write", e, writing=True, fix=fix) from None
     if fsync:
         fsync_directory(path.parent)
     return path
-
-
-PRIVATE_DIR_MODE, PRIVATE_FILE_MODE = 0o700, 0o600
-_REPLACE_FIX = ("point it at a new path (it is created 0700), or at a directory this user owns that no one else can "
-                "write")
 
 
 class PrivateDirectory:
@@ -323,8 +317,8 @@ class PrivateDirectory:
             os.makedirs(path.parent, exist_ok=True)
         except OSError as e:  # FileExistsError: something other than a directory stands above it
             code = errno.ENOTDIR if isinstance(e, FileExistsError) else e.errno
-            problem, how = os_problem(OSError(code, e.strerror), writing=True)
-            raise error(path, "<dir>", f"cannot create the directory ({problem})", how) from None
+            raise _failed(error, path, "<dir>", "cannot create the directory", OSError(code, e.strerror),
+                          writing=True) from None
         return cls(_open_private(str(path), None, path, error), path, error)
 
     def subdirectory(self, name: str) -> "PrivateDirectory":
@@ -340,7 +334,7 @@ class PrivateDirectory:
             if fsync:
                 os.fsync(self.fd)
         except OSError as e:
-            raise _write_error(self.error, self.path / name, e) from None
+            raise _failed(self.error, self.path / name, "<file>", "cannot write", e, writing=True) from None
         return self.path / name
 
     def remove(self, name: str) -> None:
@@ -371,8 +365,7 @@ def _open_private(name: str, dir_fd: int | None, path: Path, error: type[InputEr
     except FileExistsError:
         pass  # checked below, as any existing directory
     except OSError as e:
-        problem, how = os_problem(e, writing=True)
-        raise error(path, "<dir>", f"cannot create the directory ({problem})", how) from None
+        raise _failed(error, path, "<dir>", "cannot create the directory", e, writing=True) from None
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
@@ -384,8 +377,7 @@ def _open_private(name: str, dir_fd: int | None, path: Path, error: type[InputEr
             raise error(path, "<dir>", f"is {kind}, not a directory", _REPLACE_FIX)
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as e:
-        problem, how = os_problem(e)
-        raise error(path, "<dir>", f"cannot open the directory ({problem})", how) from None
+        raise _failed(error, path, "<dir>", "cannot open the directory", e) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISDIR(st.st_mode):  # swapped between the look and the open
@@ -424,7 +416,7 @@ def finish_file(path: str | os.PathLike) -> None:
         finally:
             os.close(fd)
     except OSError as e:
-        raise _write_error(InputError, path, e) from None
+        raise _failed(InputError, path, "<file>", "cannot write", e, writing=True) from None
 
 
 @contextlib.contextmanager
@@ -438,8 +430,7 @@ def atomic_directory(dst: str | os.PathLike, *, error: type[InputError] = InputE
     try:
         os.mkdir(tmp, 0o777)
     except OSError as e:
-        problem, how = os_problem(e, writing=True)
-        raise error(parent, "<dir>", f"cannot create a directory there ({problem})", how) from None
+        raise _failed(error, parent, "<dir>", "cannot create a directory there", e, writing=True) from None
     try:
         yield tmp
         try:
@@ -455,7 +446,7 @@ def atomic_directory(dst: str | os.PathLike, *, error: type[InputError] = InputE
             if e.errno == errno.EBUSY:  # a mount point (or a directory in use) cannot be renamed over
                 raise error(dst, "<dir>", "is a mount point or in use, so the finished copy cannot be renamed onto it",
                             f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}") from None
-            raise _write_error(error, dst, e) from None
+            raise _failed(error, dst, "<file>", "cannot write", e, writing=True) from None
         tmp = None
         fsync_directory(parent)
     finally:
