@@ -35,6 +35,8 @@ from .errors import InputError, brief
 SURROGATE = "a string holds a lone surrogate such as \\ud800 (not valid Unicode)"  # msgspec cannot say which
 MAX_ITEMS = 1_000_000  # no list in a file read here is longer (a vocabulary map is the longest)
 FINITE = Meta(ge=-sys.float_info.max, le=sys.float_info.max)  # NaN fails every comparison: refused with infinity
+_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false", "null": "null",
+          "array": "a list", "object": "an object"}
 
 
 def fix(kind: Any, text: str) -> Any:
@@ -211,10 +213,6 @@ def _locate(rec: type[Record], doc: Any, message: str) -> tuple[str, str, str]:
     if on_key and isinstance(node, dict):
         path, problem = f"{path}.{brief(next(k for k in node if not isinstance(k, str)), 40)}", "unknown key"
     return path[1:] if path else "<document>", _words(problem, node, kind), said
-
-
-_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false", "null": "null",
-          "array": "a list", "object": "an object"}
 
 
 def _words(problem: str, value: Any, kind: Any = None) -> str:

@@ -197,16 +197,14 @@ def _float(text: str) -> float:
     return value
 
 
-def parse_json(data: bytes | str, *, where: Any, error: type[InputError] = InputError, fix: str) -> Any:
+def parse_json(data: bytes, *, where: Any, error: type[InputError] = InputError, fix: str) -> Any:
     """Parse a JSON document strictly (see the module doc); errors name ``where`` and the field."""
-    text = data
-    if isinstance(data, bytes):
-        if data.startswith(b"\xef\xbb\xbf"):
-            raise error(where, "<document>", "starts with a UTF-8 byte-order mark", f"save it without one; {fix}")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise error(where, "<document>", f"not valid UTF-8 (byte {e.start})", fix) from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise error(where, "<document>", "starts with a UTF-8 byte-order mark", f"save it without one; {fix}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(where, "<document>", f"not valid UTF-8 (byte {e.start})", fix) from None
     try:
         doc = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
         if _SURROGATE_ESCAPE.search(text):

@@ -30,13 +30,11 @@ MARKABLE_IDS = list_of(int | Literal[FINAL_NORM], max_len=MAX_IDS)
 OBJECT = map_of(Any)
 FLAG = bool | None
 POSITIVE = number(positive=True)  # an epsilon, a RoPE theta
+_IDS_FIX = "list the layers the fc consumes, e.g. [2, 30, 58]"
 
 
 def _flag(name: str) -> Any:
     return fix(FLAG, f'write "{name}": true or false (as the draft was trained)')
-
-
-_IDS_FIX = "list the layers the fc consumes, e.g. [2, 30, 58]"
 
 
 class TopIds(Custom):
@@ -65,6 +63,15 @@ DRAFT_VOCAB = fix(DIM | None, "set it to the draft's lm_head rows, or remove it 
 # manifest (policy.declared_ids, draft_checks.plan_draft) and the format readers refuse it (it is no training format).
 FAIL_CLOSED = map_of(text(4000), max_len=1)
 
+_ROPE_FIX = "use a draft trained with default or YaRN full neox RoPE"
+ROPE_TYPES = ("default", "yarn")  # what SGLang's get_rope builds for the Llama draft and draft.model computes alike
+_YARN = "copy it from the rope parameters the draft was trained with"
+YARN_NUMBER, YARN_SCALE = fix(POSITIVE | None, _YARN), fix(number(0) | None, _YARN)
+ORIGINAL_MAX = fix(integer(1, 1 << 40) | None, _YARN)
+_FAITHFUL = "this draft cannot be converted faithfully"
+_NO = exactly(False) | None
+_METADATA = fix(Any, "re-save the draft with speculators")
+
 
 @record("write eagle_config as an object", name="eagle_config")
 class EAGLE_CONFIG(Record, rename={"ids": IDS_KEY, "convention": CONVENTION_KEY}):
@@ -88,13 +95,6 @@ class DRAFT_CONFIG(Record, rename={"ids": IDS_KEY}):
     rope_scaling: fix(OBJECT | None, "correct the config (or re-save the draft)") = None
     ids: TOP_IDS = None
     num_aux_hidden_states: NUM_AUX = None
-
-
-_ROPE_FIX = "use a draft trained with default or YaRN full neox RoPE"
-ROPE_TYPES = ("default", "yarn")  # what SGLang's get_rope builds for the Llama draft and draft.model computes alike
-_YARN = "copy it from the rope parameters the draft was trained with"
-YARN_NUMBER, YARN_SCALE = fix(POSITIVE | None, _YARN), fix(number(0) | None, _YARN)
-ORIGINAL_MAX = fix(integer(1, 1 << 40) | None, _YARN)
 
 
 # SGLang reads ``rope_type``, else ``type`` (layers/rotary_embedding/factory.py get_rope); the YaRN keys are what it
@@ -127,9 +127,6 @@ class TENSOR_DIMS(Record, kw_only=True):
     draft_vocab_size: DRAFT_VOCAB = None
 
 
-_ROPE = fix(ROPE | None, _ROPE_FIX)
-
-
 # The fields SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py, llama.py) reads (draft.config.DraftConfig).
 @record("point at the draft's config.json", name="SGLang EAGLE-3 draft config.json")
 class SGLANG_DRAFT(Record, kw_only=True):  # fields in the order they are judged: architectures first
@@ -150,8 +147,8 @@ class SGLANG_DRAFT(Record, kw_only=True):  # fields in the order they are judged
     num_aux_hidden_states: NUM_AUX = None
     rms_norm_eps: fix(POSITIVE, "copy rms_norm_eps from the draft's training config") = 1e-6
     rope_theta: fix(POSITIVE, "set rope_theta to the draft's RoPE base") = 10000.0
-    rope_parameters: _ROPE = None
-    rope_scaling: _ROPE = None
+    rope_parameters: fix(ROPE | None, _ROPE_FIX) = None
+    rope_scaling: fix(ROPE | None, _ROPE_FIX) = None
     original_max_position_embeddings: ORIGINAL_MAX = None
     partial_rotary_factor: fix(number(1, 1), _ROPE_FIX) = 1
     rope_is_neox_style: fix(exactly(True), _ROPE_FIX) = True
@@ -166,10 +163,6 @@ class SGLANG_DRAFT(Record, kw_only=True):  # fields in the order they are judged
     norm_output: _flag("norm_output") = None
     norm_before_residual: _flag("norm_before_residual") = None
     use_aux_norm: _flag("use_aux_norm") = None
-
-
-_FAITHFUL = "this draft cannot be converted faithfully"
-_NO = exactly(False) | None
 
 
 # What SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py on llama.py) cannot run with the math the draft was trained
@@ -209,9 +202,6 @@ class SGLANG_LAYOUT(HONOURED, kw_only=True):
     norm_output: _flag("norm_output") = None
     norm_before_residual: _flag("norm_before_residual") = None
     use_aux_norm: _flag("use_aux_norm") = None
-
-
-_METADATA = fix(Any, "re-save the draft with speculators")
 
 
 # speculators 0.9.0 Eagle3SpeculatorConfig's top level: convert carries these or keeps them as metadata, and

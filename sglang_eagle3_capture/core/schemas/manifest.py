@@ -25,6 +25,13 @@ REWRITE = f"rewrite it with `{WRITE_HINT}`"
 # Bounds no real target reaches: a manifest beyond them is a corrupt or hostile file (and every check stays cheap).
 MAX_LAYERS = 100_000
 MAX_HIDDEN_SIZE = 1 << 20
+# The "expected" block (metadata, never refused: what the draft should accept when served, as ``verify`` measured it;
+# docs/metrics.md, "The alarm") is bounded so reading it, and the gauges a server exports from it, stay small: a draft
+# proposes at most MAX_EXPECTED_STEPS positions a step; the doctor writes about 30 settings.
+MAX_EXPECTED_STEPS = 64
+MAX_EXPECTED_SETTINGS = 256
+WRITE_EXPECTED = "rewrite it with `sglang-eagle3-capture verify DRAFT --data SAMPLES --write-expected`"
+STEPS, TOPK, DRAFT_TOKENS = integer(1, MAX_EXPECTED_STEPS), integer(1, 1024), integer(1, 1 << 16)
 
 Format = fix(Literal[FORMAT], f"this is not an sglang-eagle3-capture manifest; {REWRITE}")
 Version = fix(Literal[VERSIONS], f"upgrade sglang-eagle3-capture (this one reads versions "
@@ -61,15 +68,6 @@ class PROVENANCE(Record):
     deepstack: fix(text(), 'on a deepstack target (Qwen3-VL): "before-add" when the training data took HF '
                    'hidden_states or layer hooks, "after-add" when it was captured through an SGLang that adds it '
                    'first') = None
-
-
-# Metadata, never refused: what the draft should accept when served, as ``verify`` measured it offline (docs/metrics.md,
-# "The alarm"; ``Manifest.expected_acceptance``). Bounded so reading it, and the gauges a server exports from it, stay
-# small: a draft proposes at most MAX_EXPECTED_STEPS positions a step; the doctor writes about 30 settings.
-MAX_EXPECTED_STEPS = 64
-MAX_EXPECTED_SETTINGS = 256
-WRITE_EXPECTED = "rewrite it with `sglang-eagle3-capture verify DRAFT --data SAMPLES --write-expected`"
-STEPS, TOPK, DRAFT_TOKENS = integer(1, MAX_EXPECTED_STEPS), integer(1, 1024), integer(1, 1 << 16)
 
 
 @record(metadata=True, name="manifest expected acceptance")
