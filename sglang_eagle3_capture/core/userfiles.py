@@ -226,12 +226,11 @@ def parse_json(data: bytes, *, where: Any, error: type[InputError] = InputError,
 
 
 def read_json_object(path: str | os.PathLike, *, fix: str, missing: str = "not found",
-                     error: type[InputError] = InputError, max_bytes: int = MAX_JSON_BYTES) -> dict:
+                     error: type[InputError] = InputError) -> dict:
     """The JSON object in the file ``path``, read strictly (see the module doc); anything else raises ``error``
     naming the file, the field and ``fix``."""
     path = Path(path)
-    doc = parse_json(read_bytes(path, error=error, fix=fix, missing=missing, max_bytes=max_bytes), where=path,
-                     error=error, fix=fix)
+    doc = parse_json(read_bytes(path, error=error, fix=fix, missing=missing), where=path, error=error, fix=fix)
     if not isinstance(doc, dict):
         raise error(path, "<document>", f"expected a JSON object, got {_json_type(doc)}", fix)
     return doc
@@ -263,16 +262,16 @@ def _temp_file(directory: Path, name: str, mode: int = 0o666, dir_fd: int | None
     return os.open(tmp, _CREATE, mode, dir_fd=dir_fd), tmp
 
 
-def _replace(path: Path, payload: bytes, *, mode: int, fsync: bool, dir_fd: int | None = None) -> None:
-    """Write ``payload`` to a temporary file beside ``path`` and rename it onto ``path`` (both relative to ``dir_fd``
-    when given); raises ``OSError``, leaving no temporary file."""
+def _replace(path: Path, data: bytes | str, *, mode: int, dir_fd: int | None = None) -> None:
+    """Write ``data`` (a str as UTF-8) to a temporary file beside ``path``, fsync it and rename it onto ``path`` (both
+    relative to ``dir_fd`` when given); raises ``OSError``, leaving no temporary file."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = _temp_file(path.parent, path.name, mode, dir_fd)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
             f.flush()
-            if fsync:
-                os.fsync(f.fileno())
+            os.fsync(f.fileno())
         os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -281,7 +280,7 @@ def _replace(path: Path, payload: bytes, *, mode: int, fsync: bool, dir_fd: int 
 
 
 def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type[InputError] = InputError,
-                      fix: str | None = None, fsync: bool = True) -> Path:
+                      fix: str | None = None) -> Path:
     """Write ``data`` to ``path`` atomically (see the module doc); any ``OSError`` raises ``error`` naming the file.
     Anything but a regular file standing at ``path`` is refused, never replaced."""
     path = Path(path)
@@ -289,11 +288,10 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type
     if kind not in ("file", "missing"):
         raise error(path, "<file>", _not_a_file(kind, path, ""), fix or "remove it, or write elsewhere")
     try:
-        _replace(path, data.encode("utf-8") if isinstance(data, str) else data, mode=0o666, fsync=fsync)
+        _replace(path, data, mode=0o666)
     except OSError as e:
         raise _failed(error, path, "<file>", "cannot write", e, writing=True, fix=fix) from None
-    if fsync:
-        fsync_directory(path.parent)
+    fsync_directory(path.parent)
     return path
 
 
@@ -324,13 +322,11 @@ class PrivateDirectory:
         return PrivateDirectory(_open_private(name, self.fd, self.path / name, self.error), self.path / name,
                                 self.error)
 
-    def write(self, name: str, data: bytes | str, *, fsync: bool = True) -> Path:
+    def write(self, name: str, data: bytes | str) -> Path:
         """Write file ``name`` (mode 0600) atomically; raises ``error`` naming it."""
         try:
-            _replace(Path(name), data.encode("utf-8") if isinstance(data, str) else data, mode=PRIVATE_FILE_MODE,
-                     fsync=fsync, dir_fd=self.fd)
-            if fsync:
-                os.fsync(self.fd)
+            _replace(Path(name), data, mode=PRIVATE_FILE_MODE, dir_fd=self.fd)
+            os.fsync(self.fd)
         except OSError as e:
             raise _failed(self.error, self.path / name, "<file>", "cannot write", e, writing=True) from None
         return self.path / name
