@@ -1,9 +1,6 @@
-"""Draft checkpoint files: which safetensors files a draft has, what each holds, and tensor names.
-
-Headers are parsed without torch, so a truncated or corrupt file is named before anything is loaded. Also the
-tensors SGLang's ``LlamaForCausalLMEagle3`` (models/llama_eagle3.py) needs for a one-layer draft
-(:func:`expected_eagle3_tensors`) and the checkpoint-to-module name map.
-"""
+"""Draft checkpoint files: which safetensors files a draft has, what each holds (headers parsed without torch, so a
+truncated or corrupt file is named before anything is loaded), the tensors SGLang's ``LlamaForCausalLMEagle3``
+(models/llama_eagle3.py) needs for a one-layer draft, and the checkpoint-to-module name map."""
 
 from __future__ import annotations
 

@@ -252,9 +252,8 @@ def _plain(value: Any, doc: Any) -> Any:
 
 def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
     """``doc`` validated against ``rec``: a dict of every declared field (defaults filled in) plus, under the ``keep``
-    policy, the unknown keys as they are. Raises ``InputError(file, field, problem, fix)``.
-
-    A ``metadata`` record is never refused: ``doc`` comes back as it is (see :func:`problems`)."""
+    policy, the unknown keys as they are; raises ``InputError(file, field, problem, fix)``. A ``metadata`` record is
+    never refused: ``doc`` comes back as it is (see :func:`problems`)."""
     if rec.metadata:
         return doc
     judged = doc  # under keep, a key that is not a string (a torch.save dict's) is kept, never judged
