@@ -1,13 +1,10 @@
-"""The training samples ``verify`` and ``compare`` read (:mod:`sglang_eagle3_capture.doctor.samples`): one record
-per on-disk layout, and the two JSON files speculators' legacy generator writes beside its samples.
+"""The training samples ``verify`` and ``compare`` read (:mod:`.samples`): one record per on-disk layout, and the
+two JSON files speculators' legacy generator writes beside its samples.
 
-A sample file is a dict of tensors, so its fields are :class:`Tensor` kinds (a JSON value never is one). Policy:
-``keep`` everywhere, since pipelines add keys of their own and nothing here reads them; each declared key is typed
-strictly (dense CPU tensors of the right dimensions, integer or floating point, finite; fp8 read as float32),
-because its values are what the fc is scored on. The shapes that tie keys together (one row per token, K chunks of
-the hidden size) are checked by the reader.
+Policy ``keep`` everywhere (pipelines add keys of their own, and nothing here reads them); each declared key is a
+strictly typed :class:`Tensor`, because its values are what the fc is scored on. The shapes that tie keys together
+(one row per token, K chunks of the hidden size) are checked by the reader.
 """
-
 from __future__ import annotations
 
 import functools
@@ -46,6 +43,12 @@ FLOATS = ("float16", "bfloat16", "float32", "float64")
 FP8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 INTS = ("int8", "int16", "int32", "int64", "uint8")
 UNSIGNED = ("uint16", "uint32", "uint64")
+_VALUES = {  # Tensor.values -> (dtypes taken, what describe() says it holds, what a refusal says was expected)
+    "float": (FLOATS + FP8, " of finite floats",
+              "floating-point hidden states (float16/bfloat16/float32/float64 or fp8)"),
+    "int": (INTS + UNSIGNED, " of integers", "integers"),
+    "any": (FLOATS + FP8 + INTS + UNSIGNED + ("bool",), "", "real numbers or bool"),
+}
 
 
 def _dtype(value: Any) -> str:
@@ -80,8 +83,7 @@ class Tensor(Custom):
 
     @classmethod
     def describe(cls) -> str:
-        of = {"float": " of finite floats", "int": " of integers"}.get(cls.values, "")
-        return f"a tensor {cls.shape}{of}"
+        return f"a tensor {cls.shape}{_VALUES[cls.values][1]}"
 
     @classmethod
     def check(cls, value: Any) -> Any:
@@ -90,11 +92,8 @@ class Tensor(Custom):
         _dense(value)
         torch = sys.modules["torch"]
         dtype = _dtype(value)
-        floats, ints = FLOATS + FP8, INTS + UNSIGNED
-        allowed = {"float": floats, "int": ints}.get(cls.values, floats + ints + ("bool",))
+        allowed, _, want = _VALUES[cls.values]
         if dtype not in allowed:
-            want = {"float": "floating-point hidden states (float16/bfloat16/float32/float64 or fp8)",
-                    "int": "integers"}.get(cls.values, "real numbers or bool")
             raise ValueError(f"holds {dtype}, expected {want}")
         if dtype in FP8:
             value = value.float()
@@ -112,15 +111,11 @@ def tensor(shape: str, dims: tuple[int, ...], values: str = "any") -> type[Tenso
     return type(f"Tensor{shape}", (Tensor,), {"shape": shape, "dims": dims, "values": values, "__slots__": ()})
 
 
-def _layout(name: str, fix_: str):
-    return record(fix_, name=name)
-
-
 _IDS = tensor("[seq] (or [1, seq])", (1, 2), "int")
 _MASK = tensor("[seq] (or [1, seq])", (1, 2))
 
 # speculators' VllmHiddenStatesGenerator (data_{i}.pt): the fc took cat(hidden_states[:-1]).
-@_layout(LEGACY_PT, "pass data_*.pt files written by speculators' legacy generator")
+@record("pass data_*.pt files written by speculators' legacy generator", name=LEGACY_PT)
 class LEGACY(Record):
     input_ids: fix(_IDS, REGENERATE)
     hidden_states: fix(list_of(tensor("[seq, hidden]", (2,), "float"), min_len=2),
@@ -131,7 +126,7 @@ class LEGACY(Record):
 # speculators' hs_{i}.safetensors (vLLM extract_hidden_states): the fc took hidden_states[:, :-1]. Its loss mask is
 # row i of the datasets table beside the hidden_states/ directory (TABLE_ROW); a mask in the file is read when there is
 # no table.
-@_layout(HS_SAFETENSORS, "pass hs_*.safetensors files written by speculators")
+@record("pass hs_*.safetensors files written by speculators", name=HS_SAFETENSORS)
 class HS(Record):
     hidden_states: fix(tensor("[seq, layers, hidden]", (3,), "float"), REGENERATE)
     token_ids: fix(_IDS, REGENERATE)
@@ -147,25 +142,25 @@ TABLE_STATE = "state.json"
 TABLE_FIX = "pass the directory speculators' prepare-data and offline data generation wrote, unchanged"
 
 
-@_layout("state.json data file", TABLE_FIX)
+@record(TABLE_FIX, name="state.json data file")
 class TABLE_FILE(Record):
     filename: fix(text(255, nonempty=True), "name a data-*.arrow file of this directory (no path)")
 
 
-@_layout(TABLE_STATE, TABLE_FIX)
+@record(TABLE_FIX, name=TABLE_STATE)
 class TABLE_STATE_RECORD(Record):
     _data_files: fix(list_of(TABLE_FILE, min_len=1, max_len=100_000), 'list the table\'s Arrow files ({"filename": '
                      '"data-00000-of-00001.arrow"}, as datasets\' save_to_disk writes them)')
 
 
-@_layout("speculators datasets table row", TABLE_FIX)
+@record(TABLE_FIX, name="speculators datasets table row")
 class TABLE_ROW(Record):
     input_ids: fix(_IDS, TABLE_FIX)
     loss_mask: fix(_MASK, TABLE_FIX)
 
 
 # SpecForge's scripts/prepare_hidden_states.py (*.ckpt, *.ckpt.gz): the fc took aux_hidden_state.
-@_layout(SPECFORGE_CKPT, "pass *.ckpt / *.ckpt.gz files written by SpecForge")
+@record("pass *.ckpt / *.ckpt.gz files written by SpecForge", name=SPECFORGE_CKPT)
 class SPECFORGE(Record):
     input_ids: fix(_IDS, REGENERATE)
     loss_mask: fix(_MASK, REGENERATE)
@@ -173,20 +168,18 @@ class SPECFORGE(Record):
     aux_hidden_state: fix(tensor("[1, seq, K*hidden]", (2, 3), "float"), REGENERATE)
 
 
-LAYOUTS = {LEGACY_PT: LEGACY, HS_SAFETENSORS: HS, SPECFORGE_CKPT: SPECFORGE}
-
 # data_config.json beside legacy samples: speculators writes many keys; only the stored layers are read. Their ids
 # say which stored tensor is which layer, so they are typed strictly (distinct, one per tensor: checked by the reader).
 DATA_CONFIG_FILENAME = "data_config.json"
 
 
-@_layout("data_config.json hidden_states", DESCRIBES)
+@record(DESCRIBES, name="data_config.json hidden_states")
 class STORED_LAYERS(Record):
     layer_ids: fix(list_of(integer(lo=-1)) | None, "list one layer id (>= -1, -1 = embedding output) per stored "
                    "tensor, or remove the file") = None
 
 
-@_layout("data_config.json", DESCRIBES)
+@record(DESCRIBES, name="data_config.json")
 class DATA_CONFIG(Record):
     hidden_states: fix(STORED_LAYERS | None, 'correct the file (speculators writes {"hidden_states": {"layer_ids": '
                        '[...]}}), or remove it') = None
@@ -202,8 +195,8 @@ def sample_lengths(index: str) -> type[Record]:
     """``sample_lengths.json`` as read for ``data_{index}.pt``."""
     length = fix(integer(lo=0), f"set it to data_{index}.pt's token count, or remove the file (it only describes the "
                  "samples)")
-    return _layout(LENGTHS_FILENAME, DESCRIBES)(msgspec.defstruct("SampleLengths", [("length", length, None)],
-                                                                  bases=(Record,), rename={"length": index}))
+    struct = msgspec.defstruct("SampleLengths", [("length", length, None)], bases=(Record,), rename={"length": index})
+    return record(DESCRIBES, name=LENGTHS_FILENAME)(struct)
 
 
 RECORDS = (LEGACY, HS, SPECFORGE, STORED_LAYERS, DATA_CONFIG, sample_lengths("0"), TABLE_FILE, TABLE_STATE_RECORD,
