@@ -1,14 +1,9 @@
-"""Readers for the EAGLE-3 training samples that training pipelines write to disk, each into one :class:`Sample`.
-
-- speculators' legacy ``data_{i}.pt`` (``VllmHiddenStatesGenerator``): the trainer (``standardize_data_v1``) fed
-  the fc ``cat(hidden_states[:-1])``; ``data_config.json`` may list the stored layer ids (captured *after* layer
-  ``idx``, so already this package's ids); ``sample_lengths.json`` must agree with each file.
-- speculators' ``hs_{i}.safetensors`` (vLLM ``extract_hidden_states``), with the loss mask from the ``datasets``
-  table above ``hidden_states/`` (speculators 0.9 ``train/data.py`` ``ArrowDataset``); docs/formats-and-convert.md.
-- SpecForge's ``.ckpt`` / ``.ckpt.gz`` (``scripts/prepare_hidden_states.py``).
-
-Keys are declared in :mod:`.sample_schema`. ``torch.load`` runs with ``weights_only=True``, and only after every
-compressed container it would inflate was bounded (:data:`MAX_RATIO`)."""
+"""Readers for the EAGLE-3 training samples pipelines write, each into one :class:`Sample`: speculators' legacy
+``data_{i}.pt`` (with ``data_config.json`` and ``sample_lengths.json``), its ``hs_{i}.safetensors`` (with the loss
+mask from the ``datasets`` table above ``hidden_states/``) and SpecForge's ``.ckpt`` / ``.ckpt.gz``; the layouts are
+declared in :mod:`.sample_schema`, and docs/formats-and-convert.md says what each trainer fed the fc.
+``torch.load`` runs with ``weights_only=True``, and only after every compressed container it would inflate was
+bounded (:data:`MAX_RATIO`)."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ import io
 import os
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -28,18 +23,9 @@ from ..core.checkpoint import read_safetensors_header
 from ..core.errors import InputError, brief
 from ..core.userfiles import open_regular, os_problem, path_kind, read_json_object, require_file
 from . import sample_schema as schema
-from .sample_schema import (
-    HS_SAFETENSORS,
-    LEGACY_PT,
-    REGENERATE,
-    SPECFORGE_CKPT,
-    TABLE_FIX,
-    TABLE_HS_DIR,
-    TABLE_STATE,
-)
+from .sample_schema import DATA_CONFIG_FILENAME as LEGACY_DATA_CONFIG
+from .sample_schema import HS_SAFETENSORS, LEGACY_PT, REGENERATE, SPECFORGE_CKPT, TABLE_FIX, TABLE_HS_DIR, TABLE_STATE
 
-LEGACY_DATA_CONFIG = schema.DATA_CONFIG_FILENAME
-LEGACY_LENGTHS = schema.LENGTHS_FILENAME
 _PATTERNS = ("*.pt", "hs_*.safetensors", "*.ckpt", "*.ckpt.gz")
 _PASS_SAMPLES = "pass sample files or a directory of them"
 
@@ -59,7 +45,7 @@ class Sample:
     chunk_names: tuple[str, ...]
     fc_chunks: tuple[int, ...]
     target_chunk: int | None
-    chunk_layer_ids: tuple[int | None, ...] = field(default=())
+    chunk_layer_ids: tuple[int | None, ...]
 
     @property
     def seq_len(self) -> int:
@@ -68,6 +54,13 @@ class Sample:
     @property
     def hidden_size(self) -> int:
         return int(self.chunks[0].shape[-1])
+
+
+def _sample(path: Path, layout: str, ids, mask, chunks: tuple, names: Iterable[str], layer_ids=None) -> Sample:
+    """The trainer fed the fc every chunk but the last, in order; the last is the verifier's last hidden state."""
+    n = len(chunks)
+    return Sample(path=path, layout=layout, input_ids=ids, loss_mask=mask, chunks=chunks, chunk_names=tuple(names),
+                  fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=layer_ids or (None,) * n)
 
 
 def _is_sample_name(name: str) -> bool:
@@ -141,12 +134,11 @@ def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
 def load_sample(path: str | Path) -> Sample:
     """Read one sample file, choosing the layout from its name (``.pt``, ``.safetensors``, ``.ckpt[.gz]``)."""
     path = Path(path)
-    name = path.name
-    if name.endswith(".safetensors"):
+    if path.name.endswith(".safetensors"):
         return _read_hs_safetensors(path)
-    if name.endswith(".ckpt") or name.endswith(".ckpt.gz"):
+    if path.name.endswith((".ckpt", ".ckpt.gz")):
         return _read_specforge(path, _torch_load(path))
-    if name.endswith(".pt"):
+    if path.name.endswith(".pt"):
         return _read_legacy(path, _torch_load(path))
     raise InputError(path, "<file>", "unknown sample file type",
                      "pass speculators data_*.pt, hs_*.safetensors or SpecForge *.ckpt / *.ckpt.gz files")
@@ -171,12 +163,9 @@ def _bomb(path: Path, inflated: str, compressed: int) -> InputError:
 
 def _first_line(e: BaseException) -> str:
     """The informative line of an exception's message (torch's weights_only refusal spans several)."""
-    text = str(e)
-    for line in text.splitlines():
-        if "WeightsUnpickler error:" in line:
-            return brief(line.split("WeightsUnpickler error:", 1)[1].strip(), 200)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return brief(lines[0] if lines else type(e).__name__, 200)
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    refusal = [line.partition("WeightsUnpickler error:")[2] for line in lines if "WeightsUnpickler error:" in line]
+    return brief((refusal or lines or [type(e).__name__])[0].strip(), 200)
 
 
 def _gunzip(path: Path, f, compressed: int) -> bytes:
@@ -195,11 +184,11 @@ def _gunzip(path: Path, f, compressed: int) -> bytes:
 def _check_zip(path: Path, source, compressed: int) -> None:
     """A torch zip archive whose records, as its central directory declares them (the sizes torch's reader
     allocates), fit the budget; a file of another format passes untouched."""
-    if not zipfile.is_zipfile(source):
-        source.seek(0)
+    is_zip = zipfile.is_zipfile(source)
+    source.seek(0)
+    if not is_zip:
         return
     try:
-        source.seek(0)
         with zipfile.ZipFile(source) as z:
             total = sum(info.file_size for info in z.infolist())
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
@@ -258,12 +247,8 @@ def _read_legacy(path: Path, data) -> Sample:
     mask = _rows(d["loss_mask"], "loss_mask", path, seq) != 0
     _check_legacy_length(path, seq)
     n = len(d["hidden_states"])
-    return Sample(
-        path=path, layout=LEGACY_PT, input_ids=ids, loss_mask=mask, chunks=tuple(d["hidden_states"]),
-        chunk_names=tuple(f"hidden_states[{i}]" for i in range(n)),
-        fc_chunks=tuple(range(n - 1)), target_chunk=n - 1,
-        chunk_layer_ids=_legacy_layer_ids(path, n),
-    )
+    return _sample(path, LEGACY_PT, ids, mask, tuple(d["hidden_states"]), (f"hidden_states[{i}]" for i in range(n)),
+                   _legacy_layer_ids(path, n))
 
 
 def _directory_json(path: Path) -> dict:
@@ -281,7 +266,7 @@ def _parse_json(path: str, mtime_ns: int, size: int, fix: str) -> dict:
 
 def _check_legacy_length(path: Path, seq: int) -> None:
     """``data_{i}.pt`` must have the length its directory's ``sample_lengths.json`` records for ``i``."""
-    lengths_file = path.parent / LEGACY_LENGTHS
+    lengths_file = path.parent / schema.LENGTHS_FILENAME
     if not path.stem.startswith("data_") or path_kind(lengths_file) == "missing":
         return
     index = path.stem[len("data_"):]
@@ -289,26 +274,24 @@ def _check_legacy_length(path: Path, seq: int) -> None:
     entry = {index: doc[index]} if index in doc else {}  # only this sample's entry is judged: O(1) per sample
     want = records.read(schema.sample_lengths(index), entry, file=lengths_file)[index]
     if want is not None and want != seq:
-        raise InputError(path, "input_ids", f"has {seq} tokens but {LEGACY_LENGTHS} says {want} for {index!r}: the "
+        raise InputError(path, "input_ids", f"has {seq} tokens but {lengths_file.name} says {want} for {index!r}: the "
                          "sample and the index disagree (a file from another run?)", "regenerate or remove one")
 
 
-def _legacy_layer_ids(path: Path, n: int) -> tuple[int | None, ...]:
-    """Layer ids from the legacy generator's ``data_config.json``, if present (upper bound checked by ``verify``)."""
+def _legacy_layer_ids(path: Path, n: int) -> tuple[int, ...] | None:
+    """Layer ids from the legacy generator's ``data_config.json``, if it lists them (upper bound checked by
+    ``verify``). It captured after decoder layer idx: its ids are already layer ids."""
     cfg = path.parent / LEGACY_DATA_CONFIG
-    if path_kind(cfg) == "missing":
-        return (None,) * n
-    hs = records.read(schema.DATA_CONFIG, _directory_json(cfg), file=cfg)["hidden_states"]
-    ids = None if hs is None else hs["layer_ids"]
+    doc = {} if path_kind(cfg) == "missing" else records.read(schema.DATA_CONFIG, _directory_json(cfg), file=cfg)
+    ids = (doc.get("hidden_states") or {}).get("layer_ids")
     if ids is None:
-        return (None,) * n
+        return None
     fix = schema.STORED_LAYERS.fix_of("layer_ids")
     if len(ids) != n:
         raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} lists {len(ids)} layers, but {path.name} "
                          f"stores {n} tensors", fix)
     if len(set(ids)) != n:
         raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} repeats a layer id", fix)
-    # The legacy generator captured after decoder layer idx: its ids are already layer ids.
     return tuple(ids)
 
 
@@ -329,13 +312,8 @@ def _read_hs_safetensors(path: Path) -> Sample:
     mask = _table_mask(path, ids)
     if mask is None and d["loss_mask"] is not None:
         mask = _rows(d["loss_mask"], "loss_mask", path, hs.shape[0]) != 0
-    n = hs.shape[1]
-    return Sample(
-        path=path, layout=HS_SAFETENSORS, input_ids=ids, loss_mask=mask,
-        chunks=tuple(hs[:, i] for i in range(n)),
-        chunk_names=tuple(f"hidden_states[:, {i}]" for i in range(n)),
-        fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=(None,) * n,
-    )
+    return _sample(path, HS_SAFETENSORS, ids, mask, tuple(hs.unbind(1)),
+                   (f"hidden_states[:, {i}]" for i in range(hs.shape[1])))
 
 
 def _table_mask(path: Path, ids) -> object | None:
@@ -456,9 +434,5 @@ def _read_specforge(path: Path, data) -> Sample:
     ids = _rows(d["input_ids"], "input_ids", path, final.shape[0]).long()
     mask = _rows(d["loss_mask"], "loss_mask", path, final.shape[0]) != 0
     k = aux.shape[1] // h
-    chunks = tuple(aux[:, i * h:(i + 1) * h] for i in range(k)) + (final,)
-    return Sample(
-        path=path, layout=SPECFORGE_CKPT, input_ids=ids, loss_mask=mask, chunks=chunks,
-        chunk_names=tuple(f"aux_hidden_state[..., {i * h}:{(i + 1) * h}]" for i in range(k)) + ("hidden_state",),
-        fc_chunks=tuple(range(k)), target_chunk=k, chunk_layer_ids=(None,) * (k + 1),
-    )
+    return _sample(path, SPECFORGE_CKPT, ids, mask, (*aux.split(h, dim=1), final),
+                   (*(f"aux_hidden_state[..., {i * h}:{(i + 1) * h}]" for i in range(k)), "hidden_state"))
