@@ -47,11 +47,7 @@ class ChunkResult:
     def matches(self, min_cosine: float) -> bool:
         """Best match is the expected tensor, with every row's cosine and norm within bounds."""
         return (self.best == self.expected and self.min_cos[self.expected] >= min_cosine
-                and self.scale_ok(self.expected))
-
-    def scale_ok(self, j: int) -> bool:
-        """True when the served rows have training tensor ``j``'s norms (within :data:`MAX_NORM_DEVIATION`)."""
-        return self.max_norm_dev[j] <= MAX_NORM_DEVIATION
+                and self.max_norm_dev[self.expected] <= MAX_NORM_DEVIATION)
 
 
 @dataclass
@@ -105,8 +101,7 @@ def _metadata(meta_path: Path) -> dict:
     """A batch's ``.json`` metadata (``{}`` when there is none), read strictly (:data:`~.dump_schema.METADATA`)."""
     if path_kind(meta_path) == "missing":
         return {}
-    return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX),
-                        file=meta_path)
+    return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX), file=meta_path)
 
 
 def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
@@ -140,12 +135,8 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
 def _runs(positions) -> list[tuple[int, int]]:
     """``(start_row, end_row)`` of maximal runs of consecutive positions."""
     pos = positions.tolist()
-    runs, start = [], 0
-    for i in range(1, len(pos) + 1):
-        if i == len(pos) or pos[i] != pos[i - 1] + 1:
-            runs.append((start, i))
-            start = i
-    return runs
+    edges = [0, *(i for i in range(1, len(pos)) if pos[i] != pos[i - 1] + 1), len(pos)] if pos else []
+    return list(zip(edges, edges[1:]))
 
 
 class _SampleIndex:
@@ -159,27 +150,23 @@ class _SampleIndex:
     def candidates(self, ids: list[int], p0: int) -> list:
         if len(ids) < MIN_LATE_RUN:
             return self.samples
-        table = self._by_p0.get(p0)
-        if table is None:
-            table = {}
+        if p0 not in self._by_p0:
+            table = self._by_p0[p0] = {}
             for s in self.samples:
                 key = tuple(s.input_ids[p0:p0 + MIN_LATE_RUN].tolist())
                 if len(key) == MIN_LATE_RUN:
                     table.setdefault(key, []).append(s)
-            self._by_p0[p0] = table
-        found = table.get(tuple(ids[:MIN_LATE_RUN]))
+        found = self._by_p0[p0].get(tuple(ids[:MIN_LATE_RUN]))
         return found if found else self.samples  # a match shorter than MIN_LATE_RUN: every sample may be the best
 
 
-def _match_run(ids: list[int], p0: int, samples) -> tuple[object | None, int]:
+def _match_run(ids: list[int], p0: int, index: _SampleIndex) -> tuple[object | None, int]:
     """The sample whose tokens at ``p0..`` equal ``ids`` longest, and that length (0: none or ambiguous). Tied samples
     are interchangeable only if they share every token up to the match's end, which always holds for ``p0 == 0``."""
     if p0 > 0 and len(ids) < MIN_LATE_RUN:
         return None, 0  # a late run this short is never used: no need to look
-    if isinstance(samples, _SampleIndex):
-        samples = samples.candidates(ids, p0)
     best, best_len = [], 0
-    for s in samples:
+    for s in index.candidates(ids, p0):
         sid = s.input_ids[p0:p0 + len(ids)].tolist()
         n = 0
         while n < len(sid) and sid[n] == ids[n]:
@@ -188,9 +175,7 @@ def _match_run(ids: list[int], p0: int, samples) -> tuple[object | None, int]:
             best, best_len = [s], n
         elif n == best_len and n > 0:
             best.append(s)
-    if not best:
-        return None, 0
-    if p0 > 0 and (len(best) > 1 or best_len < MIN_LATE_RUN):
+    if not best or p0 > 0 and (len(best) > 1 or best_len < MIN_LATE_RUN):
         return None, 0
     end = p0 + best_len
     if any(not bool((s.input_ids[:end] == best[0].input_ids[:end]).all()) for s in best[1:]):
@@ -218,6 +203,8 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
                          "batches of several server runs", "give each run its own dump directory (or remove the "
                          "other run's files)")
     h, k = first.hidden_size, len(first.fc_chunks)
+    one_run_ids = next(iter(runs_ids), ())  # every chunk's served layer id, when the dump names one per chunk
+    served_ids = one_run_ids if len(one_run_ids) == k else (None,) * k
     report = CompareReport(chunk_names=first.chunk_names, chunk_layer_ids=first.chunk_layer_ids, min_cosine=min_cosine)
     served_rows, train_rows = [], []
     for f, tensors, meta in dump:
@@ -252,9 +239,7 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     norm_dev = ratio.log().abs().amax(dim=0)  # [K, C]
     for j in range(k):
         diff = (served[:, j, None, :] - train).abs().amax(dim=(0, 2))
-        lids = {tuple(x) for x in report.dump_layer_ids if x}
-        served_id = list(lids)[0][j] if len(lids) == 1 and len(list(lids)[0]) == k else None
-        report.chunks.append(ChunkResult(j, served_id, first.fc_chunks[j], cos[:, j].mean(0).tolist(),
+        report.chunks.append(ChunkResult(j, served_ids[j], first.fc_chunks[j], cos[:, j].mean(0).tolist(),
                                          cos[:, j].amin(0).tolist(), diff.tolist(), norm_dev[j].tolist()))
     _decide(report)
     return report
@@ -271,7 +256,7 @@ def _decide(report: CompareReport) -> None:
     parts = []
     for c in bad:
         want = names[c.expected]
-        if c.best == c.expected and c.min_cos[c.best] >= report.min_cosine and not c.scale_ok(c.expected):
+        if c.best == c.expected and c.min_cos[c.best] >= report.min_cosine:  # so its norms are what differ
             parts.append(f"served chunk {c.index} points the way {want} does (min cosine {c.min_cos[c.best]:.4f}) but "
                          f"its norms differ by up to {c.max_norm_dev[c.expected]:.1%} (log scale): one side is the "
                          "final norm's output and the other its input (pre- vs post-norm, layer id final_norm vs "
