@@ -63,10 +63,6 @@ def _sample(path: Path, layout: str, ids, mask, chunks: tuple, names: Iterable[s
                   fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=layer_ids or (None,) * n)
 
 
-def _is_sample_name(name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name, pat) for pat in _PATTERNS)
-
-
 def _not_a_sample(kind: str) -> str:
     """What :func:`~sglang_eagle3_capture.core.userfiles.path_kind` found where a sample file was expected."""
     if kind == "missing":
@@ -98,7 +94,7 @@ def _walk(root: Path) -> list[Path]:
         if TABLE_STATE in filenames and TABLE_HS_DIR in dirnames:  # speculators' data directory: its samples are
             filenames = []  # hidden_states/hs_*.safetensors (token_freq.pt beside the table is none)
         for name in filenames + dirnames:
-            if not _is_sample_name(name):
+            if not any(fnmatch.fnmatchcase(name, pattern) for pattern in _PATTERNS):
                 continue
             p = Path(dirpath) / name
             kind = path_kind(p)
@@ -328,7 +324,7 @@ def _table_mask(path: Path, ids) -> object | None:
     if not index.isdecimal() or not index.isascii():
         raise InputError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
                          "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
-    file, row = _table(root).row(int(index), path)
+    file, row = _table_row(root, int(index), path)
     row_ids = _rows(row["input_ids"], f"input_ids[{index}]", file).long()
     mask = _rows(row["loss_mask"], f"loss_mask[{index}]", file, row_ids.shape[0]) != 0
     if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
@@ -337,43 +333,36 @@ def _table_mask(path: Path, ids) -> object | None:
     return mask
 
 
-@dataclass(frozen=True)
-class _Table:
-    """speculators' datasets table (``save_to_disk``), memory mapped as datasets' ``load_from_disk`` maps it."""
+def _table_row(root: Path, index: int, sample: Path) -> tuple[Path, dict]:
+    """The Arrow file of the datasets table in ``root`` holding row ``index``, and the row as tensors."""
+    import torch
 
-    root: Path
-    files: tuple[tuple[Path, object, object], ...]  # (file, input_ids column, loss_mask column)
-
-    def row(self, index: int, sample: Path) -> tuple[Path, dict]:
-        """The Arrow file holding row ``index``, and the row as tensors."""
-        import torch
-
-        start = 0
-        for file, ids, mask in self.files:
-            if index < start + len(ids):
-                j = index - start
-                values = {}
-                for key, column in (("input_ids", ids), ("loss_mask", mask)):
-                    cell = column[j]
-                    if not cell.is_valid or len(cell) > _MAX_ROW:
-                        raise InputError(file, f"{key}[{index}]", "is null" if not cell.is_valid else
-                                         f"holds {len(cell)} entries (more than {_MAX_ROW})", TABLE_FIX)
-                    try:
-                        values[key] = torch.tensor(cell.values.to_pylist())
-                    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-                        raise InputError(file, f"{key}[{index}]", f"is not a list of numbers ({_first_line(e)})",
-                                         TABLE_FIX) from None
-                return file, _fields(schema.TABLE_ROW, values, file)
-            start += len(ids)
-        raise InputError(sample, "<file>", f"names row {index}, but the datasets table in {self.root} has {start} "
-                         "rows", f"pass the hidden states of this table; {TABLE_FIX}")
+    start = 0
+    for file, ids, mask in _table(root):
+        if index < start + len(ids):
+            values = {}
+            for key, column in (("input_ids", ids), ("loss_mask", mask)):
+                cell = column[index - start]
+                if not cell.is_valid or len(cell) > _MAX_ROW:
+                    raise InputError(file, f"{key}[{index}]", "is null" if not cell.is_valid else
+                                     f"holds {len(cell)} entries (more than {_MAX_ROW})", TABLE_FIX)
+                try:
+                    values[key] = torch.tensor(cell.values.to_pylist())
+                except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+                    raise InputError(file, f"{key}[{index}]", f"is not a list of numbers ({_first_line(e)})",
+                                     TABLE_FIX) from None
+            return file, _fields(schema.TABLE_ROW, values, file)
+        start += len(ids)
+    raise InputError(sample, "<file>", f"names row {index}, but the datasets table in {root} has {start} rows",
+                     f"pass the hidden states of this table; {TABLE_FIX}")
 
 
 _MAX_ROW = 1 << 24  # tokens in one sample: far past any context length
 
 
-def _table(root: Path) -> _Table:
-    """The table in ``root``, read once per version of its files."""
+def _table(root: Path) -> tuple[tuple[Path, object, object], ...]:
+    """``(file, input_ids column, loss_mask column)`` of each Arrow file of speculators' datasets table
+    (``save_to_disk``) in ``root``, memory mapped as datasets' ``load_from_disk`` maps it, read once per version."""
     state = root / TABLE_STATE
     doc = records.read(schema.TABLE_STATE_RECORD, _directory_json(state), file=state)
     files = []
@@ -390,7 +379,7 @@ def _table(root: Path) -> _Table:
 
 
 @functools.lru_cache(maxsize=4)
-def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> _Table:
+def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> tuple:
     try:
         import pyarrow as pa  # installed with SGLang (its datasets requirement), which reads Arrow tables with it
     except ImportError:
@@ -413,7 +402,7 @@ def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> _Table:
                 raise InputError(name, key, f"is a column of {column.type}, expected lists of integers", TABLE_FIX)
             columns.append(column)
         out.append((Path(name), *columns))
-    return _Table(Path(root), tuple(out))
+    return tuple(out)
 
 
 def _read_specforge(path: Path, data) -> Sample:
