@@ -140,9 +140,8 @@ def load_sample(path: str | Path) -> Sample:
                      "pass speculators data_*.pt, hs_*.safetensors or SpecForge *.ckpt / *.ckpt.gz files")
 
 
-# A compressed container (a .ckpt.gz, or a record deflated inside torch's zip format) may inflate to at most this
-# many times its file's size (hidden states barely compress: real files come in near 1x; torch.save stores its
-# records uncompressed) or MIN_BUDGET, whichever is larger: a bomb is refused before torch.load reads it.
+# A compressed container (a .ckpt.gz, a record deflated inside torch's zip format) may inflate to MAX_RATIO times its
+# file's size or MIN_BUDGET, whichever is larger (docs/threat-model.md): hidden states barely compress.
 MAX_RATIO = 16
 MIN_BUDGET = 64 << 20
 
