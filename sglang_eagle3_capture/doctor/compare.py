@@ -168,9 +168,7 @@ def _match_run(ids: list[int], p0: int, index: _SampleIndex) -> tuple[object | N
     best, best_len = [], 0
     for s in index.candidates(ids, p0):
         sid = s.input_ids[p0:p0 + len(ids)].tolist()
-        n = 0
-        while n < len(sid) and sid[n] == ids[n]:
-            n += 1
+        n = next((i for i, (a, b) in enumerate(zip(sid, ids)) if a != b), len(sid))  # tokens in common
         if n > best_len:
             best, best_len = [s], n
         elif n == best_len and n > 0:

@@ -64,7 +64,6 @@ def _sample(path: Path, layout: str, ids, mask, chunks: tuple, names: Iterable[s
 
 
 def _not_a_sample(kind: str) -> str:
-    """What :func:`~sglang_eagle3_capture.core.userfiles.path_kind` found where a sample file was expected."""
     if kind == "missing":
         return "no such file or directory"
     what = {"dangling symlink": "a dangling symlink", "symlink loop": "a symlink loop", "directory": "a directory"}
