@@ -133,10 +133,8 @@ class HS(Record):
     loss_mask: fix(_MASK, REGENERATE) = None
 
 
-# speculators' offline data directory (speculators 0.9 train/data.py ArrowDataset, hs_connectors FileTransfer):
-# DATA/state.json and DATA/data-*.arrow (a datasets table, save_to_disk) hold one row per sample, and
-# DATA/hidden_states/hs_{row}.safetensors its hidden states. The trainer scores a sample where the row's loss_mask is
-# set, and skips a sample whose file's token_ids differ from the row's input_ids.
+# speculators' offline data directory (docs/formats-and-convert.md): DATA/state.json and DATA/data-*.arrow (a datasets
+# table) hold one row per sample, scored where its loss_mask is set; DATA/hidden_states/hs_{row}.safetensors its states.
 TABLE_HS_DIR = "hidden_states"
 TABLE_STATE = "state.json"
 TABLE_FIX = "pass the directory speculators' prepare-data and offline data generation wrote, unchanged"
