@@ -120,14 +120,18 @@ def load_target_tensor(target_dir: str | Path, suffix: str, *, with_file: bool =
                          "re-export or re-download the target checkpoint") from None
 
 
+def _target_dir(target: str | Path) -> Path:
+    fix = "pass the target model directory (or its config.json) as --target"
+    return Path(target) if is_directory(target, fix=fix) else Path(target).parent
+
+
 def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
     """The draft as :class:`Eagle3Draft`, with the target's embedding (and lm_head if needed) when given."""
     from .model import DraftConfig, Eagle3Draft  # torch
 
     embed = head = target_where = None
     if target is not None:
-        fix = "pass the target model directory (or its config.json) as --target"
-        tdir = Path(target) if is_directory(target, fix=fix) else Path(target).parent
+        tdir = _target_dir(target)
         embed, embed_file = load_target_tensor(tdir, "embed_tokens.weight", with_file=True)
         cfg_path = Path(draft_dir) / "config.json"
         cfg = DraftConfig.from_dict(load_draft_config(cfg_path), where=str(cfg_path))
@@ -137,13 +141,6 @@ def load_draft(draft_dir: str | Path, target: str | Path | None, dtype=None):
             target_where += f" / {head_file}: tensor '*lm_head.weight'"
     return Eagle3Draft.from_pretrained(draft_dir, target_embed=embed, target_lm_head=head, target_where=target_where,
                                        dtype=dtype)
-
-
-def _final_norm_weight(target: str | Path):
-    """The target's final norm weight ``[H]`` (``*model.norm.weight``), for telling pre- from post-norm states."""
-    fix = "pass the target model directory (or its config.json) as --target"
-    tdir = Path(target) if is_directory(target, fix=fix) else Path(target).parent
-    return load_target_tensor(tdir, "model.norm.weight")
 
 
 def _post_norm_identities(ids: list, found: list[NormState], n_layers: int) -> tuple[list, list[str]]:
@@ -173,17 +170,13 @@ def _norm_notes(found: list[NormState], sample) -> list[str]:
     return notes
 
 
-def _progress(iterable, total: int, enabled: bool, desc: str):
-    if not enabled:
-        return iterable
-    from tqdm import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit="file", file=sys.stderr, dynamic_ncols=True)
-
-
 def _batches(paths: Sequence[Path], batch_size: int, progress: bool):
+    if progress:
+        from tqdm import tqdm
+
+        paths = tqdm(paths, total=len(paths), desc="verify", unit="file", file=sys.stderr, dynamic_ncols=True)
     batch = []
-    for p in _progress(paths, len(paths), progress, "verify"):
+    for p in paths:
         batch.append(load_sample(p))
         if len(batch) == batch_size:
             yield batch
@@ -200,32 +193,25 @@ MIN_TOKENS = 3  # a sample scores position p on token p + 2
 def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
     """Every check a batch passes before the draft reads it (``verify``, ``plan``, ``--write-expected``)."""
     for s in batch:
-        _check_token_ids(s, vocab)
+        ids = s.input_ids
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+            bad = ids[(ids < 0) | (ids >= vocab)].unique()[:5].tolist()
+            key = "token_ids" if s.layout == HS_SAFETENSORS else "input_ids"
+            raise InputError(s.path, key, f"ids {bad} outside the draft's vocabulary [0, {vocab})",
+                             "verify with samples tokenized for this draft's target")
     head = first if first is not None else batch[0]
     if head.hidden_size != declared.hidden_size:
         raise InputError(head.path, None, f"stored tensors are {head.hidden_size} wide but {declared.source} says "
                          f"the target's hidden size is {declared.hidden_size}", "pass samples stored from the target "
                          "the draft was trained against (or --target with that target)")
+    n_chunks = len(head.chunks)
     for s in batch:
-        _check_layout(s, head, len(head.chunks))
+        if s.layout != head.layout or len(s.chunks) != n_chunks or s.hidden_size != head.hidden_size:
+            raise InputError(s.path, None, f"{s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, "
+                             f"but {head.path} is {head.layout} with {n_chunks} of width {head.hidden_size}",
+                             "verify one dataset at a time")
     if first is None:
         _check_stored_layer_ids(head, declared.num_hidden_layers)
-
-
-def _check_layout(s, first, n_chunks: int) -> None:
-    if s.layout != first.layout or len(s.chunks) != n_chunks or s.hidden_size != first.hidden_size:
-        raise InputError(s.path, None, f"{s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, "
-                         f"but {first.path} is {first.layout} with {n_chunks} of width {first.hidden_size}",
-                         "verify one dataset at a time")
-
-
-def _check_token_ids(s, vocab: int) -> None:
-    ids = s.input_ids
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-        bad = ids[(ids < 0) | (ids >= vocab)].unique()[:5].tolist()
-        key = "token_ids" if s.layout == HS_SAFETENSORS else "input_ids"
-        raise InputError(s.path, key, f"ids {bad} outside the draft's vocabulary [0, {vocab})",
-                         "verify with samples tokenized for this draft's target")
 
 
 def _check_stored_layer_ids(s, n_layers: int) -> None:
@@ -322,8 +308,7 @@ def _target_head(target: str | Path | None, model, sample, norm_weight, found: l
                      "vocabulary)"
     if sample.target_chunk is None:
         return None, "the samples store no target state"
-    fix = "pass the target model directory (or its config.json) as --target"
-    tdir = Path(target) if is_directory(target, fix=fix) else Path(target).parent
+    tdir = _target_dir(target)
     cfg, _ = load_target_config(target)
     text = cfg_get(cfg, "text_config") or {}
     eps = cfg_get(cfg, "rms_norm_eps", cfg_get(text, "rms_norm_eps"))
@@ -380,7 +365,8 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                           embedding_source=f"{model.embedding_source} embed_tokens.weight", declared_by=declared.by,
                           readings=declared.readings)
     embed = model.embed_tokens.weight.detach()
-    norm_weight = None if target is None else _final_norm_weight(target)
+    # the final norm's weight tells pre- from post-norm stored states
+    norm_weight = None if target is None else load_target_tensor(_target_dir(target), "model.norm.weight")
     states = None
     first, hits_per_chunk, fwd_s, start, unmasked = None, None, 0.0, time.perf_counter(), 0
     vocab = model.embed_tokens.weight.shape[0]
@@ -531,40 +517,31 @@ def _decide(report: VerifyReport) -> None:
     """OK when the manifest's wiring leads every other by the margin; FAIL when another leads it by the margin, or
     the training record names other fc inputs than the manifest; AMBIGUOUS (exit 3) when the data cannot decide."""
     if report.readings:
-        _decide_readings(report)
-        return
+        return _decide_readings(report)
+    m = report.candidates.manifest
+    best = max((c for c in report.candidates.candidates if c is not m and not c.is_reference), key=lambda c: c.top1,
+               default=None)
+    report.ambiguous = not report.contradiction  # until a lead decides it
     if report.contradiction:
         report.summary = (f"{report.contradiction}; fix: write the manifest with the ids the draft was trained on, or "
                           "verify with samples that name their stored layers (a legacy data_config.json) to settle "
                           "which is right")
-        return
-    m = report.candidates.manifest
-    if m is None:
-        report.ambiguous = True
+    elif m is None:
         report.summary = (f"the manifest's wiring {list(report.manifest_ids)} cannot be built from the stored tensors: "
                           f"{report.candidates.manifest_problem}; fix: verify with data that stores those layers")
-        return
-    others = [c for c in report.candidates.candidates if c is not m and not c.is_reference]
-    best = max(others, key=lambda c: c.top1, default=None)
-    if best is None:
-        report.ambiguous = True
+    elif best is None:
         report.summary = ("no other wiring could be built from the stored tensors to compare with; fix: verify with "
                           "data that stores more layers")
-        return
-    if m.positions == 0:
-        report.ambiguous = True
+    elif m.positions == 0:
         report.summary = ("no scored positions (empty loss masks or sequences shorter than 3 tokens); fix: verify with "
                           "samples that have scored positions")
-        return
-    lead = m.top1 - best.top1
-    report.ok = lead >= report.margin
-    if report.ok:
-        report.summary = (f"the manifest's wiring is best: top-1 {m.top1:.3f}, {lead:.3f} ahead of the next wiring "
-                          f"({best.name}: {best.top1:.3f}); margin required {report.margin}")
-    elif -lead >= report.margin:
-        report.summary = (f"the manifest's wiring is NOT best by {report.margin}: manifest top-1 {m.top1:.3f}, "
-                          f"best other {best.name}: {best.top1:.3f}")
-    else:
-        report.ambiguous = True
+    elif abs(m.top1 - best.top1) < report.margin:
         report.summary = (f"the manifest's wiring and {best.name} are not told apart by {report.margin}: top-1 "
                           f"{m.top1:.3f} vs {best.top1:.3f}; fix: verify with more samples")
+    else:
+        lead = m.top1 - best.top1
+        report.ambiguous, report.ok = False, lead >= report.margin
+        report.summary = (f"the manifest's wiring is best: top-1 {m.top1:.3f}, {lead:.3f} ahead of the next wiring "
+                          f"({best.name}: {best.top1:.3f}); margin required {report.margin}" if report.ok else
+                          f"the manifest's wiring is NOT best by {report.margin}: manifest top-1 {m.top1:.3f}, "
+                          f"best other {best.name}: {best.top1:.3f}")
