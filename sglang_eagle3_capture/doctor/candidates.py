@@ -1,11 +1,10 @@
 """Candidate wirings for ``verify``: every fc input that can be built from a sample's stored tensors.
 
-A wiring is a tuple of :class:`Source` (one per fc chunk): a stored chunk, the embedding lookup, or zeros.
-Candidates: the manifest's ids, the training pipeline's own fc input, each stock reading, the ids and the stored
-order shifted by one, with and without the embedding, every ascending choice of K stored tensors (up to a cap),
-and all zeros. Candidates with a zero chunk are *references* (how much the draft uses that input), not wirings
-an engine could feed. A stored tensor that is an exact copy of an earlier one (speculators stores the last layer
-twice when the fc takes it) is read as that one, since no data can tell the two apart."""
+A wiring is a tuple of :class:`Source` (one per fc chunk): a stored chunk, the embedding lookup, or zeros. Tried:
+the manifest's ids, the training pipeline's fc input, each stock reading, the ids and the stored order shifted by
+one, with and without the embedding, every ascending choice of K stored tensors (capped), and all zeros. A zero chunk
+makes a *reference* (how much the draft uses that input), not a wiring an engine feeds. A stored tensor that exactly
+copies an earlier one (speculators stores the last layer twice when the fc takes it) is read as that one."""
 
 from __future__ import annotations
 
@@ -23,12 +22,6 @@ class Source:
 
     kind: str
     index: int = -1
-
-    def label(self, names: Sequence[str]) -> str:
-        """Human name: the stored tensor's key, ``embed(ids)`` or ``zeros``."""
-        if self.kind == "chunk":
-            return names[self.index]
-        return "embed(input_ids)" if self.kind == "embedding" else "zeros"
 
 
 @dataclass
@@ -152,7 +145,7 @@ def label_fc_inputs(ids: Sequence[int | None], fc_chunks: Sequence[int], declare
     if any(labelled[i] != lid for i, lid in zip(fc_chunks, names)) or len(set(known)) != len(known):
         notes.append(f"those ids do not fit the stored tensors the data names ({layer_label_list(out)}); the "
                      "unnamed tensors stay unnamed")
-        return Labels(out, notes, contradiction)
+        labelled = out
     return Labels(labelled, notes, contradiction)
 
 
@@ -188,12 +181,9 @@ def build_candidates(*, manifest_ids: Sequence[int], num_layers: int, stock: Seq
     else:
         cs.notes.append(f"the training pipeline's fc input has {len(fc_chunks)} tensors but the fc takes {k}")
     for name, fed in stock:
-        if len(fed) == k:
-            src, why = _by_layer(fed, chunk_ids)
-            cs.add(f"{name} {list(fed)}", src, fed, why)
-        else:
-            cs.add(f"{name} {list(fed)}", None, fed,
-                   why=f"feeds {len(fed)} tensors to a {k}-chunk fc (SGLang fails at startup)")
+        src, why = (_by_layer(fed, chunk_ids) if len(fed) == k else
+                    (None, f"feeds {len(fed)} tensors to a {k}-chunk fc (SGLang fails at startup)"))
+        cs.add(f"{name} {list(fed)}", src, fed, why)
     last = num_layers - 1  # the other meaning of "the last state": the final norm's input or its output
     swap = {FINAL_NORM: last, last: FINAL_NORM}
     if FINAL_NORM in manifest_ids or last in manifest_ids:
@@ -239,9 +229,8 @@ def copies(samples: Sequence[Any]) -> dict[int, int]:
     """``{j: i}`` for every stored chunk ``j`` that equals an earlier chunk ``i`` exactly in every sample."""
     import torch
 
-    n = len(samples[0].chunks)
     out: dict[int, int] = {}
-    for j in range(n):
+    for j in range(len(samples[0].chunks)):
         i = next((i for i in range(j) if i not in out and all(torch.equal(s.chunks[i], s.chunks[j]) for s in samples)),
                  None)
         if i is not None:
@@ -251,11 +240,10 @@ def copies(samples: Sequence[Any]) -> dict[int, int]:
 
 def describe_sources(c: Candidate, names: Sequence[str]) -> list[str]:
     """Labels of a candidate's sources (``hidden_states[0]``, ``embed(input_ids)``, ``zeros``)."""
-    return [s.label(names) for s in c.sources]
+    return [names[s.index] if s.kind == "chunk" else "embed(input_ids)" if s.kind == "embedding" else "zeros"
+            for s in c.sources]
 
 
 def layer_label(lid: Any) -> str:
     """``-1 (embedding)``, ``k`` or ``?``."""
-    if lid is None:
-        return "?"
-    return "-1 (embedding)" if lid == EMBEDDING_LAYER_ID else str(lid)
+    return "?" if lid is None else "-1 (embedding)" if lid == EMBEDDING_LAYER_ID else str(lid)

@@ -35,11 +35,6 @@ class NormState:
                 "reading": self.reading}
 
 
-def measurable(weight: Any) -> bool:
-    """True when ``weight`` (the final norm's ``[H]``) has no zero entry, so ``h / w`` is defined everywhere."""
-    return bool((weight.float().abs() > 0).all())
-
-
 def unit_rms_tokens(states: Any, weight: Any) -> int:
     """How many rows of ``states`` ``[T, H]`` have ``rms(h_t / weight)`` within :data:`UNIT` of 1 (log scale)."""
     import torch
@@ -62,7 +57,7 @@ class NormStates:
     def __init__(self, names: Sequence[str], weight: Any) -> None:
         self.names = tuple(names)
         self.weight = weight
-        self.ok = measurable(weight)
+        self.ok = bool((weight.float().abs() > 0).all())  # h / w is defined for every entry
         self.tokens = [0] * len(self.names)
         self.unit = [0] * len(self.names)
 
@@ -77,7 +72,3 @@ class NormStates:
         """One :class:`NormState` per stored tensor (every one ``undecided`` when the weight is not measurable)."""
         return [NormState(n, t, u, reading_of(u, t) if self.ok else UNDECIDED)
                 for n, t, u in zip(self.names, self.tokens, self.unit)]
-
-
-__all__ = ["POST", "POST_NORM", "PRE", "PRE_NORM", "UNDECIDED", "UNIT", "NormState", "NormStates", "measurable",
-           "reading_of", "unit_rms_tokens"]

@@ -113,6 +113,3 @@ class VocabGap:
             out.append(f"speculators' validation (the target's argmax over the draft vocabulary) can report up to "
                        f"{self.speculators_top1_bound:.3f}; not computed: {self.why}")
         return out
-
-
-__all__ = ["TargetHead", "VocabGap"]
