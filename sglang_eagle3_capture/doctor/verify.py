@@ -3,8 +3,7 @@
 The draft runs standalone (:class:`.model.Eagle3Draft`) in fp32, paired as EAGLE trains it (speculators
 ``shift_batch``). Samples stream through in right-padded batches so memory stays bounded; every stored tensor is
 also compared exactly with the embedding lookup of the input ids. For the manifest's wiring, :mod:`.vocab_gap`
-counts the scored tokens outside the draft vocabulary, which serving always rejects but speculators' validation
-accuracy does not count as misses. docs/plan.md describes the figures."""
+counts the scored tokens outside the draft vocabulary. docs/plan.md describes the figures."""
 
 from __future__ import annotations
 
@@ -272,8 +271,7 @@ def _evaluate(model, samples, candidates: list[Candidate], top_k: int, gap: tupl
             start = time.perf_counter()
             logits = model(ids[:, 1:], aux)[:, :t - 2]
             spent += time.perf_counter() - start
-            k = min(top_k, logits.shape[-1])
-            best = logits.topk(k, dim=-1).indices
+            best = logits.topk(min(top_k, logits.shape[-1]), dim=-1).indices
             top = model.to_target_ids(best)
             hit = top == labels[..., None]
             c.positions += int(scored.sum())
@@ -372,15 +370,17 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
     vocab = model.embed_tokens.weight.shape[0]
     for batch in _batches(paths, batch_size, progress):
         check_batch(batch, first, declared, vocab)
+        if norm_weight is not None:  # a stored tensor that is the final norm's output is layer id final_norm
+            if states is None:
+                states = NormStates(batch[0].chunk_names, norm_weight)
+            for s in batch:
+                states.add(s.chunks)
         if first is None:
             first = batch[0]
             hits_per_chunk = [0] * len(first.chunks)
             emb0 = _embedding_hits([first], embed)[0]
             ids, notes = chunk_identities(first.chunk_layer_ids, emb0)
-            if norm_weight is not None:  # a stored tensor that is the final norm's output is layer id final_norm
-                states = NormStates(first.chunk_names, norm_weight)
-                for s in batch:  # counted once: the loop below counts the later batches
-                    states.add(s.chunks)
+            if states is not None:
                 ids, more = _post_norm_identities(ids, states.result(), n_layers)
                 notes += more
             labels = label_fc_inputs(ids, first.fc_chunks, declared.layer_ids, declared.recorded, first.chunk_layer_ids)
@@ -400,10 +400,7 @@ def verify(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | P
                 _check_d2t(Path(draft_dir), model.d2t, vocab)
                 head, why = _target_head(target, model, first, norm_weight, None if states is None else states.result())
                 report.vocabulary = VocabGap.of_draft(model.d2t, vocab, head, why)
-        for s in batch:
-            unmasked += s.loss_mask is None
-            if states is not None and batch[0] is not first:  # the first batch was counted above
-                states.add(s.chunks)
+        unmasked += sum(s.loss_mask is None for s in batch)
         for hits in _embedding_hits(batch, embed):
             for i in hits:
                 hits_per_chunk[i] += 1
