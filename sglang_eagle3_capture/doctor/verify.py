@@ -209,18 +209,13 @@ def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
             raise InputError(s.path, None, f"{s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, "
                              f"but {head.path} is {head.layout} with {n_chunks} of width {head.hidden_size}",
                              "verify one dataset at a time")
-    if first is None:
-        _check_stored_layer_ids(head, declared.num_hidden_layers)
-
-
-def _check_stored_layer_ids(s, n_layers: int) -> None:
-    """Layer ids a data config gives the stored tensors: distinct, within [-1, N-1] for the declared target."""
-    ids = [i for i in s.chunk_layer_ids if i is not None]
-    bad = [i for i in ids if not -1 <= i < n_layers]
-    if bad or len(set(ids)) != len(ids):
+    # layer ids a data config gives the stored tensors: distinct, within [-1, N-1] for the declared target
+    n_layers, stored = declared.num_hidden_layers, [i for i in head.chunk_layer_ids if i is not None]
+    bad = [i for i in stored if not -1 <= i < n_layers]
+    if first is None and (bad or len(set(stored)) != len(stored)):
         problem = (f"ids {brief(bad)} are outside [-1, {n_layers - 1}] for a {n_layers}-layer target" if bad else
-                   f"{brief(ids)} repeats an id")
-        raise InputError(s.path.parent / LEGACY_DATA_CONFIG, "hidden_states.layer_ids", problem,
+                   f"{brief(stored)} repeats an id")
+        raise InputError(head.path.parent / LEGACY_DATA_CONFIG, "hidden_states.layer_ids", problem,
                          "correct the file (it describes the data's stored layers), or remove it")
 
 
