@@ -62,16 +62,11 @@ def parse_layer_ids(text: str) -> list[int | str]:
 
 def _normalise_argv(argv: list[str]) -> list[str]:
     """Join ``--layer-ids -1,2,30`` into ``--layer-ids=-1,2,30`` (argparse reads ``-1,...`` as an option)."""
-    out, i = [], 0
-    while i < len(argv):
-        if argv[i] == "--layer-ids" and i + 1 < len(argv):
-            out.append(f"--layer-ids={argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
+    out, rest = [], iter(argv)
+    for arg in rest:
+        value = next(rest, None) if arg == "--layer-ids" else None
+        out.append(arg if value is None else f"--layer-ids={value}")
     return out
-
 
 
 def _cmd_manifest_write(args: argparse.Namespace) -> int:
@@ -95,19 +90,14 @@ def _cmd_manifest_show(args: argparse.Namespace) -> int:
     _print(f"target:        {m.target_architecture}, {m.target_num_hidden_layers} layers, "
            f"hidden {m.target_hidden_size}")
     _print(f"fc in width:   {m.fc_in_features}")
-    for key, value in m.provenance.items():
-        _print(f"provenance.{key}: {value}")
+    _print(*(f"provenance.{key}: {value}" for key, value in m.provenance.items()))
     return 0
-
-
-# --- convert ---------------------------------------------------------------------------------------
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     ids = parse_layer_ids(args.layer_ids) if args.layer_ids is not None else None
     report = convert(args.src, args.dst, target=args.target, layer_ids=ids, trained_with=args.trained_with)
-    for line in report.lines():
-        _print(line)
+    _print(*report.lines())
     return 0
 
 
@@ -127,9 +117,6 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
-# --- inspect ---------------------------------------------------------------------------------------
-
-
 def _cmd_inspect(args: argparse.Namespace) -> int:
     manifest = manifest_path(args.draft_dir)
     if args.trained_with is not None and path_kind(manifest) != "missing":
@@ -147,27 +134,20 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         _print(f"manifest:    layer ids {r.manifest['layer_ids']} for {r.manifest['target']['architecture']} "
               f"({r.manifest['target']['num_hidden_layers']} layers, hidden {r.manifest['target']['hidden_size']})")
     _print("provenance:  " + ", ".join(f"{k}={v}" for k, v in r.provenance.items()))
-    for c in r.checks:
-        _print(f"check:       {c}")
-    for m in r.messages:
-        _print(f"note:        {m}")
+    _print(*(f"check:       {c}" for c in r.checks), *(f"note:        {m}" for m in r.messages))
     rows = [["", "layer ids", "HF indices", "status", "how"]]
     for names, w in [([r.declared.name], r.declared), *_grouped(r.readings)]:
         rows.append([_join_releases(names), str(list(w.layer_ids)), str(w.hf_indices),
                      w.status.upper() if w.status != "declared" else "", w.rule])
     _print("")
     _print(*_table(rows))
-    for names, w in _grouped(r.readings):
-        if w.problem:
-            _print(f"  {_join_releases(names)}: {w.problem}")
+    _print(*(f"  {_join_releases(names)}: {w.problem}" for names, w in _grouped(r.readings) if w.problem))
     _print("")
     whose = "with the plugin" if r.plugin_active else "stock SGLang's"
     _print(f"plugin:      {'installed' if r.plugin_installed else 'NOT installed'} (sglang.srt.plugins entry point "
           f"eagle3_capture); the verdict is {whose}")
-    for line in r.setup.lines() if r.setup is not None else ():
-        _print(f"setup:       {line}")
-    for reading in r.ambiguous_readings:
-        _print(f"reading:     {reading.describe()}")
+    _print(*(f"setup:       {line}" for line in (r.setup.lines() if r.setup is not None else ())),
+           *(f"reading:     {reading.describe()}" for reading in r.ambiguous_readings))
     if r.stock_outcome:
         _print(f"no plugin:   stock SGLang: {r.stock_outcome}")
     if r.vllm_outcome:
@@ -195,14 +175,8 @@ def _join_releases(names: list[str]) -> str:
     return names[0] if len(names) == 1 else releases_label([n.rsplit(" ", 1)[-1] for n in names])
 
 
-# --- verify ----------------------------------------------------------------------------------------
-
-
 def _cmd_verify(args: argparse.Namespace) -> int:
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    _set_threads(args.threads)
     settings = parse_settings(args.settings) if args.settings else list(DEFAULT_SETTINGS)
     if args.settings and not args.write_expected:
         raise InputError(None, "--settings", "only --write-expected reads it", "add --write-expected, or drop it")
@@ -231,8 +205,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     _print(f"embedding:   {emb['embedding_tensor'] or 'no stored tensor'} equals the embedding lookup of the input ids "
           f"exactly in every file (reference: {emb['reference']}; per tensor: "
           + ", ".join(f"{t['name']} {t['files_equal']}/{r.files}" for t in emb["per_tensor"]) + ")")
-    for n in r.candidates.notes:
-        _print(f"note:        {n}")
+    _print(*(f"note:        {n}" for n in r.candidates.notes))
     _print("")
     rows = [["rank", "top-1", f"top-{r.top_k}", "wiring", "fc input"]]
     for i, c in enumerate(r.ranked(), 1):
@@ -241,8 +214,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         rows.append([f"{i}{mark}", f"{c.top1:.3f}", f"{c.topk:.3f}", c.name, sources])
     _print(*_table(rows))
     _print("  (* = the manifest's wiring; r = reference with zeroed input, not compared for the verdict)")
-    for u in r.candidates.unbuildable:
-        _print(f"  not buildable: {u}")
+    _print(*(f"  not buildable: {u}" for u in r.candidates.unbuildable))
     if r.vocabulary is not None:
         _print("", *(f"{'vocabulary:' if i == 0 else ''.ljust(11)}  {line}" for i, line in
                      enumerate(r.vocabulary.lines())))
@@ -251,9 +223,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
           f"{t['wirings']} wirings ({t['wall_s']} s wall, {t['torch_threads']} torch threads)")
     _print(f"verdict:     {'OK' if r.ok else 'AMBIGUOUS' if r.ambiguous else 'FAIL'}: {r.summary}")
     return status
-
-
-# --- compare ---------------------------------------------------------------------------------------
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -266,8 +235,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _print(f"rows:        {r.rows} served rows matched to training samples ({r.skipped_rows} unmatched rows skipped)")
     _print("training:    " + ", ".join(f"{n} = layer {layer_label(i)}"
                                        for n, i in zip(r.chunk_names, r.chunk_layer_ids)))
-    for n in r.notes:
-        _print(f"note:        {n}")
+    _print(*(f"note:        {n}" for n in r.notes))
     _print("")
     rows = [["served chunk", "expected (training)", "best match", "mean cos", "min cos", "max |diff|", ""]]
     for c in r.chunks:
@@ -386,6 +354,13 @@ class _Parser(argparse.ArgumentParser):
             ns.launch_args = args[args.index("--") + 1:]
             return ns, extra
         return super().parse_known_args(args, namespace)
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def _positive_int(text: str) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from .cli import _positive_int, _print, _print_json, _threads
+from .cli import _positive_int, _print, _print_json, _set_threads, _threads
 from .expected import DEFAULT_SETTINGS, ExpectedReport, measure, parse_settings
 
 
@@ -32,10 +32,7 @@ def lines(r: ExpectedReport, top: int | None = None) -> list[str]:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    _set_threads(args.threads)
     settings = parse_settings(args.settings) if args.settings else list(DEFAULT_SETTINGS)
     r = measure(args.draft_dir, args.data, target=args.target, settings=settings, batch_size=args.batch_size,
                 dtype=args.dtype, progress=not args.no_progress)
