@@ -248,11 +248,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
 
 
-def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
+def _command(subparsers: argparse._SubParsersAction, name: str, handler, help: str, *positionals: str,
+             **defaults) -> argparse.ArgumentParser:
+    """Subcommand ``name`` run by ``handler``, with its positional arguments (shown upper-cased)."""
+    parser = subparsers.add_parser(name, help=help)
+    parser.set_defaults(handler=handler, **defaults)
+    for positional in positionals:
+        parser.add_argument(positional, metavar=positional.upper())
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Explicit, checked EAGLE-3 hidden-state wiring for SGLang")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     man = subparsers.add_parser("manifest", help="write or show a draft's layer manifest")
     msub = man.add_subparsers(dest="manifest_command", required=True, metavar="{write,show}")
-    w = msub.add_parser("write", help="write DRAFT_DIR/eagle3_manifest.json")
-    w.add_argument("draft_dir", metavar="DRAFT_DIR")
+    w = _command(msub, "write", _cmd_manifest_write, "write DRAFT_DIR/eagle3_manifest.json", "draft_dir")
     w.add_argument("--layer-ids", required=True,
                    help="layer ids the fc consumes, in fc order, e.g. --layer-ids=-1,2,30 or -1,2,final_norm "
                    "(the final norm's output)")
@@ -266,26 +277,18 @@ def _add_manifest_and_convert(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("--force", action="store_true", help="replace an existing manifest")
     w.add_argument("--fail-closed", action="store_true", help="also rewrite DRAFT_DIR/config.json where stock SGLang "
                    "(no plugin) would feed the fc other layers: ids it reads right, or a value it refuses at startup")
-    w.set_defaults(handler=_cmd_manifest_write)
-    s = msub.add_parser("show", help="print a draft's manifest")
-    s.add_argument("draft_dir", metavar="DRAFT_DIR")
+    s = _command(msub, "show", _cmd_manifest_show, "print a draft's manifest", "draft_dir")
     s.add_argument("--json", action="store_true", help="print the manifest document as JSON")
-    s.set_defaults(handler=_cmd_manifest_show)
-    c = subparsers.add_parser("convert", help="convert a speculators/SpecForge draft into an SGLang draft directory")
-    c.add_argument("src", metavar="SRC")
-    c.add_argument("dst", metavar="DST")
+    c = _command(subparsers, "convert", _cmd_convert, "convert a speculators/SpecForge draft into an SGLang draft "
+                 "directory", "src", "dst")
     c.add_argument("--target", metavar="TARGET", help="target model directory or its config.json "
                    "(default: the speculators verifier path, when local)")
     c.add_argument("--layer-ids", help="override the ids read from SRC, e.g. --layer-ids=-1,2,30 or -1,2,final_norm")
     c.add_argument("--trained-with", metavar="HOW", help="how an SGLang-format draft was trained, when its ids mean "
                    "different layers for different trainers: sglang==VERSION, layer-output (a hook on the layers) or "
                    "hf-hidden-states (HF output_hidden_states[i + 1])")
-    c.set_defaults(handler=_cmd_convert)
-
-
-def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
-    i = subparsers.add_parser("inspect", help="the draft's manifest next to what stock SGLang would feed it")
-    i.add_argument("draft_dir", metavar="DRAFT_DIR")
+    i = _command(subparsers, "inspect", _cmd_inspect, "the draft's manifest next to what stock SGLang would feed it",
+                 "draft_dir", launch_args=None)  # `-- ARGS`: launch_server arguments (_Parser)
     i.add_argument("--target", metavar="TARGET", help="target model directory or its config.json (checked against "
                    "the manifest; required when the draft has no manifest)")
     i.add_argument("--sglang", metavar="VERSION", help="the SGLang release the verdict concerns (default: the "
@@ -295,10 +298,8 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
                    "hf-hidden-states (HF output_hidden_states[i + 1])")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     i.add_argument("--stock", action="store_true", help="the verdict of stock SGLang, even where the plugin is active")
-    i.set_defaults(handler=_cmd_inspect, launch_args=None)  # `-- ARGS`: launch_server arguments (_Parser)
-
-    v = subparsers.add_parser("verify", help="the draft's accuracy on its training samples under each wiring")
-    v.add_argument("draft_dir", metavar="DRAFT_DIR")
+    v = _command(subparsers, "verify", _cmd_verify, "the draft's accuracy on its training samples under each wiring",
+                 "draft_dir")
     v.add_argument("--data", nargs="+", required=True, metavar="FILE", help="training samples (speculators data_*.pt, "
                    "hs_*.safetensors, SpecForge *.ckpt[.gz]) or directories of them")
     v.add_argument("--target", metavar="TARGET", help="target model directory: its embedding (and lm_head when the "
@@ -321,16 +322,16 @@ def _add_doctor(subparsers: argparse._SubParsersAction) -> None:
                    "manifest's 'expected' block, which a server's acceptance alarm reads for the setting it runs")
     v.add_argument("--settings", metavar="LIST", help="with --write-expected: the settings STEPS,TOPK,DRAFT_TOKENS to "
                    "write figures for (default: plan's candidates)")
-    v.set_defaults(handler=_cmd_verify)
-
-    c = subparsers.add_parser("compare", help="served fc inputs (a capture dump) against training samples")
+    c = _command(subparsers, "compare", _cmd_compare, "served fc inputs (a capture dump) against training samples")
     c.add_argument("--dump", required=True, metavar="DIR", help="directory written with SGLANG_EAGLE3_CAPTURE_DUMP=DIR")
     c.add_argument("--data", nargs="+", required=True, metavar="FILE", help="training samples of the served prompts")
     c.add_argument("--min-cosine", type=_number_in(-1.0, 1.0), default=DEFAULT_MIN_COSINE,
                    help=f"cosine every served row must reach against its training tensor (default "
                    f"{DEFAULT_MIN_COSINE})")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
-    c.set_defaults(handler=_cmd_compare)
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).add_subcommand(subparsers)
+    return parser
 
 
 _ARGUMENT = re.compile(r"argument ([^:\s]+(?:/[^:\s]+)*): (.*)", re.DOTALL)
@@ -397,16 +398,6 @@ def _number_in(lo: float, hi: float):
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Explicit, checked EAGLE-3 hidden-state wiring for SGLang")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_manifest_and_convert(sub)
-    _add_doctor(sub)
-    for name in SUBCOMMAND_MODULES:
-        importlib.import_module(name).add_subcommand(sub)
-    return parser
-
-
 def _say(message: str) -> None:
     """One line on stderr (a package error is escaped and bounded part by part already)."""
     print(shown(message), file=sys.stderr)
@@ -434,12 +425,11 @@ def _report_bug(exc: BaseException) -> int:
 def _to_devnull(stream) -> None:
     """Point ``stream``'s fd at /dev/null, so nothing more written there fails (not even the interpreter's flush at
     exit, which would turn the status into 120)."""
-    try:
+    # not a file descriptor (in-process use): the guard drops what follows
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, stream.fileno())
         os.close(devnull)
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        pass  # not a file descriptor (in-process use): the guard drops what follows
 
 
 class _Guarded:
@@ -513,12 +503,21 @@ def _guarded_streams():
 
 
 class _Collected(logging.Handler):
-    """Warnings and log records of WARNING and above from the command's libraries: kept back, then shown as one
-    escaped line each after a report, dropped after an error line."""
+    """Warnings and log records of WARNING and above from the command's libraries, while entered: kept back, then
+    shown as one escaped line each after a report, dropped after an error line."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.lines: list[str] = []
+
+    def __enter__(self) -> _Collected:
+        self.saved, warnings.showwarning = warnings.showwarning, self.warning
+        logging.getLogger().addHandler(self)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        logging.getLogger().removeHandler(self)
+        warnings.showwarning = self.saved
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(f"{record.name}: {record.getMessage()}")
@@ -528,20 +527,6 @@ class _Collected(logging.Handler):
 
     def shown_lines(self) -> list[str]:
         return [f"{PROG}: warning: {cut(shown(line), 600)}" for line in dict.fromkeys(self.lines)]
-
-
-@contextlib.contextmanager
-def _collected_warnings():
-    collected = _Collected()
-    root = logging.getLogger()
-    saved = warnings.showwarning
-    warnings.showwarning = collected.warning
-    root.addHandler(collected)
-    try:
-        yield collected
-    finally:
-        root.removeHandler(collected)
-        warnings.showwarning = saved
 
 
 # --- SIGTERM and SIGHUP clean up like Ctrl-C -----------------------------------------------------------------------
@@ -624,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status, which where stdout and stderr go never changes."""
     _tolerant_streams()
     argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
-    with _guarded_streams(), _signals_raise(), _collected_warnings() as collected:
+    with _guarded_streams(), _signals_raise(), _Collected() as collected:
         status, reported = _run(argv)
         if not reported:
             for line in collected.shown_lines():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from .cli import _positive_int, _print, _print_json, _set_threads, _threads
+from .cli import _command, _positive_int, _print, _print_json, _set_threads, _threads
 from .expected import DEFAULT_SETTINGS, ExpectedReport, measure, parse_settings
 
 
@@ -44,8 +44,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("plan", help="the speculative settings to serve the draft with, from its samples")
-    p.add_argument("draft_dir", metavar="DRAFT_DIR")
+    p = _command(subparsers, "plan", _cmd_plan, "the speculative settings to serve the draft with, from its samples",
+                 "draft_dir")
     p.add_argument("--data", nargs="+", required=True, metavar="FILE", help="training samples (as verify reads them) "
                    "or directories of them; their tokens are taken as the target's greedy tokens")
     p.add_argument("--target", metavar="TARGET", help="target model directory (its embedding, as in verify)")
@@ -58,4 +58,3 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=_threads, help="torch CPU threads (at most the CPUs this process may use)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(handler=_cmd_plan)
