@@ -2,8 +2,7 @@
 
 Exit status, the same for every subcommand: 0 consistent (or done), 1 mis-wired, 2 bad input (one line naming the
 file, the field and the fix), 3 ambiguous, 70 a bug (one line naming the file with the traceback); docs/threat-model.md
-has the full table. Other modules add subcommands through :data:`SUBCOMMAND_MODULES`. Heavy imports (torch,
-safetensors) happen inside the commands that need them."""
+has the full table. Heavy imports (torch, safetensors) happen inside the commands that need them."""
 
 from __future__ import annotations
 
@@ -139,10 +138,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     for names, w in [([r.declared.name], r.declared), *_grouped(r.readings)]:
         rows.append([_join_releases(names), str(list(w.layer_ids)), str(w.hf_indices),
                      w.status.upper() if w.status != "declared" else "", w.rule])
-    _print("")
-    _print(*_table(rows))
-    _print(*(f"  {_join_releases(names)}: {w.problem}" for names, w in _grouped(r.readings) if w.problem))
-    _print("")
+    problems = [f"  {_join_releases(names)}: {w.problem}" for names, w in _grouped(r.readings) if w.problem]
+    _print("", *_table(rows), *problems, "")
     whose = "with the plugin" if r.plugin_active else "stock SGLang's"
     _print(f"plugin:      {'installed' if r.plugin_installed else 'NOT installed'} (sglang.srt.plugins entry point "
           f"eagle3_capture); the verdict is {whose}")
@@ -205,15 +202,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     _print(f"embedding:   {emb['embedding_tensor'] or 'no stored tensor'} equals the embedding lookup of the input ids "
           f"exactly in every file (reference: {emb['reference']}; per tensor: "
           + ", ".join(f"{t['name']} {t['files_equal']}/{r.files}" for t in emb["per_tensor"]) + ")")
-    _print(*(f"note:        {n}" for n in r.candidates.notes))
-    _print("")
     rows = [["rank", "top-1", f"top-{r.top_k}", "wiring", "fc input"]]
     for i, c in enumerate(r.ranked(), 1):
         mark = "*" if c is r.candidates.manifest and not r.readings else "r" if c.is_reference else " "
         sources = ", ".join(describe_sources(c, r.chunk_names))
         rows.append([f"{i}{mark}", f"{c.top1:.3f}", f"{c.topk:.3f}", c.name, sources])
-    _print(*_table(rows))
-    _print("  (* = the manifest's wiring; r = reference with zeroed input, not compared for the verdict)")
+    _print(*(f"note:        {n}" for n in r.candidates.notes), "", *_table(rows),
+           "  (* = the manifest's wiring; r = reference with zeroed input, not compared for the verdict)")
     _print(*(f"  not buildable: {u}" for u in r.candidates.unbuildable))
     if r.vocabulary is not None:
         _print("", *(f"{'vocabulary:' if i == 0 else ''.ljust(11)}  {line}" for i, line in
@@ -235,16 +230,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _print(f"rows:        {r.rows} served rows matched to training samples ({r.skipped_rows} unmatched rows skipped)")
     _print("training:    " + ", ".join(f"{n} = layer {layer_label(i)}"
                                        for n, i in zip(r.chunk_names, r.chunk_layer_ids)))
-    _print(*(f"note:        {n}" for n in r.notes))
-    _print("")
     rows = [["served chunk", "expected (training)", "best match", "mean cos", "min cos", "max |diff|", ""]]
     for c in r.chunks:
-        served = f"{c.index} (layer {layer_label(c.served_layer_id)})"
-        b = c.best
+        served, b = f"{c.index} (layer {layer_label(c.served_layer_id)})", c.best
         rows.append([served, r.chunk_names[c.expected], r.chunk_names[b], f"{c.mean_cos[b]:.6f}", f"{c.min_cos[b]:.6f}",
                      f"{c.max_abs_diff[b]:.3g}", "ok" if c.matches(r.min_cosine) else "MISMATCH"])
-    _print(*_table(rows))
-    _print("", f"verdict:     {'OK' if r.ok else 'FAIL'}: {r.summary}")
+    _print(*(f"note:        {n}" for n in r.notes), "", *_table(rows), "",
+           f"verdict:     {'OK' if r.ok else 'FAIL'}: {r.summary}")
     return EXIT_CONSISTENT if r.ok else EXIT_MISWIRED
 
 
@@ -533,12 +525,8 @@ class _Collected(logging.Handler):
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP, raised where the command is so every ``finally`` runs; a BaseException, so no ``except
-    Exception`` reads it as a failed write."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
+    """SIGTERM or SIGHUP (the signal number is ``args[0]``), raised where the command is so every ``finally`` runs; a
+    BaseException, so no ``except Exception`` reads it as a failed write."""
 
 
 def _terminate(signum: int, _frame) -> None:
@@ -581,8 +569,8 @@ def _run(argv: list[str]) -> tuple[int, bool]:
         _say(f"{PROG}: interrupted")
         return EXIT_INTERRUPTED, True
     except Terminated as e:
-        _say(f"{PROG}: terminated ({signal.Signals(e.signum).name})")
-        return 128 + e.signum, True
+        _say(f"{PROG}: terminated ({signal.Signals(e.args[0]).name})")
+        return 128 + e.args[0], True
     except BrokenPipeError:  # stdout closed by its reader: stop quietly, as `cat` would
         _to_devnull(sys.stdout)
         return EXIT_BROKEN_PIPE, True
