@@ -1,11 +1,7 @@
-"""The refusal policy: what the plugin does with a deployment, decided from plain data, in one place.
-
-The server (:func:`sglang_eagle3_capture.core.sglang.resolution.resolve_target_capture`, once per target process) and
-``inspect`` (:func:`sglang_eagle3_capture.doctor.inspect.plugin_outcome`) both call :func:`decide`, so the doctor
-cannot disagree with the server. No torch, no SGLang: the caller reads the facts (the release, the draft's manifest
-and ``eagle_config``, the target's architecture and layer count, the server settings, which family patches are active
-in the process) into a :class:`Deployment`, and :func:`decide` returns a :class:`Decision` (wire these ids, or stock
-wiring) or raises a :class:`~sglang_eagle3_capture.core.errors.DeploymentError` naming the file, the field and the fix.
+"""The refusal policy: what the plugin does with a deployment, decided from plain data (no torch, no SGLang), in one
+place. The server (:func:`.sglang.resolution.resolve_target_capture`) and ``inspect``
+(:func:`sglang_eagle3_capture.doctor.inspect.plugin_outcome`) both call :func:`decide` on a :class:`Deployment`, so
+the doctor cannot disagree with the server: it returns a :class:`Decision` or raises a :class:`DeploymentError`.
 """
 
 from __future__ import annotations
@@ -199,13 +195,18 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
     return m.layer_ids, mfile, "layer_ids"
 
 
-def _wirable(d: Deployment, family: Family, ids: tuple[int, ...], file: str, fld: str) -> None:
-    """Raise unless ``ids`` can be captured exactly on ``d``'s target, release and pipeline stage."""
+def _check_ids(ids: tuple[int, ...], num_hidden_layers: int, file: str, fld: str) -> None:
+    """:func:`check_layer_ids`, its refusal as a :class:`DeploymentError` with the fix for a draft."""
     try:
-        check_layer_ids(list(ids), d.num_hidden_layers, file=file, field=fld)
+        check_layer_ids(list(ids), num_hidden_layers, file=file, field=fld)
     except Eagle3CaptureError as e:
         raise DeploymentError(file, fld, e.problem, f"correct the ids to the layers the draft was trained on "
                               f"(`{WRITE_HINT}`), or serve the target it was trained against") from None
+
+
+def _wirable(d: Deployment, family: Family, ids: tuple[int, ...], file: str, fld: str) -> None:
+    """Raise unless ``ids`` can be captured exactly on ``d``'s target, release and pipeline stage."""
+    _check_ids(ids, d.num_hidden_layers, file, fld)
     if family.name in d.unpatched:
         raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} but the sglang-eagle3-capture "
                               f"capture patch is incomplete for the {family.name} family in this process "
@@ -247,19 +248,7 @@ def check_stage(layer_ids: tuple[int, ...], num_hidden_layers: int, start_layer:
                               f"or before decoder layer {min(loop)}")
 
 
-def as_served(release: Release, family: Family, layer_ids: tuple[int, ...], num_hidden_layers: int) -> Deployment:
-    """The deployment ``inspect`` judges: the draft's ids (as a manifest would declare them) on ``family`` under
-    ``release``, with default server settings and every family patch active."""
-    ec = {IDS_KEY: list(layer_ids), CONVENTION_KEY: LAYER_ID_CONVENTION}
-    return Deployment(release=release, draft="DRAFT", eagle_config=ec, architecture=family.architectures[0],
-                      num_hidden_layers=num_hidden_layers)
-
-
 # ---------------------------------------------------------------------------------------------------------- vLLM
-
-VLLM_FIX = ("serve with vLLM {supported} and its V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0 on 0.33), or remove the "
-            "draft's eagle3_manifest.json to run stock vLLM wiring knowingly")
-
 
 @dataclass(frozen=True)
 class VllmDeployment:
@@ -300,7 +289,9 @@ def decide_vllm(d: VllmDeployment) -> Decision:
                              f"vLLM {d.version} is not served: {d.release.refused_because}")
         raise DeploymentError(where, fld, f"the draft {d.draft} declares layer ids, but the sglang-eagle3-capture vLLM "
                               f"plugin does not wire them in this process ({why}), so stock vLLM would feed its own "
-                              "reading of config.json", VLLM_FIX.format(supported=supported))
+                              "reading of config.json", f"serve with vLLM {supported} and its V1 model runner "
+                              "(VLLM_USE_V2_MODEL_RUNNER=0 on 0.33), or remove the draft's eagle3_manifest.json to run "
+                              "stock vLLM wiring knowingly")
     if m is None:
         raise DeploymentError(d.config_file, fld, f"holds a value that stands for the layer ids of the draft's "
                               f"eagle3_manifest.json, but the draft {d.draft} has none (or it is not a local "
@@ -315,11 +306,7 @@ def decide_vllm(d: VllmDeployment) -> Decision:
                               f"manifest-exact capture covers the families {supported_families()}",
                               "serve the draft on one of those targets")
     n = m.target_num_hidden_layers
-    try:
-        check_layer_ids(list(m.layer_ids), n, file=str(m.path), field="layer_ids")
-    except Eagle3CaptureError as e:
-        raise DeploymentError(str(m.path), "layer_ids", e.problem, f"correct the ids to the layers the draft was "
-                              f"trained on (`{WRITE_HINT}`), or serve the target it was trained against") from None
+    _check_ids(m.layer_ids, n, str(m.path), "layer_ids")
     safe = vllm_fail_closed_ids(m.layer_ids, n, family=family).value
     if d.draft_config.get(IDS_KEY) != safe:
         for reader in d.release.readers:
@@ -330,9 +317,5 @@ def decide_vllm(d: VllmDeployment) -> Decision:
                                       "without the plugin would feed other hidden states",
                                       f"run `sglang-eagle3-capture manifest write {d.draft} --layer-ids="
                                       f"{','.join(map(str, m.layer_ids))} --target TARGET --force --fail-closed` "
-                                      f"(top-level {IDS_KEY} {_json(safe)})")
+                                      f"(top-level {IDS_KEY} {json.dumps(safe)})")
     return Decision(family, m.layer_ids, str(m.path), "layer_ids")
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value)
