@@ -104,13 +104,6 @@ def _operands(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
     return x, residual, post
 
 
-def _find_forward_batch(args: tuple, kwargs: dict) -> Any:
-    for value in (*kwargs.values(), *args):
-        if hasattr(value, "residual_stream"):
-            return value
-    return None
-
-
 def _own_time(method: Callable) -> Callable:
     """Count the time spent in ``method`` as the check's own work (logged beside the checked forward's)."""
 
@@ -197,8 +190,7 @@ class Session:
         if not _is_tensor(x):
             return
         if _is_tensor(residual):  # the sum the norm is about to form (maybe in place): take it now
-            self.refs[k] = Ref(_rounded_sum(module, x, residual, post, MAX_ROWS), route, x.shape[0],
-                               exact=False)
+            self.refs[k] = Ref(_rounded_sum(module, x, residual, post, MAX_ROWS), route, x.shape[0], exact=False)
         elif k == self.check.num_hidden_layers - 1:  # a final norm handed the complete stream itself
             self.refs[k] = Ref(x[:MAX_ROWS].clone(), f"input of the final {self.check.family.final_norm}",
                                x.shape[0], exact=True)
@@ -214,8 +206,8 @@ class Session:
     def _take_stream(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
         if k in self.refs:
             return
-        stream = getattr(_find_forward_batch(args, kwargs), "residual_stream", None)
-        residual = getattr(stream, "residual", None)
+        batch = next((v for v in (*kwargs.values(), *args) if hasattr(v, "residual_stream")), None)
+        residual = getattr(getattr(batch, "residual_stream", None), "residual", None)
         if _is_tensor(residual):
             self.refs[k] = Ref(residual[:MAX_ROWS].clone(), route, residual.shape[0], exact=True)
 
@@ -295,7 +287,7 @@ class Session:
         if aux is None:
             return [f"{self.check.stack_name}.forward handed the draft no aux hidden states at all"]
         width = aux.shape[-1] // len(ids)
-        if width * len(ids) != aux.shape[-1]:
+        if aux.shape[-1] % len(ids):
             return [f"the fc input is {aux.shape[-1]} wide, not a multiple of {len(ids)} chunks"]
         problems = []
         for j, (lid, chunk) in enumerate(zip(ids, aux.split(width, dim=-1))):

@@ -103,15 +103,10 @@ def _read_ids_like_sglang(draft_config: Mapping, file: Any) -> tuple[bool, list[
         return True, None
     use_aux = ec.get("use_aux_hidden_state", True)
     ids = ec.get(IDS_KEY)
-    if is_fail_closed(ids) or _carries_final_norm(ids):
+    carries_final_norm = isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_layer_id(i) for i in ids)
+    if is_fail_closed(ids) or carries_final_norm:  # read as-is: see _FAIL_CLOSED_PROBLEM and _stock_on_token
         return bool(use_aux), ids
     return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}", file)
-
-
-def _carries_final_norm(ids: Any) -> bool:
-    """An id list of integers and :data:`~.layer_ids.FINAL_NORM` (stock SGLang then reads the string among its
-    integers: :func:`_stock_on_token`)."""
-    return isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_layer_id(i) for i in ids)
 
 
 def _stock_on_token(rel: Release, fam: Family, ids: list, n: int) -> StockCapture:
@@ -154,8 +149,7 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
                          release: Release | str | None = None, file: Any = None) -> StockCapture:
     """What stock SGLang ``release`` (default: the newest supported) would capture for ``draft_config`` on an
     ``N``-layer target of ``family``; ``file`` is named in an error about its ids."""
-    rel, fam = _release_of(release), family_named(family)
-    n = num_hidden_layers
+    rel, fam, n = _release_of(release), family_named(family), num_hidden_layers
     use_aux, ids = _read_ids_like_sglang(draft_config, file)
     if use_aux and fam.name in rel.absent_families:
         closed = is_fail_closed(ids)
@@ -173,10 +167,10 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
     if is_fail_closed(ids):
         return StockCapture(rel.version, fam.name, None, "fail-closed", (), (), _FAIL_CLOSED_PROBLEM[
             stock_rule(fam, rel)], refuses_at_startup=True)
-    if ids is not None and FINAL_NORM in ids:
-        return _stock_on_token(rel, fam, list(ids), n)
     if ids is None:
         config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
+    elif FINAL_NORM in ids:
+        return _stock_on_token(rel, fam, list(ids), n)
     else:
         config_ids = tuple(ids)
         rule, loop = _loop_indices_by_rule(stock_rule(fam, rel), list(ids), n)
@@ -238,7 +232,6 @@ class FailClosedIds:
     """What ``convert`` and ``manifest write --fail-closed`` write per engine: ``value`` (the ids, or the engine's
     fail-closed value); ``exact``: every stock runner feeds the manifest's ids from it; ``why``: what it does else."""
 
-
     value: Any
     exact: bool
     why: tuple[str, ...] = ()
@@ -255,8 +248,7 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
     """
     fam, n = family_named(family), num_hidden_layers
     key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
-    listed = isinstance(ids, (list, tuple))
-    if ids is not None and not listed:
+    if ids is not None and not isinstance(ids, (list, tuple)):
         what = "the SGLang fail-closed object" if is_fail_closed(ids) else brief(ids, 40)
         config_ids, rule, loop = None, f"{key}: {what}, not a list -> default", default_low_mid_high_indices(n)
         ids = None
@@ -295,7 +287,6 @@ def vllm_fail_closed_ids(layer_ids: Sequence, num_hidden_layers: int, *, family:
     that makes every vLLM runner in the table feed ``layer_ids`` exactly or refuse to start: the HF indices when each
     runner feeds them exactly, else :data:`~.config_keys.VLLM_FAIL_CLOSED_IDS` (for an fc order that is not ascending,
     ``"final_norm"``, or layer id -1 on a family vLLM captures inline)."""
-
     fam = family_named(family)
     if FINAL_NORM in layer_ids:
         return FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, (f"no stock vLLM index names the final norm's output "
