@@ -51,18 +51,17 @@ def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
     ec_ids, top_ids = _eagle_config_value(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
     ec_f, top_f, num_f = f"eagle_config.{IDS_FIELD}", IDS_FIELD, "num_aux_hidden_states"
     default = (3, "<absent: SGLang's default of 3>")
-    if is_fail_closed(ec_ids):  # plan_draft requires num_aux_hidden_states beside it; the plugin's draft __init__
-        ec_ids, mla_count = None, (num, num_f)  # hands the MLA class the manifest's ids in its place
+    closed = is_fail_closed(ec_ids)  # plan_draft requires num_aux_hidden_states beside it; the plugin's draft
+    if closed:  # __init__ hands the MLA class the manifest's ids in its place
+        ec_ids = None
 
     def first(*options):
         return next(((len(v) if f != num_f else v, f) for v, f in options if v), default)
 
     out = {"eagle_utils.get_draft_input_from_target_hidden_dim": first((num, num_f), (ec_ids, ec_f), (top_ids, top_f))}
     if mla:
-        out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = next(
+        out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = (num, num_f) if closed else next(
             ((len(v), f) for v, f in ((ec_ids, ec_f), (top_ids, top_f)) if v is not None), default)
-        if is_fail_closed(_eagle_config_value(cfg, IDS_FIELD)):
-            out["kimi_k25_eagle3._get_eagle_aux_layer_count"] = mla_count
     else:
         out["llama_eagle3.LlamaModel"] = first((num, num_f), (ec_ids, ec_f))
     return out

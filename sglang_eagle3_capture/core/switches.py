@@ -110,9 +110,8 @@ def parse(switch: Switch, environ: Mapping[str, str] | None = None) -> tuple[Any
     """``(value, problem)`` of ``switch`` in ``environ`` (default: the process's): the value it reads, or its default
     and the WARNING's text (problem None when it read). Raises :class:`~.errors.DeploymentError` (field: the
     variable) for a value that does not read when the switch guards a guarantee. Logs nothing."""
-    env = os.environ if environ is None else environ
-    raw = env.get(switch.name)
-    if raw is None or raw == "":
+    raw = (os.environ if environ is None else environ).get(switch.name)
+    if not raw:
         return switch.default, None
     value = _parsed(switch, raw)
     if value is not _UNREAD:
