@@ -5,6 +5,7 @@ preflight (``doctor/setup_args.py``, ``doctor/inspect.py``), so the preflight ca
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -14,6 +15,7 @@ from .config_keys import CONVENTION_KEY
 from .draft_checks import DraftPlan, plan_draft
 from .errors import DeploymentError, InputError
 from .families import family_of
+from .layer_ids import is_int
 from .manifest import Manifest
 from .releases.schema import Release
 from .target_config import architecture, cfg_get, target_dims
@@ -61,9 +63,7 @@ class Launch:
 def read_launch(server_args: Any, release: Release, *, algorithm: Any = None) -> Launch:
     """The :class:`Launch` of a resolved ``ServerArgs`` (the server's, or the one ``inspect`` resolved);
     ``algorithm``: the speculative algorithm SGLang's runner holds, where the caller has one (else the field's)."""
-    def value(name: str) -> Any:
-        return effective_value(server_args, release, name)
-
+    value = functools.partial(effective_value, server_args, release)
     algorithm = value("speculative_algorithm") if algorithm is None else algorithm
     algorithm = str(getattr(algorithm, "name", algorithm) or "NONE").upper()  # an enum in some releases
     model_path = value("model_path")
@@ -75,17 +75,14 @@ def read_launch(server_args: Any, release: Release, *, algorithm: Any = None) ->
                   model_impl=value("model_impl") or "auto")
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def check_launch(launch: Launch) -> None:
     """Refuse a draft chain SGLang accepts but its EAGLE worker cannot run: a value below 1, or more draft tokens than
     the tree has candidates (speculative/eagle_utils.py ``organize_draft_results`` takes the top
     ``num_draft_tokens - 1`` of ``topk + (steps - 1) * topk**2`` scores with ``torch.topk``)."""
     if not launch.eagle_worker:
         return
-    steps, topk, tokens = (_int_or_none(v) for v in (launch.num_steps, launch.eagle_topk, launch.num_draft_tokens))
+    steps, topk, tokens = (v if is_int(v) else None for v in (launch.num_steps, launch.eagle_topk,
+                                                              launch.num_draft_tokens))
     for flag, value in (("--speculative-num-steps", steps), ("--speculative-eagle-topk", topk),
                         ("--speculative-num-draft-tokens", tokens)):
         if value is not None and value < 1:
@@ -117,9 +114,8 @@ def is_eagle3_draft(draft_config: Any, manifest: Manifest | None) -> bool:
     """An EAGLE-3 draft: its class says so (SGLang's or speculators'), or it declares layer ids."""
     archs = cfg_get(draft_config, "architectures") or []
     ec = cfg_get(draft_config, "eagle_config")
-    marked = isinstance(ec, Mapping) and CONVENTION_KEY in ec
     return (any("Eagle3" in str(a) for a in archs) or cfg_get(draft_config, "speculators_model_type") == "eagle3"
-            or manifest is not None or marked)
+            or manifest is not None or (isinstance(ec, Mapping) and CONVENTION_KEY in ec))
 
 
 def eagle_config_of(draft_config: Any) -> Mapping | None:
