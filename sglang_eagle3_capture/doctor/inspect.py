@@ -109,12 +109,6 @@ def plugin_active(environ: Mapping[str, str] | None = None) -> bool:
     return plugin_installed() and (not allowed or PLUGIN_ENTRY_POINT[1] in allowed)
 
 
-def _status(fed: tuple[int, ...], problem: str | None, declared: tuple[int, ...], at_startup: bool) -> str:
-    if problem:
-        return "refused-at-startup" if at_startup else "crash"
-    return "consistent" if tuple(fed) == tuple(declared) else "mis-wired"
-
-
 def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
     key = "eagle_config ids" if c.engine == "SGLang" else "config ids"
     ids = f"no {key}" if c.config_ids is None else f"{key} {list(c.config_ids)}"
@@ -123,9 +117,12 @@ def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
         rule = ("eagle_config ids: the fail-closed object" if c.rule == "fail-closed" else
                 f"{ids} -> {c.rule}" if c.engine == "SGLang" else c.rule)
     if c.mis_fed:  # it runs, but these ids' tensors are not what it feeds
-        return WiringRow(name, c.fed_layer_ids, rule, "mis-wired", c.mis_fed)
-    return WiringRow(name, c.fed_layer_ids, rule, _status(c.fed_layer_ids, c.problem, declared, c.refuses_at_startup),
-                     c.problem)
+        status = "mis-wired"
+    elif c.problem:
+        status = "refused-at-startup" if c.refuses_at_startup else "crash"
+    else:
+        status = "consistent" if tuple(c.fed_layer_ids) == tuple(declared) else "mis-wired"
+    return WiringRow(name, c.fed_layer_ids, rule, status, c.mis_fed or c.problem)
 
 
 def _serving_release(version: str | None) -> releases.Release:
@@ -323,11 +320,9 @@ _SAFE = ("consistent", "refused-at-startup")  # what stock SGLang does that need
 
 
 def _decide(report: InspectReport, refusal: str | None, plugin_ids: tuple[int, ...] | None) -> None:
-    _decide_stock(report, refusal)
+    row, want = _decide_stock(report, refusal)
     if report.plugin_active:
         version = report.serving_release
-        want = f"layer ids {list(report.declared.layer_ids)} (HF {report.declared.hf_indices})"
-        row = next(r for r in report.readings if r.name == f"stock SGLang {version}")
         stock = {"consistent": "feed the same", "crash": f"crash ({row.problem})",
                  "refused-at-startup": "refuse to start"}.get(
             row.status, f"MIS-WIRE it ({row.problem})" if row.problem else
@@ -348,32 +343,32 @@ def _decide(report: InspectReport, refusal: str | None, plugin_ids: tuple[int, .
             report.verdict = "contradiction"
 
 
-def _decide_stock(report: InspectReport, refusal: str | None) -> None:
+def _decide_stock(report: InspectReport, refusal: str | None) -> tuple[WiringRow, str]:
+    """The stock verdict and summary of the serving release's row; returns that row and the declared wiring."""
     version = report.serving_release
     current = next(r for r in report.readings if r.name == f"stock SGLang {version}")
     report.verdict = current.status
     want = f"layer ids {list(report.declared.layer_ids)} (HF {report.declared.hf_indices})"
+    stock = f"stock SGLang {version}"
+    report.summary = {
+        "consistent": f"{stock} feeds the fc exactly {want}",
+        "crash": f"{stock} would crash for this draft: {current.problem}",
+        "refused-at-startup": f"{stock} refuses to start with this draft, so it never feeds its fc other hidden states "
+                              f"({current.problem})",
+    }.get(current.status, f"{stock} would MIS-WIRE this draft: {current.problem}, where the draft was trained on "
+                          f"{want}" if current.problem else  # it feeds these ids' positions, but other tensors
+          f"{stock} would MIS-WIRE this draft: it feeds layer ids {list(current.layer_ids)} (HF "
+          f"{current.hf_indices}) where the draft was trained on {want}")
+    if report.manifest is None:
+        return current, want
     if current.status == "consistent":
-        report.summary = f"stock SGLang {version} feeds the fc exactly {want}"
-    elif current.status == "crash":
-        report.summary = f"stock SGLang {version} would crash for this draft: {current.problem}"
-    elif current.status == "refused-at-startup":
-        report.summary = (f"stock SGLang {version} refuses to start with this draft, so it never feeds its fc other "
-                          f"hidden states ({current.problem})")
-    elif current.problem:  # it feeds these ids' positions, but other tensors
-        report.summary = (f"stock SGLang {version} would MIS-WIRE this draft: {current.problem}, where the draft was "
-                          f"trained on {want}")
+        if refusal and report.plugin_installed:  # it refuses a declared-id deployment it cannot serve exactly
+            report.summary += f"; but {refusal}"
+    elif refusal is not None:
+        report.summary += f"; {refusal}"
+    elif report.plugin_installed:
+        report.summary += ("; the sglang-eagle3-capture plugin is installed and feeds the manifest's ids instead "
+                           "(check the 'eagle3-capture:' log line at startup)")
     else:
-        report.summary = (f"stock SGLang {version} would MIS-WIRE this draft: it feeds layer ids "
-                          f"{list(current.layer_ids)} (HF {current.hf_indices}) where the draft was trained on {want}")
-    if current.status == "consistent" and report.manifest is not None and refusal and report.plugin_installed:
-        report.summary += f"; but {refusal}"  # it refuses a declared-id deployment it cannot serve exactly
-    if current.status != "consistent":
-        if report.manifest is not None and refusal is not None:
-            report.summary += f"; {refusal}"
-        elif report.manifest is not None and report.plugin_installed:
-            report.summary += ("; the sglang-eagle3-capture plugin is installed and feeds the manifest's ids instead "
-                               "(check the 'eagle3-capture:' log line at startup)")
-        elif report.manifest is not None:
-            report.summary += ("; install sglang-eagle3-capture (its SGLang plugin reads the manifest) or convert "
-                               "the draft")
+        report.summary += "; install sglang-eagle3-capture (its SGLang plugin reads the manifest) or convert the draft"
+    return current, want
