@@ -22,9 +22,8 @@ from ..core.stock import (
 )
 from . import release_table
 
-__all__ = ["FailClosedIds", "engine_capture", "fail_closed_eagle_config_ids", "releases_label", "stock_by_release",
-           "stock_on_supported", "stock_on_vllm", "stock_safe_eagle_config_ids", "vllm_fail_closed_ids",
-           "with_stock_ids"]
+__all__ = ["engine_capture", "fail_closed_eagle_config_ids", "releases_label", "stock_by_release", "stock_on_supported",
+           "stock_on_vllm", "stock_safe_eagle_config_ids", "vllm_fail_closed_ids", "with_stock_ids"]
 
 
 def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str, file: Any = None
@@ -91,7 +90,6 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
     why = [c.describe() for c in stock_on_supported({"eagle_config": {IDS_KEY: ids}}, num_hidden_layers, family=fam)
            if c.fed_layer_ids != tuple(layer_ids) or c.problem or c.mis_fed]
     return FailClosedIds(ids, True) if not why else FailClosedIds(dict(FAIL_CLOSED_IDS), False, tuple(why))
-
 
 
 def with_stock_ids(eagle_config: Any, value: Any) -> dict:

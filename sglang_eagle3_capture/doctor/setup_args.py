@@ -78,12 +78,7 @@ def _root_logger_kept():
     try:
         yield
     finally:
-        for h in root.handlers[:]:
-            if h not in handlers:
-                root.removeHandler(h)
-        for h in handlers:
-            if h not in root.handlers:
-                root.addHandler(h)
+        root.handlers[:] = handlers
         root.setLevel(level)
 
 
@@ -103,14 +98,20 @@ def _merged(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
                          "pass a YAML file of launch_server options (keys as the flags, without --)") from None
 
 
+def _refused(said: str | io.StringIO) -> InputError:
+    """The parser's refusal; ``said``: its message, or its stderr (the last line is the error)."""
+    if isinstance(said, io.StringIO):
+        said = (said.getvalue().strip().splitlines() or ["it exited"])[-1]
+    return InputError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}", FIX)
+
+
 def _parse(parser: argparse.ArgumentParser, argv: list[str], err: io.StringIO) -> argparse.Namespace:
     try:
         return parser.parse_args(argv)
     except SystemExit:
-        said = (err.getvalue().strip().splitlines() or ["it exited"])[-1]
+        raise _refused(err) from None
     except argparse.ArgumentError as e:
-        said = str(e)
-    raise InputError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}", FIX)
+        raise _refused(str(e)) from None
 
 
 def _same(a: str, b: str) -> bool:
@@ -161,9 +162,7 @@ def resolve(argv: Sequence[str], draft: str, target: str | None) -> Resolved:
             if hasattr(server_args, "resolve_once"):
                 server_args.resolve_once()
         except SystemExit:
-            said = (err.getvalue().strip().splitlines() or ["it exited"])[-1]
-            raise InputError(None, "--", f"launch_server's parser refuses the arguments: {cut(shown(said), 300)}",
-                             FIX) from None
+            raise _refused(err) from None
         except Exception as e:  # noqa: BLE001 - whatever SGLang's resolution raises, the server would fail the same
             raise InputError(None, "--", f"SGLang {releases.installed_sglang_version()} refuses the arguments: "
                              f"{type(e).__name__}: {cut(shown(e), 300)}",

@@ -11,26 +11,16 @@ from typing import Any, Mapping
 
 from ...core import records
 from ...core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
-from ...core.errors import AmbiguousLayerIds, InputError, brief
+from ...core.errors import InputError, brief
 from ...core.schemas.draft import DRAFT_CONFIG
 from ...core.userfiles import read_json_object
-from .base import (
-    CONVENTION_EAGLE_DEFAULT,
-    CONVENTION_LAYER_ID,
-    CONVENTION_SGLANG,
-    CONVENTION_SPECULATORS_LEGACY,
-    CONVENTION_VLLM,
-    MATH_FLAGS,
-    SGLANG_ARCH,
-    ResolvedLayerIds,
-)
+from .base import CONVENTION_LAYER_ID, CONVENTION_VLLM, SGLANG_ARCH, ResolvedLayerIds
 from .eagle_default import EagleDefaultFormat
 from .sglang_eagle_config import SGLangEagleConfigFormat
 from .speculators import SpeculatorsFormat
 
-__all__ = ["CONVENTION_EAGLE_DEFAULT", "CONVENTION_LAYER_ID", "CONVENTION_SGLANG", "CONVENTION_SPECULATORS_LEGACY",
-           "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "SGLANG_ARCH", "AmbiguousLayerIds",
-           "ResolvedLayerIds", "check_draft_config", "detect_format", "load_draft_config", "load_json",
+__all__ = ["CONVENTION_LAYER_ID", "CONVENTION_VLLM", "FORMATS", "SGLANG_ARCH", "EagleDefaultFormat",
+           "SGLangEagleConfigFormat", "SpeculatorsFormat", "check_draft_config", "detect_format", "load_draft_config",
            "read_draft_config"]
 
 # Asked in this order; the first whose detect() says yes reads the file.
@@ -66,11 +56,6 @@ def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "
                                                    fc_in_features=fc_in_features)
 
 
-def load_json(path: str | Path, what: str) -> dict:
-    """Read a JSON object from ``path``; errors (:class:`InputError`) name the file and ``what`` it should be."""
-    return read_json_object(Path(path), fix=f"point at {what}")
-
-
 def check_draft_config(cfg: Any, file: str | Path = "config.json") -> Any:
     """``cfg`` as it is, once :data:`~...core.schemas.draft.DRAFT_CONFIG` accepts it (the types every format reader
     relies on), or an :class:`InputError` naming the file, the field and the fix."""
@@ -79,5 +64,5 @@ def check_draft_config(cfg: Any, file: str | Path = "config.json") -> Any:
 
 
 def load_draft_config(path: str | Path) -> dict:
-    """A draft ``config.json``: :func:`load_json` and :func:`check_draft_config`."""
-    return check_draft_config(load_json(path, "the draft's config.json"), path)
+    """A draft ``config.json`` read (errors name the file) and passed through :func:`check_draft_config`."""
+    return check_draft_config(read_json_object(Path(path), fix="point at the draft's config.json"), path)

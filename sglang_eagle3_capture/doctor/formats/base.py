@@ -16,7 +16,6 @@ from ...core.schemas.draft import MATH_FLAGS, MAX_DIM, SGLANG_ARCH  # noqa: F401
 
 CONVENTION_SGLANG = "sglang-output-of-layer"
 CONVENTION_VLLM = "vllm-hf-index"
-CONVENTION_SPECULATORS_LEGACY = "speculators-legacy-after-layer"
 CONVENTION_EAGLE_DEFAULT = "eagle-fixed-hf-index"
 CONVENTION_LAYER_ID = "layer-id"
 

@@ -14,7 +14,7 @@ from ...core import records
 from ...core.config_keys import IDS_KEY, is_vllm_fail_closed
 from ...core.errors import AmbiguousLayerIds, InputError, brief
 from ...core.layer_ids import layer_id_of_index
-from ...core.schemas.draft import MATH_FLAGS, SGLANG_ARCH, SPECULATORS, SPECULATORS_ARCHS  # noqa: F401 (re-exported)
+from ...core.schemas.draft import MATH_FLAGS, SGLANG_ARCH, SPECULATORS
 from ...core.stock import default_low_mid_high_indices
 from ...core.target_config import target_dims
 from .base import CONVENTION_VLLM, Reading, ResolvedLayerIds, ascending, fc_chunks, validated
@@ -83,11 +83,10 @@ class SpeculatorsFormat:
             original, inferred = None, True
             indices = default_low_mid_high_indices(n_layers)
             messages.append(f"{where}: absent; assuming speculators' default HF indices {indices} for a "
-                            f"{n_layers}-layer "
-                            "target (inferred: check against the data-generation command, or pass --layer-ids)")
+                            f"{n_layers}-layer target (inferred: check against the data-generation command, or pass "
+                            "--layer-ids)")
         else:
-            original, inferred = list(raw), False
-            indices = list(original)
+            original, inferred, indices = list(raw), False, list(raw)
             if n_layers in indices:
                 if indices[-1] != n_layers:
                     raise InputError(file, IDS_KEY, f"{original} contains {n_layers} (the final layer) but not last",
@@ -113,18 +112,16 @@ class SpeculatorsFormat:
         tl, dvocab = cfg["transformer_layer_config"], c["draft_vocab_size"]
         out = {k: v for k, v in tl.items() if k not in ("architectures", "auto_map")}
         out.update(architectures=[SGLANG_ARCH], draft_vocab_size=dvocab, tie_word_embeddings=False, **flags)
-        for key in ("dtype", "torch_dtype"):
-            if key in cfg:
-                out[key] = cfg[key]
+        out.update({key: cfg[key] for key in ("dtype", "torch_dtype") if key in cfg})
         messages = []
         if flags["norm_before_residual"]:
             messages.append("norm_before_residual is true: stock SGLang's LlamaForCausalLMEagle3 always keeps the "
                             "pre-hidden_norm residual (the false math); serve with the plugin's draft loader")
         types = tl.get("layer_types") or []
         if "sliding_attention" in types or tl.get("use_sliding_window"):
-            messages.append(f"trained with sliding-window attention (window {tl.get('sliding_window')}); "
-                            "SGLang applies "
-                            f"a draft window only with --speculative-draft-window-size {tl.get('sliding_window')}")
+            window = tl.get("sliding_window")
+            messages.append(f"trained with sliding-window attention (window {window}); SGLang applies a draft window "
+                            f"only with --speculative-draft-window-size {window}")
         return out, messages
 
     @staticmethod

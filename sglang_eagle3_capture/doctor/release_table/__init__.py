@@ -1,25 +1,17 @@
-"""The whole release table as the doctor reads it: the releases the plugin refuses (one module each here, kept for
-the doctor's stock readings and the README's support matrix) before the supported ones
-(:mod:`sglang_eagle3_capture.core.releases`), oldest first. The plugin never imports this: it refuses these
-releases at startup as not supported.
-"""
+"""The whole release table as the doctor reads it: the releases the plugin refuses (one module each, kept for the
+doctor's stock readings and the README's support matrix; the plugin never imports them) before the supported ones
+(:mod:`sglang_eagle3_capture.core.releases`), oldest first."""
 
 from __future__ import annotations
 
-import importlib
-
 from ...core import releases
 from ...core.releases.schema import Release
+from . import sglang_0_5_11, sglang_0_5_13_post1, sglang_0_5_15_post1
 
 __all__ = ["all_releases", "get"]
 
-# One line per refused release file, oldest first; all older than every supported release.
-_MODULES = (
-    "sglang_0_5_11",
-    "sglang_0_5_13_post1",
-    "sglang_0_5_15_post1",
-)
-_REFUSED: tuple[Release, ...] = tuple(importlib.import_module(f".{m}", __name__).RELEASE for m in _MODULES)
+# Oldest first; all older than every supported release.
+_REFUSED = (sglang_0_5_11.RELEASE, sglang_0_5_13_post1.RELEASE, sglang_0_5_15_post1.RELEASE)
 
 
 def all_releases() -> tuple[Release, ...]:
