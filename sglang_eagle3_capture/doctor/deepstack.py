@@ -1,15 +1,7 @@
-"""What a layer id names on a deepstack target (Qwen3-VL, docs/families.md ``qwen3_vl``), for ``inspect``.
-
-SGLang adds ``deepstack[k]`` to decoder layer ``k``'s output on image and video tokens; whether layer id ``k``
-names the state before or after that add depends on who captured it:
-
-- ``before-add``: HF ``output_hidden_states`` (modeling_qwen3_vl.py:626-627, ``_deepstack_process`` after it,
-  837-842) and layer hooks (SpecForge's HF backend, Model Optimizer); SGLang 0.5.17-0.5.18
-  (``post_residual_addition``); SGLang 0.5.19+ with ``rl_on_policy_target`` (layers/layer_boundary/stage.py:421-434);
-- ``after-add``: SGLang 0.5.19-0.5.23's inference path (``add_to_output``, qwen3_vl.py:1263-1272 in 0.5.23).
-
-The plugin feeds what the installed release's loop captures; it does not move the add. Text tokens are unaffected.
-Without ``provenance.deepstack`` (or ``--trained-with``), a draft listing a deepstack layer id is ambiguous."""
+"""What a layer id names on a deepstack target (Qwen3-VL), for ``inspect``: SGLang adds ``deepstack[k]`` to decoder
+layer ``k``'s output on image and video tokens, and whether layer id ``k`` names the state before or after that add
+depends on who captured it (each trainer and release, with sources: docs/families.md ``qwen3_vl``). Without
+``provenance.deepstack`` (or ``--trained-with``), a draft listing a deepstack layer id is ambiguous."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""``inspect``: a draft's declared wiring next to what each stock SGLang release would feed it.
-
-The declared wiring is the draft's manifest, or what its ``config.json`` reads as (:mod:`.formats`); what stock
-SGLang feeds comes only from :func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`, per release in
-:mod:`.release_table`. The verdict is for the release the draft would be served with, with the plugin when it is
-active here (else, or with ``--stock``, stock SGLang's): ``consistent``, ``mis-wired``, ``crash``,
-``refused-at-startup``, ``refused`` (the plugin's policy or loader), ``ambiguous`` (exit 3) or, with launch_server
-arguments, ``contradiction``; those run the server's own checks (:mod:`sglang_eagle3_capture.core.launch`) here.
-docs/troubleshooting.md section 1 and docs/setup-report.md show the output."""
+"""``inspect``: a draft's declared wiring (its manifest, or what ``config.json`` reads as) next to what each release
+in :mod:`.release_table` feeds it (:func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`). The verdict is for
+the serving release, with the plugin when it is active here (else, or with ``--stock``, stock SGLang's); with
+launch_server arguments the server's own checks (:mod:`sglang_eagle3_capture.core.launch`) run here too. Output:
+docs/troubleshooting.md section 1 and docs/setup-report.md."""
 
 from __future__ import annotations
 
@@ -67,7 +63,7 @@ class InspectReport:
     plugin_installed: bool = False
     serving_release: str = ""  # the release the verdict concerns
     ambiguous_readings: list = field(default_factory=list)  # formats.base.Reading, when ambiguous
-    verdict: str = "consistent"
+    verdict: str = "consistent"  # or mis-wired, crash, refused-at-startup, refused, ambiguous, contradiction
     summary: str = ""
     plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)
     setup: Any = None  # setup_report.SetupReport, when launch_server arguments were given

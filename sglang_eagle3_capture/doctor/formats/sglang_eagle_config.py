@@ -1,10 +1,8 @@
-"""SGLang / SpecForge / Model Optimizer drafts: ids in ``eagle_config.eagle_aux_hidden_state_layer_ids``.
-
-What such a list meant depends on how the draft was trained, and the checkpoint does not say: a layer hook meant
-layer ids (but ``N-1`` has two readings, ``hf-hidden-states`` and ``layer-output``), a trainer that ran SGLang meant
-what that release fed (:func:`.readings.stock_by_release`; readings under which it could not have run are left
-out). Differing readings raise :class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds` unless ``trained_with``
-says which; ids marked with this package's convention are layer ids as written. docs/formats-and-convert.md."""
+"""SGLang / SpecForge / Model Optimizer drafts: ids in ``eagle_config.eagle_aux_hidden_state_layer_ids``, whose
+meaning depends on how the draft was trained (a layer hook, HF ``hidden_states``, or the SGLang release that fed it:
+:func:`.readings.stock_by_release`). Differing readings raise
+:class:`~sglang_eagle3_capture.core.errors.AmbiguousLayerIds` unless ``trained_with`` says which; ids marked with this
+package's convention are layer ids as written. docs/formats-and-convert.md."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""speculators (vLLM project) Eagle-3 drafts and its legacy offline data config.
-
-``config.json`` (``speculators_model_type: "eagle3"``): top-level ``eagle_aux_hidden_state_layer_ids`` are HF
-``output_hidden_states`` indices (absent: ``[2, N//2, N-3]``). A trailing ``N`` is either the verifier target
-speculators' data generation appends (speculators issue #1065) or an fc input, the pre-norm last layer (vLLM's
-``extract_hidden_states``), so layer id ``N-1``; the fc's width decides. Legacy ``data_config.json``: ids captured
-*after* layer ``i``, the last one the verifier target. docs/formats-and-convert.md."""
+"""speculators (vLLM project) Eagle-3 drafts: top-level ``eagle_aux_hidden_state_layer_ids`` are HF
+``output_hidden_states`` indices (absent: ``[2, N//2, N-3]``); a trailing ``N`` is read by the fc's width
+(docs/formats-and-convert.md)."""
 
 from __future__ import annotations
 
