@@ -4,6 +4,7 @@ SGLang feed a manifest's ids or refuse to start. One release's reading is
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import Any, Mapping, Sequence
 
 from ..core.config_keys import CONVENTION_KEY, FAIL_CLOSED_IDS, IDS_KEY
@@ -30,16 +31,11 @@ def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: F
                      ) -> list[tuple[tuple[str, ...], StockCapture]]:
     """What every release in the table feeds, oldest first, consecutive releases that feed (and fail) the same
     grouped: ``[((version, ...), StockCapture of the newest of them), ...]``."""
-    out: list[tuple[tuple[str, ...], StockCapture]] = []
-    for release in release_table.all_releases():
-        c = stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=release, file=file)
-        last = out[-1][1] if out else None
-        if last is not None and (last.fed_layer_ids, last.problem is None, last.mis_fed is None) == \
-                (c.fed_layer_ids, c.problem is None, c.mis_fed is None):
-            out[-1] = ((*out[-1][0], release.version), c)
-        else:
-            out.append(((release.version,), c))
-    return out
+    captures = [(r.version, stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=r, file=file))
+                for r in release_table.all_releases()]
+    groups = [list(g) for _, g in groupby(captures, key=lambda vc: (vc[1].fed_layer_ids, vc[1].problem is None,
+                                                                    vc[1].mis_fed is None))]
+    return [(tuple(version for version, _ in g), g[-1][1]) for g in groups]
 
 
 def stock_on_supported(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
