@@ -1,10 +1,6 @@
-"""Served acceptance, counted per draft position, and the alarm against what the draft should accept.
-
-Plain arithmetic, no SGLang, torch or Prometheus (:mod:`.metrics` feeds and exports it). One *verify step* is one
-request's verify of one draft; the definitions (``proposed``, ``accepted``, ``histogram``) are docs/metrics.md's, the
-same as ``verify``'s offline figures and ``benchmarks/bench_e2e.py``'s, so the three compare. The alarm fires once
-when position-0 acceptance over the last ``window`` steps is below the manifest's ``expected`` by more than
-``margin``, and clears once when it is back within half the margin."""
+"""Served acceptance, counted per draft position, and the alarm against what the draft should accept: plain
+arithmetic, no SGLang, torch or Prometheus (:mod:`.metrics` feeds and exports it). The definitions and the alarm's
+rule are docs/metrics.md's, the same as ``verify``'s offline figures and ``benchmarks/bench_e2e.py``'s."""
 
 from __future__ import annotations
 
@@ -70,8 +66,7 @@ class Tally:
 
     def record(self, num_correct_drafts: int) -> None:
         """One verify step that accepted ``num_correct_drafts`` draft tokens (clamped to the draft's positions)."""
-        n = num_correct_drafts
-        self.histogram[n if 0 <= n <= self.steps else (0 if n < 0 else self.steps)] += 1
+        self.histogram[min(max(num_correct_drafts, 0), self.steps)] += 1
 
     def per_position(self) -> list[float | None]:
         n = self.verify_steps
@@ -88,9 +83,7 @@ class Tally:
         return out
 
     def copy(self) -> "Tally":
-        out = Tally(self.steps)
-        out.histogram = list(self.histogram)
-        return out
+        return self.since(Tally(self.steps))
 
     def line(self) -> str:
         pos = " ".join("-" if p is None else f"{p:.3f}" for p in self.per_position())
@@ -126,22 +119,17 @@ class Alarm:
     def observe(self, accepted_first: bool) -> AlarmEvent | None:
         """One verify step (whether it accepted the first draft token); an event when the alarm changes state."""
         recent = self._recent
-        full = len(recent) == self.window
-        if full:
+        if len(recent) == self.window:
             self._hits -= recent[0]
         recent.append(accepted_first)
         self._hits += accepted_first
-        if not full and len(recent) < self.window:
+        if len(recent) < self.window:
             return None
         rate = self._hits / self.window
-        if not self.firing:
-            if rate >= self.expected - self.margin:
-                return None
-            self.firing = True
-        elif rate >= self.expected - self.margin / 2:
-            self.firing = False
-        else:
+        # fires below expected - margin; once firing, clears at expected - margin / 2 or above
+        if (rate < self.expected - (self.margin / 2 if self.firing else self.margin)) == self.firing:
             return None
+        self.firing = not self.firing
         return AlarmEvent(self.firing, rate, self.expected, self.margin, self.window)
 
 

@@ -1,11 +1,7 @@
 """Capture dump for debugging deployments: what the target really feeds the draft's fc, per rank
-(``SGLANG_EAGLE3_CAPTURE_DUMP=DIR``; docs/how-it-works.md, "The capture dump": what it holds, why private).
-
-Each batch is ``DIR/tp{R}-pid{P}-{RUN}-{n:03d}.safetensors`` plus ``.json`` metadata (read back by ``compare`` as
-:mod:`sglang_eagle3_capture.doctor.dump_schema` declares). ``RUN`` keeps one server run's files from overwriting
-another's even when a fresh container reuses the pid. The dump never stops serving: any failure logs one ERROR and
-turns it off for that process. Batches run inside CUDA-graph capture or torch.compile tracing are not dumped (the
-graphs replay without Python)."""
+(``SGLANG_EAGLE3_CAPTURE_DUMP=DIR``; docs/how-it-works.md, "The capture dump", has the files and why they are private;
+:mod:`sglang_eagle3_capture.doctor.dump_schema` their metadata). The dump never stops serving: any failure logs one
+ERROR and turns it off for that process."""
 
 from __future__ import annotations
 
@@ -49,11 +45,10 @@ class CaptureDump:
                  max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.directory = Path(directory)
         self.metadata = dict(metadata)
-        self.max_batches = max_batches
-        self.max_bytes = max_bytes
-        self.written = 0
-        self.bytes_written = 0
+        self.max_batches, self.max_bytes = max_batches, max_bytes
+        self.written = self.bytes_written = 0
         self.disabled = False
+        # the run keeps one server run's files apart from another's, even when a fresh container reuses the pid
         self.run = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
         self._warned_size = False
         self._dir: PrivateDirectory | None = None
@@ -110,14 +105,10 @@ class CaptureDump:
 
         stem = f"tp{self.metadata.get('tp_rank')}-pid{os.getpid()}-{self.run}-{self.written:03d}"
         cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
-        meta = {
-            **self.metadata,
-            "batch": self.written,
-            "run": self.run,
-            "forward_mode": getattr(forward_mode, "name", None if forward_mode is None else str(forward_mode)),
-            "shapes": {k: list(v.shape) for k, v in cpu.items()},
-            "dtypes": {k: str(v.dtype) for k, v in cpu.items()},
-        }
+        meta = {**self.metadata, "batch": self.written, "run": self.run,
+                "forward_mode": getattr(forward_mode, "name", None if forward_mode is None else str(forward_mode)),
+                "shapes": {k: list(v.shape) for k, v in cpu.items()},
+                "dtypes": {k: str(v.dtype) for k, v in cpu.items()}}
         # metadata first: a reader that finds the batch finds its metadata; both atomic, 0600 through the directory
         # opened at start; metadata whose tensors cannot be written (a full disk) is removed again
         self._dir.write(f"{stem}.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
