@@ -1,10 +1,6 @@
 """The effective speculative setup: what was asked, what SGLang runs, what the draft was trained for, and where
 they disagree (docs/setup-report.md). From plain data only (no torch, no SGLang): :mod:`.sglang_report` and
-``inspect ... -- ARGS`` (:mod:`..doctor.setup_args`) both hand a :class:`SetupFacts` to :func:`build`.
-
-A changed setting is named with the SGLang source that changed it, from SGLang's own resolution record
-(``server_args._resolved_overrides``) where the release keeps one, else the parsed arguments compared with the
-effective ones. Nothing here restates SGLang's rules."""
+``inspect ... -- ARGS`` (:mod:`..doctor.setup_args`) both hand a :class:`SetupFacts` to :func:`build`."""
 
 from __future__ import annotations
 
@@ -145,9 +141,7 @@ def _changed_by(s: Setting, facts: SetupFacts, requested: Any, effective: Any) -
     if facts.record is not None:
         for source, declared in reversed(facts.record):
             if s.field in declared:
-                if declared[s.field] == requested:
-                    return None, None
-                return source, facts.sources.get(source)
+                return (None, None) if declared[s.field] == requested else (source, facts.sources.get(source))
         return None, None
     if requested not in (None, "?") and requested != effective:
         return "argument resolution (the parsed value differs from the effective one)", None
@@ -183,15 +177,10 @@ def _get(cfg: Mapping | None, dotted: str) -> Any:
 def _trained_depth(cfg: Mapping) -> tuple[int, str] | None:
     """The draft's test-time-training depth, where its config states it: ``(steps, field)``."""
     methods = _get(cfg, "speculators_config.proposal_methods")
-    for i, m in enumerate(methods if isinstance(methods, list) else []):
-        n = _get(m, "speculative_tokens")
-        if isinstance(n, int) and not isinstance(n, bool):
-            return n, f"speculators_config.proposal_methods[{i}].speculative_tokens"
-    for key in ("ttt_length", "ttt_steps"):
-        n = cfg.get(key)
-        if isinstance(n, int) and not isinstance(n, bool):
-            return n, key
-    return None
+    stated = [(_get(m, "speculative_tokens"), f"speculators_config.proposal_methods[{i}].speculative_tokens")
+              for i, m in enumerate(methods if isinstance(methods, list) else [])]
+    stated += [(cfg.get(key), key) for key in ("ttt_length", "ttt_steps")]
+    return next(((n, key) for n, key in stated if isinstance(n, int) and not isinstance(n, bool)), None)
 
 
 def _draft_class(d: DraftFacts, algorithm: Any) -> list[Finding]:
@@ -290,8 +279,7 @@ def build(facts: SetupFacts) -> SetupReport:
                                     "pass --speculative-draft-model-path DRAFT_DIR"))
     else:
         findings += _draft_class(facts.draft, eff.get("speculative_algorithm"))
-        more_trained, more = _draft_findings(facts.draft, eff, facts.release, facts.plugin_active)
-        trained.update(more_trained)
+        trained, more = _draft_findings(facts.draft, eff, facts.release, facts.plugin_active)
         findings += more
     unread = list(facts.draft.unread) if facts.draft is not None else []
     return SetupReport(facts.release.version, how, rows, trained, findings, list(facts.notes), unread)
@@ -320,16 +308,12 @@ def report_path(environ: Mapping[str, str]) -> Path | None:
     explicit, dump = switches.read(switches.REPORT, environ), switches.read(switches.DUMP, environ)
     if explicit:
         return Path(explicit)
-    if dump:
-        return Path(dump) / REPORT_SUBDIR / REPORT_FILENAME
-    return None
+    return Path(dump) / REPORT_SUBDIR / REPORT_FILENAME if dump else None
 
 
 # --- reading the draft's and the target's files (no torch) -------------------------------------------------------
 
 _INT_CODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b"}
-
-
 MAX_D2T_ENTRIES = 1 << 22  # a draft vocabulary's d2t (the published drafts' hold 32k to 256k entries)
 _FIX = "make it a readable regular file of its kind (the report leaves it out meanwhile; serving goes on)"
 
@@ -350,9 +334,8 @@ def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
         values = array.array(_INT_CODES[info.dtype], f.read(info.offsets[1] - info.offsets[0]))
     if sys.byteorder == "big":
         values.byteswap()
-    if not values:
-        return None, str(info.file)
-    return (min(i + v for i, v in enumerate(values)), max(i + v for i, v in enumerate(values))), str(info.file)
+    targets = [i + v for i, v in enumerate(values)]
+    return ((min(targets), max(targets)) if targets else None), str(info.file)
 
 
 def _read(path: Path, unread: list[str], parse) -> Any:
@@ -368,11 +351,11 @@ def _read(path: Path, unread: list[str], parse) -> Any:
 
 
 def _vocabulary(directory: Path, unread: list[str]) -> str | None:
-    """A short digest of ``directory``'s ``tokenizer.json`` vocabulary (its ``model.vocab``, else the file)."""
     return _read(directory / "tokenizer.json", unread, _vocabulary_digest)
 
 
 def _vocabulary_digest(data: bytes) -> str:
+    """A short digest of a ``tokenizer.json``'s vocabulary (its ``model.vocab``, else the whole file)."""
     try:
         vocab = json.loads(data).get("model", {}).get("vocab")
     except (ValueError, AttributeError, RecursionError):
@@ -406,12 +389,10 @@ def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
         manifest = None  # the policy refuses a bad manifest itself
     try:
         d2t, d2t_file = _d2t_range(draft)
-    except Eagle3CaptureError as e:
+    except (Eagle3CaptureError, OSError, ValueError) as e:
         d2t, d2t_file = None, None
-        unread.append(str(e))
-    except (OSError, ValueError) as e:
-        d2t, d2t_file = None, None
-        unread.append(f"{draft}: the d2t tensor: {type(e).__name__}: {e}")
+        ours = isinstance(e, Eagle3CaptureError)
+        unread.append(str(e) if ours else f"{draft}: the d2t tensor: {type(e).__name__}: {e}")
     config, tokenizer = _json(draft / "config.json", unread), _vocabulary(draft, unread)
     target_config = _json(tdir / "config.json", unread) if tdir else None
     target_tokenizer = _vocabulary(tdir, unread) if tdir else None
