@@ -1,12 +1,7 @@
 """Per-position acceptance on SGLang's ``/metrics``, one log line every N verify steps, and the acceptance alarm
-(docs/metrics.md has the names, labels and cost).
-
-Two seams (the release table's ``metrics.`` roles), one patch: ``Scheduler.init_metrics_collector``, where only
-SGLang's stats-logging rank (``SchedulerMetricsCollectorContext.is_stats_logging_rank``) counts, so a request is
-counted once under TP; and ``Req.update_spec_correct_drafts_histogram``, SGLang's own record of one verify step, so
-the counts are exactly its ``spec_correct_drafts_histogram``. Counting is one integer add on the scheduler thread;
-a daemon thread moves the deltas into Prometheus every :data:`FLUSH_SECONDS`, so the verify path never takes a lock
-or touches a metric file. Nothing here raises into SGLang: a failure logs one WARNING and stops counting."""
+(docs/metrics.md has the names, labels, seams and cost). Counting is one integer add on the scheduler thread of
+SGLang's stats-logging rank; a daemon thread moves the deltas into Prometheus every :data:`FLUSH_SECONDS`. Nothing
+here raises into SGLang: a failure logs one WARNING and stops counting."""
 
 from __future__ import annotations
 
@@ -85,8 +80,7 @@ class _Counter:
         self.tally: Tally | None = None
         self.alarm: Alarm | None = None
         self.exporter: _Exporter | None = None
-        self._flushed: Tally | None = None
-        self._logged: Tally | None = None
+        self._flushed = self._logged = None  # Tally copies, from _start
         self._draft = self._target = "DRAFT"
         self._steps = 0  # = tally.verify_steps, kept apart: that one is a sum over the histogram, this is the hot path
 
@@ -117,8 +111,7 @@ class _Counter:
             threading.Thread(target=_flush_forever, name="eagle3-capture-metrics", daemon=True).start()
 
     def _expected(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str, bool]:
-        """The manifest's expected figures for the setting served, or why there are none, and whether the manifest has
-        an ``expected`` block at all."""
+        """The manifest's figures for the setting served (or why none), and whether it has an ``expected`` block."""
         try:
             manifest = find_manifest(self._draft)
         except Exception as e:  # noqa: BLE001 - the capture side refuses a bad manifest; here it only means no alarm
@@ -195,9 +188,8 @@ def _after_init(scheduler: Any) -> None:
         switches.warn(problem)
     context = getattr(scheduler, "metrics_collector_context", None)
     server_args = getattr(scheduler, "server_args", None)
-    if not settings.enabled or context is None or server_args is None or not _speculating(server_args):
-        return
-    if not context.is_stats_logging_rank:
+    if not settings.enabled or context is None or server_args is None or not _speculating(server_args) \
+            or not context.is_stats_logging_rank:
         return
     collector = context.collector if context.enable_metrics else None
     labels = dict(getattr(collector, "labels", None) or {}) if collector is not None else None

@@ -1,10 +1,6 @@
-"""The startup report (:mod:`.report`) from SGLang's objects, at the resolution seam of the target
-``ModelRunner`` (before the model loads); docs/setup-report.md.
-
-Every target process builds it; rank 0 (TP, PP and DP) logs and writes it, and a report that cannot be built or
-written logs one WARNING and serving goes on. In strict mode every target process refuses (:func:`refuse_if_strict`),
-so no rank serves what rank 0 refused. :func:`facts_from_server_args` is shared with ``inspect ... -- ARGS``, so the
-same reading gives the same report. Nothing here imports SGLang."""
+"""The startup report (:mod:`.report`) from SGLang's objects, at the resolution seam of the target ``ModelRunner``
+(docs/setup-report.md): every target process builds it, rank 0 logs and writes it, and in strict mode every target
+process refuses, so no rank serves what rank 0 refused. Nothing here imports SGLang."""
 
 from __future__ import annotations
 
@@ -120,13 +116,13 @@ def facts_from_server_args(server_args: Any, release: Release, *, draft_path: st
         effective["context_length"] = context_length
     changed = {s for s, d in record or () if any(f in d for f in FIELDS)}
     sources = {s: where for s in changed if (where := locate(s))}
-    keep = set(FIELDS)
-    return SetupFacts(release=release, requested={f: _plain(v) for f, v in asked.items() if f in keep},
-                      effective={f: _plain(v) for f, v in effective.items() if f in keep},
-                      record=None if record is None else [(s, {f: _plain(v) for f, v in d.items() if f in keep})
-                                                           for s, d in record],
-                      sources=sources, draft=read_draft_facts(draft_path, target_path), plugin_active=plugin_active,
-                      notes=notes)
+
+    def kept(values: Mapping[str, Any]) -> dict[str, Any]:
+        return {f: _plain(v) for f, v in values.items() if f in FIELDS}
+
+    return SetupFacts(release=release, requested=kept(asked), effective=kept(effective),
+                      record=None if record is None else [(s, kept(d)) for s, d in record], sources=sources,
+                      draft=read_draft_facts(draft_path, target_path), plugin_active=plugin_active, notes=notes)
 
 
 def _ranks() -> tuple[int | None, ...]:
@@ -195,7 +191,5 @@ def refuse_if_strict(report: SetupReport | None, environ: Mapping[str, str] | No
     """Raise the strict-mode :class:`~sglang_eagle3_capture.core.errors.DeploymentError` when ``report`` has a
     finding and strict mode is on."""
     environ = os.environ if environ is None else environ
-    if report is not None and report_mod.strict(environ):
-        error = report_mod.strict_refusal(report)
-        if error is not None:
-            raise error
+    if report is not None and report_mod.strict(environ) and (error := report_mod.strict_refusal(report)):
+        raise error

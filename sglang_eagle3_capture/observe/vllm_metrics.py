@@ -1,9 +1,6 @@
-"""The acceptance alarm on vLLM, from vLLM's own counters (docs/metrics.md, "vLLM").
-
-vLLM counts per-position acceptance itself (``SpecDecodingStats``, v1/spec_decode/metrics.py:18-49) and exports it
-in ``SpecDecodingProm.observe`` (``:266``). The plugin adds no counter: it wraps that class (seams
-``vllm.metrics.init``/``observe``) to feed the same :class:`.acceptance.Alarm` SGLang's servers feed, for the chain
-vLLM runs (topk 1). Metrics never stop a server: anything that does not read leaves it without an alarm, said once."""
+"""The acceptance alarm on vLLM, from vLLM's own counters (docs/metrics.md, "vLLM"): the plugin adds no counter, it
+wraps ``SpecDecodingProm`` (seams ``vllm.metrics.init``/``observe``) to feed the same :class:`.acceptance.Alarm`
+SGLang's servers feed, for the chain vLLM runs (topk 1). Metrics never stop a server."""
 
 from __future__ import annotations
 
