@@ -18,6 +18,7 @@ from ..core.checkpoint import tensor_index, weights_present
 from ..core.errors import DeploymentError, Eagle3CaptureError, InputError, brief, cut, shown
 from ..core.manifest import Manifest, find_manifest
 from ..core.releases.schema import Release
+from ..core.target_config import path_get
 from ..core.userfiles import MAX_JSON_BYTES, is_file, open_regular, parse_json, read_bytes
 
 STRICT_ENV = switches.STRICT.name
@@ -165,19 +166,10 @@ def _rows(facts: SetupFacts) -> tuple[list[dict], list[Finding]]:
     return rows, findings
 
 
-def _get(cfg: Mapping | None, dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
-
-
 def _trained_depth(cfg: Mapping) -> tuple[int, str] | None:
     """The draft's test-time-training depth, where its config states it: ``(steps, field)``."""
-    methods = _get(cfg, "speculators_config.proposal_methods")
-    stated = [(_get(m, "speculative_tokens"), f"speculators_config.proposal_methods[{i}].speculative_tokens")
+    methods = path_get(cfg, "speculators_config.proposal_methods")
+    stated = [(path_get(m, "speculative_tokens"), f"speculators_config.proposal_methods[{i}].speculative_tokens")
               for i, m in enumerate(methods if isinstance(methods, list) else [])]
     stated += [(cfg.get(key), key) for key in ("ttt_length", "ttt_steps")]
     return next(((n, key) for n, key in stated if isinstance(n, int) and not isinstance(n, bool)), None)
@@ -188,8 +180,8 @@ def _draft_class(d: DraftFacts, algorithm: Any) -> list[Finding]:
     cfg, out = d.config or {}, []
     archs = cfg.get("architectures")
     arch = str(archs[0]) if isinstance(archs, list) and archs else ""
-    target_archs = _get(d.target_config, "architectures") or []
-    eagle3 = "Eagle3" in arch or _get(cfg, "speculators_model_type") == "eagle3"
+    target_archs = path_get(d.target_config, "architectures") or []
+    eagle3 = "Eagle3" in arch or path_get(cfg, "speculators_model_type") == "eagle3"
     if d.target_path and Path(d.path).resolve() == Path(d.target_path).resolve() or \
             (arch and not eagle3 and "Eagle" not in arch and arch in map(str, target_archs)):
         out.append(Finding(CONTRADICTION, "--speculative-draft-model-path", f"{d.path} is the target model "
@@ -232,7 +224,7 @@ def _draft_findings(d: DraftFacts, eff: Mapping, release: Release, plugin: bool)
                                f"{eff.get('speculative_draft_window_size')}",
                                f"pass --speculative-draft-window-size {window}"))
     vocab, dvocab = cfg.get("vocab_size"), cfg.get("draft_vocab_size")
-    target_vocab = _get(d.target_config, "vocab_size") or vocab
+    target_vocab = path_get(d.target_config, "vocab_size") or vocab
     if dvocab is not None:
         trained["vocab"] = f"{dvocab} of {vocab}"
     if d.d2t is not None:
@@ -256,7 +248,7 @@ def _draft_findings(d: DraftFacts, eff: Mapping, release: Release, plugin: bool)
                            f"'max_position_embeddings' is {positions}: the draft attends beyond its positions",
                            f"pass --context-length {positions} or less, or serve a draft built for {ctx}"))
     for name, flag in release.draft_flags.items():
-        value = next((_get(cfg, k) for k in flag.keys if _get(cfg, k) is not None), None)
+        value = next((path_get(cfg, k) for k in flag.keys if path_get(cfg, k) is not None), None)
         if value is not None:
             trained[name] = value
         if value and not flag.native and not plugin:
