@@ -127,7 +127,8 @@ class Alarm:
             return None
         rate = self._hits / self.window
         # fires below expected - margin; once firing, clears at expected - margin / 2 or above
-        if (rate < self.expected - (self.margin / 2 if self.firing else self.margin)) == self.firing:
+        below = rate < self.expected - (self.margin / 2 if self.firing else self.margin)
+        if below == self.firing:  # no change of state
             return None
         self.firing = not self.firing
         return AlarmEvent(self.firing, rate, self.expected, self.margin, self.window)
