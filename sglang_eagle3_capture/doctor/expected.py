@@ -65,13 +65,16 @@ def parse_settings(text: str) -> list[Setting]:
         if not m:
             raise InputError(None, "--settings", f"{brief(part, 40)!r} is not STEPS,TOPK,DRAFT_TOKENS",
                              "give settings like --settings '1,1,2 3,1,4 3,2,6'")
-        s = Setting(*map(int, m.groups()))
-        why = runs_as_asked(s) or bounded(s)
-        if why:
-            raise InputError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, of at "
-                             f"most {MAX_STEPS} steps and topk {MAX_TOPK}")
-        out.append(s)
+        out.append(_checked(Setting(*map(int, m.groups()))))
     return out
+
+
+def _checked(s: Setting) -> Setting:
+    why = runs_as_asked(s) or bounded(s)
+    if why:
+        raise InputError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, of at "
+                         f"most {MAX_STEPS} steps and topk {MAX_TOPK}")
+    return s
 
 
 def runs_as_asked(s: Setting) -> str | None:
@@ -185,8 +188,7 @@ def shifted_batch(samples, sources, embed):
     b, t = len(samples), max(s.seq_len for s in samples)
     if t < v.MIN_TOKENS:
         return None
-    h = samples[0].hidden_size
-    dtype = embed.dtype
+    h, dtype = samples[0].hidden_size, embed.dtype
     ids = torch.zeros(b, t, dtype=torch.long)
     valid = torch.zeros(b, t, dtype=torch.bool)
     aux = torch.zeros(b, t, len(sources) * h, dtype=dtype)
@@ -200,8 +202,7 @@ def shifted_batch(samples, sources, embed):
             if part is not None:
                 aux[i, :n, j * h:(j + 1) * h] = part.to(dtype)
     lengths = torch.tensor([s.seq_len for s in samples])
-    pos = torch.arange(t - 2)
-    mask = valid[:, 1:t - 1] & ((pos[None, :] + 2) < lengths[:, None])
+    mask = valid[:, 1:t - 1] & ((torch.arange(t - 2)[None, :] + 2) < lengths[:, None])
     return ids[:, 1:t - 1], aux[:, :t - 2], ids[:, 2:], mask
 
 
@@ -213,10 +214,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
     from .rollout import accepted_drafts  # torch
 
     for s in settings:
-        why = runs_as_asked(s) or bounded(s)
-        if why:
-            raise InputError(None, "--settings", f"{s.label()}: {why}", "give settings SGLang runs as asked, "
-                             f"of at most {MAX_STEPS} steps and topk {MAX_TOPK}")
+        _checked(s)
     draft_cfg = load_draft_config(Path(draft_dir) / "config.json")
     declared = v._declared(Path(draft_dir), draft_cfg, target)
     if declared.readings:
@@ -262,11 +260,9 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
         shifted = shifted_batch(batch, sources, embed)
         if shifted is None:
             continue
-        ids, aux, tgt, mask = shifted
-        acc = accepted_drafts(model, ids, aux, tgt, mask, list(settings))
-        report.positions += int(mask.sum())
+        report.positions += int(shifted[3].sum())
         report.tokens += sum(s.seq_len for s in batch)
-        for s, a in acc.items():
+        for s, a in accepted_drafts(model, *shifted, list(settings)).items():
             figures[s].add(a)
     report.seconds = time.perf_counter() - start
     if report.positions == 0:
@@ -288,8 +284,7 @@ def _walk(accepted) -> list[int]:
 
 
 def _dtype(draft_dir, name: str):
-    """The torch dtype ``--dtype name`` means for ``draft_dir`` (``checkpoint``: its fc weight's, fp32 unless bf16 or
-    fp16)."""
+    """The torch dtype ``--dtype name`` means (``checkpoint``: the fc weight's if bf16/fp16, else None: fp32)."""
     import torch
 
     if name == "checkpoint":
@@ -306,8 +301,7 @@ def _dtype(draft_dir, name: str):
 
 
 def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
-    """Replace the manifest's ``expected`` block with ``report``'s, atomically; a draft without a manifest is an
-    error."""
+    """Replace the manifest's ``expected`` block with ``report``'s, atomically (no manifest: an error)."""
     m = find_manifest(draft_dir)
     if m is None:
         raise InputError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",

@@ -173,18 +173,23 @@ class Eagle3Draft(nn.Module):
 
     def _body(self, input_ids, aux, positions):
         embeds = self.embed_tokens(input_ids)
-        x = aux.to(embeds.dtype)
-        if x.shape[-1] != embeds.shape[-1]:  # llama_eagle3.py applies fc only on a width mismatch
-            if self.input_norm is not None:
-                x = self.input_norm(x)
-            if self.fc_norm is not None:
-                chunks = x.chunk(self.config.num_aux_hidden_states, dim=-1)
-                x = torch.cat([n(ch) for n, ch in zip(self.fc_norm, chunks)], dim=-1)
-            x = self.fc(x)
+        x = self.fc_in(aux.to(embeds.dtype))
         residual = None
         for layer in self.layers:
             x, residual = layer(positions, embeds, x, residual)
         return x, residual
+
+    def fc_in(self, x: torch.Tensor) -> torch.Tensor:
+        """The first layer's hidden input: ``fc(fc_norm(input_norm(x)))``, or ``x`` when already H wide (llama_eagle3.py
+        applies fc only on a width mismatch)."""
+        if x.shape[-1] == self.config.hidden_size:
+            return x
+        if self.input_norm is not None:
+            x = self.input_norm(x)
+        if self.fc_norm is not None:
+            chunks = x.chunk(self.config.num_aux_hidden_states, dim=-1)
+            x = torch.cat([n(ch) for n, ch in zip(self.fc_norm, chunks)], dim=-1)
+        return self.fc(x)
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         """Map draft-vocab ids to target ids (``target = draft + d2t[draft]``, SGLang's ``hot_token_id``)."""
@@ -301,13 +306,10 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
                 raise InputError(info.file, name, f"weight of shape {info.shape}, but the config implies "
                                  f"{own[key]}", disagree)
             provided.add(key)
-    for key, tensor, what in (("embed_tokens.weight", target_embed, "embedding"),
+    embed_used = target_embed if config.target_hidden_size == config.hidden_size else None
+    for key, tensor, what in (("embed_tokens.weight", embed_used, "embedding"),
                               ("lm_head.weight", target_lm_head, "lm_head")):
-        used = tensor is not None and (key != "embed_tokens.weight" or
-                                       config.target_hidden_size == config.hidden_size)
-        if key == "lm_head.weight" and config.lm_head_from_target:
-            used = True
-        if used:
+        if tensor is not None:  # lm_head_from_target without target_lm_head was refused above
             if tuple(tensor.shape) != own[key]:
                 raise InputError(target_where or "target", key, f"the target's {what} has shape "
                                  f"{list(tensor.shape)}, but the draft ({brief(str(cfg), 200)}) needs "

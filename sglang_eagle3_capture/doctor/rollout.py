@@ -35,16 +35,8 @@ QUERY_CHUNK = 512  # attention queries per block on long sequences (bounds the s
 
 
 def fc_input(draft: Eagle3Draft, aux: torch.Tensor) -> torch.Tensor:
-    """Step 0's hidden input: ``fc(fc_norm(input_norm(aux)))``, the fc skipped when ``aux`` is already H wide."""
-    c = draft.config
-    h = aux.to(draft.fc.weight.dtype)
-    if h.shape[-1] == c.hidden_size:
-        return h
-    if draft.input_norm is not None:
-        h = draft.input_norm(h)
-    if draft.fc_norm is not None:
-        h = torch.cat([n(ch) for n, ch in zip(draft.fc_norm, h.chunk(c.num_aux_hidden_states, dim=-1))], dim=-1)
-    return draft.fc(h)
+    """Step 0's hidden input (:meth:`.model.Eagle3Draft.fc_in`, in the fc's dtype)."""
+    return draft.fc_in(aux.to(draft.fc.weight.dtype))
 
 
 def _attend(attn, x: torch.Tensor, step: int, cache: list) -> torch.Tensor:
@@ -58,9 +50,8 @@ def _attend(attn, x: torch.Tensor, step: int, cache: list) -> torch.Tensor:
     v = attn.v_proj(x).view(b * s, t, c.num_key_value_heads, c.head_dim)
     cache.append((k.view(b, s, t, *k.shape[2:]), v.view(b, s, t, *v.shape[2:])))
     rep = c.num_attention_heads // c.num_key_value_heads
-    parts = [[kk.expand(b, s, *kk.shape[2:]).reshape(b * s, *kk.shape[2:]) for kk in kv] for kv in cache]
-    keys = [p[0] for p in parts]
-    values = [p[1] for p in parts]
+    keys, values = zip(*([kk.expand(b, s, *kk.shape[2:]).reshape(b * s, *kk.shape[2:]) for kk in kv]
+                         for kv in cache))
     q = q.transpose(1, 2)
     outs = []
     for t0 in range(0, t, t if t <= QUERY_CHUNK else QUERY_CHUNK):
@@ -119,8 +110,10 @@ def accepted_drafts(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, tg
         group = [s for s in settings if s.topk == topk]
         steps = max(s.steps for s in group)
         cands = tree_candidates(draft, ids, aux, tgt, mask, steps, topk)
-        for s in group:
-            out[s] = _accepted(cands, s, mask)
+        for s in group:  # accepted: the depth of the deepest right selected node (0 when none is right)
+            _, _, depth, right = selected(cands, s)
+            acc = (depth * right).max(-1).values
+            out[s] = torch.where(mask, acc, torch.full_like(acc, -1))
     return out
 
 
@@ -143,7 +136,6 @@ def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[t
         tokens = draft.to_target_ids(idx)
         scored = _shifted(mask, k, False)[:, None, :, None]
         right = slot_right[..., None] & scored & (tokens == _shifted(tgt, k, -1)[:, None, :, None])
-        s_slots = p.shape[1]
         if k == 0:  # select_top_k_tokens step 0: topk_p (b, 1, topk)
             cand_scores = p[:, 0]  # [B, T, topk]
             keep_scores, keep = cand_scores, torch.arange(topk).expand(b, t, topk)
@@ -161,7 +153,7 @@ def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[t
         next_tokens = torch.gather(flat_tokens, 2, keep).permute(0, 2, 1)  # [B, topk, T]
         slot_right = torch.gather(flat_right, 2, keep).permute(0, 2, 1)
         hp = parent.permute(0, 2, 1)  # [B, topk, T]
-        h = torch.gather(h.expand(b, s_slots, *h.shape[2:]), 1, hp[..., None].expand(-1, -1, -1, h.shape[-1]))
+        h = torch.gather(h.expand(b, p.shape[1], *h.shape[2:]), 1, hp[..., None].expand(-1, -1, -1, h.shape[-1]))
         scores = keep_scores.permute(0, 2, 1)  # [B, topk, T]
         logits, h = _step(draft, next_tokens, h, k + 1, caches)
     return cands
@@ -181,13 +173,6 @@ def selected(cands: list[tuple], s: Setting) -> tuple[torch.Tensor, torch.Tensor
     else:
         sel = torch.sort(torch.topk(scores, n, dim=-1).indices, dim=-1).values
     return sel, *(torch.gather(x, 2, sel) for x in (tokens, depth, right))
-
-
-def _accepted(cands: list[tuple], s: Setting, mask: torch.Tensor) -> torch.Tensor:
-    """Accepted draft tokens per start for setting ``s`` (0 when no selected path is right)."""
-    _, _, depth, right = selected(cands, s)
-    acc = (depth * right).max(-1).values
-    return torch.where(mask, acc, torch.full_like(acc, -1))
 
 
 def per_position(accepted: torch.Tensor, steps: int) -> list[float]:
