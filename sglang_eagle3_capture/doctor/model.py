@@ -224,32 +224,26 @@ class Eagle3Draft(nn.Module):
             except Exception as e:  # noqa: BLE001 - safetensors' own error type; the header was fine, the data not
                 raise InputError(f, "<data>", f"cannot load ({brief(str(e).splitlines()[0], 160)})",
                                  "re-export or re-download the checkpoint") from None
-        model._load_checked_weights(weights, where=str(d), target_embed=target_embed, target_lm_head=target_lm_head,
-                                    dtype=dtype)
-        return model.eval()
-
-    def _load_checked_weights(self, weights: dict, *, where: str, target_embed=None, target_lm_head=None,
-                              dtype: torch.dtype | None = None) -> None:
-        """Load tensors by SGLang's names; only for weights :func:`check_checkpoint` accepted."""
-        own = self.state_dict()
-        loaded, self.ignored_weights = {}, []
+        own = model.state_dict()  # the tensors, by SGLang's names, that check_checkpoint accepted
+        loaded, model.ignored_weights = {}, []
         to = torch.float32 if dtype is None else dtype
         for name, tensor in weights.items():
             key = module_name(name)
             if key == "d2t":
                 loaded["d2t"] = tensor.long()
-            elif key in own and not (key == "lm_head.weight" and self.config.lm_head_from_target):
+            elif key in own and not (key == "lm_head.weight" and config.lm_head_from_target):
                 loaded[key] = tensor.to(to)
-            elif key != "t2d" and not (key == "lm_head.weight" and self.config.lm_head_from_target):
-                self.ignored_weights.append(name)  # SGLang's load_weights drops these without a word
-        if target_embed is not None and self.config.target_hidden_size == self.config.hidden_size:
-            loaded["embed_tokens.weight"], self.embedding_source = target_embed.to(to), "target"
-        if self.config.lm_head_from_target:  # set_embed_and_head() replaces whatever the file held
+            elif key != "t2d" and not (key == "lm_head.weight" and config.lm_head_from_target):
+                model.ignored_weights.append(name)  # SGLang's load_weights drops these without a word
+        if target_embed is not None and config.target_hidden_size == config.hidden_size:
+            loaded["embed_tokens.weight"], model.embedding_source = target_embed.to(to), "target"
+        if config.lm_head_from_target:  # set_embed_and_head() replaces whatever the file held
             loaded["lm_head.weight"] = target_lm_head.to(to)
-        self.load_state_dict(loaded, strict=False, assign=dtype is not None)
-        if self.ignored_weights:
-            warnings.warn(f"{where}: SGLang ignores these weights, so they are ignored here too: "
-                          f"{self.ignored_weights}")
+        model.load_state_dict(loaded, strict=False, assign=dtype is not None)
+        if model.ignored_weights:
+            warnings.warn(f"{d}: SGLang ignores these weights, so they are ignored here too: "
+                          f"{model.ignored_weights}")
+        return model.eval()
 
     def sglang_state_dict(self) -> dict:
         """Tensors under SGLang's checkpoint names (single layer as ``midlayer.*``), with ``d2t``/``t2d``."""
