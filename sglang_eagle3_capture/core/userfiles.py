@@ -3,8 +3,8 @@
 Reads look (``stat``) before they open, so no read blocks on a special file; sizes are bounded; JSON is strict
 (UTF-8, no duplicate keys, no ``NaN``/``Infinity``, no lone surrogates; ``json.loads`` bounds nesting and integer
 size). Writes are atomic (a unique ``O_EXCL`` temporary, fsync, rename, fsync of the directory) with the umask
-applied; a :class:`PrivateDirectory` is 0700 with 0600 files. Every ``OSError`` becomes the caller's ``error``
-class ``(file, field, problem, fix)``. docs/threat-model.md lists each guarantee and its test.
+applied; a :class:`PrivateDirectory` is 0700 with 0600 files. Every ``OSError`` becomes an :class:`InputError`
+``(file, field, problem, fix)``. docs/threat-model.md lists each guarantee and its test.
 """
 
 from __future__ import annotations
@@ -59,17 +59,17 @@ def os_problem(e: OSError, *, writing: bool = False) -> tuple[str, str]:
                                          "check the file and the file system")
 
 
-def _failed(error: type[InputError], path: Any, field: str, doing: str, e: OSError, *, writing: bool = False,
+def _failed(path: Any, field: str, doing: str, e: OSError, *, writing: bool = False,
             fix: str | None = None) -> InputError:
-    """``error`` for ``e`` raised while ``doing`` (e.g. "cannot open") at ``path``; os_problem's fix unless ``fix``."""
+    """The error for ``e`` raised while ``doing`` (e.g. "cannot open") at ``path``; os_problem's fix unless ``fix``."""
     problem, how = os_problem(e, writing=writing)
-    return error(path, field, f"{doing} ({problem})", fix or how)
+    return InputError(path, field, f"{doing} ({problem})", fix or how)
 
 
-def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str | None = None) -> str:
+def path_kind(path: str | os.PathLike, *, fix: str | None = None) -> str:
     """What ``path`` is, following symlinks: ``"file"``, ``"directory"``, ``"missing"``, ``"dangling symlink"``,
     ``"symlink loop"``, or ``"a fifo"`` / ``"a socket"`` / ``"a character device"`` / ``"a block device"``. A path
-    that cannot be looked at raises ``error``, whose fix is the OS problem's followed by the caller's ``fix``."""
+    that cannot be looked at raises ``InputError``, whose fix is the OS problem's followed by the caller's ``fix``."""
     p = os.fspath(path)
     try:
         st = os.stat(p)
@@ -85,10 +85,10 @@ def path_kind(path: str | os.PathLike, *, error: type[InputError] = InputError, 
         if e.errno == errno.ELOOP:
             return "symlink loop"
         if e.errno == errno.ENAMETOOLONG:
-            raise error(path, "<file>", "file name too long", "use a shorter path") from None
+            raise InputError(path, "<file>", "file name too long", "use a shorter path") from None
         problem, how = os_problem(e)
-        raise error(path, "<file>", f"cannot be looked at ({problem})",
-                    how if fix is None else f"{how}, or {fix}") from None
+        raise InputError(path, "<file>", f"cannot be looked at ({problem})",
+                         how if fix is None else f"{how}, or {fix}") from None
     if stat.S_ISREG(st.st_mode):
         return "file"
     if stat.S_ISDIR(st.st_mode):
@@ -106,12 +106,12 @@ def _not_a_file(kind: str, path: Any, missing: str) -> str:
     return fixed.get(kind, f"is {kind}, not a regular file")
 
 
-def require_file(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str,
+def require_file(path: str | os.PathLike, *, fix: str,
                  missing: str = "not found") -> None:
-    """Raise ``error`` unless ``path`` is a regular file (after symlinks); ``missing`` says what was not found."""
-    kind = path_kind(path, error=error, fix=fix)
+    """Raise ``InputError`` unless ``path`` is a regular file (after symlinks); ``missing`` says what was not found."""
+    kind = path_kind(path, fix=fix)
     if kind != "file":
-        raise error(path, "<file>", _not_a_file(kind, path, missing), fix)
+        raise InputError(path, "<file>", _not_a_file(kind, path, missing), fix)
 
 
 def is_directory(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
@@ -133,21 +133,21 @@ def list_directory(path: str | os.PathLike, *, fix: str) -> list[str]:
     try:
         return sorted(os.listdir(path))
     except OSError as e:
-        raise _failed(InputError, path, "<dir>", "cannot list the directory", e,
+        raise _failed(path, "<dir>", "cannot list the directory", e,
                       fix=fix if e.errno == errno.ENOENT else None) from None
 
 
-def open_regular(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str,
+def open_regular(path: str | os.PathLike, *, fix: str,
                  missing: str = "not found"):
     """``path`` opened for binary reading, only if it is a regular file; never blocks on a special file."""
-    require_file(path, error=error, fix=fix, missing=missing)
+    require_file(path, fix=fix, missing=missing)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        raise _failed(error, path, "<file>", "cannot open", e) from None
+        raise _failed(path, "<file>", "cannot open", e) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else between stat and open
-            raise error(path, "<file>", "is not a regular file", fix)
+            raise InputError(path, "<file>", "is not a regular file", fix)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -155,21 +155,21 @@ def open_regular(path: str | os.PathLike, *, error: type[InputError] = InputErro
         raise
 
 
-def read_bytes(path: str | os.PathLike, *, error: type[InputError] = InputError, fix: str,
+def read_bytes(path: str | os.PathLike, *, fix: str,
                missing: str = "not found", max_bytes: int = MAX_JSON_BYTES) -> bytes:
     """The bytes of regular file ``path``, refusing files larger than ``max_bytes``."""
-    with open_regular(path, error=error, fix=fix, missing=missing) as f:
+    with open_regular(path, fix=fix, missing=missing) as f:
         try:
             size = os.fstat(f.fileno()).st_size
             if size > max_bytes:
-                raise error(path, "<file>", f"is {size} bytes, more than the {max_bytes} this reader accepts", fix)
+                raise InputError(path, "<file>", f"is {size} bytes, more than the {max_bytes} this reader accepts", fix)
             data = f.read(size + 1)  # not max_bytes + 1: read(n) allocates n bytes before it reads
             if len(data) > size:  # it grew since fstat (or the kernel reports no size): read on, still bounded
                 data += f.read(max_bytes + 1 - len(data))
         except OSError as e:
-            raise _failed(error, path, "<file>", "cannot read", e) from None
+            raise _failed(path, "<file>", "cannot read", e) from None
     if len(data) > max_bytes:
-        raise error(path, "<file>", f"holds more than the {max_bytes} bytes this reader accepts", fix)
+        raise InputError(path, "<file>", f"holds more than the {max_bytes} bytes this reader accepts", fix)
     return data
 
 
@@ -197,42 +197,41 @@ def _float(text: str) -> float:
     return value
 
 
-def parse_json(data: bytes, *, where: Any, error: type[InputError] = InputError, fix: str) -> Any:
+def parse_json(data: bytes, *, where: Any, fix: str) -> Any:
     """Parse a JSON document strictly (see the module doc); errors name ``where`` and the field."""
     if data.startswith(b"\xef\xbb\xbf"):
-        raise error(where, "<document>", "starts with a UTF-8 byte-order mark", f"save it without one; {fix}")
+        raise InputError(where, "<document>", "starts with a UTF-8 byte-order mark", f"save it without one; {fix}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise error(where, "<document>", f"not valid UTF-8 (byte {e.start})", fix) from None
+        raise InputError(where, "<document>", f"not valid UTF-8 (byte {e.start})", fix) from None
     try:
         doc = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
         if _SURROGATE_ESCAPE.search(text):
             json.dumps(doc, ensure_ascii=False).encode("utf-8")
     except _Refused as e:
         field, problem = e.args
-        raise error(where, field, problem, fix) from None
+        raise InputError(where, field, problem, fix) from None
     except json.JSONDecodeError as e:
-        raise error(where, "<document>", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})",
-                    fix) from None
+        raise InputError(where, "<document>", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})",
+                         fix) from None
     except UnicodeEncodeError:
-        raise error(where, "<document>", "a string holds a lone surrogate such as \\ud800 (not valid Unicode)",
-                    fix) from None
+        raise InputError(where, "<document>", "a string holds a lone surrogate such as \\ud800 (not valid Unicode)",
+                         fix) from None
     except RecursionError:
-        raise error(where, "<document>", "nested too deeply (past Python's recursion limit)", fix) from None
+        raise InputError(where, "<document>", "nested too deeply (past Python's recursion limit)", fix) from None
     except ValueError as e:  # json.loads: an integer of more digits than sys.get_int_max_str_digits()
-        raise error(where, "<document>", f"not valid JSON here ({brief(str(e), 80)})", fix) from None
+        raise InputError(where, "<document>", f"not valid JSON here ({brief(str(e), 80)})", fix) from None
     return doc
 
 
-def read_json_object(path: str | os.PathLike, *, fix: str, missing: str = "not found",
-                     error: type[InputError] = InputError) -> dict:
-    """The JSON object in the file ``path``, read strictly (see the module doc); anything else raises ``error``
+def read_json_object(path: str | os.PathLike, *, fix: str, missing: str = "not found") -> dict:
+    """The JSON object in the file ``path``, read strictly (see the module doc); anything else raises ``InputError``
     naming the file, the field and ``fix``."""
     path = Path(path)
-    doc = parse_json(read_bytes(path, error=error, fix=fix, missing=missing), where=path, error=error, fix=fix)
+    doc = parse_json(read_bytes(path, fix=fix, missing=missing), where=path, fix=fix)
     if not isinstance(doc, dict):
-        raise error(path, "<document>", f"expected a JSON object, got {_json_type(doc)}", fix)
+        raise InputError(path, "<document>", f"expected a JSON object, got {_json_type(doc)}", fix)
     return doc
 
 
@@ -279,18 +278,17 @@ def _replace(path: Path, data: bytes | str, *, mode: int, dir_fd: int | None = N
         raise
 
 
-def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, error: type[InputError] = InputError,
-                      fix: str | None = None) -> Path:
-    """Write ``data`` to ``path`` atomically (see the module doc); any ``OSError`` raises ``error`` naming the file.
-    Anything but a regular file standing at ``path`` is refused, never replaced."""
+def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, fix: str | None = None) -> Path:
+    """Write ``data`` to ``path`` atomically (see the module doc); any ``OSError`` raises ``InputError`` naming the
+    file. Anything but a regular file standing at ``path`` is refused, never replaced."""
     path = Path(path)
-    kind = path_kind(path, error=error)
+    kind = path_kind(path)
     if kind not in ("file", "missing"):
-        raise error(path, "<file>", _not_a_file(kind, path, ""), fix or "remove it, or write elsewhere")
+        raise InputError(path, "<file>", _not_a_file(kind, path, ""), fix or "remove it, or write elsewhere")
     try:
         _replace(path, data, mode=0o666)
     except OSError as e:
-        raise _failed(error, path, "<file>", "cannot write", e, writing=True, fix=fix) from None
+        raise _failed(path, "<file>", "cannot write", e, writing=True, fix=fix) from None
     fsync_directory(path.parent)
     return path
 
@@ -303,32 +301,31 @@ class PrivateDirectory:
     writable by neither group nor others. It is opened ``O_NOFOLLOW`` and every file is written through that
     descriptor, so a path renamed or replaced later never redirects a write."""
 
-    def __init__(self, fd: int, path: Path, error: type[InputError]) -> None:
-        self.fd, self.path, self.error = fd, path, error
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd, self.path = fd, path
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, error: type[InputError] = InputError) -> "PrivateDirectory":
+    def open(cls, path: str | os.PathLike) -> "PrivateDirectory":
         path = Path(path)
         try:
             os.makedirs(path.parent, exist_ok=True)
         except OSError as e:  # FileExistsError: something other than a directory stands above it
             code = errno.ENOTDIR if isinstance(e, FileExistsError) else e.errno
-            raise _failed(error, path, "<dir>", "cannot create the directory", OSError(code, e.strerror),
+            raise _failed(path, "<dir>", "cannot create the directory", OSError(code, e.strerror),
                           writing=True) from None
-        return cls(_open_private(str(path), None, path, error), path, error)
+        return cls(_open_private(str(path), None, path), path)
 
     def subdirectory(self, name: str) -> "PrivateDirectory":
         """The private directory ``name`` inside this one (created or checked as :meth:`open` does)."""
-        return PrivateDirectory(_open_private(name, self.fd, self.path / name, self.error), self.path / name,
-                                self.error)
+        return PrivateDirectory(_open_private(name, self.fd, self.path / name), self.path / name)
 
     def write(self, name: str, data: bytes | str) -> Path:
-        """Write file ``name`` (mode 0600) atomically; raises ``error`` naming it."""
+        """Write file ``name`` (mode 0600) atomically; raises ``InputError`` naming it."""
         try:
             _replace(Path(name), data, mode=PRIVATE_FILE_MODE, dir_fd=self.fd)
             os.fsync(self.fd)
         except OSError as e:
-            raise _failed(self.error, self.path / name, "<file>", "cannot write", e, writing=True) from None
+            raise _failed(self.path / name, "<file>", "cannot write", e, writing=True) from None
         return self.path / name
 
     def remove(self, name: str) -> None:
@@ -352,40 +349,40 @@ class PrivateDirectory:
             self.close()
 
 
-def _open_private(name: str, dir_fd: int | None, path: Path, error: type[InputError]) -> int:
+def _open_private(name: str, dir_fd: int | None, path: Path) -> int:
     """``name`` (relative to ``dir_fd``) created 0700 or checked (:class:`PrivateDirectory`), opened."""
     try:
         os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=dir_fd)
     except FileExistsError:
         pass  # checked below, as any existing directory
     except OSError as e:
-        raise _failed(error, path, "<dir>", "cannot create the directory", e, writing=True) from None
+        raise _failed(path, "<dir>", "cannot create the directory", e, writing=True) from None
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
-            raise error(path, "<dir>", f"is a symlink (to {shown(os.readlink(name, dir_fd=dir_fd))!r}): a link "
-                        "planted there would send what is written to a place of someone else's choosing",
-                        _REPLACE_FIX)
+            raise InputError(path, "<dir>", f"is a symlink (to {shown(os.readlink(name, dir_fd=dir_fd))!r}): a link "
+                             "planted there would send what is written to a place of someone else's choosing",
+                             _REPLACE_FIX)
         if not stat.S_ISDIR(st.st_mode):
             kind = _KIND_NAMES.get(stat.S_IFMT(st.st_mode), "a file")
-            raise error(path, "<dir>", f"is {kind}, not a directory", _REPLACE_FIX)
+            raise InputError(path, "<dir>", f"is {kind}, not a directory", _REPLACE_FIX)
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as e:
-        raise _failed(error, path, "<dir>", "cannot open the directory", e) from None
+        raise _failed(path, "<dir>", "cannot open the directory", e) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISDIR(st.st_mode):  # swapped between the look and the open
-            raise error(path, "<dir>", "is not a directory", _REPLACE_FIX)
+            raise InputError(path, "<dir>", "is not a directory", _REPLACE_FIX)
         if st.st_uid != os.geteuid():
-            raise error(path, "<dir>", f"is owned by uid {st.st_uid}, not by this process's user (uid "
-                        f"{os.geteuid()}): its owner could read or replace what is written there", _REPLACE_FIX)
+            raise InputError(path, "<dir>", f"is owned by uid {st.st_uid}, not by this process's user (uid "
+                             f"{os.geteuid()}): its owner could read or replace what is written there", _REPLACE_FIX)
         if st.st_mode & 0o022:
             who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002)) if st.st_mode & bit)
             fix = (f"point it at a new directory inside it, e.g. {cut(str(path / 'eagle3-dump'), 200, keep_end=True)}"
                    " (created 0700)" if st.st_mode & stat.S_ISVTX else  # a shared directory such as /tmp
                    f"chmod go-w {cut(str(path), 200, keep_end=True)}, or {_REPLACE_FIX}")
-            raise error(path, "<dir>", f"is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o}): they could "
-                        "replace or remove what is written there", fix)
+            raise InputError(path, "<dir>", f"is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o}): they could "
+                             "replace or remove what is written there", fix)
         return fd
     except BaseException:
         os.close(fd)
@@ -410,21 +407,21 @@ def finish_file(path: str | os.PathLike) -> None:
         finally:
             os.close(fd)
     except OSError as e:
-        raise _failed(InputError, path, "<file>", "cannot write", e, writing=True) from None
+        raise _failed(path, "<file>", "cannot write", e, writing=True) from None
 
 
 @contextlib.contextmanager
-def atomic_directory(dst: str | os.PathLike, *, error: type[InputError] = InputError) -> Iterator[Path]:
+def atomic_directory(dst: str | os.PathLike) -> Iterator[Path]:
     """Build a directory that appears at ``dst`` (missing or empty) complete or not at all: yields a hidden
     directory next to it, renamed onto ``dst`` on a normal exit and removed on any exception. The rename fails, and
-    ``error`` says so, when ``dst`` gained files meanwhile (another writer won)."""
+    ``InputError`` says so, when ``dst`` gained files meanwhile (another writer won)."""
     dst = Path(dst)
     parent = dst.parent
     tmp: Path | None = parent / f"{TEMP_DIR_PREFIX}{secrets.token_hex(8)}"
     try:
         os.mkdir(tmp, 0o777)
     except OSError as e:
-        raise _failed(error, parent, "<dir>", "cannot create a directory there", e, writing=True) from None
+        raise _failed(parent, "<dir>", "cannot create a directory there", e, writing=True) from None
     try:
         yield tmp
         try:
@@ -432,15 +429,16 @@ def atomic_directory(dst: str | os.PathLike, *, error: type[InputError] = InputE
             os.rename(tmp, dst)
         except OSError as e:
             if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                raise error(dst, "<dir>", "appeared with files in it while this command wrote its copy (another "
-                            "process wrote it)", "choose a new destination, or remove it and run again") from None
+                raise InputError(dst, "<dir>", "appeared with files in it while this command wrote its copy (another "
+                                 "process wrote it)", "choose a new destination, or remove it and run again") from None
             if e.errno == errno.ENOTDIR:
-                raise error(dst, "<dir>", "a file appeared there while this command wrote its copy",
-                            "choose a new destination") from None
+                raise InputError(dst, "<dir>", "a file appeared there while this command wrote its copy",
+                                 "choose a new destination") from None
             if e.errno == errno.EBUSY:  # a mount point (or a directory in use) cannot be renamed over
-                raise error(dst, "<dir>", "is a mount point or in use, so the finished copy cannot be renamed onto it",
-                            f"write into a new directory inside it, e.g. {brief(str(dst / 'draft'), 200)}") from None
-            raise _failed(error, dst, "<file>", "cannot write", e, writing=True) from None
+                raise InputError(dst, "<dir>", "is a mount point or in use, so the finished copy cannot be renamed "
+                                 "onto it", f"write into a new directory inside it, e.g. "
+                                 f"{brief(str(dst / 'draft'), 200)}") from None
+            raise _failed(dst, "<file>", "cannot write", e, writing=True) from None
         tmp = None
         fsync_directory(parent)
     finally:

@@ -1,5 +1,5 @@
-"""userfiles: strict JSON through json's own limits and hooks, bounded reads that never block, the caller's error
-class in four parts, atomic writes whose modes come from the kernel (no /proc, no umask change)."""
+"""userfiles: strict JSON through json's own limits and hooks, bounded reads that never block, one error in four
+parts, atomic writes whose modes come from the kernel (no /proc, no umask change)."""
 
 import builtins
 import errno
@@ -23,9 +23,9 @@ from sglang_eagle3_capture.core.userfiles import (
 )
 
 
-def _parse_error(text, error=InputError):
-    with pytest.raises(error) as e:
-        parse_json(text.encode() if isinstance(text, str) else text, where="doc.json", error=error, fix="rewrite it")
+def _parse_error(text):
+    with pytest.raises(InputError) as e:
+        parse_json(text.encode() if isinstance(text, str) else text, where="doc.json", fix="rewrite it")
     assert e.value.file == "doc.json" and e.value.fix.endswith("rewrite it")
     return e.value
 
@@ -45,8 +45,8 @@ def test_json_loads_raises_value_error_for_a_5000_digit_integer():
 
 
 @pytest.mark.parametrize("text", ["[" * 100000, '{"a": ' * 100000, "1" * 5000, '{"version": ' + "9" * 5000 + "}"])
-def test_deep_nesting_and_huge_integers_become_the_callers_error(text):
-    assert _parse_error(text, InputError).field == "<document>"
+def test_deep_nesting_and_huge_integers_become_an_input_error(text):
+    assert _parse_error(text).field == "<document>"
 
 
 # --- the hooks --------------------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def test_read_json_object_refuses_a_list(tmp_path):
     p = tmp_path / "c.json"
     p.write_text("[1]")
     with pytest.raises(InputError) as e:
-        read_json_object(p, fix="point at the object", error=InputError)
+        read_json_object(p, fix="point at the object")
     assert (e.value.file, e.value.field, e.value.fix) == (str(p), "<document>", "point at the object")
 
 
@@ -93,7 +93,7 @@ def test_a_fifo_is_named_and_never_opened(tmp_path):
     p = tmp_path / "fifo"
     os.mkfifo(p)  # opening it for reading would block: the test would hang
     with pytest.raises(InputError) as e:
-        read_bytes(p, error=InputError, fix="pass a file")
+        read_bytes(p, fix="pass a file")
     assert (e.value.file, e.value.field) == (str(p), "<file>") and "fifo" in e.value.problem
 
 
@@ -173,7 +173,7 @@ def test_modes_come_from_the_kernel(tmp_path, no_umask_reads):
 def test_writing_over_a_directory_is_refused(tmp_path):
     (tmp_path / "d").mkdir()
     with pytest.raises(InputError) as e:
-        write_file_atomic(tmp_path / "d", "{}", error=InputError)
+        write_file_atomic(tmp_path / "d", "{}")
     assert (e.value.file, e.value.field) == (str(tmp_path / "d"), "<file>") and e.value.fix
 
 
@@ -222,7 +222,7 @@ def test_a_directory_this_call_did_not_create_is_never_removed(tmp_path):
 def test_a_destination_that_gained_files_is_refused_and_nothing_remains(tmp_path):
     dst = tmp_path / "out"
     with pytest.raises(InputError) as e:
-        with atomic_directory(dst, error=InputError) as tmp:
+        with atomic_directory(dst) as tmp:
             (tmp / "mine").write_text("1")
             dst.mkdir()
             (dst / "theirs").write_text("2")
