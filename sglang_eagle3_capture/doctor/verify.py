@@ -209,10 +209,12 @@ def check_batch(batch, first, declared: "_Declared", vocab: int) -> None:
             raise InputError(s.path, None, f"{s.layout} with {len(s.chunks)} stored tensors of width {s.hidden_size}, "
                              f"but {head.path} is {head.layout} with {n_chunks} of width {head.hidden_size}",
                              "verify one dataset at a time")
+    if first is not None:  # the stored layer ids are the first batch's: checked once, below
+        return
     # layer ids a data config gives the stored tensors: distinct, within [-1, N-1] for the declared target
     n_layers, stored = declared.num_hidden_layers, [i for i in head.chunk_layer_ids if i is not None]
     bad = [i for i in stored if not -1 <= i < n_layers]
-    if first is None and (bad or len(set(stored)) != len(stored)):
+    if bad or len(set(stored)) != len(stored):
         problem = (f"ids {brief(bad)} are outside [-1, {n_layers - 1}] for a {n_layers}-layer target" if bad else
                    f"{brief(stored)} repeats an id")
         raise InputError(head.path.parent / LEGACY_DATA_CONFIG, "hidden_states.layer_ids", problem,
@@ -513,12 +515,13 @@ def _decide(report: VerifyReport) -> None:
     m = report.candidates.manifest
     best = max((c for c in report.candidates.candidates if c is not m and not c.is_reference), key=lambda c: c.top1,
                default=None)
-    report.ambiguous = not report.contradiction  # until a lead decides it
     if report.contradiction:
         report.summary = (f"{report.contradiction}; fix: write the manifest with the ids the draft was trained on, or "
                           "verify with samples that name their stored layers (a legacy data_config.json) to settle "
                           "which is right")
-    elif m is None:
+        return
+    report.ambiguous = True  # until a lead decides it
+    if m is None:
         report.summary = (f"the manifest's wiring {list(report.manifest_ids)} cannot be built from the stored tensors: "
                           f"{report.candidates.manifest_problem}; fix: verify with data that stores those layers")
     elif best is None:
