@@ -346,15 +346,18 @@ def _decide_stock(report: InspectReport, refusal: str | None) -> tuple[WiringRow
     report.verdict = current.status
     want = f"layer ids {list(report.declared.layer_ids)} (HF {report.declared.hf_indices})"
     stock = f"stock SGLang {version}"
-    report.summary = {
-        "consistent": f"{stock} feeds the fc exactly {want}",
-        "crash": f"{stock} would crash for this draft: {current.problem}",
-        "refused-at-startup": f"{stock} refuses to start with this draft, so it never feeds its fc other hidden states "
-                              f"({current.problem})",
-    }.get(current.status, f"{stock} would MIS-WIRE this draft: {current.problem}, where the draft was trained on "
-                          f"{want}" if current.problem else  # it feeds these ids' positions, but other tensors
-          f"{stock} would MIS-WIRE this draft: it feeds layer ids {list(current.layer_ids)} (HF "
-          f"{current.hf_indices}) where the draft was trained on {want}")
+    if current.status == "consistent":
+        report.summary = f"{stock} feeds the fc exactly {want}"
+    elif current.status == "crash":
+        report.summary = f"{stock} would crash for this draft: {current.problem}"
+    elif current.status == "refused-at-startup":
+        report.summary = (f"{stock} refuses to start with this draft, so it never feeds its fc other hidden states "
+                          f"({current.problem})")
+    elif current.problem:  # it feeds these ids' positions, but other tensors
+        report.summary = f"{stock} would MIS-WIRE this draft: {current.problem}, where the draft was trained on {want}"
+    else:
+        report.summary = (f"{stock} would MIS-WIRE this draft: it feeds layer ids {list(current.layer_ids)} (HF "
+                          f"{current.hf_indices}) where the draft was trained on {want}")
     if report.manifest is None:
         return current, want
     if current.status == "consistent":
