@@ -1,21 +1,6 @@
-"""vLLM plugin entry point: ``register()`` (group ``vllm.general_plugins``, name ``eagle3_capture``).
-
-vLLM's ``load_general_plugins()`` (``plugins/__init__.py:77``) calls it in every vLLM process: the front end, the
-engine core and every worker. ``VLLM_PLUGINS`` is the allowlist of plugin names (unset: every installed plugin); a
-plugin whose import fails is only logged (``plugins/__init__.py:72``), and one whose ``register()`` raises stops vLLM,
-so ``register()`` never raises. It imports no vLLM module: it arms, through the shared import hook
-(:mod:`sglang_eagle3_capture.core.after_import`),
-
-- the gate (``vllm.gate``: ``Worker.load_model``) whenever vLLM's worker module is imported, for every release: a draft
-  that declares layer ids is fed exactly by this plugin or refused when the worker loads the model;
-- the capture patch (``vllm.resolve`` and ``vllm.feed`` on the V1 ``GPUModelRunner``) when the runner module is
-  imported, for a release the table supports that has that runner (on Model Runner V2 the gate verifies vLLM's own
-  capture instead, :func:`wiring.verify_v2`), and for a release newer than the table when every seam probes clean
-  (names and parameter names) and the first-batch self-check is on (it then proves the wiring on the first batch of
-  every worker), as on SGLang. Every seam set is applied all or nothing through the one patch engine
-  (:mod:`sglang_eagle3_capture.core.seams`); the acceptance alarm on vLLM's own counters
-  (:mod:`sglang_eagle3_capture.observe.vllm_metrics`) when vLLM's spec-decode metrics module is imported.
-"""
+"""vLLM plugin entry point: ``register()`` (group ``vllm.general_plugins``, name ``eagle3_capture``), run in every vLLM
+process. It never raises (a raising plugin stops vLLM) and imports no vLLM module: it arms the gate, the capture patch
+and the acceptance alarm for when vLLM imports their modules (docs/vllm.md, "How the plugin hooks vLLM")."""
 
 from __future__ import annotations
 

@@ -1,24 +1,7 @@
-"""What the vLLM plugin patches in vLLM's V1 model runner and worker (seams: the vLLM release table), and why there.
-
-- ``vllm.resolve``, ``GPUModelRunner._setup_eagle3_aux_hidden_state_outputs`` (once per worker, after the target and
-  the drafter are loaded, before any batch): :func:`resolve` decides with :func:`policy.decide_vllm` (the same manifest,
-  convention and refusals as on SGLang), checks the manifest's id count against the loaded draft's ``fc``, and asks
-  the target model, through vLLM's own ``set_aux_hidden_state_layers``, for the HF indices the manifest's layer ids
-  need (``layer id + 1``: vLLM's index ``i`` is the stream entering layer ``i``, ``N`` the last layer's output before
-  the final norm). On a family vLLM captures inline (DeepSeek), index 0 (the embedding) fails there, so the embedding
-  is taken from the model's own ``embed_input_ids`` instead. The plan is the core's :class:`CapturePlan`.
-- ``vllm.feed``, ``GPUModelRunner._model_forward`` (every real batch's target forward, outside the compiled decoder
-  stack and the CUDA-graph wrapper): :func:`fc_input` puts vLLM's ascending captures, the embedding and the final
-  norm's output (the hidden states the model returns, layer id ``"final_norm"``) into fc order with the core's
-  :func:`to_fc_order`, as one tensor in a one-element list, which vLLM's runner concatenates into the fc input as it
-  concatenates its own list (``gpu_model_runner.py:4955-4993``). The first real batch of each worker runs the
-  first-batch self-check here, eagerly (``skip_compiled`` and no CUDA graph for that forward).
-- ``vllm.gate``, ``Worker.load_model`` (every runner, every release): after the model loaded, a draft that declares
-  layer ids and whose runner the plugin did not wire (a release outside the table, a seam that did not fit) is refused
-  (:func:`policy.decide_vllm`), so it is never served with stock vLLM's reading. On Model Runner V2 (the release's
-  ``vllm.v2`` seam), which the plugin does not patch, :func:`verify_v2` serves the draft only when vLLM's own capture
-  feeds its fc exactly the manifest's states in fc order, read on the loaded model; else it refuses.
-"""
+"""What the vLLM plugin does at its seams (docs/vllm.md, "How the plugin hooks vLLM"): :func:`resolve` wires the
+manifest into the V1 runner, :func:`fc_input` puts vLLM's captures into fc order on every real batch (the first batch
+runs the self-check), and the gate refuses an unwired draft or, on Model Runner V2, :func:`verify_v2` checks vLLM's own
+capture."""
 
 from __future__ import annotations
 
