@@ -28,6 +28,7 @@ from fixtures.specs import DRAFTS, SPECS
 from sglang_eagle3_capture.core.manifest import read_manifest
 from sglang_eagle3_capture.doctor.model import Eagle3Draft, eagle3_shift
 from support import REPO
+from support.tolerances import TOLERANCES
 
 MAX_COMMITTED_BYTES = 1024 * 1024
 # Re-measured accuracies may differ from build.json's in the last argmax ties on another CPU, not more.
@@ -79,8 +80,10 @@ def test_unrolled_step_zero_is_the_teacher_forced_draft_and_chains_never_look_ah
         # A chain from row r reads the target states up to r and its own tokens ids[r..r+2]: nothing after.
         r = 9
         cut = unrolled_logits(draft, ids[:, :r + 3], aux[:, :r + 1], 3)
+    # Shorter inputs change the CPU GEMM's blocking, not the math: the fp32 table's bound (1.7e-5 seen on AMD EPYC
+    # against 1e-5 flat), far below what reading a later row would change.
     for k in range(3):
-        torch.testing.assert_close(cut[k][:, r], steps[k][:, r], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(cut[k][:, r], steps[k][:, r], **TOLERANCES[torch.float32])
     assert not torch.allclose(steps[1][:, r], steps[0][:, r + 1])  # step 1 is not step 0 one row on
 
 
