@@ -1,9 +1,6 @@
-"""Readers for the EAGLE-3 training samples pipelines write, each into one :class:`Sample`: speculators' legacy
-``data_{i}.pt`` (with ``data_config.json`` and ``sample_lengths.json``), its ``hs_{i}.safetensors`` (with the loss
-mask from the ``datasets`` table above ``hidden_states/``) and SpecForge's ``.ckpt`` / ``.ckpt.gz``; the layouts are
-declared in :mod:`.sample_schema`, and docs/formats-and-convert.md says what each trainer fed the fc.
-``torch.load`` runs with ``weights_only=True``, and only after every compressed container it would inflate was
-bounded (:data:`MAX_RATIO`)."""
+"""Readers of the EAGLE-3 training samples pipelines write (layouts in :mod:`.sample_schema`), each into a
+:class:`Sample`; docs/formats-and-convert.md says what each trainer fed the fc. ``torch.load`` runs with
+``weights_only=True``, and only after every compressed container it would inflate was bounded (:data:`MAX_RATIO`)."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import functools
 import gzip
 import io
 import os
+import re
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -27,25 +25,27 @@ from .sample_schema import DATA_CONFIG_FILENAME as LEGACY_DATA_CONFIG
 from .sample_schema import HS_SAFETENSORS, LEGACY_PT, REGENERATE, SPECFORGE_CKPT, TABLE_FIX, TABLE_HS_DIR, TABLE_STATE
 
 _PATTERNS = ("*.pt", "hs_*.safetensors", "*.ckpt", "*.ckpt.gz")
+_SAMPLE_NAME = re.compile("|".join(map(fnmatch.translate, _PATTERNS)))
 _PASS_SAMPLES = "pass sample files or a directory of them"
+_MAX_ROW = 1 << 24  # tokens in one sample of a datasets table: far past any context length
+# A compressed container (a .ckpt.gz, a record deflated inside torch's zip format) may inflate to MAX_RATIO times its
+# file's size or MIN_BUDGET, whichever is larger (docs/threat-model.md): hidden states barely compress.
+MAX_RATIO, MIN_BUDGET = 16, 64 << 20
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One training sample: ``chunks[i]`` is the i-th stored ``[seq, hidden]`` tensor, in its stored dtype.
-
-    ``chunk_layer_ids[i]`` is ``None`` when unknown; ``fc_chunks`` are what the trainer fed the fc, in order;
-    ``target_chunk`` its verifier last hidden state; ``loss_mask`` ``None`` when the data does not say."""
+    """``chunks[i]``: the i-th stored ``[seq, hidden]`` tensor (stored dtype); the fc was fed ``fc_chunks``."""
 
     path: Path
     layout: str
     input_ids: "object"
-    loss_mask: "object | None"
+    loss_mask: "object | None"  # None when the data does not say
     chunks: tuple
     chunk_names: tuple[str, ...]
     fc_chunks: tuple[int, ...]
-    target_chunk: int | None
-    chunk_layer_ids: tuple[int | None, ...]
+    target_chunk: int | None  # the verifier's last hidden state
+    chunk_layer_ids: tuple[int | None, ...]  # None: unknown
 
     @property
     def seq_len(self) -> int:
@@ -59,21 +59,21 @@ class Sample:
 def _sample(path: Path, layout: str, ids, mask, chunks: tuple, names: Iterable[str], layer_ids=None) -> Sample:
     """The trainer fed the fc every chunk but the last, in order; the last is the verifier's last hidden state."""
     n = len(chunks)
-    return Sample(path=path, layout=layout, input_ids=ids, loss_mask=mask, chunks=chunks, chunk_names=tuple(names),
-                  fc_chunks=tuple(range(n - 1)), target_chunk=n - 1, chunk_layer_ids=layer_ids or (None,) * n)
+    return Sample(path, layout, ids, mask, chunks, tuple(names), tuple(range(n - 1)), n - 1, layer_ids or (None,) * n)
+
+
+def kind_phrase(kind: str) -> str:
+    """A :func:`path_kind` answer as a noun phrase ("a directory", "a fifo")."""
+    return kind if kind.startswith(("a ", "not ")) else f"a {kind}"
 
 
 def _not_a_sample(kind: str) -> str:
-    if kind == "missing":
-        return "no such file or directory"
-    what = {"dangling symlink": "a dangling symlink", "symlink loop": "a symlink loop", "directory": "a directory"}
-    return f"is {what.get(kind, kind)}, not a sample file"
+    return "no such file or directory" if kind == "missing" else f"is {kind_phrase(kind)}, not a sample file"
 
 
 def _walk(root: Path) -> list[Path]:
     """Sample files under ``root``, sorted, following directory symlinks (each directory once, so a loop ends)."""
-    found: list[Path] = []
-    seen: set[tuple[int, int]] = set()
+    found, seen = [], set()
 
     def refuse(e: OSError) -> None:
         problem, how = os_problem(e)
@@ -92,37 +92,27 @@ def _walk(root: Path) -> list[Path]:
         dirnames.sort()
         if TABLE_STATE in filenames and TABLE_HS_DIR in dirnames:  # speculators' data directory: its samples are
             filenames = []  # hidden_states/hs_*.safetensors (token_freq.pt beside the table is none)
-        for name in filenames + dirnames:
-            if not any(fnmatch.fnmatchcase(name, pattern) for pattern in _PATTERNS):
-                continue
-            p = Path(dirpath) / name
-            kind = path_kind(p)
-            if kind == "file":
-                found.append(p)
-            elif kind == "directory" and name in dirnames:
-                raise InputError(p, "<file>", "is a directory named like a sample file",
-                                 "rename or remove it, or pass the sample files explicitly")
-            else:
-                raise InputError(p, "<file>", _not_a_sample(kind), "remove it, or pass the sample files explicitly")
+        for p in (Path(dirpath) / name for name in filenames + dirnames if _SAMPLE_NAME.match(name)):
+            if (kind := path_kind(p)) != "file":
+                raise InputError(p, "<file>", "is a directory named like a sample file" if kind == "directory" else
+                                 _not_a_sample(kind), "rename or remove it, or pass the sample files explicitly")
+            found.append(p)
     return sorted(found)
 
 
 def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """A directory stands for every sample file under it; anything that is not a regular file where a sample
-    file is expected is refused, so a fifo or a device is never opened."""
+    """A directory stands for every sample file under it; anything else but a regular file is refused, so a fifo or a
+    device is never opened."""
     out: list[Path] = []
     for p in map(Path, paths):
         kind = path_kind(p, fix=_PASS_SAMPLES)
-        if kind == "directory":
-            found = _walk(p)
-            if not found:
-                raise InputError(p, "<dir>", f"holds no sample files ({', '.join(_PATTERNS)})",
-                                 "pass the directory the training pipeline wrote its samples to")
-            out.extend(found)
-        elif kind == "file":
-            out.append(p)
-        else:
+        if kind not in ("file", "directory"):
             raise InputError(p, "<file>", _not_a_sample(kind), _PASS_SAMPLES)
+        found = _walk(p) if kind == "directory" else [p]
+        if not found:
+            raise InputError(p, "<dir>", f"holds no sample files ({', '.join(_PATTERNS)})",
+                             "pass the directory the training pipeline wrote its samples to")
+        out += found
     return out
 
 
@@ -131,53 +121,43 @@ def load_sample(path: str | Path) -> Sample:
     path = Path(path)
     if path.name.endswith(".safetensors"):
         return _read_hs_safetensors(path)
-    if path.name.endswith((".ckpt", ".ckpt.gz")):
-        return _read_specforge(path, _torch_load(path))
-    if path.name.endswith(".pt"):
-        return _read_legacy(path, _torch_load(path))
+    for suffixes, read in (((".ckpt", ".ckpt.gz"), _read_specforge), ((".pt",), _read_legacy)):
+        if path.name.endswith(suffixes):
+            return read(path, _torch_load(path))
     raise InputError(path, "<file>", "unknown sample file type",
                      "pass speculators data_*.pt, hs_*.safetensors or SpecForge *.ckpt / *.ckpt.gz files")
 
 
-# A compressed container (a .ckpt.gz, a record deflated inside torch's zip format) may inflate to MAX_RATIO times its
-# file's size or MIN_BUDGET, whichever is larger (docs/threat-model.md): hidden states barely compress.
-MAX_RATIO = 16
-MIN_BUDGET = 64 << 20
+def _within_budget(path: Path, size: int, compressed: int, inflated: str) -> None:
+    if size > (budget := max(MIN_BUDGET, MAX_RATIO * compressed)):
+        raise InputError(path, "<data>", f"{inflated} more than {budget} bytes ({MAX_RATIO}x its {compressed}; hidden "
+                         "states barely compress): not a sample a pipeline wrote (a decompression bomb?)",
+                         "pass the samples the pipeline wrote")
 
 
-def _budget(compressed: int) -> int:
-    return max(MIN_BUDGET, MAX_RATIO * compressed)
-
-
-def _bomb(path: Path, inflated: str, compressed: int) -> InputError:
-    return InputError(path, "<data>", f"{inflated} more than {_budget(compressed)} bytes ({MAX_RATIO}x its "
-                      f"{compressed}; hidden states barely compress): not a sample a pipeline wrote (a "
-                      "decompression bomb?)", "pass the samples the pipeline wrote")
-
-
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     """The informative line of an exception's message (torch's weights_only refusal spans several)."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
     refusal = [line.partition("WeightsUnpickler error:")[2] for line in lines if "WeightsUnpickler error:" in line]
     return brief((refusal or lines or [type(e).__name__])[0].strip(), 200)
 
 
-def _gunzip(path: Path, f, compressed: int) -> bytes:
+def _gunzip(path: Path, f, compressed: int) -> io.BytesIO:
     out = io.BytesIO()
     try:
         with gzip.GzipFile(fileobj=f, mode="rb") as g:
             while chunk := g.read(1 << 20):
                 out.write(chunk)
-                if out.tell() > _budget(compressed):
-                    raise _bomb(path, "inflates to", compressed)
+                _within_budget(path, out.tell(), compressed, "inflates to")
     except (OSError, EOFError, zlib.error) as e:
-        raise InputError(path, "<data>", f"not a readable gzip file ({_first_line(e)})", REGENERATE) from None
-    return out.getvalue()
+        raise InputError(path, "<data>", f"not a readable gzip file ({first_line(e)})", REGENERATE) from None
+    out.seek(0)
+    return out
 
 
 def _check_zip(path: Path, source, compressed: int) -> None:
-    """A torch zip archive whose records, as its central directory declares them (the sizes torch's reader
-    allocates), fit the budget; a file of another format passes untouched."""
+    """A torch zip archive's records, as its central directory declares them (the sizes torch's reader allocates),
+    must fit the budget; a file of another format passes untouched."""
     is_zip = zipfile.is_zipfile(source)
     source.seek(0)
     if not is_zip:
@@ -186,10 +166,9 @@ def _check_zip(path: Path, source, compressed: int) -> None:
         with zipfile.ZipFile(source) as z:
             total = sum(info.file_size for info in z.infolist())
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
-        raise InputError(path, "<data>", f"not a readable zip archive ({_first_line(e)})", REGENERATE) from None
+        raise InputError(path, "<data>", f"not a readable zip archive ({first_line(e)})", REGENERATE) from None
     source.seek(0)
-    if total > _budget(compressed):
-        raise _bomb(path, f"holds records declaring {total} bytes,", compressed)
+    _within_budget(path, total, compressed, f"holds records declaring {total} bytes,")
 
 
 def _torch_load(path: Path):
@@ -198,13 +177,13 @@ def _torch_load(path: Path):
     with open_regular(path, fix="pass the sample files the training pipeline wrote") as f:
         try:
             size = os.fstat(f.fileno()).st_size
-            source = io.BytesIO(_gunzip(path, f, size)) if path.name.endswith(".gz") else f
+            source = _gunzip(path, f, size) if path.name.endswith(".gz") else f
             _check_zip(path, source, size)
             return torch.load(source, map_location="cpu", weights_only=True)
         except InputError:
             raise
         except Exception as e:  # torch raises many types (pickle, zip, weights_only unpickler)
-            raise InputError(path, "<data>", f"cannot be read by torch.load(weights_only=True) ({_first_line(e)})",
+            raise InputError(path, "<data>", f"cannot be read by torch.load(weights_only=True) ({first_line(e)})",
                              "re-save it with tensors only (torch.save of a dict of tensors), or re-generate it"
                              ) from None
 
@@ -232,39 +211,38 @@ def _rows(t, key: str, path: Path, seq: int | None = None):
 
 def _read_legacy(path: Path, data) -> Sample:
     d = _fields(schema.LEGACY, data, path)
-    ids = _rows(d["input_ids"], "input_ids", path).long()
-    seq, width = ids.shape[0], d["hidden_states"][0].shape[1]
-    for i, t in enumerate(d["hidden_states"]):
+    ids, hs = _rows(d["input_ids"], "input_ids", path).long(), d["hidden_states"]
+    seq, width = ids.shape[0], hs[0].shape[1]
+    for i, t in enumerate(hs):
         if list(t.shape) != [seq, width] or width == 0:
             raise InputError(path, f"hidden_states[{i}]", f"has shape {list(t.shape)}, expected [{seq}, {width}] (one "
                              "row per input id, every entry as wide as hidden_states[0], not empty)", REGENERATE)
     mask = _rows(d["loss_mask"], "loss_mask", path, seq) != 0
     _check_legacy_length(path, seq)
-    n = len(d["hidden_states"])
-    return _sample(path, LEGACY_PT, ids, mask, tuple(d["hidden_states"]), (f"hidden_states[{i}]" for i in range(n)),
-                   _legacy_layer_ids(path, n))
+    return _sample(path, LEGACY_PT, ids, mask, tuple(hs), (f"hidden_states[{i}]" for i in range(len(hs))),
+                   _legacy_layer_ids(path, len(hs)))
 
 
-def _directory_json(path: Path) -> dict:
-    """Read strictly once per version of the file rather than once per sample; callers only read the result."""
-    fix = "correct it, or remove it (it only describes the samples)"
-    require_file(path, fix=fix)
+def _directory_json(path: Path) -> dict | None:
+    """The JSON object in ``path`` beside the samples (None if absent), read once per version, not once per sample."""
+    if path_kind(path) == "missing":
+        return None
+    require_file(path, fix=schema.DESCRIBES)
     st = path.stat()
-    return _parse_json(str(path), st.st_mtime_ns, st.st_size, fix)
+    return _parse_json(str(path), st.st_mtime_ns, st.st_size)
 
 
 @functools.lru_cache(maxsize=8)
-def _parse_json(path: str, mtime_ns: int, size: int, fix: str) -> dict:
-    return read_json_object(Path(path), fix=fix)
+def _parse_json(path: str, mtime_ns: int, size: int) -> dict:  # callers only read the result
+    return read_json_object(Path(path), fix=schema.DESCRIBES)
 
 
 def _check_legacy_length(path: Path, seq: int) -> None:
     """``data_{i}.pt`` must have the length its directory's ``sample_lengths.json`` records for ``i``."""
-    lengths_file = path.parent / schema.LENGTHS_FILENAME
-    if not path.stem.startswith("data_") or path_kind(lengths_file) == "missing":
+    lengths_file, index = path.parent / schema.LENGTHS_FILENAME, path.stem.removeprefix("data_")
+    doc = None if index == path.stem else _directory_json(lengths_file)
+    if doc is None:
         return
-    index = path.stem[len("data_"):]
-    doc = _directory_json(lengths_file)
     entry = {index: doc[index]} if index in doc else {}  # only this sample's entry is judged: O(1) per sample
     want = records.read(schema.sample_lengths(index), entry, file=lengths_file)[index]
     if want is not None and want != seq:
@@ -276,16 +254,14 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int, ...] | None:
     """Layer ids from the legacy generator's ``data_config.json``, if it lists them (upper bound checked by
     ``verify``). It captured after decoder layer idx: its ids are already layer ids."""
     cfg = path.parent / LEGACY_DATA_CONFIG
-    doc = {} if path_kind(cfg) == "missing" else records.read(schema.DATA_CONFIG, _directory_json(cfg), file=cfg)
-    ids = (doc.get("hidden_states") or {}).get("layer_ids")
+    doc = records.read(schema.DATA_CONFIG, _directory_json(cfg) or {}, file=cfg)
+    ids = (doc["hidden_states"] or {}).get("layer_ids")
     if ids is None:
         return None
     fix = schema.STORED_LAYERS.fix_of("layer_ids")
-    if len(ids) != n:
-        raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} lists {len(ids)} layers, but {path.name} "
-                         f"stores {n} tensors", fix)
-    if len(set(ids)) != n:
-        raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} repeats a layer id", fix)
+    if len(ids) != n or len(set(ids)) != n:
+        raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} repeats a layer id" if len(ids) == n else
+                         f"{brief(ids)} lists {len(ids)} layers, but {path.name} stores {n} tensors", fix)
     return tuple(ids)
 
 
@@ -296,7 +272,7 @@ def _read_hs_safetensors(path: Path) -> Sample:
     try:
         data = load_file(str(path), device="cpu")
     except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since its header was read)
-        raise InputError(path, "<data>", f"not a readable safetensors file ({_first_line(e)})", REGENERATE) from None
+        raise InputError(path, "<data>", f"not a readable safetensors file ({first_line(e)})", REGENERATE) from None
     d = _fields(schema.HS, data, path)
     hs = d["hidden_states"]
     if hs.shape[1] < 2 or hs.shape[2] == 0:
@@ -315,14 +291,14 @@ def _table_mask(path: Path, ids) -> object | None:
     import torch
 
     root = path.parent.parent
-    state = root / TABLE_STATE
-    if path.parent.name != TABLE_HS_DIR or path_kind(state) == "missing":
+    doc = _directory_json(root / TABLE_STATE) if path.parent.name == TABLE_HS_DIR else None
+    if doc is None:
         return None
     index = path.name[len("hs_"):-len(".safetensors")]
     if not index.isdecimal() or not index.isascii():
         raise InputError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
                          "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
-    file, row = _table_row(root, int(index), path)
+    file, row = _table_row(root, doc, int(index), path)
     row_ids = _rows(row["input_ids"], f"input_ids[{index}]", file).long()
     mask = _rows(row["loss_mask"], f"loss_mask[{index}]", file, row_ids.shape[0]) != 0
     if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
@@ -331,12 +307,12 @@ def _table_mask(path: Path, ids) -> object | None:
     return mask
 
 
-def _table_row(root: Path, index: int, sample: Path) -> tuple[Path, dict]:
+def _table_row(root: Path, state: dict, index: int, sample: Path) -> tuple[Path, dict]:
     """The Arrow file of the datasets table in ``root`` holding row ``index``, and the row as tensors."""
     import torch
 
     start = 0
-    for file, ids, mask in _table(root):
+    for file, ids, mask in _table(root, state):
         if index < start + len(ids):
             values = {}
             for key, column in (("input_ids", ids), ("loss_mask", mask)):
@@ -347,7 +323,7 @@ def _table_row(root: Path, index: int, sample: Path) -> tuple[Path, dict]:
                 try:
                     values[key] = torch.tensor(cell.values.to_pylist())
                 except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-                    raise InputError(file, f"{key}[{index}]", f"is not a list of numbers ({_first_line(e)})",
+                    raise InputError(file, f"{key}[{index}]", f"is not a list of numbers ({first_line(e)})",
                                      TABLE_FIX) from None
             return file, _fields(schema.TABLE_ROW, values, file)
         start += len(ids)
@@ -355,24 +331,19 @@ def _table_row(root: Path, index: int, sample: Path) -> tuple[Path, dict]:
                      f"pass the hidden states of this table; {TABLE_FIX}")
 
 
-_MAX_ROW = 1 << 24  # tokens in one sample: far past any context length
-
-
-def _table(root: Path) -> tuple[tuple[Path, object, object], ...]:
+def _table(root: Path, state: dict) -> tuple[tuple[Path, object, object], ...]:
     """``(file, input_ids column, loss_mask column)`` of each Arrow file of speculators' datasets table
     (``save_to_disk``) in ``root``, memory mapped as datasets' ``load_from_disk`` maps it, read once per version."""
-    state = root / TABLE_STATE
-    doc = records.read(schema.TABLE_STATE_RECORD, _directory_json(state), file=state)
+    doc = records.read(schema.TABLE_STATE_RECORD, state, file=root / TABLE_STATE)
     files = []
     for i, entry in enumerate(doc["_data_files"]):
         name = entry["filename"]
         if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
-            raise InputError(state, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in the "
-                             "directory", TABLE_FIX)
-        f = root / name
-        require_file(f, fix=TABLE_FIX)
-        st = f.stat()
-        files.append((str(f), st.st_mtime_ns, st.st_size))
+            raise InputError(root / TABLE_STATE, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in "
+                             "the directory", TABLE_FIX)
+        require_file(root / name, fix=TABLE_FIX)
+        st = (root / name).stat()
+        files.append((str(root / name), st.st_mtime_ns, st.st_size))
     return _read_table(str(root), tuple(files))
 
 
@@ -383,23 +354,20 @@ def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> tuple:
     except ImportError:
         raise InputError(Path(root) / TABLE_STATE, "<file>", "a datasets table, which needs pyarrow to read",
                          "pip install pyarrow") from None
-
     out = []
     for name, _, _ in files:
         try:
             table = pa.ipc.open_stream(pa.memory_map(name)).read_all()
             table.validate()
         except (pa.ArrowException, OSError, ValueError) as e:
-            raise InputError(name, "<data>", f"not a readable Arrow stream ({_first_line(e)})", TABLE_FIX) from None
-        columns = []
+            raise InputError(name, "<data>", f"not a readable Arrow stream ({first_line(e)})", TABLE_FIX) from None
         for key in ("input_ids", "loss_mask"):
             if key not in table.column_names:
                 raise InputError(name, key, f"missing (the table has {brief(table.column_names)})", TABLE_FIX)
-            column = table.column(key)
-            if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
-                raise InputError(name, key, f"is a column of {column.type}, expected lists of integers", TABLE_FIX)
-            columns.append(column)
-        out.append((Path(name), *columns))
+            if not (pa.types.is_list(table.column(key).type) or pa.types.is_large_list(table.column(key).type)):
+                raise InputError(name, key, f"is a column of {table.column(key).type}, expected lists of integers",
+                                 TABLE_FIX)
+        out.append((Path(name), table.column("input_ids"), table.column("loss_mask")))
     return tuple(out)
 
 
@@ -420,6 +388,6 @@ def _read_specforge(path: Path, data) -> Sample:
                          "taken from 'hidden_state'", REGENERATE)
     ids = _rows(d["input_ids"], "input_ids", path, final.shape[0]).long()
     mask = _rows(d["loss_mask"], "loss_mask", path, final.shape[0]) != 0
-    k = aux.shape[1] // h
     return _sample(path, SPECFORGE_CKPT, ids, mask, (*aux.split(h, dim=1), final),
-                   (*(f"aux_hidden_state[..., {i * h}:{(i + 1) * h}]" for i in range(k)), "hidden_state"))
+                   (*(f"aux_hidden_state[..., {i * h}:{(i + 1) * h}]" for i in range(aux.shape[1] // h)),
+                    "hidden_state"))
