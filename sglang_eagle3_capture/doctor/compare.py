@@ -1,11 +1,6 @@
-"""``compare``: what SGLang fed the draft at serving time (a capture dump) against the training samples.
-
-Dumped rows are grouped into runs of consecutive positions (one request's tokens) and matched to the sample with
-the same tokens there. A run from position 0 sees its whole context, so any sample with the same tokens is the same
-computation; a later run does not show the tokens before it, so it is used only when at least ``MIN_LATE_RUN``
-tokens long and exactly one sample matches. Served chunk ``k`` must best match the tensor the training pipeline fed
-fc slot ``k`` with cosine >= ``min_cosine`` and the same norm (:data:`MAX_NORM_DEVIATION`) on every row: cosine
-alone cannot tell the final norm's output from its input. docs/troubleshooting.md section 3 shows the output."""
+"""``compare``: what SGLang fed the draft at serving time (a capture dump) against the training samples, row by row
+for the same tokens; served chunk ``k`` must best match what training fed fc slot ``k``, by cosine and by norm.
+docs/troubleshooting.md section 3 shows the output."""
 
 from __future__ import annotations
 
@@ -17,21 +12,22 @@ from ..core import records
 from ..core.checkpoint import read_safetensors_header
 from ..core.errors import InputError, brief
 from ..core.userfiles import list_directory, path_kind, read_json_object
-from . import dump_schema as schema
-from .samples import expand_data_paths, load_sample
+from .sample_schema import BATCH, DUMP_FIX, METADATA
+from .samples import expand_data_paths, first_line, kind_phrase, load_sample
 
 DEFAULT_MIN_COSINE = 0.999
 # Cosine is blind to per-token scale, and an RMSNorm is a per-token scale (times a weight close to uniform): the final
 # norm's output and its input are >= 0.996 cosine-similar on the bundled fixtures, while their norms differ by a factor
 # 0.58 .. 8.8. A served chunk must also have its training tensor's norm, row by row, within this relative deviation.
 MAX_NORM_DEVIATION = 0.01
-MIN_LATE_RUN = 8  # a run not starting at position 0 must match this many tokens of exactly one sample
+# Dumped rows are grouped into runs of consecutive positions (one request's tokens). A run from position 0 sees its
+# whole context, so any sample with the same tokens is the same computation; a later run does not show the tokens
+# before it, so it is used only when it matches this many tokens of exactly one sample.
+MIN_LATE_RUN = 8
 
 
 @dataclass
 class ChunkResult:
-    """One served chunk against every training tensor."""
-
     index: int
     served_layer_id: int | str | None  # a layer id, "final_norm" included
     expected: int
@@ -52,8 +48,6 @@ class ChunkResult:
 
 @dataclass
 class CompareReport:
-    """What ``compare`` found; :attr:`ok` decides the exit status."""
-
     dump_files: list[str] = field(default_factory=list)
     dump_layer_ids: list = field(default_factory=list)
     chunk_names: tuple[str, ...] = ()
@@ -63,7 +57,7 @@ class CompareReport:
     chunks: list[ChunkResult] = field(default_factory=list)
     min_cosine: float = DEFAULT_MIN_COSINE
     notes: list[str] = field(default_factory=list)
-    ok: bool = False
+    ok: bool = False  # the exit status
     summary: str = ""
 
     def to_dict(self) -> dict:
@@ -82,91 +76,54 @@ class CompareReport:
                 "notes": self.notes, "ok": self.ok, "summary": self.summary}
 
 
-def _check_batch(f: Path, tensors: dict) -> dict:
-    """A dumped batch checked against :data:`.dump_schema.BATCH` (one position and input id per row, positions >= 0);
-    returned as read (fp8 upcast to float32)."""
-    tensors = {k: v for k, v in records.read(schema.BATCH, tensors, file=f).items() if v is not None}
-    t = tensors["aux_hidden_states"].shape[0]
-    for key in ("positions", "input_ids"):
-        if key in tensors and tensors[key].shape[0] != t:
-            raise InputError(f, key, f"has {tensors[key].shape[0]} entries, expected {t} (one per row of "
-                             "aux_hidden_states)", schema.FIX)
-    pos = tensors["positions"]
-    if pos.numel() and int(pos.min()) < 0:
-        raise InputError(f, "positions", f"holds negative positions (min {int(pos.min())})", schema.FIX)
-    return tensors
-
-
-def _metadata(meta_path: Path) -> dict:
-    """A batch's ``.json`` metadata (``{}`` when there is none), read strictly (:data:`~.dump_schema.METADATA`)."""
-    if path_kind(meta_path) == "missing":
-        return {}
-    return records.read(schema.METADATA, read_json_object(meta_path, fix=schema.FIX), file=meta_path)
-
-
 def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
     """``(file, tensors, metadata)`` for every dumped batch in ``directory``, sorted by name, every file checked
-    (safetensors headers before any data)."""
+    (safetensors headers before any data; one position and input id per row, positions >= 0)."""
     from safetensors.torch import load_file
 
     d = Path(directory)
-    kind = path_kind(d, fix=schema.FIX)
+    kind = path_kind(d, fix=DUMP_FIX)
     if kind not in ("missing", "directory"):
-        what = {"file": "a file", "dangling symlink": "a dangling symlink", "symlink loop": "a symlink loop"}
-        raise InputError(d, "--dump", f"is {what.get(kind, kind)}, not a directory", schema.FIX)
-    names = [] if kind == "missing" else [n for n in list_directory(d, fix=schema.FIX)
+        raise InputError(d, "--dump", f"is {kind_phrase(kind)}, not a directory", DUMP_FIX)
+    names = [] if kind == "missing" else [n for n in list_directory(d, fix=DUMP_FIX)
                                           if n.endswith(".safetensors") and not n.startswith(".")]
     if not names:
         raise InputError(d, None, "no dumped batches (*.safetensors)", f"serve with SGLANG_EAGLE3_CAPTURE_DUMP={d} "
                          "and the sglang-eagle3-capture plugin installed, send a request, then run compare")
     out = []
-    for name in names:
-        f = d / name
-        read_safetensors_header(f, fix=schema.FIX)  # regular file, sane header: safe to load
+    for f, meta in ((d / name, (d / name).with_suffix(".json")) for name in names):
+        read_safetensors_header(f, fix=DUMP_FIX)  # regular file, sane header: safe to load
         try:
             tensors = load_file(str(f), device="cpu")
         except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since the header check)
-            raise InputError(f, "<data>", f"not a readable safetensors file ({brief(str(e).splitlines()[0], 160)})",
-                             schema.FIX) from None
-        out.append((f, _check_batch(f, tensors), _metadata(f.with_suffix(".json"))))
+            raise InputError(f, "<data>", f"not a readable safetensors file ({first_line(e)})", DUMP_FIX) from None
+        tensors = {k: v for k, v in records.read(BATCH, tensors, file=f).items() if v is not None}  # fp8 as float32
+        t, pos = tensors["aux_hidden_states"].shape[0], tensors["positions"]
+        for key in ("positions", "input_ids"):
+            if key in tensors and tensors[key].shape[0] != t:
+                raise InputError(f, key, f"has {tensors[key].shape[0]} entries, expected {t} (one per row of "
+                                 "aux_hidden_states)", DUMP_FIX)
+        if pos.numel() and int(pos.min()) < 0:
+            raise InputError(f, "positions", f"holds negative positions (min {int(pos.min())})", DUMP_FIX)
+        out.append((f, tensors, {} if path_kind(meta) == "missing" else
+                    records.read(METADATA, read_json_object(meta, fix=DUMP_FIX), file=meta)))
     return out
 
 
-def _runs(positions) -> list[tuple[int, int]]:
-    """``(start_row, end_row)`` of maximal runs of consecutive positions."""
-    pos = positions.tolist()
-    edges = [0, *(i for i in range(1, len(pos)) if pos[i] != pos[i - 1] + 1), len(pos)] if pos else []
-    return list(zip(edges, edges[1:]))
-
-
-class _SampleIndex:
-    """Samples by their first :data:`MIN_LATE_RUN` tokens at a position, built lazily, so matching a run looks only
-    at samples that can match it."""
-
-    def __init__(self, samples) -> None:
-        self.samples = samples
-        self._by_p0: dict[int, dict[tuple, list]] = {}
-
-    def candidates(self, ids: list[int], p0: int) -> list:
-        if len(ids) < MIN_LATE_RUN:
-            return self.samples
-        if p0 not in self._by_p0:
-            table = self._by_p0[p0] = {}
-            for s in self.samples:
-                key = tuple(s.input_ids[p0:p0 + MIN_LATE_RUN].tolist())
-                if len(key) == MIN_LATE_RUN:
-                    table.setdefault(key, []).append(s)
-        found = self._by_p0[p0].get(tuple(ids[:MIN_LATE_RUN]))
-        return found if found else self.samples  # a match shorter than MIN_LATE_RUN: every sample may be the best
-
-
-def _match_run(ids: list[int], p0: int, index: _SampleIndex) -> tuple[object | None, int]:
+def _match_run(ids: list[int], p0: int, samples: list, by_p0: dict) -> tuple[object | None, int]:
     """The sample whose tokens at ``p0..`` equal ``ids`` longest, and that length (0: none or ambiguous). Tied samples
     are interchangeable only if they share every token up to the match's end, which always holds for ``p0 == 0``."""
     if p0 > 0 and len(ids) < MIN_LATE_RUN:
         return None, 0  # a late run this short is never used: no need to look
+    if len(ids) >= MIN_LATE_RUN:  # only the samples with the run's first tokens there (a table per p0, built lazily)
+        if p0 not in by_p0:
+            by_p0[p0] = {}
+            for s in samples:
+                if len(key := tuple(s.input_ids[p0:p0 + MIN_LATE_RUN].tolist())) == MIN_LATE_RUN:
+                    by_p0[p0].setdefault(key, []).append(s)
+        samples = by_p0[p0].get(tuple(ids[:MIN_LATE_RUN])) or samples  # else a shorter match may be the best
     best, best_len = [], 0
-    for s in index.candidates(ids, p0):
+    for s in samples:
         sid = s.input_ids[p0:p0 + len(ids)].tolist()
         n = next((i for i, (a, b) in enumerate(zip(sid, ids)) if a != b), len(sid))  # tokens in common
         if n > best_len:
@@ -186,13 +143,12 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     import torch
 
     samples = [load_sample(p) for p in expand_data_paths(data)]
-    first = samples[0]
+    first, by_p0 = samples[0], {}
     for s in samples[1:]:
         if len(s.chunks) != len(first.chunks) or s.fc_chunks != first.fc_chunks or s.hidden_size != first.hidden_size:
             raise InputError(s.path, None, f"{len(s.chunks)} stored tensors of width {s.hidden_size}, but "
                              f"{first.path} has {len(first.chunks)} of width {first.hidden_size}",
                              "compare one dataset at a time")
-    index = _SampleIndex(samples)
     dump = read_dump(dump_dir)
     runs_ids = {tuple(meta["layer_ids"]) for _, _, meta in dump if meta.get("layer_ids") is not None}
     if len(runs_ids) > 1:
@@ -216,15 +172,14 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
             raise InputError(f, "aux_hidden_states", f"has shape {list(aux.shape)}, but the training fc input is "
                              f"{k} x {h} = {k * h} wide ({first.path})", "compare with the data the draft was "
                              "trained on (else SGLang fed a different number of hidden states)")
-        ids, pos = tensors["input_ids"], tensors["positions"]
-        for a, b in _runs(pos):
-            p0 = int(pos[a])
-            s, n = _match_run(ids[a:b].tolist(), p0, index)
+        ids, pos = tensors["input_ids"], tensors["positions"].tolist()
+        edges = [0, *(i for i in range(1, len(pos)) if pos[i] != pos[i - 1] + 1), len(pos)] if pos else []
+        for a, b in zip(edges, edges[1:]):  # runs of consecutive positions
+            s, n = _match_run(ids[a:b].tolist(), pos[a], samples, by_p0)
             report.skipped_rows += (b - a) - n
-            if s is None or n == 0:
-                continue
-            served_rows.append(aux[a:a + n].float().view(n, k, h))
-            train_rows.append(torch.stack([c[p0:p0 + n].float() for c in s.chunks], dim=1))
+            if s is not None and n:
+                served_rows.append(aux[a:a + n].float().view(n, k, h))
+                train_rows.append(torch.stack([c[pos[a]:pos[a] + n].float() for c in s.chunks], dim=1))
     if not served_rows:
         raise InputError(dump_dir, None, f"none of the {report.skipped_rows} dumped rows matches the tokens of any "
                          "training sample given with --data", "serve prompts taken from those samples (their "
@@ -239,29 +194,24 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
         diff = (served[:, j, None, :] - train).abs().amax(dim=(0, 2))
         report.chunks.append(ChunkResult(j, served_ids[j], first.fc_chunks[j], cos[:, j].mean(0).tolist(),
                                          cos[:, j].amin(0).tolist(), diff.tolist(), norm_dev[j].tolist()))
-    _decide(report)
+    report.ok, report.summary = all(c.matches(min_cosine) for c in report.chunks), _summary(report)
     return report
 
 
-def _decide(report: CompareReport) -> None:
-    bad = [c for c in report.chunks if not c.matches(report.min_cosine)]
-    report.ok = not bad
-    names = report.chunk_names
-    if report.ok:
-        report.summary = (f"every served chunk matches the tensor training fed that fc slot (min cosine >= "
-                          f"{report.min_cosine} over {report.rows} rows)")
-        return
+def _summary(report: CompareReport) -> str:
+    names, floor = report.chunk_names, report.min_cosine
     parts = []
-    for c in bad:
+    for c in (c for c in report.chunks if not c.matches(floor)):
         want = names[c.expected]
-        if c.best == c.expected and c.min_cos[c.best] >= report.min_cosine:  # so its norms are what differ
+        if c.best == c.expected and c.min_cos[c.best] >= floor:  # so its norms are what differ
             parts.append(f"served chunk {c.index} points the way {want} does (min cosine {c.min_cos[c.best]:.4f}) but "
                          f"its norms differ by up to {c.max_norm_dev[c.expected]:.1%} (log scale): one side is the "
                          "final norm's output and the other its input (pre- vs post-norm, layer id final_norm vs "
                          "N-1)?")
-        elif c.min_cos[c.best] >= report.min_cosine:
+        elif c.min_cos[c.best] >= floor:
             parts.append(f"served chunk {c.index} is {names[c.best]}, but training fed {want} to that slot")
         else:
             parts.append(f"served chunk {c.index} matches no training tensor (closest {names[c.best]}, mean cosine "
                          f"{c.mean_cos[c.best]:.3f}); training fed {want} to that slot")
-    report.summary = "MISMATCH: " + "; ".join(parts)
+    return ("MISMATCH: " + "; ".join(parts) if parts else "every served chunk matches the tensor training fed that fc "
+            f"slot (min cosine >= {floor} over {report.rows} rows)")

@@ -1,39 +1,22 @@
-"""The training samples ``verify`` and ``compare`` read (:mod:`.samples`): one record per on-disk layout, and the
-two JSON files speculators' legacy generator writes beside its samples.
-
-Policy ``keep`` everywhere (pipelines add keys of their own, and nothing here reads them); each declared key is a
-strictly typed :class:`Tensor`, because its values are what the fc is scored on. The shapes that tie keys together
-(one row per token, K chunks of the hidden size) are checked by the reader.
-"""
+"""The files ``verify`` and ``compare`` read: one record per training-sample layout (:mod:`.samples`), the JSON files
+beside them, and the capture dump. Unknown keys are kept (never read); declared tensors are typed strictly, since
+the fc is scored on them; the shapes that tie keys together are checked by the readers."""
 from __future__ import annotations
 
 import functools
 import sys
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
+from ..core.layer_ids import FINAL_NORM
 from ..core.records import Custom, Record, fix, integer, list_of, record, text
 
 LEGACY_PT = "speculators-legacy-pt"
 HS_SAFETENSORS = "speculators-hs-safetensors"
 SPECFORGE_CKPT = "specforge-ckpt"
-
 REGENERATE = "re-generate the sample with the training pipeline"
 DESCRIBES = "correct the file, or remove it (it only describes the samples)"
-
-
-def _what(value: Any) -> str:
-    """A value for a message without rendering it (a tensor's repr may be megabytes)."""
-    if _is_tensor(value):
-        return f"a {value.dim()}-D {value.dtype} tensor of shape {list(value.shape)}"
-    return type(value).__name__
-
-
-def _is_tensor(value: Any) -> bool:
-    torch = sys.modules.get("torch")  # no tensor exists before torch is imported: this stays torch-free
-    return torch is not None and isinstance(value, torch.Tensor)
-
 
 # Dtypes by name (torch is imported only once a tensor exists). fp8 hidden states are real (DeepSeek-V3 serves in
 # fp8): read, upcast to float32 for every check and all the math. Unsigned integers are read as int64 (torch
@@ -51,31 +34,8 @@ _VALUES = {  # Tensor.values -> (dtypes taken, what describe() says it holds, wh
 }
 
 
-def _dtype(value: Any) -> str:
-    return str(value.dtype).removeprefix("torch.")
-
-
-def _dense(value: Any) -> None:
-    """A dense CPU tensor whose elements each have their own bytes: never sparse, quantized or on another device
-    (``meta`` holds no data), and never more elements than its storage holds (a stride-0 or overlapping view: a
-    4 KB file could claim 10^12 rows, and every check would then allocate for each one)."""
-    if str(value.layout) != "torch.strided":
-        raise ValueError(f"is a {str(value.layout).removeprefix('torch.')} tensor; expected a dense tensor")
-    if value.device.type != "cpu":
-        raise ValueError(f"is on device {value.device.type!r} (holds no data here); expected a CPU tensor")
-    if value.is_quantized:
-        raise ValueError(f"is a quantized {_dtype(value)} tensor; expected plain floats or integers")
-    needed, held = value.numel() * value.element_size(), value.untyped_storage().nbytes()
-    if value.numel() and needed > held:
-        raise ValueError(f"claims {value.numel()} elements of shape {list(value.shape)} (strides "
-                  f"{list(value.stride())}) over a storage of {held} bytes: an expanded or overlapping view, not "
-                  "stored data")
-
-
 class Tensor(Custom):
-    """A dense CPU torch tensor of one of ``dims`` dimensions; ``values`` ``"float"`` (finite floating point),
-    ``"int"`` (integers, not bool) or ``"any"`` (real numbers or bool). ``shape`` names the dimensions for messages,
-    e.g. ``"[seq, hidden]"``. The value read is normalized: fp8 upcast to float32, uint16/32/64 read as int64."""
+    """A dense CPU tensor of ``dims`` dimensions (named ``shape`` in messages) holding ``values`` (see _VALUES)."""
 
     shape: str = ""
     dims: tuple[int, ...] = ()
@@ -87,11 +47,25 @@ class Tensor(Custom):
 
     @classmethod
     def check(cls, value: Any) -> Any:
-        if not _is_tensor(value) or value.dim() not in cls.dims:
-            raise ValueError(f"expected {cls.describe()}, got {_what(value)}")
-        _dense(value)
-        torch = sys.modules["torch"]
-        dtype = _dtype(value)
+        torch = sys.modules.get("torch")  # no tensor exists before torch is imported: this stays torch-free
+        if torch is None or not isinstance(value, torch.Tensor) or value.dim() not in cls.dims:
+            got = type(value).__name__  # never rendered: a tensor's repr may be megabytes
+            if torch is not None and isinstance(value, torch.Tensor):
+                got = f"a {value.dim()}-D {value.dtype} tensor of shape {list(value.shape)}"
+            raise ValueError(f"expected {cls.describe()}, got {got}")
+        dtype = str(value.dtype).removeprefix("torch.")
+        # every element its own bytes: a stride-0 or overlapping view of a 4 KB file could claim 10^12 rows, and
+        # every check would then allocate for each one; ``meta`` holds no data
+        if str(value.layout) != "torch.strided":
+            raise ValueError(f"is a {str(value.layout).removeprefix('torch.')} tensor; expected a dense tensor")
+        if value.device.type != "cpu":
+            raise ValueError(f"is on device {value.device.type!r} (holds no data here); expected a CPU tensor")
+        if value.is_quantized:
+            raise ValueError(f"is a quantized {dtype} tensor; expected plain floats or integers")
+        if value.numel() and value.numel() * value.element_size() > (held := value.untyped_storage().nbytes()):
+            raise ValueError(f"claims {value.numel()} elements of shape {list(value.shape)} (strides "
+                             f"{list(value.stride())}) over a storage of {held} bytes: an expanded or overlapping "
+                             "view, not stored data")
         allowed, _, want = _VALUES[cls.values]
         if dtype not in allowed:
             raise ValueError(f"holds {dtype}, expected {want}")
@@ -107,12 +81,12 @@ class Tensor(Custom):
 
 
 def tensor(shape: str, dims: tuple[int, ...], values: str = "any") -> type[Tensor]:
-    """The :class:`Tensor` kind of ``dims`` dimensions named ``shape``, holding ``values``."""
     return type(f"Tensor{shape}", (Tensor,), {"shape": shape, "dims": dims, "values": values, "__slots__": ()})
 
 
 _IDS = tensor("[seq] (or [1, seq])", (1, 2), "int")
 _MASK = tensor("[seq] (or [1, seq])", (1, 2))
+
 
 # speculators' VllmHiddenStatesGenerator (data_{i}.pt): the fc took cat(hidden_states[:-1]).
 @record("pass data_*.pt files written by speculators' legacy generator", name=LEGACY_PT)
@@ -124,8 +98,7 @@ class LEGACY(Record):
 
 
 # speculators' hs_{i}.safetensors (vLLM extract_hidden_states): the fc took hidden_states[:, :-1]. Its loss mask is
-# row i of the datasets table beside the hidden_states/ directory (TABLE_ROW); a mask in the file is read when there is
-# no table.
+# row i of the datasets table beside the hidden_states/ directory (TABLE_ROW); one in the file is read when no table.
 @record("pass hs_*.safetensors files written by speculators", name=HS_SAFETENSORS)
 class HS(Record):
     hidden_states: fix(tensor("[seq, layers, hidden]", (3,), "float"), REGENERATE)
@@ -135,8 +108,7 @@ class HS(Record):
 
 # speculators' offline data directory (docs/formats-and-convert.md): DATA/state.json and DATA/data-*.arrow (a datasets
 # table) hold one row per sample, scored where its loss_mask is set; DATA/hidden_states/hs_{row}.safetensors its states.
-TABLE_HS_DIR = "hidden_states"
-TABLE_STATE = "state.json"
+TABLE_HS_DIR, TABLE_STATE = "hidden_states", "state.json"
 TABLE_FIX = "pass the directory speculators' prepare-data and offline data generation wrote, unchanged"
 
 
@@ -166,8 +138,8 @@ class SPECFORGE(Record):
     aux_hidden_state: fix(tensor("[1, seq, K*hidden]", (2, 3), "float"), REGENERATE)
 
 
-# data_config.json beside legacy samples: speculators writes many keys; only the stored layers are read. Their ids
-# say which stored tensor is which layer, so they are typed strictly (distinct, one per tensor: checked by the reader).
+# data_config.json beside legacy samples: of speculators' many keys only the stored layers' ids are read, strictly
+# (they say which stored tensor is which layer; distinct, one per tensor: checked by the reader).
 DATA_CONFIG_FILENAME = "data_config.json"
 
 
@@ -197,5 +169,22 @@ def sample_lengths(index: str) -> type[Record]:
     return record(DESCRIBES, name=LENGTHS_FILENAME)(struct)
 
 
+# The capture dump (observe/dump.py) as ``compare`` reads it back: each batch's tensors, what the fc received, and of
+# its .json metadata only ``layer_ids`` (reported per served chunk, and telling one server run from another).
+DUMP_FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
+
+
+@record(DUMP_FIX, name="capture dump batch")
+class BATCH(Record):
+    aux_hidden_states: fix(tensor("[T, K*H]", (2,), "float"), DUMP_FIX)
+    positions: fix(tensor("[T]", (1,), "int"), DUMP_FIX)
+    input_ids: fix(tensor("[T]", (1,), "int"), DUMP_FIX) = None  # absent when embeddings were served
+
+
+@record(DUMP_FIX, name="capture dump metadata")
+class METADATA(Record):
+    layer_ids: fix(list_of(int | Literal[FINAL_NORM], max_len=100_000) | None, DUMP_FIX) = None
+
+
 RECORDS = (LEGACY, HS, SPECFORGE, STORED_LAYERS, DATA_CONFIG, sample_lengths("0"), TABLE_FILE, TABLE_STATE_RECORD,
-           TABLE_ROW)
+           TABLE_ROW, BATCH, METADATA)

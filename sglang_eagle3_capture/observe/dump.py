@@ -1,7 +1,6 @@
-"""Capture dump for debugging deployments: what the target really feeds the draft's fc, per rank
-(``SGLANG_EAGLE3_CAPTURE_DUMP=DIR``; docs/how-it-works.md, "The capture dump", has the files and why they are private;
-:mod:`sglang_eagle3_capture.doctor.dump_schema` their metadata). The dump never stops serving: any failure logs one
-ERROR and turns it off for that process."""
+"""Capture dump: what the target really feeds the draft's fc, per rank (``SGLANG_EAGLE3_CAPTURE_DUMP=DIR``;
+docs/how-it-works.md, "The capture dump"). It never stops serving: any failure logs one ERROR and turns it off for
+that process."""
 
 from __future__ import annotations
 
@@ -21,15 +20,11 @@ from ..core.userfiles import PrivateDirectory, os_problem
 
 logger = get_logger(__name__)
 
-ENV_DIR = switches.DUMP.name
-ENV_MAX_BATCHES = switches.DUMP_MAX.name
-ENV_MAX_BYTES = switches.DUMP_MAX_BYTES.name
-DEFAULT_MAX_BATCHES = switches.DUMP_MAX.default
-DEFAULT_MAX_BYTES = switches.DUMP_MAX_BYTES.default
+ENV_DIR, ENV_MAX_BATCHES, ENV_MAX_BYTES = switches.DUMP.name, switches.DUMP_MAX.name, switches.DUMP_MAX_BYTES.name
+DEFAULT_MAX_BATCHES, DEFAULT_MAX_BYTES = switches.DUMP_MAX.default, switches.DUMP_MAX_BYTES.default
 
 
-def process_title() -> str | None:
-    """The process title SGLang sets (``sglang::scheduler_TP0`` ...), or None when unavailable."""
+def process_title() -> str | None:  # the one SGLang sets (sglang::scheduler_TP0 ...)
     try:
         import setproctitle
     except ImportError:
@@ -38,19 +33,16 @@ def process_title() -> str | None:
 
 
 class CaptureDump:
-    """Writes the first ``max_batches`` aux batches of one process to ``directory``. Never raises, constructing
-    included: a failure turns it off (:attr:`disabled`) with one ERROR."""
+    """Writes one process's first ``max_batches`` aux batches to ``directory``; never raises, constructing included."""
 
     def __init__(self, directory: str | os.PathLike, *, metadata: dict, max_batches: int = DEFAULT_MAX_BATCHES,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.directory = Path(directory)
-        self.metadata = dict(metadata)
+        self.directory, self.metadata = Path(directory), dict(metadata)
         self.max_batches, self.max_bytes = max_batches, max_bytes
         self.written = self.bytes_written = 0
-        self.disabled = False
+        self.disabled = self._warned_size = False
         # the run keeps one server run's files apart from another's, even when a fresh container reuses the pid
         self.run = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
-        self._warned_size = False
         self._dir: PrivateDirectory | None = None
         try:
             self._dir = PrivateDirectory.open(self.directory)
@@ -73,11 +65,10 @@ class CaptureDump:
 
     @property
     def done(self) -> bool:
-        """True once ``max_batches`` batches were written (or the dump turned itself off)."""
         return self.disabled or self.written >= self.max_batches
 
     def __call__(self, aux: Any, input_ids: Any, positions: Any, forward_mode: Any = None) -> None:
-        """Dump one batch (no-op once done, and while a CUDA graph or torch.compile is being captured); never raises."""
+        """Dump one batch (not while a CUDA graph or torch.compile is being captured)."""
         if self.done:
             return
         try:
@@ -85,8 +76,8 @@ class CaptureDump:
 
             if torch.compiler.is_compiling() or (aux.is_cuda and torch.cuda.is_current_stream_capturing()):
                 return
-            tensors = {"aux_hidden_states": aux, "input_ids": input_ids, "positions": positions}
-            tensors = {k: v for k, v in tensors.items() if v is not None}  # no input_ids for served embeddings
+            tensors = {k: v for k, v in (("aux_hidden_states", aux), ("input_ids", input_ids), ("positions", positions))
+                       if v is not None}  # no input_ids for served embeddings
             size = sum(t.numel() * t.element_size() for t in tensors.values())
             if self.bytes_written + size > self.max_bytes:
                 if not self._warned_size:
@@ -120,13 +111,12 @@ class CaptureDump:
 
 
 def dump_from_env(metadata: dict, environ: Mapping[str, str] | None = None) -> CaptureDump | None:
-    """A :class:`CaptureDump` when ``SGLANG_EAGLE3_CAPTURE_DUMP`` is set, else None (read once, at configure time)."""
+    """A :class:`CaptureDump` when ``SGLANG_EAGLE3_CAPTURE_DUMP`` is set (read once, at configure time)."""
     env = os.environ if environ is None else environ
     directory = switches.read(switches.DUMP, env)
     if not directory:
         return None
-    max_batches = switches.read(switches.DUMP_MAX, env)
-    max_bytes = switches.read(switches.DUMP_MAX_BYTES, env)
+    max_batches, max_bytes = switches.read(switches.DUMP_MAX, env), switches.read(switches.DUMP_MAX_BYTES, env)
     meta = {**metadata, "pid": os.getpid(), "ppid": os.getppid(), "process_title": process_title(),
             "sglang_version": installed_sglang_version(), "package_version": __version__}
     dump = CaptureDump(directory, metadata=meta, max_batches=max_batches, max_bytes=max_bytes)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from sglang_eagle3_capture.core.records import Record
 from sglang_eagle3_capture.core.schemas import checkpoint, draft, manifest
-from sglang_eagle3_capture.doctor import dump_schema as dump
 from sglang_eagle3_capture.doctor import sample_schema as samples
 
-ALL: tuple[type[Record], ...] = (*manifest.RECORDS, *samples.RECORDS, *dump.RECORDS, *draft.RECORDS,
-                                 *checkpoint.RECORDS)
+ALL: tuple[type[Record], ...] = (*manifest.RECORDS, *samples.RECORDS, *draft.RECORDS, *checkpoint.RECORDS)

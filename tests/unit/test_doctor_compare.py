@@ -100,16 +100,16 @@ def _one_batch(directory, sample, **meta):
 
 
 def test_schema_policy_dump_metadata_is_kept_and_only_layer_ids_judged(samples, tmp_path):
-    """doctor/dump_schema.py: a dump's metadata from a later version (one more key, a tab in a free-text value) is read;
-    layer_ids, which compare reports and uses to tell runs apart, is typed strictly; the batch tensors too."""
+    """doctor/sample_schema.py: a dump's metadata from a later version (one more key, a tab in a free-text value) is
+    read; layer_ids, which compare reports and uses to tell runs apart, is typed strictly; the batch tensors too."""
     from safetensors.torch import load_file, save_file
 
     from sglang_eagle3_capture.core.errors import InputError
-    from sglang_eagle3_capture.doctor import dump_schema as schema
+    from sglang_eagle3_capture.doctor import sample_schema as schema
     from sglang_eagle3_capture.doctor.compare import read_dump
     from support import schemas
 
-    assert all(r in schemas.ALL and r.unknown == "keep" for r in schema.RECORDS)
+    assert all(r in schemas.ALL and r.unknown == "keep" for r in (schema.BATCH, schema.METADATA))
     ok = _one_batch(tmp_path / "ok", samples[0], later_key={"x": 1}, process_title="sglang::\tscheduler")
     ((_, _, meta),) = read_dump(ok.parent)
     assert meta["later_key"] == {"x": 1} and meta["layer_ids"] == [-1, 1, 4]
