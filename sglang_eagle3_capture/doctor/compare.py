@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Sequence
 
 from ..core import records
-from ..core.checkpoint import read_safetensors_header
 from ..core.errors import InputError, brief
 from ..core.userfiles import list_directory, path_kind, read_json_object
 from .sample_schema import BATCH, DUMP_FIX, METADATA
-from .samples import expand_data_paths, first_line, kind_phrase, load_sample
+from .samples import expand_data_paths, kind_phrase, load_safetensors, load_sample
 
 DEFAULT_MIN_COSINE = 0.999
 # Cosine is blind to per-token scale, and an RMSNorm is a per-token scale (times a weight close to uniform): the final
@@ -79,8 +78,6 @@ class CompareReport:
 def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
     """``(file, tensors, metadata)`` for every dumped batch in ``directory``, sorted by name, every file checked
     (safetensors headers before any data; one position and input id per row, positions >= 0)."""
-    from safetensors.torch import load_file
-
     d = Path(directory)
     kind = path_kind(d, fix=DUMP_FIX)
     if kind not in ("missing", "directory"):
@@ -92,12 +89,8 @@ def read_dump(directory: str | Path) -> list[tuple[Path, dict, dict]]:
                          "and the sglang-eagle3-capture plugin installed, send a request, then run compare")
     out = []
     for f, meta in ((d / name, (d / name).with_suffix(".json")) for name in names):
-        read_safetensors_header(f, fix=DUMP_FIX)  # regular file, sane header: safe to load
-        try:
-            tensors = load_file(str(f), device="cpu")
-        except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since the header check)
-            raise InputError(f, "<data>", f"not a readable safetensors file ({first_line(e)})", DUMP_FIX) from None
-        tensors = {k: v for k, v in records.read(BATCH, tensors, file=f).items() if v is not None}  # fp8 as float32
+        tensors = records.read(BATCH, load_safetensors(f, DUMP_FIX), file=f)  # fp8 read as float32
+        tensors = {k: v for k, v in tensors.items() if v is not None}
         t, pos = tensors["aux_hidden_states"].shape[0], tensors["positions"]
         for key in ("positions", "input_ids"):
             if key in tensors and tensors[key].shape[0] != t:

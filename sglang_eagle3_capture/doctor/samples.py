@@ -223,17 +223,20 @@ def _read_legacy(path: Path, data) -> Sample:
                    _legacy_layer_ids(path, len(hs)))
 
 
-def _directory_json(path: Path) -> dict | None:
-    """The JSON object in ``path`` beside the samples (None if absent), read once per version, not once per sample."""
-    if path_kind(path) == "missing":
-        return None
-    require_file(path, fix=schema.DESCRIBES)
+def _stamp(path: Path, fix: str) -> tuple[str, int, int]:
+    """A regular file's version, to read it once per version rather than once per sample (callers only read)."""
+    require_file(path, fix=fix)
     st = path.stat()
-    return _parse_json(str(path), st.st_mtime_ns, st.st_size)
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+def _directory_json(path: Path) -> dict | None:
+    """The JSON object in ``path`` beside the samples; None if absent."""
+    return None if path_kind(path) == "missing" else _parse_json(*_stamp(path, schema.DESCRIBES))
 
 
 @functools.lru_cache(maxsize=8)
-def _parse_json(path: str, mtime_ns: int, size: int) -> dict:  # callers only read the result
+def _parse_json(path: str, mtime_ns: int, size: int) -> dict:
     return read_json_object(Path(path), fix=schema.DESCRIBES)
 
 
@@ -265,15 +268,19 @@ def _legacy_layer_ids(path: Path, n: int) -> tuple[int, ...] | None:
     return tuple(ids)
 
 
-def _read_hs_safetensors(path: Path) -> Sample:
+def load_safetensors(path: Path, fix: str) -> dict:
+    """The tensors in ``path``, loaded only after its header was checked (a fifo is never opened, nor a bad header)."""
     from safetensors.torch import load_file
 
-    read_safetensors_header(path, fix=REGENERATE)  # a fifo is never opened, nor a bad header
+    read_safetensors_header(path, fix=fix)
     try:
-        data = load_file(str(path), device="cpu")
+        return load_file(str(path), device="cpu")
     except Exception as e:  # noqa: BLE001 - safetensors' own error type (the file changed since its header was read)
-        raise InputError(path, "<data>", f"not a readable safetensors file ({first_line(e)})", REGENERATE) from None
-    d = _fields(schema.HS, data, path)
+        raise InputError(path, "<data>", f"not a readable safetensors file ({first_line(e)})", fix) from None
+
+
+def _read_hs_safetensors(path: Path) -> Sample:
+    d = _fields(schema.HS, load_safetensors(path, REGENERATE), path)
     hs = d["hidden_states"]
     if hs.shape[1] < 2 or hs.shape[2] == 0:
         raise InputError(path, "hidden_states", f"has shape {list(hs.shape)}, expected at least 2 layers of width > 0",
@@ -298,37 +305,32 @@ def _table_mask(path: Path, ids) -> object | None:
     if not index.isdecimal() or not index.isascii():
         raise InputError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
                          "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
-    file, row = _table_row(root, doc, int(index), path)
-    row_ids = _rows(row["input_ids"], f"input_ids[{index}]", file).long()
-    mask = _rows(row["loss_mask"], f"loss_mask[{index}]", file, row_ids.shape[0]) != 0
+    start, row = 0, int(index)
+    for file, *columns in _table(root, doc):  # the Arrow file holding the row
+        if row < start + len(columns[0]):
+            break
+        start += len(columns[0])
+    else:
+        raise InputError(path, "<file>", f"names row {index}, but the datasets table in {root} has {start} rows",
+                         f"pass the hidden states of this table; {TABLE_FIX}")
+    values = {}
+    for key, column in zip(("input_ids", "loss_mask"), columns):
+        cell = column[row - start]
+        if not cell.is_valid or len(cell) > _MAX_ROW:
+            raise InputError(file, f"{key}[{index}]", "is null" if not cell.is_valid else
+                             f"holds {len(cell)} entries (more than {_MAX_ROW})", TABLE_FIX)
+        try:
+            values[key] = torch.tensor(cell.values.to_pylist())
+        except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+            raise InputError(file, f"{key}[{index}]", f"is not a list of numbers ({first_line(e)})",
+                             TABLE_FIX) from None
+    values = _fields(schema.TABLE_ROW, values, file)
+    row_ids = _rows(values["input_ids"], f"input_ids[{index}]", file).long()
+    mask = _rows(values["loss_mask"], f"loss_mask[{index}]", file, row_ids.shape[0]) != 0
     if row_ids.shape[0] != ids.shape[0] or not torch.equal(row_ids, ids):
         raise InputError(path, "token_ids", f"differ from input_ids of row {index} of the datasets table in "
                          f"{root} (speculators' trainer skips such a sample)", f"{REGENERATE}, or {TABLE_FIX}")
     return mask
-
-
-def _table_row(root: Path, state: dict, index: int, sample: Path) -> tuple[Path, dict]:
-    """The Arrow file of the datasets table in ``root`` holding row ``index``, and the row as tensors."""
-    import torch
-
-    start = 0
-    for file, ids, mask in _table(root, state):
-        if index < start + len(ids):
-            values = {}
-            for key, column in (("input_ids", ids), ("loss_mask", mask)):
-                cell = column[index - start]
-                if not cell.is_valid or len(cell) > _MAX_ROW:
-                    raise InputError(file, f"{key}[{index}]", "is null" if not cell.is_valid else
-                                     f"holds {len(cell)} entries (more than {_MAX_ROW})", TABLE_FIX)
-                try:
-                    values[key] = torch.tensor(cell.values.to_pylist())
-                except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-                    raise InputError(file, f"{key}[{index}]", f"is not a list of numbers ({first_line(e)})",
-                                     TABLE_FIX) from None
-            return file, _fields(schema.TABLE_ROW, values, file)
-        start += len(ids)
-    raise InputError(sample, "<file>", f"names row {index}, but the datasets table in {root} has {start} rows",
-                     f"pass the hidden states of this table; {TABLE_FIX}")
 
 
 def _table(root: Path, state: dict) -> tuple[tuple[Path, object, object], ...]:
@@ -341,9 +343,7 @@ def _table(root: Path, state: dict) -> tuple[tuple[Path, object, object], ...]:
         if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
             raise InputError(root / TABLE_STATE, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in "
                              "the directory", TABLE_FIX)
-        require_file(root / name, fix=TABLE_FIX)
-        st = (root / name).stat()
-        files.append((str(root / name), st.st_mtime_ns, st.st_size))
+        files.append(_stamp(root / name, TABLE_FIX))
     return _read_table(str(root), tuple(files))
 
 
