@@ -12,26 +12,24 @@ import msgspec
 from ..core.layer_ids import FINAL_NORM
 from ..core.records import Custom, Record, fix, integer, list_of, record, text
 
-LEGACY_PT = "speculators-legacy-pt"
-HS_SAFETENSORS = "speculators-hs-safetensors"
-SPECFORGE_CKPT = "specforge-ckpt"
+LEGACY_PT, HS_SAFETENSORS, SPECFORGE_CKPT = "speculators-legacy-pt", "speculators-hs-safetensors", "specforge-ckpt"
+DATA_CONFIG_FILENAME, LENGTHS_FILENAME = "data_config.json", "sample_lengths.json"  # beside legacy samples
+TABLE_HS_DIR, TABLE_STATE = "hidden_states", "state.json"  # speculators' offline data directory
 REGENERATE = "re-generate the sample with the training pipeline"
 DESCRIBES = "correct the file, or remove it (it only describes the samples)"
+TABLE_FIX = "pass the directory speculators' prepare-data and offline data generation wrote, unchanged"
+DUMP_FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
 
-# Dtypes by name (torch is imported only once a tensor exists). fp8 hidden states are real (DeepSeek-V3 serves in
-# fp8): read, upcast to float32 for every check and all the math. Unsigned integers are read as int64 (torch
-# implements few ops on uint16/32/64). Anything else (fp4 and other packed sub-byte types, the e8m0 scale type,
-# quantized and complex tensors) is refused.
-FLOATS = ("float16", "bfloat16", "float32", "float64")
+# Dtypes by name (torch is imported only once a tensor exists). fp8 hidden states are real (DeepSeek-V3 serves in fp8):
+# upcast to float32 for every check and all the math. Unsigned integers are read as int64 (torch implements few ops on
+# them). Anything else (fp4 and other packed sub-byte types, e8m0, quantized and complex tensors) is refused.
 FP8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
-INTS = ("int8", "int16", "int32", "int64", "uint8")
 UNSIGNED = ("uint16", "uint32", "uint64")
-_VALUES = {  # Tensor.values -> (dtypes taken, what describe() says it holds, what a refusal says was expected)
-    "float": (FLOATS + FP8, " of finite floats",
-              "floating-point hidden states (float16/bfloat16/float32/float64 or fp8)"),
-    "int": (INTS + UNSIGNED, " of integers", "integers"),
-    "any": (FLOATS + FP8 + INTS + UNSIGNED + ("bool",), "", "real numbers or bool"),
-}
+_FLOATS = ("float16", "bfloat16", "float32", "float64", *FP8)
+_INTS = ("int8", "int16", "int32", "int64", "uint8", *UNSIGNED)
+_VALUES = {  # Tensor.values -> (dtypes taken, what a tensor of them holds, what a refusal says was expected)
+    "float": (_FLOATS, " of finite floats", "floating-point hidden states (float16/bfloat16/float32/float64 or fp8)"),
+    "int": (_INTS, " of integers", "integers"), "any": (_FLOATS + _INTS + ("bool",), "", "real numbers or bool")}
 
 
 class Tensor(Custom):
@@ -42,17 +40,13 @@ class Tensor(Custom):
     values: str = "any"
 
     @classmethod
-    def describe(cls) -> str:
-        return f"a tensor {cls.shape}{_VALUES[cls.values][1]}"
-
-    @classmethod
     def check(cls, value: Any) -> Any:
         torch = sys.modules.get("torch")  # no tensor exists before torch is imported: this stays torch-free
         if torch is None or not isinstance(value, torch.Tensor) or value.dim() not in cls.dims:
             got = type(value).__name__  # never rendered: a tensor's repr may be megabytes
             if torch is not None and isinstance(value, torch.Tensor):
                 got = f"a {value.dim()}-D {value.dtype} tensor of shape {list(value.shape)}"
-            raise ValueError(f"expected {cls.describe()}, got {got}")
+            raise ValueError(f"expected a tensor {cls.shape}{_VALUES[cls.values][1]}, got {got}")
         dtype = str(value.dtype).removeprefix("torch.")
         # every element its own bytes: a stride-0 or overlapping view of a 4 KB file could claim 10^12 rows, and
         # every check would then allocate for each one; ``meta`` holds no data
@@ -108,10 +102,6 @@ class HS(Record):
 
 # speculators' offline data directory (docs/formats-and-convert.md): DATA/state.json and DATA/data-*.arrow (a datasets
 # table) hold one row per sample, scored where its loss_mask is set; DATA/hidden_states/hs_{row}.safetensors its states.
-TABLE_HS_DIR, TABLE_STATE = "hidden_states", "state.json"
-TABLE_FIX = "pass the directory speculators' prepare-data and offline data generation wrote, unchanged"
-
-
 @record(TABLE_FIX, name="state.json data file")
 class TABLE_FILE(Record):
     filename: fix(text(255, nonempty=True), "name a data-*.arrow file of this directory (no path)")
@@ -138,11 +128,8 @@ class SPECFORGE(Record):
     aux_hidden_state: fix(tensor("[1, seq, K*hidden]", (2, 3), "float"), REGENERATE)
 
 
-# data_config.json beside legacy samples: of speculators' many keys only the stored layers' ids are read, strictly
-# (they say which stored tensor is which layer; distinct, one per tensor: checked by the reader).
-DATA_CONFIG_FILENAME = "data_config.json"
-
-
+# data_config.json: of speculators' many keys only the stored layers' ids are read, strictly (they say which stored
+# tensor is which layer; distinct, one per tensor: checked by the reader).
 @record(DESCRIBES, name="data_config.json hidden_states")
 class STORED_LAYERS(Record):
     layer_ids: fix(list_of(integer(lo=-1)) | None, "list one layer id (>= -1, -1 = embedding output) per stored "
@@ -155,14 +142,10 @@ class DATA_CONFIG(Record):
                        '[...]}}), or remove it') = None
 
 
-# sample_lengths.json beside legacy samples ({"i": seq_len}): only the entry of the sample being read is judged (the
-# others describe other files), so the record is declared per index.
-LENGTHS_FILENAME = "sample_lengths.json"
-
-
+# sample_lengths.json ({"i": seq_len}) as read for data_{index}.pt: only that sample's entry is judged (the others
+# describe other files), so the record is declared per index.
 @functools.cache
 def sample_lengths(index: str) -> type[Record]:
-    """``sample_lengths.json`` as read for ``data_{index}.pt``."""
     length = fix(integer(lo=0), f"set it to data_{index}.pt's token count, or remove the file (it only describes the "
                  "samples)")
     struct = msgspec.defstruct("SampleLengths", [("length", length, None)], bases=(Record,), rename={"length": index})
@@ -171,9 +154,6 @@ def sample_lengths(index: str) -> type[Record]:
 
 # The capture dump (observe/dump.py) as ``compare`` reads it back: each batch's tensors, what the fc received, and of
 # its .json metadata only ``layer_ids`` (reported per served chunk, and telling one server run from another).
-DUMP_FIX = "point --dump at a directory written with SGLANG_EAGLE3_CAPTURE_DUMP, as the server wrote it"
-
-
 @record(DUMP_FIX, name="capture dump batch")
 class BATCH(Record):
     aux_hidden_states: fix(tensor("[T, K*H]", (2,), "float"), DUMP_FIX)
