@@ -123,10 +123,9 @@ def _match_run(ids: list[int], p0: int, samples: list, by_p0: dict) -> tuple[obj
             best, best_len = [s], n
         elif n == best_len and n > 0:
             best.append(s)
-    if not best or p0 > 0 and (len(best) > 1 or best_len < MIN_LATE_RUN):
-        return None, 0
     end = p0 + best_len
-    if any(not bool((s.input_ids[:end] == best[0].input_ids[:end]).all()) for s in best[1:]):
+    if not best or p0 > 0 and (len(best) > 1 or best_len < MIN_LATE_RUN) or any(
+            not bool((s.input_ids[:end] == best[0].input_ids[:end]).all()) for s in best[1:]):
         return None, 0
     return best[0], best_len
 
@@ -150,8 +149,7 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
                          "batches of several server runs", "give each run its own dump directory (or remove the "
                          "other run's files)")
     h, k = first.hidden_size, len(first.fc_chunks)
-    one_run_ids = next(iter(runs_ids), ())  # every chunk's served layer id, when the dump names one per chunk
-    served_ids = one_run_ids if len(one_run_ids) == k else (None,) * k
+    served_ids = next((i for i in runs_ids if len(i) == k), (None,) * k)  # when the dump names one id per chunk
     report = CompareReport(chunk_names=first.chunk_names, chunk_layer_ids=first.chunk_layer_ids, min_cosine=min_cosine)
     served_rows, train_rows = [], []
     for f, tensors, meta in dump:

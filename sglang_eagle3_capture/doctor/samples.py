@@ -198,11 +198,11 @@ def _fields(record: records.Record, data, path: Path) -> dict:
     return records.read(record, data, file=path)
 
 
-def _rows(t, key: str, path: Path, seq: int | None = None):
-    """``t`` without a leading batch dimension of 1, and with ``seq`` entries when given."""
-    if t.dim() == 2:
-        if t.shape[0] != 1:
-            raise InputError(path, key, f"has shape {list(t.shape)}, expected [seq] or [1, seq]", REGENERATE)
+def _rows(t, key: str, path: Path, seq: int | None = None, batched: int = 2):
+    """``t`` without the batch dimension of 1 a ``batched``-D ``t`` leads with, and with ``seq`` entries when given."""
+    if t.dim() == batched:
+        if t.shape[0] != 1:  # a pipeline writes one sample per file
+            raise InputError(path, key, f"has shape {list(t.shape)}, expected a batch of 1", REGENERATE)
         t = t[0]
     if seq is not None and t.shape[0] != seq:
         raise InputError(path, key, f"has {t.shape[0]} entries, expected {seq} (one per token)", REGENERATE)
@@ -373,13 +373,8 @@ def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> tuple:
 
 def _read_specforge(path: Path, data) -> Sample:
     d = _fields(schema.SPECFORGE, data, path)
-    for key in ("hidden_state", "aux_hidden_state"):
-        if d[key].dim() == 3 and d[key].shape[0] != 1:  # SpecForge writes one sample per file
-            raise InputError(path, key, f"has shape {list(d[key].shape)}, expected a batch of 1", REGENERATE)
-    final, aux = (d[key][0] if d[key].dim() == 3 else d[key] for key in ("hidden_state", "aux_hidden_state"))
-    if final.shape[0] != aux.shape[0]:
-        raise InputError(path, "aux_hidden_state", f"has {aux.shape[0]} positions, but 'hidden_state' has "
-                         f"{final.shape[0]}", REGENERATE)
+    final = _rows(d["hidden_state"], "hidden_state", path, batched=3)
+    aux = _rows(d["aux_hidden_state"], "aux_hidden_state", path, final.shape[0], batched=3)
     h = final.shape[1]
     if h == 0:
         raise InputError(path, "hidden_state", f"is 0 wide (shape {list(final.shape)})", REGENERATE)
