@@ -209,20 +209,6 @@ def _rows(t, key: str, path: Path, seq: int | None = None, batched: int = 2):
     return t
 
 
-def _read_legacy(path: Path, data) -> Sample:
-    d = _fields(schema.LEGACY, data, path)
-    ids, hs = _rows(d["input_ids"], "input_ids", path).long(), d["hidden_states"]
-    seq, width = ids.shape[0], hs[0].shape[1]
-    for i, t in enumerate(hs):
-        if list(t.shape) != [seq, width] or width == 0:
-            raise InputError(path, f"hidden_states[{i}]", f"has shape {list(t.shape)}, expected [{seq}, {width}] (one "
-                             "row per input id, every entry as wide as hidden_states[0], not empty)", REGENERATE)
-    mask = _rows(d["loss_mask"], "loss_mask", path, seq) != 0
-    _check_legacy_length(path, seq)
-    return _sample(path, LEGACY_PT, ids, mask, tuple(hs), (f"hidden_states[{i}]" for i in range(len(hs))),
-                   _legacy_layer_ids(path, len(hs)))
-
-
 def _stamp(path: Path, fix: str) -> tuple[str, int, int]:
     """A regular file's version, to read it once per version rather than once per sample (callers only read)."""
     require_file(path, fix=fix)
@@ -240,32 +226,34 @@ def _parse_json(path: str, mtime_ns: int, size: int) -> dict:
     return read_json_object(Path(path), fix=schema.DESCRIBES)
 
 
-def _check_legacy_length(path: Path, seq: int) -> None:
-    """``data_{i}.pt`` must have the length its directory's ``sample_lengths.json`` records for ``i``."""
+def _read_legacy(path: Path, data) -> Sample:
+    d = _fields(schema.LEGACY, data, path)
+    ids, hs = _rows(d["input_ids"], "input_ids", path).long(), d["hidden_states"]
+    seq, width, n = ids.shape[0], hs[0].shape[1], len(hs)
+    for i, t in enumerate(hs):
+        if list(t.shape) != [seq, width] or width == 0:
+            raise InputError(path, f"hidden_states[{i}]", f"has shape {list(t.shape)}, expected [{seq}, {width}] (one "
+                             "row per input id, every entry as wide as hidden_states[0], not empty)", REGENERATE)
+    mask = _rows(d["loss_mask"], "loss_mask", path, seq) != 0
+    # data_{i}.pt must have the length sample_lengths.json beside it records for i (only that entry is judged: O(1))
     lengths_file, index = path.parent / schema.LENGTHS_FILENAME, path.stem.removeprefix("data_")
-    doc = None if index == path.stem else _directory_json(lengths_file)
-    if doc is None:
-        return
-    entry = {index: doc[index]} if index in doc else {}  # only this sample's entry is judged: O(1) per sample
-    want = records.read(schema.sample_lengths(index), entry, file=lengths_file)[index]
-    if want is not None and want != seq:
-        raise InputError(path, "input_ids", f"has {seq} tokens but {lengths_file.name} says {want} for {index!r}: the "
-                         "sample and the index disagree (a file from another run?)", "regenerate or remove one")
-
-
-def _legacy_layer_ids(path: Path, n: int) -> tuple[int, ...] | None:
-    """Layer ids from the legacy generator's ``data_config.json``, if it lists them (upper bound checked by
-    ``verify``). It captured after decoder layer idx: its ids are already layer ids."""
+    if index != path.stem and (doc := _directory_json(lengths_file)) is not None:
+        entry = {index: doc[index]} if index in doc else {}
+        want = records.read(schema.sample_lengths(index), entry, file=lengths_file)[index]
+        if want is not None and want != seq:
+            raise InputError(path, "input_ids", f"has {seq} tokens but {lengths_file.name} says {want} for {index!r}: "
+                             "the sample and the index disagree (a file from another run?)", "regenerate or remove one")
+    # the layer ids data_config.json lists, if any (upper bound checked by verify): the legacy generator captured
+    # after decoder layer idx, so its ids are already layer ids
     cfg = path.parent / LEGACY_DATA_CONFIG
-    doc = records.read(schema.DATA_CONFIG, _directory_json(cfg) or {}, file=cfg)
-    ids = (doc["hidden_states"] or {}).get("layer_ids")
-    if ids is None:
-        return None
-    fix = schema.STORED_LAYERS.fix_of("layer_ids")
-    if len(ids) != n or len(set(ids)) != n:
-        raise InputError(cfg, "hidden_states.layer_ids", f"{brief(ids)} repeats a layer id" if len(ids) == n else
-                         f"{brief(ids)} lists {len(ids)} layers, but {path.name} stores {n} tensors", fix)
-    return tuple(ids)
+    stored = records.read(schema.DATA_CONFIG, _directory_json(cfg) or {}, file=cfg)["hidden_states"] or {}
+    layer_ids = stored.get("layer_ids")
+    if layer_ids is not None and (len(layer_ids) != n or len(set(layer_ids)) != n):
+        raise InputError(cfg, "hidden_states.layer_ids", f"{brief(layer_ids)} repeats a layer id" if len(layer_ids) == n
+                         else f"{brief(layer_ids)} lists {len(layer_ids)} layers, but {path.name} stores {n} tensors",
+                         schema.STORED_LAYERS.fix_of("layer_ids"))
+    return _sample(path, LEGACY_PT, ids, mask, tuple(hs), (f"hidden_states[{i}]" for i in range(n)),
+                   None if layer_ids is None else tuple(layer_ids))
 
 
 def load_safetensors(path: Path, fix: str) -> dict:
@@ -305,8 +293,15 @@ def _table_mask(path: Path, ids) -> object | None:
     if not index.isdecimal() or not index.isascii():
         raise InputError(path, "<file>", f"sits in {TABLE_HS_DIR}/ beside a datasets table but is not named "
                          "hs_{row}.safetensors, so no row of the table is its", TABLE_FIX)
+    state, files = records.read(schema.TABLE_STATE_RECORD, doc, file=root / TABLE_STATE), []
+    for i, entry in enumerate(state["_data_files"]):
+        name = entry["filename"]
+        if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise InputError(root / TABLE_STATE, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in "
+                             "the directory", TABLE_FIX)
+        files.append(_stamp(root / name, TABLE_FIX))
     start, row = 0, int(index)
-    for file, *columns in _table(root, doc):  # the Arrow file holding the row
+    for file, *columns in _read_table(str(root), tuple(files)):  # the Arrow file holding the row
         if row < start + len(columns[0]):
             break
         start += len(columns[0])
@@ -333,22 +328,10 @@ def _table_mask(path: Path, ids) -> object | None:
     return mask
 
 
-def _table(root: Path, state: dict) -> tuple[tuple[Path, object, object], ...]:
-    """``(file, input_ids column, loss_mask column)`` of each Arrow file of speculators' datasets table
-    (``save_to_disk``) in ``root``, memory mapped as datasets' ``load_from_disk`` maps it, read once per version."""
-    doc = records.read(schema.TABLE_STATE_RECORD, state, file=root / TABLE_STATE)
-    files = []
-    for i, entry in enumerate(doc["_data_files"]):
-        name = entry["filename"]
-        if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
-            raise InputError(root / TABLE_STATE, f"_data_files[{i}].filename", f"{brief(name)} is not a file name in "
-                             "the directory", TABLE_FIX)
-        files.append(_stamp(root / name, TABLE_FIX))
-    return _read_table(str(root), tuple(files))
-
-
 @functools.lru_cache(maxsize=4)
 def _read_table(root: str, files: tuple[tuple[str, int, int], ...]) -> tuple:
+    """``(file, input_ids column, loss_mask column)`` of each Arrow file of speculators' datasets table
+    (``save_to_disk``), memory mapped as datasets' ``load_from_disk`` maps it, read once per version."""
     try:
         import pyarrow as pa  # installed with SGLang (its datasets requirement), which reads Arrow tables with it
     except ImportError:
