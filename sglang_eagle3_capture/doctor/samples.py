@@ -67,10 +67,6 @@ def kind_phrase(kind: str) -> str:
     return kind if kind.startswith(("a ", "not ")) else f"a {kind}"
 
 
-def _not_a_sample(kind: str) -> str:
-    return "no such file or directory" if kind == "missing" else f"is {kind_phrase(kind)}, not a sample file"
-
-
 def _walk(root: Path) -> list[Path]:
     """Sample files under ``root``, sorted, following directory symlinks (each directory once, so a loop ends)."""
     found, seen = [], set()
@@ -94,8 +90,8 @@ def _walk(root: Path) -> list[Path]:
             filenames = []  # hidden_states/hs_*.safetensors (token_freq.pt beside the table is none)
         for p in (Path(dirpath) / name for name in filenames + dirnames if _SAMPLE_NAME.match(name)):
             if (kind := path_kind(p)) != "file":
-                raise InputError(p, "<file>", "is a directory named like a sample file" if kind == "directory" else
-                                 _not_a_sample(kind), "rename or remove it, or pass the sample files explicitly")
+                raise InputError(p, "<file>", f"is {kind_phrase(kind)} named like a sample file",
+                                 "rename or remove it, or pass the sample files explicitly")
             found.append(p)
     return sorted(found)
 
@@ -107,7 +103,8 @@ def expand_data_paths(paths: Iterable[str | Path]) -> list[Path]:
     for p in map(Path, paths):
         kind = path_kind(p, fix=_PASS_SAMPLES)
         if kind not in ("file", "directory"):
-            raise InputError(p, "<file>", _not_a_sample(kind), _PASS_SAMPLES)
+            raise InputError(p, "<file>", "no such file or directory" if kind == "missing" else
+                             f"is {kind_phrase(kind)}, not a sample file", _PASS_SAMPLES)
         found = _walk(p) if kind == "directory" else [p]
         if not found:
             raise InputError(p, "<dir>", f"holds no sample files ({', '.join(_PATTERNS)})",
@@ -142,33 +139,31 @@ def first_line(e: BaseException) -> str:
     return brief((refusal or lines or [type(e).__name__])[0].strip(), 200)
 
 
-def _gunzip(path: Path, f, compressed: int) -> io.BytesIO:
-    out = io.BytesIO()
-    try:
-        with gzip.GzipFile(fileobj=f, mode="rb") as g:
-            while chunk := g.read(1 << 20):
-                out.write(chunk)
-                _within_budget(path, out.tell(), compressed, "inflates to")
-    except (OSError, EOFError, zlib.error) as e:
-        raise InputError(path, "<data>", f"not a readable gzip file ({first_line(e)})", REGENERATE) from None
-    out.seek(0)
-    return out
-
-
-def _check_zip(path: Path, source, compressed: int) -> None:
-    """A torch zip archive's records, as its central directory declares them (the sizes torch's reader allocates),
-    must fit the budget; a file of another format passes untouched."""
+def _bounded(path: Path, f, compressed: int):
+    """``f``, inflated if gzip, once what it inflates to fits the budget: a torch zip archive's records as its central
+    directory declares them (the sizes torch's reader allocates); a file of another format passes untouched."""
+    source = f
+    if path.name.endswith(".gz"):
+        source = io.BytesIO()
+        try:
+            with gzip.GzipFile(fileobj=f, mode="rb") as g:
+                while chunk := g.read(1 << 20):
+                    source.write(chunk)
+                    _within_budget(path, source.tell(), compressed, "inflates to")
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError(path, "<data>", f"not a readable gzip file ({first_line(e)})", REGENERATE) from None
+        source.seek(0)
     is_zip = zipfile.is_zipfile(source)
     source.seek(0)
-    if not is_zip:
-        return
-    try:
-        with zipfile.ZipFile(source) as z:
-            total = sum(info.file_size for info in z.infolist())
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
-        raise InputError(path, "<data>", f"not a readable zip archive ({first_line(e)})", REGENERATE) from None
-    source.seek(0)
-    _within_budget(path, total, compressed, f"holds records declaring {total} bytes,")
+    if is_zip:
+        try:
+            with zipfile.ZipFile(source) as z:
+                total = sum(info.file_size for info in z.infolist())
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
+            raise InputError(path, "<data>", f"not a readable zip archive ({first_line(e)})", REGENERATE) from None
+        source.seek(0)
+        _within_budget(path, total, compressed, f"holds records declaring {total} bytes,")
+    return source
 
 
 def _torch_load(path: Path):
@@ -176,10 +171,7 @@ def _torch_load(path: Path):
 
     with open_regular(path, fix="pass the sample files the training pipeline wrote") as f:
         try:
-            size = os.fstat(f.fileno()).st_size
-            source = _gunzip(path, f, size) if path.name.endswith(".gz") else f
-            _check_zip(path, source, size)
-            return torch.load(source, map_location="cpu", weights_only=True)
+            return torch.load(_bounded(path, f, os.fstat(f.fileno()).st_size), map_location="cpu", weights_only=True)
         except InputError:
             raise
         except Exception as e:  # torch raises many types (pickle, zip, weights_only unpickler)

@@ -53,12 +53,9 @@ class CaptureDump:
         self.disabled = True
         if self._dir is not None:
             self._dir.close()
-        if isinstance(e, OSError):
-            reason, fix = os_problem(e, writing=True)
-        elif isinstance(e, Eagle3CaptureError):
-            reason, fix = cut(e.problem, 300), e.fix
-        else:
-            reason, fix = cut(f"{type(e).__name__}: {e}", 300), "report it"
+        reason, fix = (os_problem(e, writing=True) if isinstance(e, OSError)
+                       else (cut(e.problem, 300), e.fix) if isinstance(e, Eagle3CaptureError)
+                       else (cut(f"{type(e).__name__}: {e}", 300), "report it"))
         logger.error("eagle3-capture dump: %s %s (%s); the dump is off for this process (pid %d) and serving goes on; "
                      "fix: %s (%s; unset it to turn the dump off)", what, self.directory, reason, os.getpid(), fix,
                      ENV_DIR)
