@@ -60,18 +60,16 @@ class CompareReport:
     summary: str = ""
 
     def to_dict(self) -> dict:
+        names, layer_ids = self.chunk_names, self.chunk_layer_ids
         return {"dump_files": self.dump_files, "dump_layer_ids": self.dump_layer_ids, "rows_compared": self.rows,
                 "rows_skipped": self.skipped_rows, "min_cosine": self.min_cosine,
-                "training_tensors": [{"name": n, "layer_id": i}
-                                     for n, i in zip(self.chunk_names, self.chunk_layer_ids)],
+                "training_tensors": [{"name": n, "layer_id": i} for n, i in zip(names, layer_ids)],
                 "served_chunks": [{"index": c.index, "served_layer_id": c.served_layer_id,
-                                   "expected": self.chunk_names[c.expected], "best_match": self.chunk_names[c.best],
+                                   "expected": names[c.expected], "best_match": names[c.best],
                                    "match": c.matches(self.min_cosine),
                                    "vs": [{"name": n, "mean_cos": c.mean_cos[j], "min_cos": c.min_cos[j],
-                                           "max_abs_diff": c.max_abs_diff[j],
-                                           "max_norm_deviation": c.max_norm_dev[j]}
-                                          for j, n in enumerate(self.chunk_names)]}
-                                  for c in self.chunks],
+                                           "max_abs_diff": c.max_abs_diff[j], "max_norm_deviation": c.max_norm_dev[j]}
+                                          for j, n in enumerate(names)]} for c in self.chunks],
                 "notes": self.notes, "ok": self.ok, "summary": self.summary}
 
 
@@ -144,10 +142,9 @@ def compare(dump_dir: str | Path, data: Sequence[str | Path], *,
     dump = read_dump(dump_dir)
     runs_ids = {tuple(meta["layer_ids"]) for _, _, meta in dump if meta.get("layer_ids") is not None}
     if len(runs_ids) > 1:
-        raise InputError(dump_dir, "layer_ids",
-                         f"its batches say different layer ids ({brief(sorted(runs_ids, key=str))}): "
-                         "batches of several server runs", "give each run its own dump directory (or remove the "
-                         "other run's files)")
+        raise InputError(dump_dir, "layer_ids", "its batches say different layer ids "
+                         f"({brief(sorted(runs_ids, key=str))}): batches of several server runs",
+                         "give each run its own dump directory (or remove the other run's files)")
     h, k = first.hidden_size, len(first.fc_chunks)
     served_ids = next((i for i in runs_ids if len(i) == k), (None,) * k)  # when the dump names one id per chunk
     report = CompareReport(chunk_names=first.chunk_names, chunk_layer_ids=first.chunk_layer_ids, min_cosine=min_cosine)
