@@ -38,8 +38,7 @@ from ..core.manifest import (
 )
 from ..core.target_config import load_target_config, target_dims
 from ..core.userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
-from .formats import CONVENTION_LAYER_ID, SGLANG_ARCH, detect_format, load_draft_config
-from .formats.sglang_eagle_config import SGLangEagleConfigFormat
+from .formats import CONVENTION_LAYER_ID, SGLANG_ARCH, SGLangEagleConfigFormat, detect_format, load_draft_config
 from .readings import fail_closed_eagle_config_ids, vllm_fail_closed_ids, with_stock_ids
 
 

@@ -12,8 +12,7 @@ from ..core.families import Family
 from ..core.families.schema import DEEPSTACK_AFTER, DEEPSTACK_BEFORE, DEEPSTACK_ORDERS
 from ..core.releases import Release
 from ..core.target_config import deepstack_layer_count
-from .formats.base import Reading
-from .formats.sglang_eagle_config import HF_HIDDEN_STATES, LAYER_OUTPUT
+from .formats import HF_HIDDEN_STATES, LAYER_OUTPUT, Reading
 from .readings import releases_label
 from .release_table import all_releases, get
 

@@ -1,9 +1,5 @@
-"""What the draft should accept when served, measured offline on its training samples (``verify --write-expected``,
-``plan``): the draft's own rollouts (:mod:`.rollout`) under the declared wiring, scored against the samples' tokens.
-
-Two readings per setting (docs/plan.md, "Definitions"): the **served walk** (each verify step starts ``accepted + 1``
-rows after the last, bench_e2e's served definitions), the figures written and ranked; and **every start** (a rollout
-from every scored row, fixtures/draft_train.py ``chain_accuracy``). Samples stream one batch at a time."""
+"""What the draft should accept when served (``verify --write-expected``, ``plan``): its own rollouts (:mod:`.rollout`)
+on its training samples under the declared wiring, as the served walk and every start (docs/plan.md)."""
 
 from __future__ import annotations
 
@@ -32,8 +28,7 @@ MAX_TOPK = 16
 
 @dataclass(frozen=True, order=True)
 class Setting:
-    """One speculative setting: ``--speculative-num-steps``, ``--speculative-eagle-topk``,
-    ``--speculative-num-draft-tokens``."""
+    """``--speculative-num-steps``, ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``."""
 
     steps: int
     topk: int
@@ -58,7 +53,7 @@ _SETTING = re.compile(r"\s*([0-9]{1,4}),([0-9]{1,4}),([0-9]{1,5})\s*")
 
 
 def parse_settings(text: str) -> list[Setting]:
-    """``"1,1,2 3,2,6"`` (or ``;``-separated) as settings (``--settings``); each must run as asked, within bounds."""
+    """``--settings "1,1,2 3,2,6"`` (or ``;``-separated); each must run as asked, within bounds."""
     out = []
     for part in re.split(r"[\s;]+", text.strip()):
         m = _SETTING.fullmatch(part)
@@ -78,8 +73,7 @@ def _checked(s: Setting) -> Setting:
 
 
 def runs_as_asked(s: Setting) -> str | None:
-    """``None`` when SGLang runs ``s`` as given; else why not (SGLang 0.5.23 arg_groups/speculative_hook.py sets
-    ``num_draft_tokens = steps + 1`` whenever ``topk == 1``; a tree cannot select more nodes than it drafts)."""
+    """Why SGLang would not run ``s`` as given (0.5.23 arg_groups/speculative_hook.py), or ``None``."""
     if min(s.steps, s.topk, s.draft_tokens) < 1:
         return "every value must be at least 1"
     if s.topk == 1 and s.draft_tokens != s.steps + 1:
@@ -91,7 +85,7 @@ def runs_as_asked(s: Setting) -> str | None:
 
 
 def bounded(s: Setting) -> str | None:
-    """``None`` when ``plan`` rolls ``s`` out within its bounds (:data:`MAX_STEPS`, :data:`MAX_TOPK`); else why not."""
+    """Why ``s`` is past ``plan``'s bounds, or ``None``."""
     if s.steps > MAX_STEPS:
         return f"more than {MAX_STEPS} steps"
     if s.topk > MAX_TOPK:
@@ -101,30 +95,24 @@ def bounded(s: Setting) -> str | None:
 
 @dataclass
 class Figures:
-    """One setting's counts as accepted-drafts histograms (:class:`..observe.acceptance.Tally`, the serving side's
-    counter): the served walk's verify steps and the rollouts from every scored row."""
+    """One setting's accepted-drafts histograms (the serving side's :class:`Tally`): served walk and every start."""
 
     setting: Setting
-    walk: Tally = field(init=False)  # verify steps of the served walk
-    start: Tally = field(init=False)  # rollouts from every scored row
+    walk: Tally = field(init=False)
+    start: Tally = field(init=False)
 
     def __post_init__(self) -> None:
         self.walk, self.start = Tally(self.setting.steps), Tally(self.setting.steps)
 
     def add(self, accepted) -> None:
         """One batch's accepted draft tokens per row (``-1``: no rollout there)."""
-        for n in _walk(accepted):
-            self.walk.record(n)
-        for n in accepted[accepted >= 0].tolist():
-            self.start.record(n)
-
-    @staticmethod
-    def _pp(tally: Tally) -> list[float]:
-        return [round(p, 4) if p is not None else 0.0 for p in tally.per_position()]
+        for tally, ns in ((self.walk, _walk(accepted)), (self.start, accepted[accepted >= 0].tolist())):
+            for n in ns:
+                tally.record(n)
 
     @property
     def per_position(self) -> list[float]:
-        return self._pp(self.walk)
+        return _rounded(self.walk)
 
     @property
     def accept_length(self) -> float:
@@ -133,7 +121,7 @@ class Figures:
 
     @property
     def per_position_every_start(self) -> list[float]:
-        return self._pp(self.start)
+        return _rounded(self.start)
 
     def to_dict(self) -> dict:
         s = self.setting
@@ -144,9 +132,12 @@ class Figures:
                 "flags": s.flags()}
 
 
+def _rounded(tally: Tally) -> list[float]:
+    return [round(p, 4) if p is not None else 0.0 for p in tally.per_position()]
+
+
 @dataclass
 class ExpectedReport:
-
     draft_dir: str
     layer_ids: tuple[int, ...]
     files: list[str]
@@ -157,12 +148,11 @@ class ExpectedReport:
     dtype: str = "float32"
 
     def ranked(self) -> list[Figures]:
-        """Best predicted accept length first (ties: fewer draft tokens, then fewer steps)."""
+        """Best accept length first (ties: fewer draft tokens, then fewer steps)."""
         return sorted(self.figures, key=lambda f: (-f.accept_length, f.setting.draft_tokens, f.setting.steps))
 
     def expected_block(self, version: str) -> dict:
-        """The manifest's ``expected`` block (core.schemas.manifest.EXPECTED), ``layer_ids`` included: the wiring the
-        figures hold for."""
+        """The manifest's ``expected`` block (core.schemas.manifest.EXPECTED)."""
         acceptance = [{"steps": f.setting.steps, "topk": f.setting.topk, "draft_tokens": f.setting.draft_tokens,
                        "per_position": f.per_position, "accept_length": f.accept_length} for f in self.ranked()]
         return {"acceptance": acceptance,
@@ -181,8 +171,7 @@ class ExpectedReport:
 
 
 def shifted_batch(samples, sources, embed):
-    """Right-padded, shifted ``(ids, aux, tgt, mask)`` for a batch under one wiring, as :func:`.model.eagle3_shift`;
-    ``None`` when no sample is long enough to score a position."""
+    """Right-padded ``(ids, aux, tgt, mask)`` as :func:`.model.eagle3_shift`; ``None`` when no sample scores a row."""
     import torch
 
     b, t = len(samples), max(s.seq_len for s in samples)
@@ -209,8 +198,7 @@ def shifted_batch(samples, sources, embed):
 def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | Path | None = None,
             settings: Sequence[Setting] = DEFAULT_SETTINGS, batch_size: int = 8, dtype: str | None = None,
             progress: bool = False, model=None) -> ExpectedReport:
-    """Roll the draft out on ``data`` for every setting. ``dtype``: compute in that torch dtype (``"checkpoint"``:
-    the fc weight's) instead of fp32. ``model``: an already loaded draft."""
+    """Roll the draft out on ``data`` for every setting, in fp32 unless ``dtype`` says (``"checkpoint"``: the fc's)."""
     from .rollout import accepted_drafts  # torch
 
     for s in settings:
@@ -273,8 +261,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
 
 
 def _walk(accepted) -> list[int]:
-    """Accepted draft tokens of each verify step of the served walk."""
-    out = []
+    out = []  # accepted draft tokens of each verify step of the served walk
     for row in accepted.tolist():
         r = next((i for i, a in enumerate(row) if a >= 0), None)
         while r is not None and r < len(row) and row[r] >= 0:
@@ -284,7 +271,7 @@ def _walk(accepted) -> list[int]:
 
 
 def _dtype(draft_dir, name: str):
-    """The torch dtype ``--dtype name`` means (``checkpoint``: the fc weight's if bf16/fp16, else None: fp32)."""
+    """``--dtype name`` (``checkpoint``: the fc weight's if bf16/fp16, else None: fp32)."""
     import torch
 
     if name == "checkpoint":
@@ -301,7 +288,7 @@ def _dtype(draft_dir, name: str):
 
 
 def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
-    """Replace the manifest's ``expected`` block with ``report``'s, atomically (no manifest: an error)."""
+    """Replace the manifest's ``expected`` block with ``report``'s, atomically."""
     m = find_manifest(draft_dir)
     if m is None:
         raise InputError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",

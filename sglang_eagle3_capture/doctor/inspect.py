@@ -21,8 +21,7 @@ from ..core.manifest import MANIFEST_FILENAME, WRITE_HINT, check_fc_width, check
 from ..core.stock import StockCapture, stock_sglang_capture
 from ..core.target_config import load_target_config, target_dims
 from . import deepstack, release_table
-from .formats import load_draft_config, read_draft_config
-from .formats.sglang_eagle_config import DECIDE
+from .formats import DECIDE, load_draft_config, read_draft_config
 from .readings import engine_capture
 from .setup_args import pp_indices, setup_report
 
@@ -62,7 +61,7 @@ class InspectReport:
     checks: list[str] = field(default_factory=list)
     plugin_installed: bool = False
     serving_release: str = ""  # the release the verdict concerns
-    ambiguous_readings: list = field(default_factory=list)  # formats.base.Reading, when ambiguous
+    ambiguous_readings: list = field(default_factory=list)  # formats.Reading, when ambiguous
     verdict: str = "consistent"  # or mis-wired, crash, refused-at-startup, refused, ambiguous, contradiction
     summary: str = ""
     plugin_active: bool = False  # the verdict is about a deployment with the plugin (False: stock SGLang)

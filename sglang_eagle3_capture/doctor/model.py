@@ -1,10 +1,6 @@
-"""A standalone EAGLE-3 draft head in plain PyTorch, with exactly SGLang's math.
-
-Mirrors SGLang's ``LlamaForCausalLMEagle3`` (sglang/srt/models/llama_eagle3.py, on llama.py's ``LlamaAttention``/
-``LlamaMLP`` and layernorm.py's ``RMSNorm``) for one teacher-forced draft step over whole sequences.
-``norm_before_residual`` is ignored by stock SGLang; it is applied here as core/sglang/draft.py serves it.
-Not modelled (serving-only): the draft sliding window, multi-step decode, tree attention.
-Also trains the fixture's draft (fixtures/), so the fixture's math is SGLang's."""
+"""SGLang's EAGLE-3 draft (models/llama_eagle3.py) in plain PyTorch, one teacher-forced step over whole sequences;
+``norm_before_residual`` applied as core/sglang/draft.py serves it. No sliding window, multi-step decode or tree
+attention (serving-only). Also trains the fixture's draft (fixtures/)."""
 
 from __future__ import annotations
 
@@ -47,8 +43,7 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 
 def rope_frequencies(d: int, theta: float, yarn: Yarn | None = None) -> tuple[torch.Tensor, float]:
-    """``(inv_freq [d/2], magnitude)``. Default RoPE as SGLang's ``RotaryEmbedding``; YaRN as its
-    ``YaRNScalingRotaryEmbedding._compute_inv_freq`` and ``__init__`` (layers/rotary_embedding/yarn.py, 0.5.23)."""
+    """``(inv_freq [d/2], magnitude)`` as SGLang 0.5.23's ``RotaryEmbedding`` / layers/rotary_embedding/yarn.py."""
     pos_freqs = theta ** (torch.arange(0, d, 2, dtype=torch.float) / d)
     if yarn is None:
         return 1.0 / pos_freqs, 1.0
@@ -73,8 +68,7 @@ def rope_frequencies(d: int, theta: float, yarn: Yarn | None = None) -> tuple[to
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, c: DraftConfig) -> torch.Tensor:
-    """Neox-style RoPE over the full head dim (fp32 cos/sin, magnitude applied before the cast, as SGLang).
-    ``x``: ``[B, T, heads, D]``; ``positions``: ``[B, T]``."""
+    """Neox-style RoPE of ``x`` ``[B, T, heads, D]`` (fp32 cos/sin, magnitude applied before the cast, as SGLang)."""
     inv_freq, magnitude = rope_frequencies(x.shape[-1], c.rope_theta, c.yarn)
     freqs = positions.float()[..., None] * inv_freq.to(x.device)
     cos = (freqs.cos() * magnitude)[..., None, :].to(x.dtype)
@@ -92,17 +86,19 @@ class _Attention(nn.Module):
         self.v_proj = nn.Linear(in_features, c.num_key_value_heads * c.head_dim, bias=False)
         self.o_proj = nn.Linear(c.num_attention_heads * c.head_dim, c.hidden_size, bias=c.o_proj_bias)
 
+    def qkv(self, x, positions):
+        """``q, k, v`` ``[N, T, heads, D]`` of ``x`` ``[..., T, in]``, RoPE on ``q`` and ``k``."""
+        c, shape = self.c, (-1, x.shape[-2])
+        q = rope(self.q_proj(x).view(*shape, c.num_attention_heads, c.head_dim), positions, c)
+        k = rope(self.k_proj(x).view(*shape, c.num_key_value_heads, c.head_dim), positions, c)
+        return q, k, self.v_proj(x).view(*shape, c.num_key_value_heads, c.head_dim)
+
     def forward(self, x, positions):
-        b, t, _ = x.shape
-        c = self.c
-        q = rope(self.q_proj(x).view(b, t, c.num_attention_heads, c.head_dim), positions, c)
-        k = rope(self.k_proj(x).view(b, t, c.num_key_value_heads, c.head_dim), positions, c)
-        v = self.v_proj(x).view(b, t, c.num_key_value_heads, c.head_dim)
-        rep = c.num_attention_heads // c.num_key_value_heads
-        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+        q, k, v = self.qkv(x, positions)
+        k, v = (y.repeat_interleave(self.c.num_attention_heads // self.c.num_key_value_heads, dim=2) for y in (k, v))
         out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                             is_causal=True, scale=c.head_dim ** -0.5)
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+                                             is_causal=True, scale=self.c.head_dim ** -0.5)
+        return self.o_proj(out.transpose(1, 2).reshape(*x.shape[:2], -1))
 
 
 class _MLP(nn.Module):
@@ -130,10 +126,9 @@ class _Layer(nn.Module):
     def forward(self, positions, embeds, x, residual, attend=None):
         """``attend(self_attn, x)`` replaces ``self_attn(x, positions)`` when given (doctor/rollout.py's draft KV)."""
         if self.is_input_layer:
-            residual = x
-            x = self.hidden_norm(x)
-            residual = x if self.norm_before_residual else residual
-            x = torch.cat([self.input_layernorm(embeds), x], dim=-1)
+            normed = self.hidden_norm(x)
+            residual = normed if self.norm_before_residual else x
+            x = torch.cat([self.input_layernorm(embeds), normed], dim=-1)
         else:
             x, residual = self.hidden_norm(x, residual)
         x = self.self_attn(x, positions) if attend is None else attend(self.self_attn, x)
@@ -167,21 +162,15 @@ class Eagle3Draft(nn.Module):
                              f"and fc width {self.config.fc_in_features}")
         if positions is None:
             positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
-        x, _ = self.norm(*self._body(input_ids, aux_hidden, positions))  # (to_logits, to_aux)
-        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(x, head)
-
-    def _body(self, input_ids, aux, positions):
         embeds = self.embed_tokens(input_ids)
-        x = self.fc_in(aux.to(embeds.dtype))
-        residual = None
+        x, residual = self.fc_in(aux_hidden.to(embeds.dtype)), None
         for layer in self.layers:
             x, residual = layer(positions, embeds, x, residual)
-        return x, residual
+        return F.linear(self.norm(x, residual)[0], self.embed_tokens.weight if self.lm_head is None else
+                        self.lm_head.weight)
 
     def fc_in(self, x: torch.Tensor) -> torch.Tensor:
-        """The first layer's hidden input: ``fc(fc_norm(input_norm(x)))``, or ``x`` when already H wide (llama_eagle3.py
-        applies fc only on a width mismatch)."""
+        """``fc(fc_norm(input_norm(x)))``, or ``x`` when already H wide (llama_eagle3.py: fc on a width mismatch)."""
         if x.shape[-1] == self.config.hidden_size:
             return x
         if self.input_norm is not None:
@@ -199,9 +188,8 @@ class Eagle3Draft(nn.Module):
     def from_pretrained(cls, draft_dir: str | Path, *, target_embed: torch.Tensor | None = None,
                         target_lm_head: torch.Tensor | None = None, target_where: str | None = None,
                         dtype: torch.dtype | None = None) -> "Eagle3Draft":
-        """Load an SGLang-format draft dir, read as SGLang's loader reads it; shapes are checked on the headers
-        before anything is allocated. Like SGLang's EAGLE-3 worker, ``target_embed`` replaces the draft's embedding
-        when hidden sizes match (``embedding_source`` says which)."""
+        """An SGLang draft dir read as SGLang loads it (shapes checked on the headers first); ``target_embed`` replaces
+        the embedding when hidden sizes match, as SGLang's EAGLE-3 worker does (``embedding_source`` says which)."""
         from safetensors.torch import load_file
 
         d = Path(draft_dir)
@@ -255,17 +243,10 @@ class Eagle3Draft(nn.Module):
         return out
 
 
-def _layer_index(key: str) -> int | None:
-    if not key.startswith("layers."):
-        return None
-    part = key.split(".", 2)[1]
-    return int(part) if part.isascii() and part.isdigit() else None
-
-
 def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, target_embed=None,
                      target_lm_head=None, target_where: str | None = None) -> None:
-    """Every shape ``config`` implies, checked against the checkpoint's headers without allocating (the model is
-    built on ``meta`` after its layer count and fc width were checked). Raises :class:`InputError`."""
+    """Every shape ``config`` implies, checked on the headers (the model is built on ``meta`` only after its layer
+    count and fc width were checked)."""
     cfg, disagree = cfg_path, "the config and the weights disagree: re-export the draft, or correct the config"
     keys = {module_name(n): n for n in index}
     fc = keys.get("fc.weight")
@@ -278,7 +259,8 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
                          f"implies ({config.hidden_size}, {config.fc_in_features}) (num_aux_hidden_states "
                          f"{config.num_aux_hidden_states} x target_hidden_size {config.target_hidden_size})",
                          disagree)
-    stored_layers = {i for i in map(_layer_index, keys) if i is not None}
+    stored_layers = {int(p) for k in keys if k.startswith("layers.") and (p := k.split(".", 2)[1]).isascii()
+                     and p.isdigit()}
     if config.num_hidden_layers > len(stored_layers):
         raise InputError(cfg, "num_hidden_layers", f"{config.num_hidden_layers} layers, but the checkpoint "
                          f"holds weights for {len(stored_layers)}", disagree)

@@ -1,33 +1,17 @@
-"""The draft's own rollouts offline, as SGLang's EAGLE-3 draft decode runs them: chains and top-k trees.
-
-Rows are shifted as :func:`.model.eagle3_shift`; a rollout from row ``r`` is what one SGLang verify step drafts
-after the target accepted up to that row. Step 0 is the teacher-forced pass (SGLang's draft-extend). Step
-``k >= 1`` (speculative/eagle_worker_v2.py ``draft_forward``, models/llama_eagle3.py) reads the previous step's
-token and *pre-norm* output (``hidden_states_to_aux``, width H, so the fc is skipped) and attends to step 0's keys
-at positions ``<= r`` and to its own slot's keys of steps ``1..k``: SGLang's draft-decode KV is per slot
-(kernels/ops/speculative/cache_locs.py ``generate_draft_decode_kv_indices``). Trees mirror
-speculative/spec_utils.py ``select_top_k_tokens`` and speculative/eagle_utils.py ``organize_draft_results``.
-
-Accept length (greedy verify) = 1 + the depth of the deepest selected node whose whole path equals the target's
-greedy tokens at scored rows. Only the candidate order and the selection rule are SGLang's; the code is our own."""
+"""The draft's own rollouts offline, as SGLang's EAGLE-3 draft decode runs them (chains and top-k trees), from every
+row of :func:`.model.eagle3_shift`'s alignment; docs/plan.md, "Definitions"."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
-from .model import Eagle3Draft, rope
+from .model import Eagle3Draft
 
-
-class Setting(Protocol):
-    """A speculative setting: ``--speculative-num-steps``, ``-eagle-topk``, ``-num-draft-tokens``."""
-
-    steps: int
-    topk: int
-    draft_tokens: int
-
+if TYPE_CHECKING:
+    from .expected import Setting
 
 __all__ = ["accepted_drafts", "fc_input", "per_position", "selected", "tree_candidates", "unrolled_logits"]
 
@@ -40,22 +24,19 @@ def fc_input(draft: Eagle3Draft, aux: torch.Tensor) -> torch.Tensor:
 
 
 def _attend(attn, x: torch.Tensor, step: int, cache: list) -> torch.Tensor:
-    """One attention of step ``step`` for ``x`` ``[B, S, T, in]`` (S top-k slots; 1 at step 0): keys are step 0's at
-    positions ``<= r`` and the slot's own keys of steps ``1..step``; appends this step's keys to ``cache``."""
+    """Step ``step``'s attention for ``x`` ``[B, S, T, in]`` (S top-k slots) to step 0's keys up to the row and the
+    slot's own earlier keys (kernels/ops/speculative/cache_locs.py); appends this step's keys to ``cache``."""
     c = attn.c
     b, s, t, _ = x.shape
-    positions = (torch.arange(t, device=x.device) + step).expand(b * s, t)
-    q = rope(attn.q_proj(x).view(b * s, t, c.num_attention_heads, c.head_dim), positions, c)
-    k = rope(attn.k_proj(x).view(b * s, t, c.num_key_value_heads, c.head_dim), positions, c)
-    v = attn.v_proj(x).view(b * s, t, c.num_key_value_heads, c.head_dim)
+    q, k, v = attn.qkv(x, (torch.arange(t, device=x.device) + step).expand(b * s, t))
     cache.append((k.view(b, s, t, *k.shape[2:]), v.view(b, s, t, *v.shape[2:])))
     rep = c.num_attention_heads // c.num_key_value_heads
     keys, values = zip(*([kk.expand(b, s, *kk.shape[2:]).reshape(b * s, *kk.shape[2:]) for kk in kv]
                          for kv in cache))
     q = q.transpose(1, 2)
     outs = []
-    for t0 in range(0, t, t if t <= QUERY_CHUNK else QUERY_CHUNK):
-        t1 = min(t, t0 + QUERY_CHUNK) if t > QUERY_CHUNK else t
+    for t0 in range(0, t, QUERY_CHUNK):
+        t1 = min(t, t0 + QUERY_CHUNK)
         n = t1 - t0
         causal = torch.ones(n, t1, dtype=torch.bool, device=x.device).tril(t0)
         diagonal = torch.eye(n, dtype=torch.bool, device=x.device)
@@ -63,26 +44,22 @@ def _attend(attn, x: torch.Tensor, step: int, cache: list) -> torch.Tensor:
               .repeat_interleave(rep, dim=2).transpose(1, 2) for part in (keys, values)]
         mask = torch.cat([causal] + [diagonal] * step, dim=1)  # extend KV up to r, then this slot's own steps
         outs.append(F.scaled_dot_product_attention(q[:, :, t0:t1], *kv, attn_mask=mask, scale=c.head_dim ** -0.5))
-    o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
-    return attn.o_proj(o.transpose(1, 2).reshape(b, s, t, -1))
+    return attn.o_proj(torch.cat(outs, dim=2).transpose(1, 2).reshape(b, s, t, -1))
 
 
 def _step(draft: Eagle3Draft, tokens: torch.Tensor, h: torch.Tensor, step: int, caches: list[list]):
-    """One draft forward over ``tokens`` ``[B, S, T]`` and ``h`` ``[B, S, T, H]``; returns
-    ``(logits [B, S, T, draft_vocab], pre-norm output)``."""
+    """One draft forward over ``tokens`` ``[B, S, T]`` and ``h`` ``[B, S, T, H]``: ``(logits, pre-norm output)``."""
     x, residual = h, None
     embeds = draft.embed_tokens(tokens)
     for layer, cache in zip(draft.layers, caches):
         x, residual = layer(None, embeds, x, residual,
                             attend=lambda attn, y, cache=cache: _attend(attn, y, step, cache))
-    normed, out = draft.norm(x, residual)  # out: hidden_states_to_aux, fed to the next step
-    head = draft.embed_tokens.weight if draft.lm_head is None else draft.lm_head.weight
-    return F.linear(normed, head), out
+    normed, out = draft.norm(x, residual)
+    return F.linear(normed, draft.embed_tokens.weight if draft.lm_head is None else draft.lm_head.weight), out
 
 
 def unrolled_logits(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, steps: int) -> list[torch.Tensor]:
-    """Teacher-forced chain: draft logits ``[B, T, draft_vocab]`` of each of ``steps`` unrolled steps,
-    differentiable (test-time training). ``ids``: ``[B, T + steps - 1]``, step k reads ``ids[:, k:k+T]``."""
+    """Teacher-forced chain (differentiable, for test-time training): each step's logits; step k reads ``ids[:,k:]``."""
     t = aux.shape[1]
     h = fc_input(draft, aux)[:, None]
     caches: list[list] = [[] for _ in draft.layers]
@@ -102,9 +79,8 @@ def _shifted(x: torch.Tensor, k: int, fill) -> torch.Tensor:
 @torch.no_grad()
 def accepted_drafts(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor,
                     settings: list[Setting]) -> dict[Setting, torch.Tensor]:
-    """Per setting, the draft tokens a greedy verify accepts from a rollout starting at every row: ``[B, T]`` ints
-    (``-1`` where ``mask`` is false). Settings sharing a ``topk`` share one rollout of their largest ``steps`` (a
-    tree's first steps do not depend on how many follow)."""
+    """Per setting, the draft tokens a greedy verify accepts from each row (``-1`` where ``mask`` is false); settings
+    sharing a ``topk`` share one rollout of their largest ``steps`` (a tree's first steps do not depend on the rest)."""
     out: dict[Setting, torch.Tensor] = {}
     for topk in sorted({s.topk for s in settings}):
         group = [s for s in settings if s.topk == topk]
@@ -118,8 +94,8 @@ def accepted_drafts(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, tg
 
 
 def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[tuple]:
-    """The candidates of every step in ``organize_draft_results``'s order: per step ``(scores, depth, right, tokens)``,
-    each ``[B, T, n]`` (``n`` = topk at step 0, topk**2 after); ``right``: the node's whole path equals the target's."""
+    """Per step ``(scores, depth, right, tokens)`` ``[B, T, n]`` in speculative/eagle_utils.py
+    ``organize_draft_results``'s order; ``right``: the node's whole path equals the target's."""
     b, t = ids.shape
     h = fc_input(draft, aux)[:, None]
     caches: list[list] = [[] for _ in draft.layers]
@@ -136,7 +112,7 @@ def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[t
         tokens = draft.to_target_ids(idx)
         scored = _shifted(mask, k, False)[:, None, :, None]
         right = slot_right[..., None] & scored & (tokens == _shifted(tgt, k, -1)[:, None, :, None])
-        if k == 0:  # select_top_k_tokens step 0: topk_p (b, 1, topk)
+        if k == 0:  # speculative/spec_utils.py select_top_k_tokens step 0: topk_p (b, 1, topk)
             cand_scores = p[:, 0]  # [B, T, topk]
             keep_scores, keep = cand_scores, torch.arange(topk).expand(b, t, topk)
             flat_tokens, flat_right = tokens[:, 0], right[:, 0]
@@ -160,13 +136,10 @@ def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[t
 
 
 def selected(cands: list[tuple], s: Setting) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The tree of setting ``s``: the ``draft_tokens - 1`` best scores among its steps' candidates, in candidate
-    order, as ``(candidate index, token, depth, right)``."""
+    """``(candidate index, token, depth, right)`` of the ``draft_tokens - 1`` best-scored candidates, in order."""
     part = cands[:s.steps]
-    scores = torch.cat([c[0] for c in part], dim=-1)
+    scores, right, tokens = (torch.cat([c[i] for c in part], dim=-1) for i in (0, 2, 3))
     depth = torch.cat([torch.full_like(c[2], c[1] + 1, dtype=torch.long) for c in part], dim=-1)
-    right = torch.cat([c[2] for c in part], dim=-1)
-    tokens = torch.cat([c[3] for c in part], dim=-1)
     n = min(s.draft_tokens - 1, scores.shape[-1])
     if s.topk == 1:  # the chain: every step is drafted
         sel = torch.arange(n).expand(*scores.shape[:2], n)
@@ -176,7 +149,6 @@ def selected(cands: list[tuple], s: Setting) -> tuple[torch.Tensor, torch.Tensor
 
 
 def per_position(accepted: torch.Tensor, steps: int) -> list[float]:
-    """``per_position[k]``: the fraction of starts that accept at least ``k + 1`` draft tokens (bench_e2e's served
-    figure, ``sum(hist[k+1:]) / sum(hist)``)."""
+    """``[k]``: the fraction of starts that accept at least ``k + 1`` draft tokens."""
     a = accepted[accepted >= 0]
     return [float((a >= k + 1).float().mean()) if a.numel() else 0.0 for k in range(steps)]

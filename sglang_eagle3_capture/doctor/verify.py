@@ -32,8 +32,7 @@ from .candidates import (
     describe_sources,
     label_fc_inputs,
 )
-from .formats import CONVENTION_VLLM, load_draft_config, read_draft_config
-from .formats.speculators import SpeculatorsFormat
+from .formats import CONVENTION_VLLM, SpeculatorsFormat, load_draft_config, read_draft_config
 from .norm_state import POST_NORM, NormState, NormStates
 from .readings import engine_capture, releases_label, stock_by_release
 from .sample_schema import FP8
@@ -61,7 +60,7 @@ class VerifyReport:
     throughput: dict = field(default_factory=dict)
     margin: float = DEFAULT_MARGIN
     declared_by: str = "manifest"  # what stated the wiring checked: "manifest", "config.json", or "ambiguous config"
-    readings: tuple = ()  # the config's possible meanings when it is ambiguous (formats.base.Reading)
+    readings: tuple = ()  # the config's possible meanings when it is ambiguous (formats.Reading)
     norm_states: list = field(default_factory=list)  # per stored tensor: pre- or post-norm (doctor/norm_state.py)
     vocabulary: VocabGap | None = None  # the manifest wiring's out-of-vocabulary targets (doctor/vocab_gap.py)
     contradiction: str = ""  # the draft's training record names other fc inputs than the manifest (candidates.Labels)

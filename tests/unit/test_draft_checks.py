@@ -160,7 +160,7 @@ def test_one_dimension_bound_and_one_flag_list_for_config_and_checkpoint():
     from sglang_eagle3_capture.core import draft_config as config
     from sglang_eagle3_capture.core.draft_config import DraftConfig
     from sglang_eagle3_capture.core.schemas.draft import DIM
-    from sglang_eagle3_capture.doctor.formats.base import MATH_FLAGS, MAX_DIM
+    from sglang_eagle3_capture.doctor.formats import MATH_FLAGS, MAX_DIM
 
     assert config.FLAG_FIELDS is MATH_FLAGS and config.MAX_DIM == MAX_DIM == DIM.__metadata__[0].le
     assert not hasattr(checkpoint, "MAX_DIM")

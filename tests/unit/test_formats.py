@@ -1,4 +1,4 @@
-"""Foreign-format readers (doctor/formats/: the registry and one class per format).
+"""Foreign-format readers (doctor/formats.py: the registry and one class per format).
 
 Configs are shaped like the real files (docs/formats-and-convert.md); the speculators
 ones are also produced by the speculators package's own config class. What stock SGLang would feed

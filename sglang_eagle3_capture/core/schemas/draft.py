@@ -192,7 +192,7 @@ class TRANSFORMER_LAYER(HONOURED, kw_only=True):
     layer_types: fix(list_of(text(200)) | None, "re-save the draft with speculators") = None
 
 
-# What convert needs of a draft already in SGLang's layout (doctor.formats.sglang_eagle_config); the rest is copied.
+# What convert needs of a draft already in SGLang's layout (doctor.formats.SGLangEagleConfigFormat); the rest is copied.
 @record("point at the draft's config.json", name="SGLang-layout draft config.json")
 class SGLANG_LAYOUT(HONOURED, kw_only=True):
     architectures: fix(list_of(Literal[SGLANG_ARCH], min_len=1, max_len=1), f"only {SGLANG_ARCH} drafts "
