@@ -1,8 +1,5 @@
-"""``convert``: a speculators- or SpecForge-format EAGLE-3 draft becomes a draft directory for SGLang.
-
-Written to a temporary sibling, then renamed, so a failure leaves nothing. Weights are renamed to SGLang's names
-(``layers.0.*`` -> ``midlayer.*``, which every release's llama_eagle3.py loads); ``eagle_config`` holds stock-safe
-ids or the fail-closed object (:mod:`.readings`), so a converted draft is fed exactly or not served.
+"""``convert``: a speculators- or SpecForge-format EAGLE-3 draft becomes an SGLang draft directory, written to a
+temporary sibling and renamed (a failure leaves nothing); stock-safe ids or the fail-closed object in its config.
 docs/formats-and-convert.md describes the output."""
 
 from __future__ import annotations
@@ -14,28 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..core.checkpoint import (
-    INDEX_FILENAME,
-    draft_fc_in_features,
-    expected_eagle3_tensors,
-    fc_input_width,
-    read_index,
-    read_safetensors_header,
-    sglang_checkpoint_name,
-    tensor_index,
-    weight_files,
-)
+from ..core import checkpoint as ckpt
+from ..core import manifest as mf
 from ..core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
 from ..core.errors import InputError, brief
 from ..core.families import family_of
-from ..core.manifest import (
-    MANIFEST_FILENAME,
-    Manifest,
-    check_target,
-    check_target_bounds,
-    find_manifest,
-    write_manifest,
-)
+from ..core.manifest import MANIFEST_FILENAME, Manifest
 from ..core.target_config import load_target_config, target_dims
 from ..core.userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
 from .formats import CONVENTION_LAYER_ID, SGLANG_ARCH, SGLangEagleConfigFormat, detect_format, load_draft_config
@@ -44,8 +25,6 @@ from .readings import fail_closed_eagle_config_ids, vllm_fail_closed_ids, with_s
 
 @dataclass(frozen=True)
 class ConvertReport:
-    """What :func:`convert` did: the manifest, renamed and dropped tensors, and messages for the user."""
-
     src: Path
     dst: Path
     source_format: str
@@ -74,31 +53,26 @@ def _resolve_target(src_cfg: Mapping, target: Any, src: Path) -> tuple[Any, str]
         if not isinstance(verifier, Mapping):
             raise InputError(file, "speculators_config.verifier", f"expected an object, got {brief(verifier)}",
                              "pass --target TARGET")
-        verifier = verifier.get("name_or_path")
-        if verifier is not None and not isinstance(verifier, str):
-            raise InputError(file, fld, f"expected a path, got {brief(verifier)}", "pass --target TARGET")
-        if not verifier or path_kind(Path(verifier) / "config.json") != "file":
-            raise InputError(file, fld, f"no local target config ({brief(verifier)})",
+        target = verifier.get("name_or_path")
+        if target is not None and not isinstance(target, str):
+            raise InputError(file, fld, f"expected a path, got {brief(target)}", "pass --target TARGET")
+        if not target or path_kind(Path(target) / "config.json") != "file":
+            raise InputError(file, fld, f"no local target config ({brief(target)})",
                              "pass --target TARGET (the target model dir or its config.json)")
-        target = verifier
     data, path = load_target_config(target)
     return data, str(path)
 
 
-def _name_map(names: Sequence[str], fmt: Any, file_of: Mapping[str, Path]) -> tuple[dict[str, str], list[str]]:
-    """source name -> SGLang name, and the training-only tensors dropped."""
-    mapping, dropped, produced = {}, [], set()  # a set: linear in the number of tensors
-    for name in names:
-        if fmt.drops(name):
-            dropped.append(name)
-            continue
-        new = sglang_checkpoint_name(name)
+def _name_map(index: Mapping, fmt: Any) -> dict[str, str]:
+    """source name -> SGLang name, the training-only tensors left out."""
+    mapping, produced = {}, set()  # a set: linear in the number of tensors
+    for name in (n for n in index if not fmt.drops(n)):
+        new = mapping[name] = ckpt.sglang_checkpoint_name(name)
         if new in produced:
-            raise InputError(file_of[name], name, f"tensor maps to {new}, which another tensor also maps to",
+            raise InputError(index[name].file, name, f"tensor maps to {new}, which another tensor also maps to",
                              "keep one of them")
-        mapping[name] = new
         produced.add(new)
-    return mapping, dropped
+    return mapping
 
 
 def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
@@ -107,8 +81,7 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
     for new, (old, info) in sorted(have.items()):
         if new not in expected:
             raise InputError(info.file, old, f"tensor not part of a {SGLANG_ARCH} draft with this config (SGLang "
-                             "would silently drop it)", "remove it, or convert only drafts whose every tensor is "
-                             "understood")
+                             "drops it silently)", "remove it, or convert only drafts whose every tensor is understood")
         shape, _ = expected[new]
         if info.shape != shape:
             raise InputError(info.file, old, f"tensor of shape {list(info.shape)}, but the config implies "
@@ -120,8 +93,7 @@ def _check_tensors(index, mapping, expected, src_dir: Path) -> None:
 
 
 def metadata_text(value: Any) -> Any:
-    """``value`` with every string made valid Unicode: a surrogate-escaped path becomes its bytes read as UTF-8,
-    each invalid byte written ``\\xff``. JSON readers refuse lone surrogates, so the manifest could not be read back."""
+    """``value`` with every string valid Unicode (surrogate escapes as ``\\xff``): JSON refuses lone surrogates."""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     if isinstance(value, list):
@@ -136,26 +108,23 @@ def _utf8_path(path: Path, *, directory: bool = False):
     """A name safetensors (UTF-8 paths only) can open for ``path``: the path itself, else via /proc/self/fd."""
     try:
         os.fspath(path).encode("utf-8")
-        yield str(path)
-        return
     except UnicodeEncodeError:
-        pass
-    target = path.parent if directory else path
-    fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0))
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}" if directory else f"/proc/self/fd/{fd}"
-    finally:
-        os.close(fd)
+        flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
+        fd = os.open(path.parent if directory else path, flags)
+        try:
+            yield f"/proc/self/fd/{fd}/{path.name}" if directory else f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+    else:
+        yield str(path)
 
 
 def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str, str]) -> None:
-    """The renamed tensors, shard by shard, into ``out_dir``; the files get the umask's mode (safetensors creates
-    them 0600) and are fsynced."""
+    """The renamed tensors, shard by shard, into ``out_dir``, fsynced with the umask's mode (safetensors': 0600)."""
     from safetensors.torch import load_file, save_file  # lazy: torch only when converting
 
-    files = weight_files(src_dir)
-    for f in files:
-        _, metadata = read_safetensors_header(f)
+    for f in ckpt.weight_files(src_dir):
+        _, metadata = ckpt.read_safetensors_header(f)
         try:
             with _utf8_path(f) as name:
                 tensors = load_file(name)
@@ -172,18 +141,13 @@ def _write_weights(src_dir: Path, out_dir: Path, dst: Path, mapping: Mapping[str
             raise InputError(dst / f.name, "<file>", f"cannot write ({problem})",
                              "free space or write DST elsewhere") from None
         finish_file(out)
-    if path_kind(src_dir / INDEX_FILENAME) != "missing":
-        data = read_index(src_dir)  # metadata and any other key kept as written
+    if path_kind(src_dir / ckpt.INDEX_FILENAME) != "missing":
+        data = ckpt.read_index(src_dir)  # metadata and any other key kept as written
         data["weight_map"] = {mapping[n]: fn for n, fn in data["weight_map"].items() if n in mapping}
-        write_file_atomic(out_dir / INDEX_FILENAME, _dumps(data))
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2) + "\n"
+        write_file_atomic(out_dir / ckpt.INDEX_FILENAME, json.dumps(data, indent=2) + "\n")
 
 
 def _check_dst(dst: Path) -> None:
-    """DST must be new (or an empty directory) in an existing directory, and not a symlink."""
     fix = "choose a new DST"
     if dst.is_symlink():
         raise InputError(dst, "DST", "is a symlink", "give the real path (convert never writes through a link)")
@@ -201,69 +165,39 @@ def _check_dst(dst: Path) -> None:
         raise InputError(dst, "<dir>", "exists and is not an empty directory", fix)
 
 
-def _check_trained_with(trained_with: str | None, fmt: Any, src: Path) -> None:
-    """``--trained-with`` is refused (never ignored) where nothing reads it."""
-    if trained_with is None:
-        return
-    if path_kind(src / MANIFEST_FILENAME) != "missing":
-        raise InputError(None, "--trained-with", f"SRC has {MANIFEST_FILENAME}, which states the ids; --trained-with "
-                         "only chooses among the readings of a config without one",
-                         "drop --trained-with (convert carries the manifest's ids)")
-    if fmt is not SGLangEagleConfigFormat:
-        raise InputError(None, "--trained-with", f"SRC is a {fmt.name} draft, whose config states how its ids count; "
-                         "--trained-with only reads an SGLang-format config's ids", "drop --trained-with")
-
-
-def _carried(manifest: Manifest, layer_ids: Sequence | None, resolved: Any, read_error: Exception | None,
-             target_cfg: Any, target_where: str, cfg_file: Path) -> tuple[tuple, dict, list[str]]:
-    """SRC's own manifest states the wiring: its ids and provenance are carried as they are, ``--layer-ids`` that
-    say otherwise are refused."""
-    path = manifest.path
-    if layer_ids is not None and tuple(layer_ids) != manifest.layer_ids:
-        raise InputError(path, "layer_ids", f"is {list(manifest.layer_ids)}, but --layer-ids says {list(layer_ids)}",
-                         "drop --layer-ids (convert carries SRC's manifest), or correct the manifest first "
-                         "(`sglang-eagle3-capture manifest write SRC --layer-ids=... --target TARGET --force`)")
-    check_target(manifest, target_cfg, where=target_where)
-    said = [f"carried {path}: layer ids {list(manifest.layer_ids)}, provenance kept"]
-    if resolved is not None and tuple(resolved.layer_ids) != manifest.layer_ids:
-        said.append(f"{cfg_file} reads as layer ids {list(resolved.layer_ids)}; the manifest, which says "
-                    f"{list(manifest.layer_ids)}, is carried (it states what the fc was trained on)")
-    elif read_error is not None:
-        said.append(f"{cfg_file}'s ids were not read ({read_error.problem}); the manifest is carried")
-    return manifest.layer_ids, dict(manifest.provenance, carried_from=str(path.resolve())), said
-
-
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = None,
             layer_ids: Sequence[int] | None = None, trained_with: str | None = None) -> ConvertReport:
-    """Convert the draft in ``src`` into an SGLang draft directory ``dst`` (must not exist or be empty).
-    ``layer_ids`` overrides the ids read (provenance ``manual``); ``trained_with`` settles ambiguous ids."""
+    """``layer_ids`` overrides the ids read (provenance ``manual``); ``trained_with`` settles ambiguous ids."""
     src, dst = Path(src), Path(dst)
     cfg_file = src / "config.json"
     cfg = load_draft_config(cfg_file)
     if CONVERTED_MARKER_KEY in cfg:
         raise InputError(cfg_file, CONVERTED_MARKER_KEY, "already converted", "use the directory as is")
     _check_dst(dst)
-    src_manifest = find_manifest(src)  # SRC's statement of the wiring, when it has one
+    src_manifest = mf.find_manifest(src)  # SRC's statement of the wiring, when it has one
     try:
         fmt, format_error = detect_format(cfg, file=str(cfg_file)), None
     except InputError as e:
         if layer_ids is None and src_manifest is None:
             raise
         fmt, format_error = SGLangEagleConfigFormat, e  # ids from the manifest or --layer-ids: SGLang's layout
-    _check_trained_with(trained_with, fmt, src)
+    if trained_with is not None and path_kind(src / MANIFEST_FILENAME) != "missing":  # refused, never ignored
+        raise InputError(None, "--trained-with", f"SRC has {MANIFEST_FILENAME}, which states the ids; --trained-with "
+                         "only reads a config without one", "drop --trained-with (convert carries the manifest's ids)")
+    if trained_with is not None and fmt is not SGLangEagleConfigFormat:
+        raise InputError(None, "--trained-with", f"SRC is a {fmt.name} draft, whose config states how its ids count; "
+                         "--trained-with only reads an SGLang-format config's ids", "drop --trained-with")
     out_cfg, messages = fmt.to_sglang_config(cfg, str(cfg_file))
     target_cfg, target_where = _resolve_target(cfg, target, src)
     arch, n_layers, hidden = target_dims(target_cfg, target_where)
-    check_target_bounds(arch, n_layers, hidden, target_where)
-    family = family_of(arch)
-    if family is None:
-        raise InputError(target_where, "architectures", f"{arch} has no target-family entry in "
-                         "sglang-eagle3-capture, so the capture ids SGLang reads cannot be written for it",
-                         "convert for a supported target (docs/families.md)")
+    mf.check_target_bounds(arch, n_layers, hidden, target_where)
+    if (family := family_of(arch)) is None:
+        raise InputError(target_where, "architectures", f"{arch} has no target-family entry, so the capture ids "
+                         "SGLang reads cannot be written", "convert for a supported target (docs/families.md)")
 
     resolved, read_error = None, format_error
     if format_error is None:
-        fc_in_features = draft_fc_in_features(src)  # weights that do not read are refused, whatever states the ids
+        fc_in_features = ckpt.draft_fc_in_features(src)  # weights that do not read are refused, whatever states the ids
         try:
             resolved = fmt.layer_ids(cfg, target_cfg, str(cfg_file), trained_with, fc_in_features=fc_in_features)
         except InputError as e:
@@ -271,9 +205,20 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
             if trained_with is not None or (layer_ids is None and src_manifest is None):
                 raise
             read_error = e
-    if src_manifest is not None:
-        ids, prov, said = _carried(src_manifest, layer_ids, resolved, read_error, target_cfg, target_where, cfg_file)
-        messages += said
+    if src_manifest is not None:  # SRC's own manifest states the wiring: carried as it is
+        ids, path = src_manifest.layer_ids, src_manifest.path
+        if layer_ids is not None and tuple(layer_ids) != ids:
+            raise InputError(path, "layer_ids", f"is {list(ids)}, but --layer-ids says {list(layer_ids)}",
+                             "drop --layer-ids (convert carries SRC's manifest), or correct the manifest first "
+                             "(`sglang-eagle3-capture manifest write SRC --layer-ids=... --target TARGET --force`)")
+        mf.check_target(src_manifest, target_cfg, where=target_where)
+        prov = dict(src_manifest.provenance, carried_from=str(path.resolve()))
+        messages.append(f"carried {path}: layer ids {list(ids)}, provenance kept")
+        if resolved is not None and tuple(resolved.layer_ids) != ids:
+            messages.append(f"{cfg_file} reads as layer ids {list(resolved.layer_ids)}; the manifest, which says "
+                            f"{list(ids)}, is carried (it states what the fc was trained on)")
+        elif read_error is not None:
+            messages.append(f"{cfg_file}'s ids were not read ({read_error.problem}); the manifest is carried")
     elif layer_ids is None:
         ids, prov = resolved.layer_ids, dict(resolved.provenance)
         prov["file"] = str(cfg_file.resolve())  # the manifest travels; say exactly which file it came from
@@ -294,9 +239,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     manifest = Manifest(ids, arch, n_layers, hidden, prov, path=dst / MANIFEST_FILENAME,
                         expected=src_manifest.expected if src_manifest is not None else None)
 
-    cfg_target_hidden = cfg.get("target_hidden_size")
-    if cfg_target_hidden is not None and cfg_target_hidden != hidden:
-        raise InputError(cfg_file, "target_hidden_size", f"is {brief(cfg_target_hidden)}, but target {target_where} "
+    if (cfg_hidden := cfg.get("target_hidden_size")) not in (None, hidden):
+        raise InputError(cfg_file, "target_hidden_size", f"is {brief(cfg_hidden)}, but target {target_where} "
                          f"field 'hidden_size' is {hidden}", "pass the target the draft was trained against")
     k = len(ids)
     out_cfg.update(target_hidden_size=hidden, num_aux_hidden_states=k)
@@ -305,32 +249,29 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     out_cfg[IDS_KEY] = vllm_fail_closed_ids(ids, n_layers, family=family).value  # read first by vLLM, never by SGLang
     out_cfg[CONVERTED_MARKER_KEY] = MANIFEST_FILENAME
 
-    index = tensor_index(src)
-    mapping, dropped = _name_map(list(index), fmt, {n: i.file for n, i in index.items()})
-    if "fc.weight" in index and fc_input_width(index) != manifest.fc_in_features:
+    index = ckpt.tensor_index(src)
+    mapping = _name_map(index, fmt)
+    if "fc.weight" in index and ckpt.fc_input_width(index) != manifest.fc_in_features:
         fc = index["fc.weight"]
         origin = (f"{prov['file']} field '{prov['field']}'" if prov.get("field") else f"source '{prov['source']}'")
         raise InputError(fc.file, "fc.weight", f"tensor of input width {fc.shape[-1]}, but {origin} gives {k} "
                          f"layer ids {list(ids)} x target hidden_size {hidden} = {manifest.fc_in_features}",
                          "pass --layer-ids listing exactly the hidden states the fc was trained on, and the target "
                          "it was trained against")
-    _check_tensors(index, mapping, expected_eagle3_tensors(out_cfg, k, hidden, str(cfg_file)), src)
+    _check_tensors(index, mapping, ckpt.expected_eagle3_tensors(out_cfg, k, hidden, str(cfg_file)), src)
 
     if not fail_closed.exact:
         messages.append(f"no eagle_config ids make every supported stock SGLang feed the manifest's {list(ids)} (e.g. "
                         f"{fail_closed.why[-1]}); config.json carries the fail-closed object instead: stock SGLang "
                         "refuses to start with this draft, the sglang-eagle3-capture plugin serves it")
 
-    weights = {f.name for f in weight_files(src)} | {INDEX_FILENAME, "config.json"}
-    if src_manifest is not None:
-        weights.add(MANIFEST_FILENAME)  # carried, written below
-    not_copied = tuple(n for n in list_directory(src, fix="make SRC readable") if n not in weights)
+    written = {f.name for f in ckpt.weight_files(src)} | {ckpt.INDEX_FILENAME, "config.json"} | (
+        {MANIFEST_FILENAME} if src_manifest is not None else set())  # a manifest is carried
+    not_copied = tuple(n for n in list_directory(src, fix="make SRC readable") if n not in written)
     with atomic_directory(dst) as tmp:  # DST appears complete, or not at all
         _write_weights(src, tmp, dst, mapping)
-        write_file_atomic(tmp / "config.json", _dumps(out_cfg))
-        write_manifest(tmp, manifest)
+        write_file_atomic(tmp / "config.json", json.dumps(out_cfg, indent=2) + "\n")
+        mf.write_manifest(tmp, manifest)
     renamed = tuple((a, b) for a, b in mapping.items() if a != b)
-    return ConvertReport(src, dst, fmt.name, manifest, renamed, tuple(dropped), not_copied, tuple(messages))
-
-
-__all__ = ["ConvertReport", "convert"]
+    dropped = tuple(n for n in index if fmt.drops(n))
+    return ConvertReport(src, dst, fmt.name, manifest, renamed, dropped, not_copied, tuple(messages))

@@ -3,15 +3,15 @@ on its training samples under the declared wiring, as the served walk and every 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
 from .. import __version__
+from ..core.checkpoint import module_name, tensor_index
 from ..core.errors import InputError, brief
 from ..core.manifest import find_manifest, manifest_path, write_manifest
 from ..observe.acceptance import Tally
@@ -21,9 +21,7 @@ from .formats import load_draft_config
 from .samples import expand_data_paths
 
 MAX_STEPS = 8
-# A tree rollout holds topk slots of the draft's logits and topk**2 candidates per step for every row of a batch, so
-# its memory grows as topk squared; SGLang's examples and the EAGLE papers use topk up to 10.
-MAX_TOPK = 16
+MAX_TOPK = 16  # a tree rollout's memory grows as topk squared; SGLang's examples and the EAGLE papers use up to 10
 
 
 @dataclass(frozen=True, order=True)
@@ -86,23 +84,15 @@ def runs_as_asked(s: Setting) -> str | None:
 
 def bounded(s: Setting) -> str | None:
     """Why ``s`` is past ``plan``'s bounds, or ``None``."""
-    if s.steps > MAX_STEPS:
-        return f"more than {MAX_STEPS} steps"
-    if s.topk > MAX_TOPK:
-        return f"topk more than {MAX_TOPK} (a tree rollout's memory grows as topk squared)"
-    return None
+    return (f"more than {MAX_STEPS} steps" if s.steps > MAX_STEPS else
+            f"topk more than {MAX_TOPK} (a tree rollout's memory grows as topk squared)" if s.topk > MAX_TOPK else None)
 
 
-@dataclass
 class Figures:
     """One setting's accepted-drafts histograms (the serving side's :class:`Tally`): served walk and every start."""
 
-    setting: Setting
-    walk: Tally = field(init=False)
-    start: Tally = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.walk, self.start = Tally(self.setting.steps), Tally(self.setting.steps)
+    def __init__(self, setting: Setting) -> None:
+        self.setting, self.walk, self.start = setting, Tally(setting.steps), Tally(setting.steps)
 
     def add(self, accepted) -> None:
         """One batch's accepted draft tokens per row (``-1``: no rollout there)."""
@@ -112,7 +102,7 @@ class Figures:
 
     @property
     def per_position(self) -> list[float]:
-        return _rounded(self.walk)
+        return [round(p or 0.0, 4) for p in self.walk.per_position()]
 
     @property
     def accept_length(self) -> float:
@@ -121,7 +111,7 @@ class Figures:
 
     @property
     def per_position_every_start(self) -> list[float]:
-        return _rounded(self.start)
+        return [round(p or 0.0, 4) for p in self.start.per_position()]
 
     def to_dict(self) -> dict:
         s = self.setting
@@ -130,10 +120,6 @@ class Figures:
                 "accept_histogram": self.walk.histogram, "per_position_every_start": self.per_position_every_start,
                 "accept_length_every_start": round(1 + sum(self.per_position_every_start), 4),
                 "flags": s.flags()}
-
-
-def _rounded(tally: Tally) -> list[float]:
-    return [round(p, 4) if p is not None else 0.0 for p in tally.per_position()]
 
 
 @dataclass
@@ -206,9 +192,9 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
     draft_cfg = load_draft_config(Path(draft_dir) / "config.json")
     declared = v._declared(Path(draft_dir), draft_cfg, target)
     if declared.readings:
-        raise InputError(Path(draft_dir) / "config.json", None, f"no manifest, and the config's ids mean one of "
-                         f"{len(declared.readings)} readings, so no wiring is declared to roll the draft out under",
-                         "run `sglang-eagle3-capture verify` to tell them apart, then write the manifest")
+        raise InputError(Path(draft_dir) / "config.json", None, f"no manifest, and the config's ids have "
+                         f"{len(declared.readings)} readings: no declared wiring", "run `sglang-eagle3-capture verify` "
+                         "to tell them apart, then write the manifest")
     paths = expand_data_paths(data)
     if model is None:
         model = v.load_draft(draft_dir, target, None if dtype in (None, "float32") else _dtype(draft_dir, dtype))
@@ -227,9 +213,8 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
         v.check_batch(batch, first, declared, vocab)
         for s in batch:
             if s.loss_mask is None:
-                raise InputError(s.path, "loss_mask", "the sample carries no loss mask, so the positions its trainer "
-                                 "scored (where a server's verify steps start: after the prompt) are unknown",
-                                 v.NO_MASK_FIX)
+                raise InputError(s.path, "loss_mask", "the sample carries no loss mask, so where a server's verify "
+                                 "steps start (after the prompt) is unknown", v.NO_MASK_FIX)
         if first is None:
             first = batch[0]
             ids, _ = chunk_identities(first.chunk_layer_ids, v._embedding_hits([first], embed)[0])
@@ -255,8 +240,7 @@ def measure(draft_dir: str | Path, data: Sequence[str | Path], *, target: str | 
     report.seconds = time.perf_counter() - start
     if report.positions == 0:
         raise InputError(None, "--data", f"the {len(paths)} samples score no position (empty loss masks, or fewer "
-                         f"than {v.MIN_TOKENS} tokens), so there is nothing to predict acceptance from",
-                         "pass the draft's training samples, with their loss masks")
+                         f"than {v.MIN_TOKENS} tokens)", "pass the draft's training samples, with their loss masks")
     return report
 
 
@@ -275,14 +259,10 @@ def _dtype(draft_dir, name: str):
     import torch
 
     if name == "checkpoint":
-        from ..core.checkpoint import module_name, tensor_index
-
-        index = tensor_index(draft_dir)
-        fc = next((info for n, info in index.items() if module_name(n) == "fc.weight"), None)
+        fc = next((info for n, info in tensor_index(draft_dir).items() if module_name(n) == "fc.weight"), None)
         if fc is None:
-            raise InputError(draft_dir, "fc.weight", "not in the draft's weights, so --dtype checkpoint has no dtype "
-                             "to take (and no EAGLE-3 draft lacks it)", "pass the EAGLE-3 draft directory, or "
-                             "--dtype float32 / bfloat16")
+            raise InputError(draft_dir, "fc.weight", "not in the draft's weights, so --dtype checkpoint has no dtype",
+                             "pass the EAGLE-3 draft directory, or --dtype float32 / bfloat16")
         return {"BF16": torch.bfloat16, "F16": torch.float16}.get(fc.dtype)
     return getattr(torch, name)
 
@@ -292,10 +272,5 @@ def write_expected(draft_dir: str | Path, report: ExpectedReport) -> Path:
     m = find_manifest(draft_dir)
     if m is None:
         raise InputError(manifest_path(draft_dir), "<file>", "no manifest to write the expected figures into",
-                         "write the manifest first (sglang-eagle3-capture manifest write), then verify "
-                         "--write-expected")
-    return write_manifest(draft_dir, dataclasses.replace(m, expected=report.expected_block(__version__)))
-
-
-__all__ = ["DEFAULT_SETTINGS", "ExpectedReport", "Figures", "Setting", "bounded", "measure", "parse_settings",
-           "runs_as_asked", "write_expected"]
+                         "run `sglang-eagle3-capture manifest write` first, then verify --write-expected")
+    return write_manifest(draft_dir, replace(m, expected=report.expected_block(__version__)))

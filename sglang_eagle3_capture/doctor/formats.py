@@ -20,15 +20,11 @@ from ..core.config_keys import (
 from ..core.errors import AmbiguousLayerIds, InputError, brief
 from ..core.families import family_of
 from ..core.layer_ids import FINAL_NORM, check_layer_ids, layer_id_of_index
-from ..core.schemas.draft import DRAFT_CONFIG, MATH_FLAGS, MAX_DIM, SGLANG_ARCH, SGLANG_LAYOUT, SPECULATORS
+from ..core.schemas.draft import DRAFT_CONFIG, MATH_FLAGS, MAX_DIM, SGLANG_ARCH, SGLANG_LAYOUT, SPECULATORS  # noqa: F401
 from ..core.stock import default_low_mid_high_indices
 from ..core.target_config import target_dims
 from ..core.userfiles import read_json_object
 from .readings import releases_label, stock_by_release
-
-__all__ = ["CONVENTION_LAYER_ID", "CONVENTION_VLLM", "FORMATS", "MATH_FLAGS", "MAX_DIM", "SGLANG_ARCH",
-           "EagleDefaultFormat", "SGLangEagleConfigFormat", "SpeculatorsFormat", "check_draft_config", "detect_format",
-           "load_draft_config", "read_draft_config"]
 
 CONVENTION_SGLANG = "sglang-output-of-layer"
 CONVENTION_VLLM = "vllm-hf-index"
@@ -124,9 +120,8 @@ def _pick(found: list[Reading], trained_with: str, file: str) -> Reading:
         pick = next((r for r in found if any(k in r.who for k in kinds)), None)
         if pick is None:
             raise InputError(file, FIELD, f"--trained-with {trained_with}: cannot have been trained by "
-                             f"{LAYER_OUTPUT_TRAINERS}: an id is past the target's last layer, so there is no such "
-                             "layer output to hook",
-                             f"pass sglang==VERSION with a release that runs this list ({known})")
+                             f"{LAYER_OUTPUT_TRAINERS}: an id is past the target's last layer, so no layer output to "
+                             "hook", f"pass sglang==VERSION with a release that runs this list ({known})")
         return pick
     pick = next((r for r in found if trained_with.removeprefix("sglang==") in r.versions), None)
     if pick is None:
@@ -142,12 +137,10 @@ class SGLangEagleConfigFormat:
 
     name = "sglang-eagle-config"
 
-    @staticmethod
     def detect(cfg: Mapping) -> bool:
         ec = cfg.get("eagle_config")
         return isinstance(ec, Mapping) and IDS_KEY in ec
 
-    @staticmethod
     def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None, *,
                   fc_in_features: int | None = None) -> ResolvedLayerIds:
         ec = cfg["eagle_config"]
@@ -159,9 +152,9 @@ class SGLangEagleConfigFormat:
         _, n_layers, _ = target_dims(target_hf_config, "target config")
         where = f"{file}: field '{FIELD}'"
         original = list(ec[IDS_KEY])
+        read = {"file": file, "field": FIELD, "original_ids": original}
         if CONVENTION_KEY in ec:
-            prov = {"source": "marked-eagle-config", "file": file, "field": FIELD, "original_ids": original,
-                    "convention": CONVENTION_LAYER_ID}
+            prov = {"source": "marked-eagle-config", **read, "convention": CONVENTION_LAYER_ID}
             return ResolvedLayerIds(validated(original, n_layers, file, FIELD, original), prov,
                                     (f"{where}: marked as layer ids by eagle_config.{CONVENTION_KEY} (fc order)",))
         if FINAL_NORM in original:  # no stock id means the final norm's output: only a marked list names it
@@ -183,18 +176,15 @@ class SGLangEagleConfigFormat:
         else:
             chosen = found[0]
         layer_ids = validated(list(chosen.layer_ids), n_layers, file, FIELD, original)
-        prov = {"source": "sglang-eagle-config", "file": file, "field": FIELD, "original_ids": original,
-                "convention": CONVENTION_SGLANG}
+        prov = {"source": "sglang-eagle-config", **read, "convention": CONVENTION_SGLANG}
         if trained_with is not None:
             prov["note"] = f"trained with {trained_with} (stated by the user)"
         return ResolvedLayerIds(layer_ids, prov, tuple(messages))
 
-    @staticmethod
     def to_sglang_config(cfg: Mapping, file: str) -> tuple[dict, list[str]]:
         records.read(SGLANG_LAYOUT, cfg, file=file)
         return dict(cfg), []
 
-    @staticmethod
     def drops(tensor_name: str) -> bool:
         return False  # SGLang-format checkpoints hold no training-only tensors
 
@@ -205,14 +195,12 @@ class EagleDefaultFormat(SGLangEagleConfigFormat):
 
     name = "eagle-default"
 
-    @staticmethod
     def detect(cfg: Mapping) -> bool:
         """``draft_vocab_size`` or an ``*Eagle3*`` architecture, and no top-level ids (no known convention)."""
         archs = cfg.get("architectures") or []
         eagle3 = "draft_vocab_size" in cfg or (isinstance(archs, list) and any("Eagle3" in str(a) for a in archs))
         return eagle3 and IDS_KEY not in cfg
 
-    @staticmethod
     def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None, *,
                   fc_in_features: int | None = None) -> ResolvedLayerIds:
         _, n_layers, _ = target_dims(target_hf_config, "target config")
@@ -238,20 +226,17 @@ def _trailing_final_layer(original: list, indices: list[int], n: int, chunks: in
         f"it (layer id {n - 1}): an fc of {len(indices)} x {hidden} inputs",))
     if chunks is None:
         raise AmbiguousLayerIds(file, IDS_KEY, f"{original} ends with {n}, the final layer of a {n}-layer target, and "
-                                "no fc weight says whether it is an fc input: " + "; or ".join(
-                                    r.describe() for r in (verifier, fc_input)),
+                                "no fc weight says whether it is an fc input: "
+                                + "; or ".join(r.describe() for r in (verifier, fc_input)),
                                 "inspect the draft directory with its weights (fc.weight decides), or write the "
                                 "manifest with `sglang-eagle3-capture manifest write DRAFT --layer-ids=... --target "
                                 "TARGET`", readings=(verifier, fc_input))
-    said = (f"{where}: {original} ends with {n}, the final layer of a {n}-layer target; the fc takes {chunks} states,"
-            " so")
+    said = f"{where}: {original} ends with {n}, the final layer of a {n}-layer target; the fc weight says"
     if chunks == len(indices) - 1:
-        messages.append(f"{said} {n} is the verifier target speculators appends, not an fc input: dropped "
-                        "(speculators issue #1065)")
+        messages.append(f"{said} {verifier.who[0]}; dropped")
         return indices[:-1]
     if chunks == len(indices):
-        messages.append(f"{said} {n} is an fc input: the last layer's output before the final norm (layer id "
-                        f"{n - 1}; speculators extracts it with vLLM, pre-norm)")
+        messages.append(f"{said} {fc_input.who[0]}")
         return indices
     raise InputError(file, IDS_KEY, f"{original} lists {len(indices)} hidden states ({len(indices) - 1} without the "
                      f"final layer {n}), but the draft's fc.weight takes {chunks} x {hidden}",
@@ -262,11 +247,9 @@ class SpeculatorsFormat:
 
     name = "speculators"
 
-    @staticmethod
     def detect(cfg: Mapping) -> bool:
         return "speculators_model_type" in cfg
 
-    @staticmethod
     def layer_ids(cfg: Mapping, target_hf_config: Any, file: str, trained_with: str | None = None, *,
                   fc_in_features: int | None = None) -> ResolvedLayerIds:
         """A trailing ``N`` (the final layer) is read by ``fc_in_features`` (None without weights)."""
@@ -283,8 +266,7 @@ class SpeculatorsFormat:
                              "layer ids in the draft's eagle3_manifest.json, not ids of a training format",
                              "read the draft's eagle3_manifest.json (restore it beside config.json)")
         if raw is None:
-            original, inferred = None, True
-            indices = default_low_mid_high_indices(n_layers)
+            original, inferred, indices = None, True, default_low_mid_high_indices(n_layers)
             messages.append(f"{where}: absent; assuming speculators' default HF indices {indices} for a "
                             f"{n_layers}-layer target (inferred: check against the data-generation command, or pass "
                             "--layer-ids)")
@@ -306,7 +288,6 @@ class SpeculatorsFormat:
                 "original_ids": original, "convention": CONVENTION_VLLM, "inferred": inferred}
         return ResolvedLayerIds(layer_ids, prov, tuple(messages))
 
-    @staticmethod
     def to_sglang_config(cfg: Mapping, file: str) -> tuple[dict, list[str]]:
         """``transformer_layer_config`` flattened to the top level, with the draft vocab and the math flags."""
         c = records.read(SPECULATORS, cfg, file=file)  # every key understood; the layer a Llama layer
@@ -328,13 +309,13 @@ class SpeculatorsFormat:
                             f"only with --speculative-draft-window-size {window}")
         return out, messages
 
-    @staticmethod
     def drops(tensor_name: str) -> bool:
         return tensor_name in ("verifier_lm_head.weight", "verifier_norm.weight")  # speculators' training-only
 
 
 # ---- the registry ----
-FORMATS = (SpeculatorsFormat, SGLangEagleConfigFormat, EagleDefaultFormat)  # asked in this order
+# Asked in this order. A format is its class, never instantiated: its functions are called on the class.
+FORMATS = (SpeculatorsFormat, SGLangEagleConfigFormat, EagleDefaultFormat)
 
 
 def detect_format(draft_config: Any, *, file: str = "config.json"):
@@ -351,9 +332,8 @@ def detect_format(draft_config: Any, *, file: str = "config.json"):
     if IDS_KEY in draft_config:
         raise InputError(file, IDS_KEY, "top-level ids without 'speculators_model_type' have no known convention",
                          "pass --layer-ids explicitly")
-    raise InputError(file, "architectures", f"{brief(draft_config.get('architectures') or [])} is not a recognised "
-                     "EAGLE-3 draft config", "point at a speculators, SpecForge, SGLang or EAGLE draft, or pass "
-                     "--layer-ids explicitly")
+    raise InputError(file, "architectures", f"{brief(draft_config.get('architectures') or [])} is not an EAGLE-3 "
+                     "draft config", "point at a speculators, SpecForge, SGLang or EAGLE draft, or pass --layer-ids")
 
 
 def read_draft_config(draft_config: Any, target_hf_config: Any, *, file: str = "config.json",

@@ -60,10 +60,8 @@ def rope_frequencies(d: int, theta: float, yarn: Yarn | None = None) -> tuple[to
     ramp = ((torch.arange(d // 2, dtype=torch.float) - low) / (high - low)).clamp(0, 1)
     extrapolated = (1 - ramp) * yarn.extrapolation_factor
     inv_freq = 1.0 / (yarn.factor * pos_freqs) * (1 - extrapolated) + 1.0 / pos_freqs * extrapolated
-    if yarn.mscale is not None and yarn.mscale_all_dim is not None:
-        magnitude = _yarn_mscale(yarn.factor, yarn.mscale) / _yarn_mscale(yarn.factor, yarn.mscale_all_dim)
-    else:
-        magnitude = _yarn_mscale(yarn.factor)
+    magnitude = (_yarn_mscale(yarn.factor, yarn.mscale) / _yarn_mscale(yarn.factor, yarn.mscale_all_dim)
+                 if yarn.mscale is not None and yarn.mscale_all_dim is not None else _yarn_mscale(yarn.factor))
     return inv_freq, float(magnitude) * yarn.attn_factor
 
 
@@ -71,8 +69,7 @@ def rope(x: torch.Tensor, positions: torch.Tensor, c: DraftConfig) -> torch.Tens
     """Neox-style RoPE of ``x`` ``[B, T, heads, D]`` (fp32 cos/sin, magnitude applied before the cast, as SGLang)."""
     inv_freq, magnitude = rope_frequencies(x.shape[-1], c.rope_theta, c.yarn)
     freqs = positions.float()[..., None] * inv_freq.to(x.device)
-    cos = (freqs.cos() * magnitude)[..., None, :].to(x.dtype)
-    sin = (freqs.sin() * magnitude)[..., None, :].to(x.dtype)
+    cos, sin = ((f * magnitude)[..., None, :].to(x.dtype) for f in (freqs.cos(), freqs.sin()))
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -194,8 +191,8 @@ class Eagle3Draft(nn.Module):
 
         d = Path(draft_dir)
         cfg_path = d / "config.json"
-        cfg = read_json_object(cfg_path, fix="pass the draft directory holding the draft's config.json")
-        config = DraftConfig.from_dict(cfg, where=str(cfg_path))
+        config = DraftConfig.from_dict(read_json_object(cfg_path, fix="pass the draft directory holding the draft's "
+                                                        "config.json"), where=str(cfg_path))
         index = tensor_index(d)
         check_checkpoint(config, index, cfg_path, target_embed=target_embed, target_lm_head=target_lm_head,
                          target_where=target_where)
@@ -229,8 +226,7 @@ class Eagle3Draft(nn.Module):
             loaded["lm_head.weight"] = target_lm_head.to(to)
         model.load_state_dict(loaded, strict=False, assign=dtype is not None)
         if model.ignored_weights:
-            warnings.warn(f"{d}: SGLang ignores these weights, so they are ignored here too: "
-                          f"{model.ignored_weights}")
+            warnings.warn(f"{d}: SGLang ignores these weights, so they are ignored here too: {model.ignored_weights}")
         return model.eval()
 
     def sglang_state_dict(self) -> dict:
@@ -251,8 +247,7 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
     keys = {module_name(n): n for n in index}
     fc = keys.get("fc.weight")
     if fc is None:
-        raise InputError(cfg, "fc.weight", "weight missing from the safetensors",
-                         "point at a complete EAGLE-3 draft")
+        raise InputError(cfg, "fc.weight", "weight missing from the safetensors", "point at a complete EAGLE-3 draft")
     fc_info = index[fc]
     if len(fc_info.shape) != 2 or fc_info.shape[1] != config.fc_in_features:
         raise InputError(fc_info.file, fc, f"weight of shape {fc_info.shape}, but {brief(str(cfg), 200)} "
@@ -303,7 +298,6 @@ def check_checkpoint(config: DraftConfig, index: dict, cfg_path: Path | str, *, 
 
 def eagle3_shift(input_ids: torch.Tensor, aux_hidden: torch.Tensor, target_ids: torch.Tensor,
                  loss_mask: torch.Tensor):
-    """EAGLE's training alignment (speculators ``shift_batch``): draft position ``t`` reads ``aux[t]`` and
-    ``input_ids[t+1]`` and is scored against ``target_ids[t+1]`` where ``loss_mask[t+1]``. Returns
-    ``(ids, aux, target_ids, mask)``, one shorter."""
+    """EAGLE's alignment (speculators ``shift_batch``), one shorter: position ``t`` reads ``aux[t]`` and
+    ``input_ids[t+1]``, scored against ``target_ids[t+1]`` where ``loss_mask[t+1]``."""
     return (input_ids[..., 1:], aux_hidden[..., :-1, :], target_ids[..., 1:], loss_mask[..., 1:].bool())

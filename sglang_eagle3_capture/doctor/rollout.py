@@ -13,13 +13,10 @@ from .model import Eagle3Draft
 if TYPE_CHECKING:
     from .expected import Setting
 
-__all__ = ["accepted_drafts", "fc_input", "per_position", "selected", "tree_candidates", "unrolled_logits"]
-
 QUERY_CHUNK = 512  # attention queries per block on long sequences (bounds the score matrix)
 
 
 def fc_input(draft: Eagle3Draft, aux: torch.Tensor) -> torch.Tensor:
-    """Step 0's hidden input (:meth:`.model.Eagle3Draft.fc_in`, in the fc's dtype)."""
     return draft.fc_in(aux.to(draft.fc.weight.dtype))
 
 
@@ -37,12 +34,11 @@ def _attend(attn, x: torch.Tensor, step: int, cache: list) -> torch.Tensor:
     outs = []
     for t0 in range(0, t, QUERY_CHUNK):
         t1 = min(t, t0 + QUERY_CHUNK)
-        n = t1 - t0
-        causal = torch.ones(n, t1, dtype=torch.bool, device=x.device).tril(t0)
-        diagonal = torch.eye(n, dtype=torch.bool, device=x.device)
         kv = [torch.cat([part[0][:, :t1]] + [p[:, t0:t1] for p in part[1:]], dim=1)
               .repeat_interleave(rep, dim=2).transpose(1, 2) for part in (keys, values)]
-        mask = torch.cat([causal] + [diagonal] * step, dim=1)  # extend KV up to r, then this slot's own steps
+        # step 0's keys up to the row (causal), then this slot's own key of each later step (diagonal)
+        mask = torch.cat([torch.ones(t1 - t0, t1, dtype=torch.bool, device=x.device).tril(t0)]
+                         + [torch.eye(t1 - t0, dtype=torch.bool, device=x.device)] * step, dim=1)
         outs.append(F.scaled_dot_product_attention(q[:, :, t0:t1], *kv, attn_mask=mask, scale=c.head_dim ** -0.5))
     return attn.o_proj(torch.cat(outs, dim=2).transpose(1, 2).reshape(b, s, t, -1))
 
@@ -128,8 +124,8 @@ def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[t
         parent = keep // topk if k else torch.zeros_like(keep)  # slot of the previous step each kept node came from
         next_tokens = torch.gather(flat_tokens, 2, keep).permute(0, 2, 1)  # [B, topk, T]
         slot_right = torch.gather(flat_right, 2, keep).permute(0, 2, 1)
-        hp = parent.permute(0, 2, 1)  # [B, topk, T]
-        h = torch.gather(h.expand(b, p.shape[1], *h.shape[2:]), 1, hp[..., None].expand(-1, -1, -1, h.shape[-1]))
+        h = torch.gather(h.expand(b, p.shape[1], *h.shape[2:]), 1,
+                         parent.permute(0, 2, 1)[..., None].expand(-1, -1, -1, h.shape[-1]))
         scores = keep_scores.permute(0, 2, 1)  # [B, topk, T]
         logits, h = _step(draft, next_tokens, h, k + 1, caches)
     return cands
