@@ -16,7 +16,7 @@ from ..core import manifest as mf
 from ..core.config_keys import CONVERTED_MARKER_KEY, IDS_KEY
 from ..core.errors import InputError, brief
 from ..core.families import family_of
-from ..core.manifest import MANIFEST_FILENAME, Manifest
+from ..core.manifest import MANIFEST_FILENAME, Manifest, write_manifest  # a module global: tests replace it
 from ..core.target_config import load_target_config, target_dims
 from ..core.userfiles import atomic_directory, finish_file, list_directory, os_problem, path_kind, write_file_atomic
 from .formats import CONVENTION_LAYER_ID, SGLANG_ARCH, SGLangEagleConfigFormat, detect_format, load_draft_config
@@ -271,7 +271,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, target: Any = Non
     with atomic_directory(dst) as tmp:  # DST appears complete, or not at all
         _write_weights(src, tmp, dst, mapping)
         write_file_atomic(tmp / "config.json", json.dumps(out_cfg, indent=2) + "\n")
-        mf.write_manifest(tmp, manifest)
+        write_manifest(tmp, manifest)
     renamed = tuple((a, b) for a, b in mapping.items() if a != b)
     dropped = tuple(n for n in index if fmt.drops(n))
     return ConvertReport(src, dst, fmt.name, manifest, renamed, dropped, not_copied, tuple(messages))

@@ -3,15 +3,12 @@ row of :func:`.model.eagle3_shift`'s alignment; docs/plan.md, "Definitions"."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from .model import Eagle3Draft
-
-if TYPE_CHECKING:
-    from .expected import Setting
 
 QUERY_CHUNK = 512  # attention queries per block on long sequences (bounds the score matrix)
 
@@ -74,10 +71,11 @@ def _shifted(x: torch.Tensor, k: int, fill) -> torch.Tensor:
 
 @torch.no_grad()
 def accepted_drafts(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor,
-                    settings: list[Setting]) -> dict[Setting, torch.Tensor]:
-    """Per setting, the draft tokens a greedy verify accepts from each row (``-1`` where ``mask`` is false); settings
-    sharing a ``topk`` share one rollout of their largest ``steps`` (a tree's first steps do not depend on the rest)."""
-    out: dict[Setting, torch.Tensor] = {}
+                    settings: list) -> dict[Any, torch.Tensor]:
+    """Per :class:`.expected.Setting`, the draft tokens a greedy verify accepts from each row (``-1`` where ``mask``
+    is false); settings sharing a ``topk`` share one rollout of their largest ``steps`` (a tree's first steps do not
+    depend on the rest)."""
+    out: dict[Any, torch.Tensor] = {}
     for topk in sorted({s.topk for s in settings}):
         group = [s for s in settings if s.topk == topk]
         steps = max(s.steps for s in group)
@@ -131,7 +129,7 @@ def tree_candidates(draft, ids, aux, tgt, mask, steps: int, topk: int) -> list[t
     return cands
 
 
-def selected(cands: list[tuple], s: Setting) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def selected(cands: list[tuple], s: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(candidate index, token, depth, right)`` of the ``draft_tokens - 1`` best-scored candidates, in order."""
     part = cands[:s.steps]
     scores, right, tokens = (torch.cat([c[i] for c in part], dim=-1) for i in (0, 2, 3))
