@@ -1,16 +1,5 @@
-"""Every error this package raises: ``(file, field, problem, fix)``, rendered by ``str(error)`` as one bounded,
-escaped line::
-
-    FILE: field 'FIELD': PROBLEM; fix: FIX
-
-(``file`` or ``field`` may be ``None``: that part is left out). Tests and callers read ``.file``, ``.field``,
-``.problem`` and ``.fix``; nothing parses the line. Each echoed part is escaped (:func:`shown`) and bounded on its own,
-so a long path or key never pushes the fix out of the line.
-
-The command line prints one line per error and exits with its class's :attr:`~Eagle3CaptureError.exit_code`; an
-``OSError`` naming a file exits 2 as well, any other exception is a bug and exits 70. The classes stay ``ValueError``
-/ ``RuntimeError`` subclasses, so callers that caught those keep working.
-"""
+"""Every error this package raises: ``(file, field, problem, fix)``, rendered as one bounded, escaped line
+``FILE: field 'FIELD': PROBLEM; fix: FIX`` (a ``None`` file or field left out); exit codes: docs/threat-model.md."""
 
 from __future__ import annotations
 
@@ -22,8 +11,7 @@ FILE_MAX, FIELD_MAX, PROBLEM_MAX, FIX_MAX = 240, 160, 1600, 800
 
 
 def shown(value: Any) -> str:
-    """A path or string for a one-line message: as is when printable, else with every control character, lone
-    surrogate or other unprintable code point escaped (``\\n``, ``\\x1b``, ``\\udcff``)."""
+    """A path or string for a one-line message, every unprintable code point escaped (``\\x1b``, ``\\udcff``)."""
     if isinstance(value, bytes):
         value = os.fsdecode(value)
     s = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
@@ -33,8 +21,7 @@ def shown(value: Any) -> str:
 
 
 def brief(value: Any, limit: int = 120) -> str:
-    """``repr(value)`` escaped and cut to about ``limit`` characters, saying how long it was (bounded time: long
-    lists, dicts and strings are cut before they are rendered)."""
+    """``repr(value)`` escaped and cut to about ``limit`` characters (long containers cut before they are rendered)."""
     if isinstance(value, (list, tuple)) and len(value) > 12:
         head = ", ".join(brief(v, 24) for v in value[:8])
         text = f"[{head}, ... ({len(value)} items)]"
@@ -52,8 +39,7 @@ def brief(value: Any, limit: int = 120) -> str:
 
 
 def cut(text: str, limit: int, *, keep_end: bool = False) -> str:
-    """``text`` bounded to about ``limit`` characters, saying how long it was; ``keep_end`` keeps the start and the
-    end (a path's file name) and drops the middle."""
+    """``text`` bounded to about ``limit`` characters; ``keep_end`` drops the middle instead (keeps a file name)."""
     if len(text) <= limit:
         return text
     if keep_end:
@@ -63,16 +49,6 @@ def cut(text: str, limit: int, *, keep_end: bool = False) -> str:
 
 
 class Eagle3CaptureError(Exception):
-    """Base class of every error raised by sglang-eagle3-capture: ``(file, field, problem, fix)``.
-
-    Example::
-
-        >>> str(InputError("draft/config.json", "hidden_size", "expected a positive integer, got -3",
-        ...                "copy hidden_size from the draft's training config"))
-        "draft/config.json: field 'hidden_size': expected a positive integer, got -3; fix: copy hidden_size from \
-the draft's training config"
-    """
-
     exit_code = 2
 
     def __init__(self, file: Any, field: str | None, problem: str, fix: str) -> None:
@@ -83,23 +59,17 @@ the draft's training config"
         self.fix = str(fix)
 
     def __str__(self) -> str:
-        parts = []
-        if self.file is not None:
-            parts.append(cut(self.file, FILE_MAX, keep_end=True))
-        if self.field is not None:
-            parts.append(f"field '{cut(self.field, FIELD_MAX, keep_end=True)}'")
-        parts.append(cut(shown(self.problem), PROBLEM_MAX))
-        return f"{': '.join(parts)}; fix: {cut(shown(self.fix), FIX_MAX)}"
+        parts = [cut(self.file, FILE_MAX, keep_end=True)] if self.file is not None else []
+        parts += [f"field '{cut(self.field, FIELD_MAX, keep_end=True)}'"] if self.field is not None else []
+        return f"{': '.join([*parts, cut(shown(self.problem), PROBLEM_MAX)])}; fix: {cut(shown(self.fix), FIX_MAX)}"
 
 
 class InputError(Eagle3CaptureError, ValueError):
-    """Bad input the user can correct (exit status 2): an option, a config, a manifest, a checkpoint, a sample or a
-    dump setting; ``file`` and ``field`` say which (``file`` is ``None`` for a command-line option)."""
+    """Bad input the user can correct (exit status 2); ``file`` is ``None`` for a command-line option."""
 
 
 class AmbiguousLayerIds(InputError):
-    """A config whose ids mean different layers depending on the release or trainer it was trained with
-    (exit status 3); ``readings`` lists every meaning with who trains that way."""
+    """Ids whose meaning depends on the release or trainer (exit status 3); ``readings`` lists every meaning."""
 
     exit_code = 3
 
@@ -110,8 +80,7 @@ class AmbiguousLayerIds(InputError):
 
 
 class DeploymentError(Eagle3CaptureError, ValueError):
-    """A deployment the engine must not run as configured: raised at startup in SGLang's or vLLM's processes (a
-    capture the plugin refuses to wire, a draft it must not serve), and by the first-batch self-check."""
+    """A deployment the engine must not run as configured (at startup, or by the first-batch self-check)."""
 
 
 class PatchError(Eagle3CaptureError, RuntimeError):

@@ -1,11 +1,6 @@
-"""The user's files: every read and every write of a file the user gave or will use, in one place.
-
-Reads look (``stat``) before they open, so no read blocks on a special file; sizes are bounded; JSON is strict
-(UTF-8, no duplicate keys, no ``NaN``/``Infinity``, no lone surrogates; ``json.loads`` bounds nesting and integer
-size). Writes are atomic (a unique ``O_EXCL`` temporary, fsync, rename, fsync of the directory) with the umask
-applied; a :class:`PrivateDirectory` is 0700 with 0600 files. Every ``OSError`` becomes an :class:`InputError`
-``(file, field, problem, fix)``. docs/threat-model.md lists each guarantee and its test.
-"""
+"""Every read and write of a file the user gave or will use: reads never block on a special file and are bounded,
+JSON is strict (UTF-8, no duplicate keys, NaN or lone surrogates), writes are atomic, every ``OSError`` becomes an
+``InputError``; docs/threat-model.md lists each guarantee and its test."""
 
 from __future__ import annotations
 
@@ -22,10 +17,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import InputError, brief, cut, shown
-
-__all__ = ["MAX_JSON_BYTES", "PrivateDirectory", "atomic_directory", "finish_file", "fsync_directory", "is_directory",
-           "is_file", "list_directory", "open_regular", "os_problem", "parse_json", "path_kind", "read_bytes",
-           "read_json_object", "require_file", "write_file_atomic"]
 
 MAX_JSON_BYTES = 64 << 20  # a config, manifest, index or sample index; the largest real ones are a few MB
 TEMP_DIR_PREFIX = ".sglang-eagle3-capture."  # temporary directories of atomic_directory: PREFIX + random
@@ -51,7 +42,6 @@ _OS_PROBLEMS = {  # errno -> (problem, fix) for a user's file; EACCES/EPERM depe
 
 
 def os_problem(e: OSError, *, writing: bool = False) -> tuple[str, str]:
-    """``(problem, fix)`` for an ``OSError`` on a user's file (``writing``: it was being written)."""
     if e.errno in (errno.EACCES, errno.EPERM):
         what = "writable" if writing else "readable"
         return "permission denied", f"make it (and the directories above it) {what} by this user"
@@ -61,15 +51,12 @@ def os_problem(e: OSError, *, writing: bool = False) -> tuple[str, str]:
 
 def _failed(path: Any, field: str, doing: str, e: OSError, *, writing: bool = False,
             fix: str | None = None) -> InputError:
-    """The error for ``e`` raised while ``doing`` (e.g. "cannot open") at ``path``; os_problem's fix unless ``fix``."""
     problem, how = os_problem(e, writing=writing)
     return InputError(path, field, f"{doing} ({problem})", fix or how)
 
 
 def path_kind(path: str | os.PathLike, *, fix: str | None = None) -> str:
-    """What ``path`` is, following symlinks: ``"file"``, ``"directory"``, ``"missing"``, ``"dangling symlink"``,
-    ``"symlink loop"``, or ``"a fifo"`` / ``"a socket"`` / ``"a character device"`` / ``"a block device"``. A path
-    that cannot be looked at raises ``InputError``, whose fix is the OS problem's followed by the caller's ``fix``."""
+    """What ``path`` is after symlinks: file, directory, missing, dangling symlink, symlink loop, or a fifo etc."""
     p = os.fspath(path)
     try:
         st = os.stat(p)
@@ -106,22 +93,18 @@ def _not_a_file(kind: str, path: Any, missing: str) -> str:
     return fixed.get(kind, f"is {kind}, not a regular file")
 
 
-def require_file(path: str | os.PathLike, *, fix: str,
-                 missing: str = "not found") -> None:
-    """Raise ``InputError`` unless ``path`` is a regular file (after symlinks); ``missing`` says what was not found."""
+def require_file(path: str | os.PathLike, *, fix: str, missing: str = "not found") -> None:
     kind = path_kind(path, fix=fix)
     if kind != "file":
         raise InputError(path, "<file>", _not_a_file(kind, path, missing), fix)
 
 
 def is_directory(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
-    """``Path.is_dir()`` that raises ``InputError`` instead of ``PermissionError`` for a path it cannot look at."""
     return path_kind(path, fix=fix) == "directory"
 
 
 def is_file(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
-    """True for a regular file; False when nothing is there; ``InputError`` for anything else that stands there
-    (a directory, fifo, dangling symlink, symlink loop) or a path that cannot be looked at."""
+    """True for a regular file, False when nothing is there; ``InputError`` for anything else that stands there."""
     kind = path_kind(path, fix=fix)
     if kind not in ("file", "missing"):
         raise InputError(path, "<file>", _not_a_file(kind, path, ""), fix)
@@ -129,7 +112,6 @@ def is_file(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
 
 
 def list_directory(path: str | os.PathLike, *, fix: str) -> list[str]:
-    """The names in directory ``path``, sorted; a directory that cannot be listed raises ``InputError``."""
     try:
         return sorted(os.listdir(path))
     except OSError as e:
@@ -137,8 +119,7 @@ def list_directory(path: str | os.PathLike, *, fix: str) -> list[str]:
                       fix=fix if e.errno == errno.ENOENT else None) from None
 
 
-def open_regular(path: str | os.PathLike, *, fix: str,
-                 missing: str = "not found"):
+def open_regular(path: str | os.PathLike, *, fix: str, missing: str = "not found"):
     """``path`` opened for binary reading, only if it is a regular file; never blocks on a special file."""
     require_file(path, fix=fix, missing=missing)
     try:
@@ -155,9 +136,8 @@ def open_regular(path: str | os.PathLike, *, fix: str,
         raise
 
 
-def read_bytes(path: str | os.PathLike, *, fix: str,
-               missing: str = "not found", max_bytes: int = MAX_JSON_BYTES) -> bytes:
-    """The bytes of regular file ``path``, refusing files larger than ``max_bytes``."""
+def read_bytes(path: str | os.PathLike, *, fix: str, missing: str = "not found",
+               max_bytes: int = MAX_JSON_BYTES) -> bytes:
     with open_regular(path, fix=fix, missing=missing) as f:
         try:
             size = os.fstat(f.fileno()).st_size
@@ -173,8 +153,8 @@ def read_bytes(path: str | os.PathLike, *, fix: str,
     return data
 
 
-class _Refused(ValueError):
-    """A JSON document refused while it was parsed: ``(field, problem)``."""
+class _Refused(ValueError):  # (field, problem) of a JSON document refused while it was parsed
+    pass
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict:
@@ -198,7 +178,6 @@ def _float(text: str) -> float:
 
 
 def parse_json(data: bytes, *, where: Any, fix: str) -> Any:
-    """Parse a JSON document strictly (see the module doc); errors name ``where`` and the field."""
     if data.startswith(b"\xef\xbb\xbf"):
         raise InputError(where, "<document>", "starts with a UTF-8 byte-order mark", f"save it without one; {fix}")
     try:
@@ -226,49 +205,37 @@ def parse_json(data: bytes, *, where: Any, fix: str) -> Any:
 
 
 def read_json_object(path: str | os.PathLike, *, fix: str, missing: str = "not found") -> dict:
-    """The JSON object in the file ``path``, read strictly (see the module doc); anything else raises ``InputError``
-    naming the file, the field and ``fix``."""
     path = Path(path)
     doc = parse_json(read_bytes(path, fix=fix, missing=missing), where=path, fix=fix)
     if not isinstance(doc, dict):
-        raise InputError(path, "<document>", f"expected a JSON object, got {_json_type(doc)}", fix)
+        kind = {list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
+            type(doc), "null")
+        raise InputError(path, "<document>", f"expected a JSON object, got {kind}", fix)
     return doc
-
-
-def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def fsync_directory(path: str | os.PathLike) -> None:
     """Make a rename or a new entry in directory ``path`` durable (best effort where directories cannot be opened)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _temp_file(directory: Path, name: str, mode: int = 0o666, dir_fd: int | None = None) -> tuple[int, Path]:
-    """A new file ``.NAME.<random>.tmp`` in ``directory`` (relative to ``dir_fd`` when given), created ``mode`` (the
-    kernel applies the umask)."""
+    """A new file ``.NAME.<random>.tmp`` in ``directory`` (relative to ``dir_fd``), created ``mode`` less the umask."""
     tmp = directory / f".{name[:64]}.{secrets.token_hex(8)}.tmp"
     return os.open(tmp, _CREATE, mode, dir_fd=dir_fd), tmp
 
 
 def _replace(path: Path, data: bytes | str, *, mode: int, dir_fd: int | None = None) -> None:
-    """Write ``data`` (a str as UTF-8) to a temporary file beside ``path``, fsync it and rename it onto ``path`` (both
-    relative to ``dir_fd`` when given); raises ``OSError``, leaving no temporary file."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    """Write ``data`` to a temporary file beside ``path``, fsync it and rename it onto ``path``; raises ``OSError``."""
     fd, tmp = _temp_file(path.parent, path.name, mode, dir_fd)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(payload)
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -279,8 +246,7 @@ def _replace(path: Path, data: bytes | str, *, mode: int, dir_fd: int | None = N
 
 
 def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, fix: str | None = None) -> Path:
-    """Write ``data`` to ``path`` atomically (see the module doc); any ``OSError`` raises ``InputError`` naming the
-    file. Anything but a regular file standing at ``path`` is refused, never replaced."""
+    """Write ``data`` to ``path`` atomically; anything but a regular file standing at ``path`` is refused."""
     path = Path(path)
     kind = path_kind(path)
     if kind not in ("file", "missing"):
@@ -294,12 +260,8 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, fix: str | 
 
 
 class PrivateDirectory:
-    """A directory only this process's user can write, held open, and the files written into it (mode 0600): for
-    data users would not want others to read (the capture dump's prompts).
-
-    :meth:`open` creates it 0700 or takes an existing one only if it is a real directory owned by this user and
-    writable by neither group nor others. It is opened ``O_NOFOLLOW`` and every file is written through that
-    descriptor, so a path renamed or replaced later never redirects a write."""
+    """A directory (created 0700, or owned by this user and writable by no one else) held open ``O_NOFOLLOW``; files
+    (0600) are written through its descriptor, so a path replaced later never redirects a write (the dump's prompts)."""
 
     def __init__(self, fd: int, path: Path) -> None:
         self.fd, self.path = fd, path
@@ -316,11 +278,9 @@ class PrivateDirectory:
         return cls(_open_private(str(path), None, path), path)
 
     def subdirectory(self, name: str) -> "PrivateDirectory":
-        """The private directory ``name`` inside this one (created or checked as :meth:`open` does)."""
         return PrivateDirectory(_open_private(name, self.fd, self.path / name), self.path / name)
 
     def write(self, name: str, data: bytes | str) -> Path:
-        """Write file ``name`` (mode 0600) atomically; raises ``InputError`` naming it."""
         try:
             _replace(Path(name), data, mode=PRIVATE_FILE_MODE, dir_fd=self.fd)
             os.fsync(self.fd)
@@ -329,7 +289,7 @@ class PrivateDirectory:
         return self.path / name
 
     def remove(self, name: str) -> None:
-        """Remove file ``name`` if it is there (best effort: what cannot be removed stays)."""
+        """Remove file ``name`` if it is there (best effort)."""
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=self.fd)
 
@@ -350,7 +310,6 @@ class PrivateDirectory:
 
 
 def _open_private(name: str, dir_fd: int | None, path: Path) -> int:
-    """``name`` (relative to ``dir_fd``) created 0700 or checked (:class:`PrivateDirectory`), opened."""
     try:
         os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=dir_fd)
     except FileExistsError:
@@ -390,8 +349,7 @@ def _open_private(name: str, dir_fd: int | None, path: Path) -> int:
 
 
 def finish_file(path: str | os.PathLike) -> None:
-    """For a file a library wrote (``safetensors.save_file`` creates it 0600): give it the mode a new file in its
-    directory gets (read from a probe file created there ``0o666``: the umask, or a default ACL), and fsync it."""
+    """Give a file a library wrote (safetensors: 0600) the mode a new file there gets (umask or default ACL), fsync."""
     path = Path(path)
     try:
         fd, probe = _temp_file(path.parent, path.name)
@@ -412,9 +370,7 @@ def finish_file(path: str | os.PathLike) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(dst: str | os.PathLike) -> Iterator[Path]:
-    """Build a directory that appears at ``dst`` (missing or empty) complete or not at all: yields a hidden
-    directory next to it, renamed onto ``dst`` on a normal exit and removed on any exception. The rename fails, and
-    ``InputError`` says so, when ``dst`` gained files meanwhile (another writer won)."""
+    """Yield a hidden directory renamed onto ``dst`` (missing or empty) on a normal exit, removed on an exception."""
     dst = Path(dst)
     parent = dst.parent
     tmp: Path | None = parent / f"{TEMP_DIR_PREFIX}{secrets.token_hex(8)}"
