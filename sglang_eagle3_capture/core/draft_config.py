@@ -11,10 +11,10 @@ from typing import Any
 
 from . import records, releases
 from .config_keys import IDS_KEY, is_fail_closed
-from .errors import InputError
+from .errors import InputError, brief
 from .releases.schema import Release
-from .schemas.draft import FLAG, MAX_DIM, SGLANG_ARCH, SGLANG_DRAFT  # noqa: F401  (MAX_DIM: the one bound)
 from .schemas.draft import MATH_FLAGS as FLAG_FIELDS
+from .schemas.draft import MAX_DIM, SGLANG_ARCH, SGLANG_DRAFT  # noqa: F401  (MAX_DIM: the one bound)
 from .target_config import path_get
 
 
@@ -35,8 +35,9 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
         rule = rel.draft_flags[name]
         values = [(key, path_get(cfg, key)) for key in rule.keys]
         for key, value in values:
-            records.check(FLAG, value, file=where, field=key, error=error,
-                          fix=f'write "{key.rsplit(".", 1)[-1]}": true or false')
+            if value is not None and type(value) is not bool:
+                raise error(where, key, f"expected true or false or null, got {brief(value)}",
+                            f'write "{key.rsplit(".", 1)[-1]}": true or false')
         present = [v for _, v in values if v is not None]
         flags[name] = any(present) if rule.combine == "any" else bool(present[0]) if present else False
     if forbid_pair and flags["norm_before_fc"] and flags["fc_norm"]:

@@ -1,23 +1,6 @@
-"""User records through msgspec: a :class:`Record` struct whose fields carry their types, bounds (``Meta``) and fix
-(:func:`fix`). :func:`read` converts a parsed document strictly (``bool`` never an ``int``, no NaN or infinity:
-:data:`FINITE`) and raises ``InputError`` naming the file, the field as users write it (``layer_ids[2]``,
-``weight_map.fc.weight``), the problem and the fix.
-
-Unknown keys are refused (``forbid_unknown_fields=True``) where a value changes what the draft's fc receives, else
-kept as they were, so a file written by a newer tool still loads. A ``metadata`` record is never refused. A value
-msgspec does not know (a tensor) is a :class:`Custom` kind. Declarations: ``core/schemas/``.
-
-Example::
-
-    >>> @record(fix="check the file")
-    ... class Example(Record, forbid_unknown_fields=True):
-    ...     n: fix(integer(lo=1), "set n to a positive integer")
-    >>> read(Example, {"n": 0}, file="x.json")
-    Traceback (most recent call last):
-    ...
-    sglang_eagle3_capture.core.errors.InputError: x.json: field 'n': expected an integer >= 1, got 0; fix: set n to a \
-positive integer
-"""
+"""User records through msgspec: a :class:`Record` per file or block, each field with its kind, bounds and fix;
+:func:`read` converts strictly and raises ``InputError`` naming the field as users write it (``layer_ids[2]``).
+Declarations: ``core/schemas/``; the design: docs/development.md ("Reading user input")."""
 
 from __future__ import annotations
 
@@ -40,7 +23,6 @@ _WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "
 
 
 def fix(kind: Any, text: str) -> Any:
-    """``kind`` whose errors say ``text`` to do."""
     return Annotated[kind, Meta(extra={"fix": text})]
 
 
@@ -49,7 +31,7 @@ def integer(lo: int | None = None, hi: int | None = None) -> Any:
 
 
 def number(lo: float | None = None, hi: float | None = None, positive: bool = False) -> Any:
-    """A finite number in ``[lo, hi]`` (above 0 if ``positive``); an integer is read as a float."""
+    """A finite number in ``[lo, hi]`` (above 0 if ``positive``)."""
     low = {"gt": 0} if positive else {"ge": FINITE.ge if lo is None else lo}
     return Annotated[float, Meta(le=FINITE.le if hi is None else hi, **low)]
 
@@ -67,9 +49,8 @@ def map_of(value: Any, max_len: int = MAX_ITEMS) -> Any:
 
 
 class Custom:
-    """A kind msgspec does not know (a tensor, a JSON value with a rule of its own): :meth:`check` returns the value
-    (normalized) or raises ``ValueError`` saying the problem. ``takes`` names the JSON types it may take, for the
-    property tests."""
+    """A kind msgspec does not know (a tensor): :meth:`check` returns the value or raises ``ValueError``; ``takes``
+    names the JSON types it may take (for the property tests)."""
 
     __slots__ = ("value",)
     takes: ClassVar[tuple[str, ...]] = ()
@@ -83,7 +64,7 @@ class Custom:
 
 
 class Exactly(Custom):
-    """Exactly ``const``, a bool (msgspec's ``Literal`` takes bools only in its newer releases): :func:`exactly`."""
+    """Exactly the bool ``const`` (msgspec's ``Literal`` takes bools only in its newer releases)."""
 
     const: ClassVar[bool] = True
     takes = ("bool",)
@@ -109,7 +90,6 @@ def _hook(kind: type, value: Any) -> Any:
 
 
 class Record(Struct):
-    """Base of every declared record; :func:`record` sets its whole-document fix and policy."""
 
     fix: ClassVar[str] = "check the file"
     metadata: ClassVar[bool] = False
@@ -131,8 +111,7 @@ class Record(Struct):
 
 
 def record(fix: str = "check the file", *, metadata: bool = False, name: str | None = None):
-    """Declare a :class:`Record`: what an error about the whole document (not an object, an unknown key) says to do,
-    whether it is metadata, its name in messages."""
+    """Declare a :class:`Record`: the fix for the whole document (an unknown key), whether metadata, its name."""
     def declare(cls: type[Record]) -> type[Record]:
         cls.fix, cls.metadata, cls.name = fix, metadata, name or cls.__name__
         cls.unknown = "refuse" if cls.__struct_config__.forbid_unknown_fields else "keep"
@@ -147,7 +126,6 @@ def _fields(cls: type[Struct]) -> tuple:
 
 
 def _strip(kind: Any) -> tuple[Any, str | None]:
-    """``kind`` without its ``Annotated`` layers, and the fix they declare."""
     said = None
     while get_origin(kind) is Annotated:
         said = next((m.extra["fix"] for m in kind.__metadata__ if isinstance(m, Meta) and "fix" in (m.extra or {})),
@@ -180,8 +158,8 @@ def _takes(value: Any, kind: Any) -> bool:
 
 
 def _locate(rec: type[Record], doc: Any, message: str) -> tuple[str, str, str]:
-    """``(field, problem, fix)`` of a msgspec error: ``$.a.b[2]`` -> ``a.b[2]``, the key a ``[...]`` (a value of an
-    object) stands for found by converting each value, and the fix of the deepest declared field on the way."""
+    """``(field, problem, fix)`` of a msgspec error: ``$.a.b[2]`` -> ``a.b[2]``, a ``[...]`` found by converting each
+    value, the fix of the deepest declared field on the way."""
     problem, *ats = message.split(" - at `")
     on_key = bool(ats) and ats[-1].startswith("key` in `")  # a key that is not a string
     ats[-1:] = [ats[-1].removeprefix("key` in `")] if on_key else ats[-1:]
@@ -216,8 +194,8 @@ def _locate(rec: type[Record], doc: Any, message: str) -> tuple[str, str, str]:
 
 
 def _words(problem: str, value: Any, kind: Any = None) -> str:
-    """msgspec's problem in this package's words (``Expected `int` >= 1`` -> ``expected an integer >= 1, got 0``); a
-    value outside a ``Literal`` names the values taken, a ``Meta(description=...)`` says what a pattern means."""
+    """msgspec's problem in plain words (``expected an integer >= 1, got 0``; a ``Literal``'s values, a pattern's
+    ``Meta(description=...)``)."""
     said = [m.description for m in getattr(kind, "__metadata__", ()) if isinstance(m, Meta) and m.description]
     m = re.fullmatch(r"Expected `([^`]*)`(.*?)(?:, got `[^`]*`)?", problem)
     if said and (" matching regex " in problem or not m):
@@ -234,8 +212,8 @@ def _words(problem: str, value: Any, kind: Any = None) -> str:
 
 
 def _plain(value: Any, doc: Any) -> Any:
-    """A converted value as this package hands it on: a record as a dict of every declared field (defaults filled
-    in) and, under ``keep``, the unknown keys as they were; a :class:`Custom` kind's value unwrapped."""
+    """A converted value handed on: a record as a dict (defaults filled in, under ``keep`` the unknown keys as they
+    were), a :class:`Custom` kind's value unwrapped."""
     if isinstance(value, Custom):
         return value.value
     if isinstance(value, Struct):
@@ -251,9 +229,7 @@ def _plain(value: Any, doc: Any) -> Any:
 
 
 def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
-    """``doc`` validated against ``rec``: a dict of every declared field (defaults filled in) plus, under the ``keep``
-    policy, the unknown keys as they are; raises ``InputError(file, field, problem, fix)``. A ``metadata`` record is
-    never refused: ``doc`` comes back as it is (see :func:`problems`)."""
+    """``doc`` validated against ``rec`` as :func:`_plain` hands it on (a ``metadata`` record's as it is)."""
     if rec.metadata:
         return doc
     judged = doc  # under keep, a key that is not a string (a torch.save dict's) is kept, never judged
@@ -268,19 +244,8 @@ def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
         raise InputError(file, prefix or "<document>", SURROGATE, rec.fix) from None
 
 
-def check(kind: Any, value: Any, *, file: Any, field: str, error: type[InputError], fix: str) -> Any:
-    """``value`` as one field of kind ``kind`` (outside a record), or ``error(file, field, problem, fix)``."""
-    try:
-        return msgspec.convert(value, kind, strict=True, dec_hook=_hook)
-    except msgspec.ValidationError as e:
-        raise error(file, field, _words(str(e).split(" - at `")[0], value), fix) from None
-    except UnicodeEncodeError:
-        raise error(file, field, SURROGATE, fix) from None
-
-
 def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """``(field, problem)`` for each declared field ``doc`` holds that ``rec`` would not take, unknown keys excluded
-    under the ``keep`` policy (for showing metadata; nothing is refused)."""
+    """``(field, problem)`` for each declared field of ``doc`` that ``rec`` would not take (to show metadata)."""
     if not isinstance(doc, dict):
         return [(prefix or "<document>", f"expected an object, got {brief(doc)}")]
     out = []
@@ -297,7 +262,3 @@ def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, s
         except UnicodeEncodeError:
             out.append((f"{prefix}.{f.encode_name}".lstrip("."), SURROGATE))
     return out
-
-
-__all__ = ["FINITE", "MAX_ITEMS", "Custom", "Exactly", "Record", "check", "exactly", "fix", "integer",
-           "list_of", "map_of", "number", "problems", "read", "record", "text"]
