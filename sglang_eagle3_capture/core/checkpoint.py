@@ -1,6 +1,5 @@
-"""Draft checkpoint files: which safetensors files a draft has, what each holds (headers parsed without torch, so a
-truncated or corrupt file is named before anything is loaded), the tensors SGLang's ``LlamaForCausalLMEagle3``
-(models/llama_eagle3.py) needs for a one-layer draft, and the checkpoint-to-module name map."""
+"""Draft checkpoint files: which safetensors files a draft has, their headers (parsed without torch), the tensors
+SGLang's ``LlamaForCausalLMEagle3`` (models/llama_eagle3.py) needs for a one-layer draft, and their names."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from . import records
 from .draft_config import default_release, resolve_flags
@@ -26,9 +25,8 @@ MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
 
 
 def module_name(checkpoint_name: str) -> str:
-    """The module name SGLang's draft ``load_weights`` maps a checkpoint tensor name to: ``model.`` dropped and the
-    release's legacy names renamed (``model.midlayer.hidden_norm.weight`` -> ``layers.0.hidden_norm.weight``)."""
-    name = checkpoint_name[len("model."):] if checkpoint_name.startswith("model.") else checkpoint_name
+    """The module name SGLang's ``load_weights`` maps a checkpoint name to (``model.`` dropped, legacy renamed)."""
+    name = checkpoint_name.removeprefix("model.")
     for legacy, new in default_release().legacy_weight_names.items():
         if name.startswith(legacy):
             name = new + name[len(legacy):]
@@ -36,41 +34,28 @@ def module_name(checkpoint_name: str) -> str:
 
 
 def sglang_checkpoint_name(name: str) -> str:
-    """The checkpoint name ``convert`` writes for tensor ``name``: its module name, with layer 0 of the
-    one-layer draft spelled ``midlayer.``, the name every SGLang release loads."""
+    """The checkpoint name ``convert`` writes: the module name, layer 0 as ``midlayer.`` (every release loads it)."""
     name = module_name(name)
     return SINGLE_LAYER_PREFIX + name[len("layers.0."):] if name.startswith("layers.0.") else name
 
 
 def parameter_checkpoint_names(param: str) -> str:
-    """The checkpoint tensor name(s) SGLang loads into parameter ``param``, for messages (``qkv_proj`` ->
-    ``{q,k,v}_proj``)."""
+    """The checkpoint tensor name(s) SGLang loads into parameter ``param`` (``qkv_proj`` -> ``{q,k,v}_proj``)."""
     name = module_name(param).replace("fused_qkv_a_proj_with_mqa", "{q_a_proj,kv_a_proj_with_mqa}")
     return name.replace("qkv_proj", "{q,k,v}_proj").replace("gate_up_proj", "{gate,up}_proj")
 
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """One tensor in a safetensors file: where it is, its dtype string, shape and byte range in the data section."""
-
     file: Path
     dtype: str
     shape: tuple[int, ...]
     offsets: tuple[int, int] = (0, 0)
 
 
-def _read(record: records.Record, doc: Any, path: Path, fix: str, prefix: str = "") -> dict:
-    """``records.read`` saying ``fix`` (a header read for a sample or a dump says what to do there)."""
-    try:
-        return records.read(record, doc, file=path, prefix=prefix)
-    except InputError as e:
-        raise InputError(e.file, e.field, e.problem, fix) from None
-
-
 def read_safetensors_header(path: str | Path, *, fix: str = REEXPORT) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """``({name: TensorInfo}, metadata)`` of one safetensors file, checked as safetensors checks it before loading
-    (bounded strict header, offsets spanning each shape's bytes and tiling the data section); anything else raises
-    ``InputError`` naming the file, the tensor or field and ``fix``. No tensor data is read."""
+    (offsets span each shape's bytes and tile the data section); no tensor data is read."""
     p = Path(path)
     with open_regular(p, fix=fix, missing="missing") as f:
         try:
@@ -91,12 +76,12 @@ def read_safetensors_header(path: str | Path, *, fix: str = REEXPORT) -> tuple[d
             raise InputError(p, "<file>", f"cannot read ({problem})", how) from None
     if not raw.lstrip().startswith(b"{"):
         raise InputError(p, "<header>", "not a safetensors header (no JSON object)", fix)
-    header = _read(HEADER, parse_json(raw, where=p, fix=fix), p, fix)
+    header = records.read(HEADER, parse_json(raw, where=p, fix=fix), file=p, fix=fix)
     metadata = header.pop("__metadata__") or {}
     tensors: dict[str, TensorInfo] = {}
     data_len = size - 8 - n
     for name, entry in header.items():
-        entry = _read(TENSOR, entry, p, fix, prefix=name)
+        entry = records.read(TENSOR, entry, file=p, prefix=name, fix=fix)
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         bits = math.prod(shape) * DTYPE_BITS[dtype]
         if offsets[0] > offsets[1] or bits % 8 or offsets[1] - offsets[0] != bits // 8:
@@ -118,8 +103,6 @@ def read_safetensors_header(path: str | Path, *, fix: str = REEXPORT) -> tuple[d
 
 
 def read_index(d: Path) -> dict:
-    """The draft directory's ``model.safetensors.index.json`` (:data:`~.schemas.checkpoint.INDEX`): ``weight_map``
-    a non-empty object of shard file names; ``metadata`` and any other key kept as written."""
     index = d / INDEX_FILENAME
     doc = records.read(INDEX, read_json_object(index, fix=REEXPORT), file=index)
     if not doc["weight_map"]:
@@ -128,9 +111,7 @@ def read_index(d: Path) -> dict:
 
 
 def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
-    """The safetensors files of draft directory ``d`` and, when sharded, the index's ``weight_map``: as SGLang's
-    loader reads them, so a stray ``*.safetensors`` beside an unindexed ``model.safetensors`` is refused (SGLang
-    would load it and silently override tensors)."""
+    """The safetensors files of ``d`` and, when sharded, the index's ``weight_map``, as SGLang's loader reads them."""
     fix = "re-export the checkpoint"
     if path_kind(d / INDEX_FILENAME, fix=fix) != "missing":
         weight_map = read_index(d)["weight_map"]
@@ -156,19 +137,16 @@ def _files_and_map(d: Path) -> tuple[list[Path], dict[str, str] | None]:
 
 
 def weights_present(draft_dir: str | Path) -> bool:
-    """True when something stands where a draft's weights go (an index or ``model.safetensors``; whatever it is,
-    :func:`tensor_index` then reads it or says what is wrong with it)."""
-    d = Path(draft_dir)
-    return any(path_kind(d / n) != "missing" for n in (INDEX_FILENAME, SINGLE_FILENAME))
+    """True when something stands where a draft's weights go (:func:`tensor_index` then reads it or refuses it)."""
+    return any(path_kind(Path(draft_dir) / n) != "missing" for n in (INDEX_FILENAME, SINGLE_FILENAME))
 
 
 def weight_files(draft_dir: str | Path) -> list[Path]:
-    """The safetensors files of a draft directory (single file or sharded with an index)."""
     return _files_and_map(Path(draft_dir))[0]
 
 
 def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
-    """Every tensor of a draft directory, by name; a name stored twice, or missing from a listed shard, is an error."""
+    """Every tensor of a draft directory, by name; one stored twice or missing from its listed shard is refused."""
     d = Path(draft_dir)
     files, weight_map = _files_and_map(d)
     out: dict[str, TensorInfo] = {}
@@ -190,8 +168,7 @@ def tensor_index(draft_dir: str | Path) -> dict[str, TensorInfo]:
 
 def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: int,
                             where: str = "config.json") -> dict[str, tuple[tuple[int, ...], bool]]:
-    """``{name: (shape, required)}`` of a one-layer ``LlamaForCausalLMEagle3`` draft in SGLang checkpoint naming, for
-    the flattened draft ``config``; errors are :class:`InputError` naming ``where``."""
+    """``{name: (shape, required)}`` of a one-layer ``LlamaForCausalLMEagle3`` draft for the flattened ``config``."""
     dims = records.read(TENSOR_DIMS, config, file=where)
     h, heads, inter, vocab = (dims[k] for k in TENSOR_DIMS.names[:4])
     kv, hd = dims["num_key_value_heads"] or heads, dims["head_dim"] or h // heads
@@ -199,25 +176,16 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
     if not hd:
         raise InputError(where, "num_attention_heads", f"{heads} heads do not fit hidden_size {h} and no head_dim "
                          "is given", "set head_dim, or correct num_attention_heads")
-    t = target_hidden_size
-    exp: dict[str, tuple[tuple[int, ...], bool]] = {
-        "fc.weight": ((h, num_aux * t), True),
-        "midlayer.self_attn.q_proj.weight": ((heads * hd, 2 * h), True),
-        "midlayer.self_attn.k_proj.weight": ((kv * hd, 2 * h), True),
-        "midlayer.self_attn.v_proj.weight": ((kv * hd, 2 * h), True),
-        "midlayer.self_attn.o_proj.weight": ((h, heads * hd), True),
-        "midlayer.mlp.gate_proj.weight": ((inter, h), True),
-        "midlayer.mlp.up_proj.weight": ((inter, h), True),
-        "midlayer.mlp.down_proj.weight": ((h, inter), True),
-        "midlayer.input_layernorm.weight": ((h,), True),
-        "midlayer.post_attention_layernorm.weight": ((h,), True),
-        "midlayer.hidden_norm.weight": ((h,), True),
-        "norm.weight": ((h,), True),
-        "lm_head.weight": ((dvocab, h), True),
-        "embed_tokens.weight": ((vocab, h), False),
-        "d2t": ((dvocab,), dvocab != vocab),
-        "t2d": ((vocab,), dvocab != vocab),
-    }
+    t, attn, mlp = target_hidden_size, "midlayer.self_attn.", "midlayer.mlp."
+    shapes = {"fc.weight": (h, num_aux * t), f"{attn}q_proj.weight": (heads * hd, 2 * h),
+              f"{attn}k_proj.weight": (kv * hd, 2 * h), f"{attn}v_proj.weight": (kv * hd, 2 * h),
+              f"{attn}o_proj.weight": (h, heads * hd), f"{mlp}gate_proj.weight": (inter, h),
+              f"{mlp}up_proj.weight": (inter, h), f"{mlp}down_proj.weight": (h, inter),
+              "midlayer.input_layernorm.weight": (h,), "midlayer.post_attention_layernorm.weight": (h,),
+              "midlayer.hidden_norm.weight": (h,), "norm.weight": (h,), "lm_head.weight": (dvocab, h)}
+    exp = {name: (shape, True) for name, shape in shapes.items()}
+    exp.update({"embed_tokens.weight": ((vocab, h), False), "d2t": ((dvocab,), dvocab != vocab),
+                "t2d": ((vocab,), dvocab != vocab)})
     if config.get("bias"):  # llama.py gives o_proj a bias for "bias" too: unloaded, SGLang would serve garbage there
         exp["fc.bias"] = ((h,), True)
         exp["midlayer.self_attn.o_proj.bias"] = ((h,), True)
@@ -231,7 +199,6 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
 
 
 def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
-    """The input width of ``index["fc.weight"]``, or :class:`InputError` when it is not 2-D."""
     fc = index["fc.weight"]
     if len(fc.shape) != 2:
         raise InputError(fc.file, "fc.weight", f"tensor of shape {brief(list(fc.shape))}, expected 2-D [hidden, "
@@ -240,8 +207,7 @@ def fc_input_width(index: Mapping[str, TensorInfo]) -> int:
 
 
 def draft_fc_in_features(draft_dir: str | Path) -> int | None:
-    """The input width of the draft's ``fc.weight``, or None when the directory holds no weights or no ``fc.weight``
-    (weights that are there but unreadable raise, as :func:`tensor_index` does)."""
+    """The input width of the draft's ``fc.weight``; None without weights or without ``fc.weight``."""
     if not weights_present(draft_dir):
         return None
     index = tensor_index(draft_dir)

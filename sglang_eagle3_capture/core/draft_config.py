@@ -1,12 +1,10 @@
 """The EAGLE-3 draft ``config.json`` as SGLang's ``LlamaForCausalLMEagle3`` resolves it (each field mirrors one read
-in models/llama_eagle3.py or llama.py); anything SGLang would build differently is an :class:`InputError`.
-:func:`resolve_flags` is the one reader of the math flags, a release fact (``Release.draft_flags``).
-"""
+in models/llama_eagle3.py or llama.py); :func:`resolve_flags` is the one reader of the math flags (a release fact)."""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from . import records, releases
@@ -20,15 +18,14 @@ from .target_config import path_get
 
 @functools.lru_cache(maxsize=1)
 def default_release() -> Release:
-    """The installed SGLang's release when supported, else the newest; read once from package metadata."""
+    """The installed SGLang's release when supported, else the newest."""
     return releases.installed_or_newest()
 
 
 def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
                   error: type[Exception] = InputError, forbid_pair: bool = True) -> dict:
-    """The draft math flags as SGLang ``release`` reads them from ``cfg`` (dict or HF config); a non-boolean value
-    raises ``error`` naming ``where``. ``forbid_pair`` refuses ``norm_before_fc`` with ``fc_norm`` (speculators
-    forbids training the pair; SGLang builds both, so readers that mirror SGLang pass False)."""
+    """The draft math flags as SGLang ``release`` reads them from ``cfg`` (dict or HF config); ``forbid_pair`` refuses
+    ``norm_before_fc`` with ``fc_norm`` (speculators forbids the pair; SGLang builds both)."""
     rel = default_release() if release is None else release
     flags = {}
     for name in FLAG_FIELDS:
@@ -48,8 +45,7 @@ def resolve_flags(cfg: Any, where: Any, release: Release | None = None, *,
 
 @dataclass(frozen=True)
 class Yarn:
-    """YaRN RoPE scaling: the arguments SGLang's ``get_rope`` hands ``YaRNScalingRotaryEmbedding``
-    (layers/rotary_embedding/factory.py, yarn.py; defaults as there)."""
+    """What SGLang's ``get_rope`` hands ``YaRNScalingRotaryEmbedding`` (factory.py, yarn.py; their defaults)."""
 
     factor: float
     original_max_position_embeddings: int
@@ -63,9 +59,8 @@ class Yarn:
 
     @classmethod
     def from_rope(cls, rope: dict, top_level_original: int | None, where: Any, field: str) -> "Yarn":
-        """From a draft's yarn rope parameters (under ``field``). A missing ``factor`` or
-        ``original_max_position_embeddings`` is refused: SGLang would guess it with a WARNING only, and both change
-        every rotation. A top-level ``original_max_position_embeddings`` wins, as in llama.py's decoder layer."""
+        """From a draft's yarn rope parameters (under ``field``); a top-level ``original_max_position_embeddings`` wins,
+        as in llama.py's decoder layer."""
         original = top_level_original or rope.get("original_max_position_embeddings")
         for name, value in (("factor", rope.get("factor")), ("original_max_position_embeddings", original)):
             if value is None:
@@ -77,14 +72,11 @@ class Yarn:
         return cls(factor=rope["factor"], original_max_position_embeddings=original, **optional)
 
     def to_dict(self) -> dict:
-        """The rope-parameter keys SGLang reads back as this (``rope_type`` and ``rope_theta`` not included)."""
         return {k: v for k, v in vars(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
 class DraftConfig:
-    """The fields of a draft ``config.json`` that SGLang's ``LlamaForCausalLMEagle3`` reads."""
-
     hidden_size: int
     num_attention_heads: int
     num_key_value_heads: int
@@ -109,7 +101,7 @@ class DraftConfig:
     @classmethod
     def from_dict(cls, cfg: Any, where: Any = "config.json") -> "DraftConfig":
         """Resolve a draft ``config.json`` dict the way SGLang does (:data:`~.schemas.draft.SGLANG_DRAFT`, then what
-        SGLang derives from it); errors are :class:`InputError` naming ``where``."""
+        SGLang derives from it)."""
         c = records.read(SGLANG_DRAFT, cfg, file=where)
         archs = c["architectures"] or []
         if archs and archs[0] != SGLANG_ARCH:
@@ -159,31 +151,23 @@ class DraftConfig:
 
     def to_sglang_config(self, **extra) -> dict:
         """A ``config.json`` dict that SGLang (and :meth:`from_dict`) reads back as this config."""
-        c = self
-        cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_act": "silu",
-               "hidden_size": c.hidden_size, "num_attention_heads": c.num_attention_heads,
-               "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim,
-               "intermediate_size": c.intermediate_size, "num_hidden_layers": c.num_hidden_layers,
-               "vocab_size": c.vocab_size, "draft_vocab_size": c.draft_vocab_size,
-               "target_hidden_size": c.target_hidden_size, "num_aux_hidden_states": c.num_aux_hidden_states,
-               "rms_norm_eps": c.rms_norm_eps, "rope_parameters": self.rope_parameters,
-               "bias": c.fc_bias, "attention_bias": c.attention_bias, "norm_before_fc": c.norm_before_fc,
-               "fc_norm": c.fc_norm, "tie_word_embeddings": c.tie_word_embeddings, "torch_dtype": "float32",
-               "norm_before_residual": c.norm_before_residual}
-        if c.lm_head_from_target:
+        dims = [f.name for f in fields(self)][:11]  # hidden_size .. rms_norm_eps, in the order written
+        cfg = {"architectures": [SGLANG_ARCH], "model_type": "llama", "hidden_act": "silu",
+               **{k: getattr(self, k) for k in dims}, "rope_parameters": self.rope_parameters, "bias": self.fc_bias,
+               **{k: getattr(self, k) for k in ("attention_bias", "norm_before_fc", "fc_norm", "tie_word_embeddings")},
+               "torch_dtype": "float32", "norm_before_residual": self.norm_before_residual}
+        if self.lm_head_from_target:
             del cfg["draft_vocab_size"]
         return {**cfg, **extra}
 
     @property
     def rope_parameters(self) -> dict:
         """The ``rope_parameters`` SGLang (and :meth:`from_dict`) reads back as this config's RoPE."""
-        if self.yarn is None:
-            return {"rope_type": "default", "rope_theta": self.rope_theta}
-        return {"rope_type": "yarn", "rope_theta": self.rope_theta, **self.yarn.to_dict()}
+        yarn = {} if self.yarn is None else self.yarn.to_dict()
+        return {"rope_type": "yarn" if yarn else "default", "rope_theta": self.rope_theta, **yarn}
 
     @property
     def fc_in_features(self) -> int:
-        """Width of the aux-hidden input the fc consumes (``num_aux * target_hidden_size``)."""
         return self.num_aux_hidden_states * self.target_hidden_size
 
     @property

@@ -90,7 +90,6 @@ def _hook(kind: type, value: Any) -> Any:
 
 
 class Record(Struct):
-
     fix: ClassVar[str] = "check the file"
     metadata: ClassVar[bool] = False
     name: ClassVar[str] = ""
@@ -98,16 +97,17 @@ class Record(Struct):
     names: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
+    @functools.cache
     def fields(cls) -> tuple[msgspec.structs.FieldInfo, ...]:
-        return _fields(cls)
+        return msgspec.structs.fields(cls)
 
     @classmethod
     def fix_of(cls, name: str) -> str:
-        return next(_strip(f.type)[1] for f in _fields(cls) if f.encode_name == name)
+        return next(_strip(f.type)[1] for f in cls.fields() if f.encode_name == name)
 
     @classmethod
     def kind_of(cls, name: str) -> Any:
-        return next(_strip(f.type)[0] for f in _fields(cls) if f.encode_name == name)
+        return next(_strip(f.type)[0] for f in cls.fields() if f.encode_name == name)
 
 
 def record(fix: str = "check the file", *, metadata: bool = False, name: str | None = None):
@@ -115,14 +115,9 @@ def record(fix: str = "check the file", *, metadata: bool = False, name: str | N
     def declare(cls: type[Record]) -> type[Record]:
         cls.fix, cls.metadata, cls.name = fix, metadata, name or cls.__name__
         cls.unknown = "refuse" if cls.__struct_config__.forbid_unknown_fields else "keep"
-        cls.names = tuple(f.encode_name for f in _fields(cls))
+        cls.names = tuple(f.encode_name for f in cls.fields())
         return cls
     return declare
-
-
-@functools.cache
-def _fields(cls: type[Struct]) -> tuple:
-    return msgspec.structs.fields(cls)
 
 
 def _strip(kind: Any) -> tuple[Any, str | None]:
@@ -181,7 +176,7 @@ def _locate(rec: type[Record], doc: Any, message: str) -> tuple[str, str, str]:
             kind = get_args(kind)[0] if get_origin(kind) is list else Any
         else:
             path += part
-            f = next((f for f in _fields(kind) if f.encode_name == part[1:]), None) if _is_struct(kind) else None
+            f = next((f for f in kind.fields() if f.encode_name == part[1:]), None) if _is_struct(kind) else None
             node = node.get(part[1:]) if isinstance(node, dict) else None
             if f is None:
                 if problem == "unknown key" and _is_struct(kind) and issubclass(kind, Record):
@@ -218,7 +213,7 @@ def _plain(value: Any, doc: Any) -> Any:
         return value.value
     if isinstance(value, Struct):
         out = {} if value.__struct_config__.forbid_unknown_fields else dict(doc)
-        for f in _fields(type(value)):
+        for f in type(value).fields():
             out[f.encode_name] = _plain(getattr(value, f.name), doc.get(f.encode_name))
         return out
     if isinstance(value, list) and isinstance(doc, (list, tuple)):
@@ -228,8 +223,9 @@ def _plain(value: Any, doc: Any) -> Any:
     return value
 
 
-def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
-    """``doc`` validated against ``rec`` as :func:`_plain` hands it on (a ``metadata`` record's as it is)."""
+def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "", fix: str | None = None) -> Any:
+    """``doc`` validated against ``rec`` as :func:`_plain` hands it on (a ``metadata`` record's as it is); ``fix``
+    replaces the declared fix (a header read for a sample says what to do there)."""
     if rec.metadata:
         return doc
     judged = doc  # under keep, a key that is not a string (a torch.save dict's) is kept, never judged
@@ -239,9 +235,9 @@ def read(rec: type[Record], doc: Any, *, file: Any, prefix: str = "") -> Any:
         return _plain(msgspec.convert(judged, rec, strict=True, dec_hook=_hook), doc)
     except msgspec.ValidationError as e:
         field, problem, said = _locate(rec, judged, str(e))
-        raise InputError(file, f"{prefix}.{field}" if prefix else field, problem, said) from None
+        raise InputError(file, f"{prefix}.{field}" if prefix else field, problem, fix or said) from None
     except UnicodeEncodeError:  # msgspec's message could not hold the string
-        raise InputError(file, prefix or "<document>", SURROGATE, rec.fix) from None
+        raise InputError(file, prefix or "<document>", SURROGATE, fix or rec.fix) from None
 
 
 def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -249,7 +245,7 @@ def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, s
     if not isinstance(doc, dict):
         return [(prefix or "<document>", f"expected an object, got {brief(doc)}")]
     out = []
-    for f in _fields(rec):
+    for f in rec.fields():
         if f.encode_name not in doc:
             if f.required:
                 out.append((f"{prefix}.{f.encode_name}".lstrip("."), "missing"))

@@ -1,8 +1,5 @@
-"""The target model's HF config: where its decoder dimensions are, and which family serves it.
-
-Wrappers such as Kimi-K2.5 (``KimiK25ForConditionalGeneration``) keep ``num_hidden_layers`` and
-``hidden_size`` in ``text_config``; the family table (:mod:`sglang_eagle3_capture.core.families`) lists them.
-"""
+"""The target model's HF config: where its decoder dimensions are (``text_config`` for wrappers the family table
+lists, such as Kimi-K2.5), and which family serves it."""
 
 from __future__ import annotations
 
@@ -17,13 +14,12 @@ from .userfiles import is_directory, read_json_object
 
 
 def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
-    """``cfg[key]`` for a dict, ``getattr(cfg, key)`` for an HF config object."""
     return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
 
 
 def path_get(cfg: Any, dotted: str) -> Any:
-    """The value at a dotted path (``"eagle_config.norm_before_fc"``) of a dict or an HF config object; ``None`` when
-    a step is missing or is a plain JSON value (a string, number or list)."""
+    """The value at a dotted path (``"eagle_config.norm_before_fc"``) of a dict or HF config; None where a step is not
+    an object."""
     node = cfg
     for part in dotted.split("."):
         if node is None or isinstance(node, (str, bytes, int, float, list, tuple)):
@@ -33,7 +29,6 @@ def path_get(cfg: Any, dotted: str) -> Any:
 
 
 def architecture(target_hf_config: Any, where: str) -> str:
-    """``architectures[0]`` of a target config; an error naming the file ``where`` when it is not a list of names."""
     archs = cfg_get(target_hf_config, "architectures") or []
     if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
         raise InputError(where, "architectures", f"expected a list naming the target class, got {brief(archs)}",
@@ -42,13 +37,12 @@ def architecture(target_hf_config: Any, where: str) -> str:
 
 
 def decoder_field_prefix(arch: str) -> str:
-    """``"text_config."`` for wrappers that keep their decoder config there, else ``""``."""
     return "text_config." if arch in text_config_architectures() else ""
 
 
 def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
-    """``(architecture, num_hidden_layers, hidden_size)`` of a target HF config (dict or config object); the layer
-    count from the first of the family's ``layer_count_keys`` the config has (LongCat-Flash's ``num_layers``)."""
+    """``(architecture, num_hidden_layers, hidden_size)`` of a target HF config, the layer count from the first of the
+    family's ``layer_count_keys`` the config has (LongCat-Flash's ``num_layers``)."""
     arch = architecture(target_hf_config, where)
     prefix = decoder_field_prefix(arch)
     text = cfg_get(target_hf_config, "text_config") if prefix else target_hf_config
@@ -58,20 +52,16 @@ def target_dims(target_hf_config: Any, where: str) -> tuple[str, int, int]:
     family = family_of(arch)
     layers = family.layer_count_keys if family is not None else ("num_hidden_layers",)
     layer_key = next((k for k in layers if cfg_get(text, k) is not None), layers[0])
-    dims = []
     for key in (layer_key, "hidden_size"):
-        v = cfg_get(text, key)
-        if not is_int(v) or v < 1:
+        if not is_int(v := cfg_get(text, key)) or v < 1:
             raise InputError(where, prefix + key, f"expected a positive integer, got {brief(v)}",
                              "point TARGET at the target model's own config.json")
-        dims.append(v)
-    return arch, dims[0], dims[1]
+    return arch, cfg_get(text, layer_key), cfg_get(text, "hidden_size")
 
 
 def deepstack_layer_count(target_hf_config: Any, family: Any) -> int | None:
-    """How many decoder layers get deepstack features added to their output (layer ids ``0 .. count-1``): the length
-    of the list at ``family.deepstack`` in the target's config; 0 for a family without deepstack, None when the config
-    does not have the list."""
+    """How many decoder layers get deepstack features added to their output (the length of the list at
+    ``family.deepstack``); 0 for a family without deepstack, None when the config lacks the list."""
     if family is None or family.deepstack is None:
         return 0
     value = path_get(target_hf_config, family.deepstack)
@@ -79,7 +69,7 @@ def deepstack_layer_count(target_hf_config: Any, family: Any) -> int | None:
 
 
 def load_target_config(target: str | os.PathLike) -> tuple[dict, Path]:
-    """Read a target's HF config from a model directory or a ``config.json`` path; returns (dict, file)."""
+    """``(config, file)`` of a target's HF config, from a model directory or a ``config.json`` path."""
     p = Path(target)
     fix = "pass --target as the target model directory or its config.json"
     path = p / "config.json" if is_directory(p, fix=fix) else p
@@ -87,6 +77,6 @@ def load_target_config(target: str | os.PathLike) -> tuple[dict, Path]:
 
 
 def architecture_family(architecture: str) -> str:
-    """Compatibility unit of an architecture: its family's name, or the architecture itself without an entry."""
+    """Compatibility unit of an architecture: its family's name, else the architecture itself."""
     family = family_of(architecture)
     return family.name if family is not None else architecture

@@ -1,2 +1,1 @@
-"""The user records the core reads, one module per family (engine: :mod:`sglang_eagle3_capture.core.records`); the
-property tests cover every declared record (``tests/support/schemas.py`` lists them all)."""
+"""The user records the core reads, one module per file kind (docs/development.md, "Reading user input")."""

@@ -1,9 +1,5 @@
-"""A draft's checkpoint files: the safetensors index (``model.safetensors.index.json``) and each safetensors header.
-
-Both decide which bytes become which weight, so ``weight_map`` and every header entry are strict; the index's
-``metadata`` and any other key it holds are kept as written (``convert`` copies them), as are the header's
-``__metadata__`` strings.
-"""
+"""A draft's safetensors index and headers: they decide which bytes become which weight, so ``weight_map`` and every
+header entry are strict; any other key is kept as written (``convert`` copies it)."""
 
 from __future__ import annotations
 
@@ -21,8 +17,7 @@ DTYPE_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0"
               "F64": 64, "I64": 64, "U64": 64}
 MAX_DIMS = 16
 
-# A shard file name next to the index: never a path that leaves the checkpoint directory (absolute, ``..``) or enters
-# a subdirectory (two shards could then share a name).
+# A shard file name next to the index: never absolute, ``..`` or in a subdirectory (two shards could share a name).
 SHARD_NAME = Annotated[str, Meta(min_length=1, max_length=10_000, pattern=r"^(?!\.\.?$)[^/\\\x00]+$",
                                 description="a shard file name in the checkpoint directory (no directory part)")]
 

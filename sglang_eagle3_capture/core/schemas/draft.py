@@ -1,10 +1,6 @@
-"""A draft's ``config.json``: as every format reader sees it, as SGLang's ``LlamaForCausalLMEagle3`` reads it, and
-as speculators writes it (read by ``convert``).
-
-Unknown keys are kept (HF configs are full of them) except in the speculators top level, which ``convert`` refuses to
-carry unless it understands every setting. Strict is what changes what the fc receives or the math SGLang's draft
-class runs: the capture-id lists, the dimensions, the math flags, the layer count, the RoPE kind.
-"""
+"""A draft's ``config.json`` as every format reader, SGLang's ``LlamaForCausalLMEagle3`` and speculators see it:
+strict where a value changes what the fc receives or the math SGLang runs, unknown keys kept (refused only in the
+speculators top level, which ``convert`` carries only when it understands every setting)."""
 
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ SPECULATORS_ARCHS = ("Eagle3DraftModel", "Eagle3Speculator")
 
 DIM = integer(1, MAX_DIM)
 IDS = list_of(int, max_len=MAX_IDS)  # ranges are checked against the target (layer_ids.check_layer_ids)
-# eagle_config's list may also carry the layer id "final_norm" where it is marked as this package's layer ids (the
-# reader refuses it in an unmarked list: no stock id means the final norm's output)
+# "final_norm" is read only where the list is marked as this package's layer ids (no stock id means it)
 MARKABLE_IDS = list_of(int | Literal[FINAL_NORM], max_len=MAX_IDS)
 OBJECT = map_of(Any)
 FLAG = bool | None
@@ -38,8 +33,7 @@ def _flag(name: str) -> Any:
 
 
 class TopIds(Custom):
-    """The top-level id list, or the vLLM fail-closed value (config_keys.VLLM_FAIL_CLOSED_IDS, accepted only beside a
-    manifest by each reader); anything else is held to ``IDS``, whose error names the item."""
+    """The top-level id list, or the vLLM fail-closed value (accepted only beside a manifest by each reader)."""
 
     takes = ("list",)
 
@@ -59,8 +53,7 @@ KV_HEADS = fix(DIM | None, "copy num_key_value_heads from the draft's training c
 HEAD_DIM = fix(DIM | None, "copy head_dim from the draft's training config, or remove it")
 DRAFT_VOCAB = fix(DIM | None, "set it to the draft's lm_head rows, or remove it (lm_head from the target)")
 
-# The fail-closed object (config_keys.FAIL_CLOSED_IDS) passes the schema; each reader then accepts it only beside a
-# manifest (policy.declared_ids, draft_checks.plan_draft) and the format readers refuse it (it is no training format).
+# The fail-closed object passes here; each reader accepts it only beside a manifest, the format readers refuse it.
 FAIL_CLOSED = map_of(text(4000), max_len=1)
 
 _ROPE_FIX = "use a draft trained with default or YaRN full neox RoPE"
@@ -115,7 +108,6 @@ class ROPE(Record):
     truncate: fix(FLAG, _YARN) = None
 
 
-# The tensors a one-layer SGLang draft holds follow from these (checkpoint.expected_eagle3_tensors).
 @record("point at the draft's config.json", name="draft dimensions")
 class TENSOR_DIMS(Record, kw_only=True):
     hidden_size: HIDDEN
@@ -165,8 +157,7 @@ class SGLANG_DRAFT(Record, kw_only=True):  # fields in the order they are judged
     use_aux_norm: _flag("use_aux_norm") = None
 
 
-# What SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py on llama.py) cannot run with the math the draft was trained
-# with (each fix says why; llama4_text reads another MLP width), for every format's convert path.
+# What SGLang's LlamaForCausalLMEagle3 (llama_eagle3.py on llama.py) cannot run with the trained math, for convert.
 class HONOURED(Record, kw_only=True):
     model_type: fix(Literal["llama"], f"{_FAITHFUL}: SGLang's LlamaForCausalLMEagle3 is a Llama layer (a qwen3 "
                     "draft has q/k norms it has no place for)") = "llama"
@@ -180,7 +171,6 @@ class HONOURED(Record, kw_only=True):
                              ) = None
 
 
-# speculators' transformer_layer_config: an HF LlamaConfig (kept keys), strict where SGLang's class would differ.
 @record("re-save the draft with speculators", name="speculators transformer_layer_config")
 class TRANSFORMER_LAYER(HONOURED, kw_only=True):
     hidden_size: HIDDEN
@@ -204,8 +194,7 @@ class SGLANG_LAYOUT(HONOURED, kw_only=True):
     use_aux_norm: _flag("use_aux_norm") = None
 
 
-# speculators 0.9.0 Eagle3SpeculatorConfig's top level: convert carries these or keeps them as metadata, and
-# refuses any other key (a setting it does not understand could change the math).
+# speculators 0.9.0 Eagle3SpeculatorConfig's top level: convert carries these (or as metadata), refuses any other key.
 @record("convert only drafts whose every setting is understood (speculators 0.9.0 Eagle-3 keys)",
         name="speculators Eagle-3 config.json")
 class SPECULATORS(Record, forbid_unknown_fields=True, kw_only=True, rename={"ids": IDS_KEY}):

@@ -1,6 +1,5 @@
-"""``eagle3_manifest.json``: strict where the value changes what the fc receives (``format``, ``version``,
-``layer_ids``, ``target``), forward-compatible where it does not (``provenance`` and any block a later version adds
-beside it are metadata: kept, shown escaped, never refused)."""
+"""``eagle3_manifest.json``: strict where the value changes what the fc receives, metadata (kept, shown escaped,
+never refused) where it does not (docs/manifest.md)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,7 @@ FILENAME = "eagle3_manifest.json"
 FORMAT = "sglang-eagle3-capture.manifest"
 VERSION = 1  # what a manifest of integer layer ids is written as (every release of this package reads it)
 FINAL_NORM_VERSION = 2  # the version that added the "final_norm" token; a manifest listing it is written as this
-# The version that added the "expected" block, which the release before refuses at server start: a manifest carrying
-# it is written as this (versions 1 and 2 that carry it are still read: the block is metadata).
-EXPECTED_VERSION = 3
+EXPECTED_VERSION = 3  # added "expected", which the release before refuses: a manifest carrying it is written as this
 VERSIONS = (VERSION, FINAL_NORM_VERSION, EXPECTED_VERSION)
 WRITE_HINT = "sglang-eagle3-capture manifest write DRAFT_DIR --layer-ids=-1,2,30 --target TARGET"
 REWRITE = f"rewrite it with `{WRITE_HINT}`"
@@ -25,9 +22,7 @@ REWRITE = f"rewrite it with `{WRITE_HINT}`"
 # Bounds no real target reaches: a manifest beyond them is a corrupt or hostile file (and every check stays cheap).
 MAX_LAYERS = 100_000
 MAX_HIDDEN_SIZE = 1 << 20
-# The "expected" block (metadata, never refused: what the draft should accept when served, as ``verify`` measured it;
-# docs/metrics.md, "The alarm") is bounded so reading it, and the gauges a server exports from it, stay small: a draft
-# proposes at most MAX_EXPECTED_STEPS positions a step; the doctor writes about 30 settings.
+# Bounds of the "expected" block (docs/metrics.md, "The alarm"), so it and the gauges exported from it stay small.
 MAX_EXPECTED_STEPS = 64
 MAX_EXPECTED_SETTINGS = 256
 WRITE_EXPECTED = "rewrite it with `sglang-eagle3-capture verify DRAFT --data SAMPLES --write-expected`"
