@@ -187,14 +187,12 @@ def expected_eagle3_tensors(config: Mapping, num_aux: int, target_hidden_size: i
     exp.update({"embed_tokens.weight": ((vocab, h), False), "d2t": ((dvocab,), dvocab != vocab),
                 "t2d": ((vocab,), dvocab != vocab)})
     if config.get("bias"):  # llama.py gives o_proj a bias for "bias" too: unloaded, SGLang would serve garbage there
-        exp["fc.bias"] = ((h,), True)
-        exp["midlayer.self_attn.o_proj.bias"] = ((h,), True)
+        exp.update({"fc.bias": ((h,), True), f"{attn}o_proj.bias": ((h,), True)})
     flags = resolve_flags(config, where, forbid_pair=False)  # the tensors SGLang's class builds for these flags
     if flags["norm_before_fc"]:
         exp["input_norm.weight"] = ((num_aux * t,), True)
     if flags["fc_norm"]:
-        for i in range(num_aux):
-            exp[f"fc_norm.{i}.weight"] = ((t,), True)
+        exp.update({f"fc_norm.{i}.weight": ((t,), True) for i in range(num_aux)})
     return exp
 
 

@@ -64,9 +64,8 @@ class Yarn:
         original = top_level_original or rope.get("original_max_position_embeddings")
         for name, value in (("factor", rope.get("factor")), ("original_max_position_embeddings", original)):
             if value is None:
-                raise InputError(where, f"{field}.{name}", "is missing for YaRN RoPE (SGLang would guess it "
-                                 "and log a warning)", "copy it from the rope parameters the draft was trained "
-                                 "with")
+                raise InputError(where, f"{field}.{name}", "is missing for YaRN RoPE (SGLang would guess it and log "
+                                 "a warning)", "copy it from the rope parameters the draft was trained with")
         optional = {k: rope[k] for k in ("beta_fast", "beta_slow", "extrapolation_factor", "attn_factor", "mscale",
                                          "mscale_all_dim", "truncate") if rope.get(k) is not None}
         return cls(factor=rope["factor"], original_max_position_embeddings=original, **optional)

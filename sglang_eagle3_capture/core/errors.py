@@ -15,9 +15,7 @@ def shown(value: Any) -> str:
     if isinstance(value, bytes):
         value = os.fsdecode(value)
     s = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-    if s.isprintable():
-        return s
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+    return s if s.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 def brief(value: Any, limit: int = 120) -> str:

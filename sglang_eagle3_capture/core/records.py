@@ -246,9 +246,9 @@ def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, s
         return [(prefix or "<document>", f"expected an object, got {brief(doc)}")]
     out = []
     for f in rec.fields():
+        name = f"{prefix}.{f.encode_name}".lstrip(".")
         if f.encode_name not in doc:
-            if f.required:
-                out.append((f"{prefix}.{f.encode_name}".lstrip("."), "missing"))
+            out += [(name, "missing")] if f.required else []
             continue
         try:
             msgspec.convert(doc[f.encode_name], f.type, strict=True, dec_hook=_hook)
@@ -256,5 +256,5 @@ def problems(rec: type[Record], doc: Any, prefix: str = "") -> list[tuple[str, s
             field, problem, _ = _locate(rec, doc, f"{e} - at `$.{f.encode_name}`")
             out.append((f"{prefix}.{field}".lstrip("."), problem))
         except UnicodeEncodeError:
-            out.append((f"{prefix}.{f.encode_name}".lstrip("."), SURROGATE))
+            out.append((name, SURROGATE))
     return out

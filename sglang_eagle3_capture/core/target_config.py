@@ -30,7 +30,7 @@ def path_get(cfg: Any, dotted: str) -> Any:
 
 def architecture(target_hf_config: Any, where: str) -> str:
     archs = cfg_get(target_hf_config, "architectures") or []
-    if isinstance(archs, str) or not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
+    if not isinstance(archs, (list, tuple)) or not archs or not isinstance(archs[0], str):
         raise InputError(where, "architectures", f"expected a list naming the target class, got {brief(archs)}",
                          "point TARGET at the target model's own config.json")
     return archs[0]

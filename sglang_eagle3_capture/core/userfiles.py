@@ -57,17 +57,10 @@ def _failed(path: Any, field: str, doing: str, e: OSError, *, writing: bool = Fa
 
 def path_kind(path: str | os.PathLike, *, fix: str | None = None) -> str:
     """What ``path`` is after symlinks: file, directory, missing, dangling symlink, symlink loop, or a fifo etc."""
-    p = os.fspath(path)
     try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        try:
-            os.lstat(p)
-        except OSError:
-            return "missing"
-        return "dangling symlink"
-    except NotADirectoryError:
-        return "missing"
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        return "dangling symlink" if isinstance(e, FileNotFoundError) and os.path.lexists(path) else "missing"
     except OSError as e:
         if e.errno == errno.ELOOP:
             return "symlink loop"
@@ -76,39 +69,35 @@ def path_kind(path: str | os.PathLike, *, fix: str | None = None) -> str:
         problem, how = os_problem(e)
         raise InputError(path, "<file>", f"cannot be looked at ({problem})",
                          how if fix is None else f"{how}, or {fix}") from None
-    if stat.S_ISREG(st.st_mode):
-        return "file"
-    if stat.S_ISDIR(st.st_mode):
-        return "directory"
-    return _KIND_NAMES.get(stat.S_IFMT(st.st_mode), "not a regular file")
+    kind = stat.S_IFMT(st.st_mode)
+    return {stat.S_IFREG: "file", stat.S_IFDIR: "directory"}.get(kind) or _KIND_NAMES.get(kind, "not a regular file")
 
 
-def _not_a_file(kind: str, path: Any, missing: str) -> str:
+def _not_a_file(kind: str, path: Any) -> str:
     if kind == "dangling symlink":
         try:
             return f"is a dangling symlink (to {shown(os.readlink(path))!r})"
         except OSError:
             return "is a dangling symlink"
-    fixed = {"missing": missing, "directory": "is a directory, not a file", "symlink loop": "is a symlink loop"}
+    fixed = {"directory": "is a directory, not a file", "symlink loop": "is a symlink loop"}
     return fixed.get(kind, f"is {kind}, not a regular file")
-
-
-def require_file(path: str | os.PathLike, *, fix: str, missing: str = "not found") -> None:
-    kind = path_kind(path, fix=fix)
-    if kind != "file":
-        raise InputError(path, "<file>", _not_a_file(kind, path, missing), fix)
-
-
-def is_directory(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
-    return path_kind(path, fix=fix) == "directory"
 
 
 def is_file(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
     """True for a regular file, False when nothing is there; ``InputError`` for anything else that stands there."""
     kind = path_kind(path, fix=fix)
     if kind not in ("file", "missing"):
-        raise InputError(path, "<file>", _not_a_file(kind, path, ""), fix)
+        raise InputError(path, "<file>", _not_a_file(kind, path), fix)
     return kind == "file"
+
+
+def require_file(path: str | os.PathLike, *, fix: str, missing: str = "not found") -> None:
+    if not is_file(path, fix=fix):
+        raise InputError(path, "<file>", missing, fix)
+
+
+def is_directory(path: str | os.PathLike, *, fix: str = "check the path") -> bool:
+    return path_kind(path, fix=fix) == "directory"
 
 
 def list_directory(path: str | os.PathLike, *, fix: str) -> list[str]:
@@ -153,16 +142,14 @@ def read_bytes(path: str | os.PathLike, *, fix: str, missing: str = "not found",
     return data
 
 
-class _Refused(ValueError):  # (field, problem) of a JSON document refused while it was parsed
-    pass
+class _Refused(ValueError):
+    """``(field, problem)`` of a JSON document refused while it was parsed."""
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Refused(key, "given twice (duplicate key)")
-        out[key] = value
+    out, seen = dict(pairs), set()
+    if len(out) < len(pairs):  # the first key given a second time
+        raise _Refused(next(k for k, _ in pairs if k in seen or seen.add(k)), "given twice (duplicate key)")
     return out
 
 
@@ -250,7 +237,7 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, fix: str | 
     path = Path(path)
     kind = path_kind(path)
     if kind not in ("file", "missing"):
-        raise InputError(path, "<file>", _not_a_file(kind, path, ""), fix or "remove it, or write elsewhere")
+        raise InputError(path, "<file>", _not_a_file(kind, path), fix or "remove it, or write elsewhere")
     try:
         _replace(path, data, mode=0o666)
     except OSError as e:
