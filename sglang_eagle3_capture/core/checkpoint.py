@@ -15,7 +15,7 @@ from .draft_config import default_release, resolve_flags
 from .errors import InputError, brief
 from .schemas.checkpoint import DTYPE_BITS, HEADER, INDEX, REEXPORT, TENSOR
 from .schemas.draft import TENSOR_DIMS
-from .userfiles import list_directory, open_regular, os_problem, parse_json, path_kind, read_json_object, require_file
+from .userfiles import list_directory, open_regular, os_error, parse_json, path_kind, read_json_object, require_file
 
 INDEX_FILENAME = "model.safetensors.index.json"
 SINGLE_FILENAME = "model.safetensors"
@@ -72,8 +72,7 @@ def read_safetensors_header(path: str | Path, *, fix: str = REEXPORT) -> tuple[d
                                  f"{MAX_HEADER_BYTES}", fix)
             raw = f.read(n)
         except OSError as e:
-            problem, how = os_problem(e)
-            raise InputError(p, "<file>", f"cannot read ({problem})", how) from None
+            raise os_error(p, "<file>", "cannot read", e) from None
     if not raw.lstrip().startswith(b"{"):
         raise InputError(p, "<header>", "not a safetensors header (no JSON object)", fix)
     header = records.read(HEADER, parse_json(raw, where=p, fix=fix), file=p, fix=fix)

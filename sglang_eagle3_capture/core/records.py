@@ -212,10 +212,9 @@ def _plain(value: Any, doc: Any) -> Any:
     if isinstance(value, Custom):
         return value.value
     if isinstance(value, Struct):
-        out = {} if value.__struct_config__.forbid_unknown_fields else dict(doc)
-        for f in type(value).fields():
-            out[f.encode_name] = _plain(getattr(value, f.name), doc.get(f.encode_name))
-        return out
+        kept = {} if value.__struct_config__.forbid_unknown_fields else doc
+        return {**kept, **{f.encode_name: _plain(getattr(value, f.name), doc.get(f.encode_name))
+                           for f in type(value).fields()}}
     if isinstance(value, list) and isinstance(doc, (list, tuple)):
         return [_plain(v, d) for v, d in zip(value, doc)]
     if isinstance(value, dict) and isinstance(doc, dict):

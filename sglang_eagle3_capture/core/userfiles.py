@@ -49,8 +49,9 @@ def os_problem(e: OSError, *, writing: bool = False) -> tuple[str, str]:
                                          "check the file and the file system")
 
 
-def _failed(path: Any, field: str, doing: str, e: OSError, *, writing: bool = False,
-            fix: str | None = None) -> InputError:
+def os_error(path: Any, field: str, doing: str, e: OSError, *, writing: bool = False,
+             fix: str | None = None) -> InputError:
+    """The ``InputError`` for ``e`` raised while ``doing`` (e.g. "cannot read") at ``path``."""
     problem, how = os_problem(e, writing=writing)
     return InputError(path, field, f"{doing} ({problem})", fix or how)
 
@@ -104,7 +105,7 @@ def list_directory(path: str | os.PathLike, *, fix: str) -> list[str]:
     try:
         return sorted(os.listdir(path))
     except OSError as e:
-        raise _failed(path, "<dir>", "cannot list the directory", e,
+        raise os_error(path, "<dir>", "cannot list the directory", e,
                       fix=fix if e.errno == errno.ENOENT else None) from None
 
 
@@ -114,7 +115,7 @@ def open_regular(path: str | os.PathLike, *, fix: str, missing: str = "not found
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        raise _failed(path, "<file>", "cannot open", e) from None
+        raise os_error(path, "<file>", "cannot open", e) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else between stat and open
             raise InputError(path, "<file>", "is not a regular file", fix)
@@ -136,7 +137,7 @@ def read_bytes(path: str | os.PathLike, *, fix: str, missing: str = "not found",
             if len(data) > size:  # it grew since fstat (or the kernel reports no size): read on, still bounded
                 data += f.read(max_bytes + 1 - len(data))
         except OSError as e:
-            raise _failed(path, "<file>", "cannot read", e) from None
+            raise os_error(path, "<file>", "cannot read", e) from None
     if len(data) > max_bytes:
         raise InputError(path, "<file>", f"holds more than the {max_bytes} bytes this reader accepts", fix)
     return data
@@ -241,7 +242,7 @@ def write_file_atomic(path: str | os.PathLike, data: bytes | str, *, fix: str | 
     try:
         _replace(path, data, mode=0o666)
     except OSError as e:
-        raise _failed(path, "<file>", "cannot write", e, writing=True, fix=fix) from None
+        raise os_error(path, "<file>", "cannot write", e, writing=True, fix=fix) from None
     fsync_directory(path.parent)
     return path
 
@@ -260,7 +261,7 @@ class PrivateDirectory:
             os.makedirs(path.parent, exist_ok=True)
         except OSError as e:  # FileExistsError: something other than a directory stands above it
             code = errno.ENOTDIR if isinstance(e, FileExistsError) else e.errno
-            raise _failed(path, "<dir>", "cannot create the directory", OSError(code, e.strerror),
+            raise os_error(path, "<dir>", "cannot create the directory", OSError(code, e.strerror),
                           writing=True) from None
         return cls(_open_private(str(path), None, path), path)
 
@@ -272,7 +273,7 @@ class PrivateDirectory:
             _replace(Path(name), data, mode=PRIVATE_FILE_MODE, dir_fd=self.fd)
             os.fsync(self.fd)
         except OSError as e:
-            raise _failed(self.path / name, "<file>", "cannot write", e, writing=True) from None
+            raise os_error(self.path / name, "<file>", "cannot write", e, writing=True) from None
         return self.path / name
 
     def remove(self, name: str) -> None:
@@ -302,7 +303,7 @@ def _open_private(name: str, dir_fd: int | None, path: Path) -> int:
     except FileExistsError:
         pass  # checked below, as any existing directory
     except OSError as e:
-        raise _failed(path, "<dir>", "cannot create the directory", e, writing=True) from None
+        raise os_error(path, "<dir>", "cannot create the directory", e, writing=True) from None
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
@@ -314,7 +315,7 @@ def _open_private(name: str, dir_fd: int | None, path: Path) -> int:
             raise InputError(path, "<dir>", f"is {kind}, not a directory", _REPLACE_FIX)
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as e:
-        raise _failed(path, "<dir>", "cannot open the directory", e) from None
+        raise os_error(path, "<dir>", "cannot open the directory", e) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISDIR(st.st_mode):  # swapped between the look and the open
@@ -352,7 +353,7 @@ def finish_file(path: str | os.PathLike) -> None:
         finally:
             os.close(fd)
     except OSError as e:
-        raise _failed(path, "<file>", "cannot write", e, writing=True) from None
+        raise os_error(path, "<file>", "cannot write", e, writing=True) from None
 
 
 @contextlib.contextmanager
@@ -364,7 +365,7 @@ def atomic_directory(dst: str | os.PathLike) -> Iterator[Path]:
     try:
         os.mkdir(tmp, 0o777)
     except OSError as e:
-        raise _failed(parent, "<dir>", "cannot create a directory there", e, writing=True) from None
+        raise os_error(parent, "<dir>", "cannot create a directory there", e, writing=True) from None
     try:
         yield tmp
         try:
@@ -381,7 +382,7 @@ def atomic_directory(dst: str | os.PathLike) -> Iterator[Path]:
                 raise InputError(dst, "<dir>", "is a mount point or in use, so the finished copy cannot be renamed "
                                  "onto it", f"write into a new directory inside it, e.g. "
                                  f"{brief(str(dst / 'draft'), 200)}") from None
-            raise _failed(dst, "<file>", "cannot write", e, writing=True) from None
+            raise os_error(dst, "<file>", "cannot write", e, writing=True) from None
         tmp = None
         fsync_directory(parent)
     finally:
