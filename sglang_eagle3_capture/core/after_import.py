@@ -1,8 +1,5 @@
-"""Run code right after a module is first executed: the import hook the plugin and the CPU runtime share.
-
-Standard library only, so it can run at interpreter start-up (the CPU runtime's ``sitecustomize``). One finder,
-first on ``sys.meta_path``, wraps the module's real loader and runs the actions after it executes the module.
-"""
+"""Run code right after a module is first executed: the import hook the plugin and the CPU runtime share (standard
+library only: it runs from the CPU runtime's ``sitecustomize``)."""
 
 from __future__ import annotations
 
@@ -27,21 +24,19 @@ class _ThenRun(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        """Execute the module, then run its actions."""
         self.loader.exec_module(module)
         for action in self.actions:
             action()
 
 
 class _AfterImportFinder(importlib.abc.MetaPathFinder):
-    """Claims registered module names; the real finders locate them and this finder wraps their loader."""
+    """First on ``sys.meta_path``: the real finders locate a registered module, and this one wraps its loader once."""
 
     def __init__(self) -> None:
         self.pending: dict[str, list[Callable[[], None]]] = {}
         self._resolving: set[str] = set()
 
     def find_spec(self, fullname, path=None, target=None):
-        """The real spec of a registered module, with its loader wrapped (once: the actions are then consumed)."""
         if fullname not in self.pending or fullname in self._resolving:
             return None
         self._resolving.add(fullname)
@@ -54,22 +49,17 @@ class _AfterImportFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _finder() -> _AfterImportFinder:
-    # One finder per interpreter, found again by its class name so a re-imported copy of this module reuses it.
-    for f in sys.meta_path:
-        if type(f).__name__ == _AfterImportFinder.__name__ and hasattr(f, "pending"):
-            return f
-    f = _AfterImportFinder()
-    sys.meta_path.insert(0, f)
-    return f
-
-
 def when_imported(name: str, action: Callable[[], None]) -> None:
-    """Run ``action()`` right after module ``name`` is first executed (now, if it already is); an action already
-    waiting for ``name`` is not added twice."""
+    """Run ``action()`` right after module ``name`` is first executed (now, if it already is), once per action."""
     if name in sys.modules:
         action()
         return
-    actions = _finder().pending.setdefault(name, [])
-    if action not in actions:  # the same action registered again (e.g. register() called twice) runs once
+    # One finder per interpreter, found by its class name so a re-imported copy of this module reuses it.
+    finder = next((f for f in sys.meta_path if type(f).__name__ == _AfterImportFinder.__name__
+                   and hasattr(f, "pending")), None)
+    if finder is None:
+        finder = _AfterImportFinder()
+        sys.meta_path.insert(0, finder)
+    actions = finder.pending.setdefault(name, [])
+    if action not in actions:
         actions.append(action)

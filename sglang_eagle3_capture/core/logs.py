@@ -1,10 +1,5 @@
-"""The package's loggers: every log line the plugin emits is one line, with what users control escaped.
-
-Log lines carry values users control (a draft path, an environment variable's value); one holding a newline or a
-terminal escape must not forge a line (``...\\neagle3-capture self-check passed``) nor repaint the terminal. The
-filter of :func:`get_logger` escapes each rendered message as :func:`~.errors.shown` does, so no call site has to
-remember it; a traceback from ``exc_info`` is left as Python formats it.
-"""
+"""The package's loggers: each log line escaped as :func:`~.errors.shown` escapes it, so a value users control (a
+path, an environment variable) cannot forge a line or repaint the terminal (docs/threat-model.md)."""
 
 from __future__ import annotations
 
@@ -32,7 +27,7 @@ _FILTER = EscapeFilter()
 
 
 def get_logger(name: str) -> logging.Logger:
-    """``logging.getLogger(name)`` with the escaping filter (module doc); the one way the package makes a logger."""
+    """``logging.getLogger(name)`` with the escaping filter: the one way the package makes a logger."""
     logger = logging.getLogger(name)
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)

@@ -1,9 +1,5 @@
-"""Tensor-parallel ranks must serve one wiring: each rank states what it serves, and all statements must be equal.
-
-Each TP rank reads the draft's files on its own, so a file edited between two ranks' reads would capture different
-layers on different ranks while each rank's self-check passes. Plain data, no engine: the adapter gathers each
-rank's :func:`statement` over its TP CPU group and :func:`check` refuses on every rank unless all are equal.
-"""
+"""Tensor-parallel ranks must serve one wiring: each rank reads the draft's files on its own, so the adapter gathers
+every rank's :func:`statement` over its TP CPU group and :func:`check` refuses on every rank unless all are equal."""
 
 from __future__ import annotations
 
@@ -29,9 +25,7 @@ def manifest_digest(manifest: Any) -> str | None:
 
 def statement(layer_ids: Sequence[Any] | None, file: Any = None, field: str | None = None, manifest: Any = None,
               stock: Sequence[Any] | None = None) -> dict:
-    """What one rank serves: the layer ids it wires (fc order) and the file and field that declare them (None: none
-    declared; ``stock``: the loop indices stock SGLang wiring was handed then), and the digest of the manifest it
-    read. Picklable, small, equal on two ranks exactly when they serve the same."""
+    """What one rank serves (picklable; ``layer_ids`` None: stock wiring of the loop indices ``stock``)."""
     return {"layer_ids": None if layer_ids is None else list(layer_ids), "file": None if file is None else str(file),
             "field": field, "manifest": manifest_digest(manifest), "stock": None if stock is None else list(stock)}
 
@@ -45,8 +39,7 @@ def _described(s: Mapping) -> str:
 
 
 def check(statements: Sequence[Mapping]) -> None:
-    """Raise :class:`~.errors.DeploymentError` unless every rank's statement (index = rank in the TP group) is the
-    same. Every rank raises the same error: it names the first declaring rank's file and field."""
+    """Raise the same DeploymentError on every rank (index = TP rank) unless all statements are equal."""
     groups: dict[str, list[int]] = {}
     for rank, s in enumerate(statements):
         groups.setdefault(json.dumps(s, sort_keys=True, default=repr), []).append(rank)
