@@ -1,12 +1,5 @@
 """WHAT the target captures: layer ids -> SGLang capture-loop indices, and the chunks in fc order (no SGLang import;
-docs/how-it-works.md, "What the target captures").
-
-Loop index ``i`` is the residual stream entering decoder layer ``i`` (``layers/layer_boundary/stage.py::
-_prepare_attention``), HF ``output_hidden_states[i]``; captures come out in ascending loop order. No loop reaches
-index ``N``: layer id ``N-1`` and ``"final_norm"`` are taken from the final norm's ``(normed, hidden + residual)``
-by a forward hook. A family with ``stream_from="input-norm"`` (Gemma 3) has the stream taken at each captured
-layer's input norm instead, since its loop captures only the branch output.
-"""
+docs/how-it-works.md, "What the target captures"; ``stream_from="input-norm"``: docs/families.md)."""
 
 from __future__ import annotations
 
@@ -25,12 +18,8 @@ class CaptureError(Eagle3CaptureError, RuntimeError):
 
 @dataclass(frozen=True)
 class CapturePlan:
-    """Which hidden states the target feeds the draft's fc, and in what order.
-
-    ``layer_ids[j]`` is fc chunk ``j``; ``loop_indices`` is the ascending list SGLang's loop captures;
-    ``captures_last_layer`` and then ``captures_final_norm`` append chunks taken at the final norm;
-    ``chunk_order[j]`` is the chunk (in that combined order) that becomes fc chunk ``j``.
-    """
+    """``layer_ids[j]`` is fc chunk ``j``; the loop captures ``loop_indices`` (ascending), then the final norm's input
+    and output when captured; ``chunk_order[j]`` is the chunk, in that combined order, that becomes fc chunk ``j``."""
 
     layer_ids: tuple[int, ...]
     loop_indices: tuple[int, ...]
@@ -46,15 +35,11 @@ class CapturePlan:
 
     @property
     def hooks_final_norm(self) -> bool:
-        """True when a chunk comes from the final norm (its input, its output, or both)."""
         return self.captures_last_layer or self.captures_final_norm
 
 
 def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str) -> CapturePlan:
-    """Validate ``layer_ids`` (fc order) for an ``N``-layer target; ``where`` (file and field) goes into every error.
-
-    ``plan_capture([30, -1, 2], 61, ...)`` captures loop indices ``(0, 3, 31)`` with chunk order ``(2, 0, 1)``.
-    """
+    """Validate ``layer_ids`` (fc order) for an ``N``-layer target; ``where`` (file and field) goes into every error."""
     ids = check_layer_ids(list(layer_ids), num_hidden_layers, file=where)
     loop, last, order = split_capture(ids, num_hidden_layers)
     return CapturePlan(layer_ids=ids, loop_indices=loop, chunk_order=order, where=where, captures_last_layer=last,
@@ -62,12 +47,8 @@ def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str
 
 
 def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None, normed: Any = None) -> Any:
-    """The fc input ``[T, K*H]`` from the loop's captures ``aux`` (packed or a list; None when the loop captures
-    nothing), ``last`` and ``normed`` (``[T, H]`` each, when the plan captures them), in fc order.
-
-    A packed identity ``aux`` is returned as is; otherwise a new tensor, so it never aliases the residual storage
-    ``last`` borrows. Shape-only logic, so the same kernels run for every batch.
-    """
+    """The fc input ``[T, K*H]`` from the loop's captures ``aux`` (packed, a list or None), ``last`` and ``normed``:
+    a packed identity ``aux`` as is, else a new tensor that never aliases the residual storage ``last`` borrows."""
     listed = isinstance(aux, (list, tuple))
     if plan.is_identity and not listed:
         return aux
@@ -83,36 +64,25 @@ def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None, normed: Any = Non
     for wanted, value in ((plan.captures_last_layer, last), (plan.captures_final_norm, normed)):
         if wanted:
             chunks.append(value.to(chunks[0].dtype) if chunks else value)
-    if len(chunks) == 1:
-        return chunks[0].clone()
-    return torch.cat([chunks[c] for c in plan.chunk_order], dim=-1)
+    return chunks[0].clone() if len(chunks) == 1 else torch.cat([chunks[c] for c in plan.chunk_order], dim=-1)
 
 
 class FcFeed:
-    """What the capture patch installs on one decoder stack (``_eagle3_capture_feed``): puts the forward's captures
-    into fc order and hands them to the optional dump. ``plan`` is None under stock wiring (the dump alone);
-    ``layers`` is the very list object put in ``layers_to_capture``.
-
-    The first-batch self-check (:mod:`.selfcheck`) proves the chunks are the right states; the per-forward
-    checks here (:meth:`_count`, :meth:`_last_layer_output`) cover what the first batch cannot prove of later ones.
-    """
+    """Installed on a decoder stack as ``_eagle3_capture_feed``: the forward's captures in fc order, checked each
+    forward (the self-check proves the first batch only), to the optional dump; ``plan`` None: stock wiring."""
 
     __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "final_norm", "stream_norms", "_last",
                  "_normed", "_streams", "_hooks", "__weakref__")
 
     def __init__(self, plan: CapturePlan | None, layers: list, dump: Any = None, num_hidden_layers: int = 0, *,
                  model_name: str, final_norm: str = "norm", stream_norms: tuple[str, str] | None = None) -> None:
-        self.plan = plan
-        self.final_norm = final_norm  # the decoder stack's final norm attribute (the family table's)
-        # (layer list, input norm) attributes: take each captured layer's entering stream at its input norm (module doc)
-        self.stream_norms = stream_norms
-        self.layers = layers
-        self.num_hidden_layers = num_hidden_layers
-        self.dump = dump
-        self.model_name = model_name
-        self._last = None  # the final norm's hidden + residual, between the hook and __call__
-        self._normed = None  # the final norm's output, likewise
-        self._streams: dict[int, Any] = {}  # loop index -> the stream entering that layer, likewise
+        # layers: the very list in layers_to_capture; stream_norms: (layer list, input norm) attributes
+        self.plan, self.layers, self.dump, self.num_hidden_layers = plan, layers, dump, num_hidden_layers
+        self.model_name, self.final_norm, self.stream_norms = model_name, final_norm, stream_norms
+        # what the hooks took for this batch, until __call__: the final norm's hidden + residual and output, and
+        # loop index -> the stream entering that layer
+        self._last = self._normed = None
+        self._streams: dict[int, Any] = {}
         self._hooks: list = []
 
     def fed_layer_ids(self, current_loop: Any) -> tuple[int, ...] | None:
@@ -124,8 +94,7 @@ class FcFeed:
         return layer_ids_of_loop(self.layers, self.num_hidden_layers)
 
     def attach(self, model: Any) -> None:
-        """Hook ``model``'s final norm when the plan needs it, and each captured layer's input norm under
-        ``stream_norms``."""
+        """Hook the final norm when the plan needs it, and each captured layer's input norm under ``stream_norms``."""
         if self.plan is None:
             return
         if self.plan.hooks_final_norm:
@@ -138,60 +107,49 @@ class FcFeed:
                                                                     with_kwargs=True))
 
     def detach(self) -> None:
-        """Remove the hooks :meth:`attach` installed."""
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
 
     def _take_last_layer_output(self, module: Any, args: tuple, output: Any) -> None:
-        # RMSNorm(x, residual) returns (normed, x + residual): the last layer's output, and the post-norm state.
-        # Called with no residual (never in these families' final norms, kept for completeness), x itself is the
-        # last layer's output and the output is the normed tensor.
+        # RMSNorm(x, residual) returns (normed, x + residual); without a residual, x is the last layer's output
         pair = isinstance(output, tuple)
         self._last = output[1] if pair else args[0]
         self._normed = output[0] if pair else output
 
     def _take_stream(self, i: int, module: Any, args: tuple, kwargs: dict) -> None:
-        # Before the norm runs: a fused kernel (Gemma3RMSNorm.forward_cuda) overwrites x with the normed output and
-        # residual with the sum, in place. x + residual is the sum the norm forms, rounded once in x's dtype as
-        # forward_native computes it and as the fused kernel stores it (fp32 add, one rounding).
+        # Before a fused kernel (Gemma3RMSNorm.forward_cuda) overwrites both in place: x + residual is the sum the
+        # norm forms, rounded once in x's dtype as forward_native computes it and the fused kernel stores it.
         x = args[0] if args else kwargs.get("x", kwargs.get("hidden_states"))
         residual = args[1] if len(args) > 1 else kwargs.get("residual")
         self._streams[i] = x.clone() if residual is None else x + residual
 
     def _taken_streams(self, aux: Any) -> list:
-        """The streams the input-norm hooks took for this batch, in loop order, each checked against the loop's
-        own chunk of that index."""
+        """The streams the input-norm hooks took for this batch, in loop order, each checked against the loop's."""
         taken, self._streams = self._streams, {}
-        out = []
         for c, i in enumerate(self.plan.loop_indices):
             value, own = taken.get(i), aux[c]
             if value is None or value.shape != own.shape:
-                got = None if value is None else tuple(value.shape)
                 raise CaptureError(self.plan.where, None, f"the stream entering {self.model_name}.layers[{i}] was not "
-                                   f"taken at its input norm for this batch (got {got}, the loop's capture "
+                                   f"taken at its input norm for this batch (got {_shape(value)}, the loop's capture "
                                    f"{tuple(own.shape)})", "serve with a supported SGLang release (this forward path "
                                    "does not run the decoder layers' input norms)")
-            out.append(value)
-        return out
+        return [taken[i] for i in self.plan.loop_indices]
 
     def _last_layer_output(self, hidden: Any, aux: Any, taken: Any, what: str) -> Any:
-        """The final-norm hook's tensor ``taken`` for this batch, checked on every forward: a later batch whose path
-        skips the hooked norm would otherwise feed the previous batch's tensor without any error."""
+        """The final-norm hook's tensor ``taken``, checked to belong to this batch (docs/how-it-works.md)."""
         if hidden.shape[0] == 0:  # an idle or empty batch skips the final norm
             return hidden.new_empty(hidden.shape)
         rows = aux[0].shape[0] if isinstance(aux, (list, tuple)) and aux else getattr(aux, "shape", (None,))[0]
         if taken is None or taken.shape != hidden.shape or (rows is not None and taken.shape[0] != rows):
-            got = None if taken is None else tuple(taken.shape)
             raise CaptureError(self.plan.where, None, f"{what} was not taken at {self.model_name}'s final norm for "
-                               f"this batch (got {got}, hidden states {tuple(hidden.shape)}, loop captures with "
-                               f"{rows} rows)", "serve with a supported SGLang release, or a draft that does not use "
-                               "the last layer")
+                               f"this batch (got {_shape(taken)}, hidden states {tuple(hidden.shape)}, loop captures "
+                               f"with {rows} rows)", "serve with a supported SGLang release, or a draft that does not "
+                               "use the last layer")
         return taken
 
     def _count(self, aux: Any) -> None:
-        """Count a list of captures on every forward: SGLang counts a packed tensor itself
-        (``AuxHiddenStatePacker``) but never a list."""
+        """Count a list of captures: SGLang counts a packed tensor (``AuxHiddenStatePacker``), never a list."""
         want = len(self.plan.loop_indices)
         got = 0 if aux is None else len(aux) if isinstance(aux, (list, tuple)) else want
         if got != want:
@@ -225,11 +183,12 @@ class FcFeed:
 
 
 def batch_token_ids(input_ids: Any, forward_batch: Any) -> Any:
-    """The batch's token ids, for the dump: the stack's ``input_ids``, else the ForwardBatch's (a multimodal wrapper
-    such as ``general_mm_embed_routine`` passes ``input_ids=None``); None when the request served embeddings."""
-
-    if input_ids is not None:
+    """The stack's ``input_ids``, else (``general_mm_embed_routine`` passes None) the ForwardBatch's; None for
+    embeddings."""
+    if input_ids is not None or getattr(forward_batch, "input_embeds", None) is not None:
         return input_ids
-    if getattr(forward_batch, "input_embeds", None) is not None:
-        return None
     return getattr(forward_batch, "input_ids", None)
+
+
+def _shape(t: Any) -> tuple | None:
+    return None if t is None else tuple(t.shape)
