@@ -1,10 +1,6 @@
-"""Checks on an EAGLE-3 draft directory against its manifest, before SGLang builds the draft (no SGLang import;
-:mod:`.sglang.draft` calls them from inside SGLang's draft classes). Every error is a :class:`DeploymentError`.
-
-Checked against the manifest: the fc chunk count as each of SGLang's three readers derives it
-(:func:`sglang_chunk_counts`), the chunk width (``target_hidden_size``, else ``hidden_size``), and the math flags
-the class can run (:mod:`.sglang.draft` adds what SGLang's classes lack, or refuses).
-"""
+"""Checks on an EAGLE-3 draft directory against its manifest before SGLang builds the draft (no SGLang import;
+docs/how-it-works.md, "The draft side"): the fc chunk count as each SGLang reader derives it, the chunk width and
+the math flags. Every error is a :class:`DeploymentError`."""
 
 from __future__ import annotations
 
@@ -37,7 +33,6 @@ class DraftPlan:
     tensor_files: dict  # checkpoint tensor name -> checkpoint.TensorInfo (file, dtype, shape)
 
     def where(self, tensor: str) -> str:
-        """``"<file>: tensor '<name>'"`` for error messages."""
         info = self.tensor_files.get(tensor)
         return f"{shown(info.file if info is not None else self.config_file.parent)}: tensor '{shown(tensor)}'"
 
@@ -51,9 +46,8 @@ def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
     ec_ids, top_ids = _eagle_config_value(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
     ec_f, top_f, num_f = f"eagle_config.{IDS_FIELD}", IDS_FIELD, "num_aux_hidden_states"
     default = (3, "<absent: SGLang's default of 3>")
-    closed = is_fail_closed(ec_ids)  # plan_draft requires num_aux_hidden_states beside it; the plugin's draft
-    if closed:  # __init__ hands the MLA class the manifest's ids in its place
-        ec_ids = None
+    closed = is_fail_closed(ec_ids)  # then plan_draft requires num_aux_hidden_states beside it, and the plugin's
+    ec_ids = None if closed else ec_ids  # draft __init__ hands the MLA class the manifest's ids in its place
 
     def first(*options):
         return next(((len(v) if f != num_f else v, f) for v, f in options if v), default)
@@ -67,21 +61,11 @@ def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
     return out
 
 
-def check_window(cfg: Any, server_window: int | None, where: Any) -> None:
-    """Refuse a draft trained with sliding-window attention unless the server's draft window matches it."""
-    window = cfg_get(cfg, "sliding_window")
-    if window and "sliding_attention" in (cfg_get(cfg, "layer_types") or []) and server_window != window:
-        raise DeploymentError(where, "sliding_window", f"the draft was trained with a {window}-token sliding window, "
-                              f"but the server's draft window is {server_window}",
-                              f"pass --speculative-draft-window-size {window}")
-
-
 def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None, *, mla: bool,
                server_window: int | None = None, draft_path: str | None = None,
                read_weights: bool = True) -> DraftPlan:
-    """Check a draft config (as SGLang parsed it) against ``manifest`` before SGLang builds the model, and read the
-    weight headers of a local ``draft_dir`` when ``read_weights``. Errors name ``draft_dir``'s config.json, else
-    ``draft_path``'s. Whether the ids name the manifest's layers is the target's resolution's check."""
+    """Check a draft config (as SGLang parsed it) against ``manifest``, and read a local ``draft_dir``'s weight headers
+    when ``read_weights``; errors name ``draft_dir``'s config.json, else ``draft_path``'s."""
     draft_dir = Path(draft_dir) if draft_dir is not None else None
     where = (draft_dir if draft_dir is not None else Path(draft_path or ".")) / "config.json"
     if cfg_get(cfg, "eagle_config") is not None and _eagle_config_value(cfg, "use_aux_hidden_state", True) is not True:
@@ -100,29 +84,29 @@ def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None
                                   "SGLang cannot count the fc's inputs", f"set it to {len(manifest.layer_ids)}, the "
                                   "manifest's layer count (`manifest write --fail-closed` writes both)")
     if manifest is not None:
-        _check_against_manifest(cfg, manifest, mla, where)
+        for reader, (n, fld) in sglang_chunk_counts(cfg, mla).items():
+            if n != len(manifest.layer_ids):
+                raise DeploymentError(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest "
+                                      f"{shown(manifest.path)} field 'layer_ids' lists {len(manifest.layer_ids)}",
+                                      f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to agree with the "
+                                      "manifest (`sglang-eagle3-capture convert SRC DST` writes both)")
+        fld = "target_hidden_size" if cfg_get(cfg, "target_hidden_size") else "hidden_size"
+        if cfg_get(cfg, fld) != manifest.target_hidden_size:
+            raise DeploymentError(where, fld, f"the fc takes chunks of width {cfg_get(cfg, fld)}, but manifest "
+                                  f"{shown(manifest.path)} field 'target.hidden_size' is "
+                                  f"{manifest.target_hidden_size}", "set target_hidden_size to the hidden size of "
+                                  "the target the draft was trained against")
     flags = resolve_flags(cfg, where, error=DeploymentError)
     if mla and flags["norm_before_residual"]:
         raise DeploymentError(where, "norm_before_residual", "SGLang's Eagle3DeepseekV2ForCausalLM takes the residual "
                               "before hidden_norm, and this plugin implements the other order only for "
                               "LlamaForCausalLMEagle3", "serve the draft as LlamaForCausalLMEagle3, or use a draft "
                               "trained with norm_before_residual=false")
-    check_window(cfg, server_window, where)
+    window = cfg_get(cfg, "sliding_window")
+    if window and "sliding_attention" in (cfg_get(cfg, "layer_types") or []) and server_window != window:
+        raise DeploymentError(where, "sliding_window", f"the draft was trained with a {window}-token sliding window, "
+                              f"but the server's draft window is {server_window}",
+                              f"pass --speculative-draft-window-size {window}")
     files = tensor_index(draft_dir) if draft_dir is not None and read_weights else {}
     return DraftPlan(manifest, draft_dir, where, mla, flags, files)
 
-
-def _check_against_manifest(cfg: Any, manifest: Manifest, mla: bool, where: Path) -> None:
-    mpath, k = manifest.path, len(manifest.layer_ids)
-    for reader, (n, fld) in sglang_chunk_counts(cfg, mla).items():
-        if n != k:
-            raise DeploymentError(where, fld, f"SGLang ({reader}) reads {n} hidden states from it, but manifest "
-                                  f"{shown(mpath)} field 'layer_ids' lists {k}",
-                                  f"set eagle_config.{IDS_FIELD} and num_aux_hidden_states to agree with the manifest "
-                                  "(`sglang-eagle3-capture convert SRC DST` writes both)")
-    hidden = cfg_get(cfg, "target_hidden_size") or cfg_get(cfg, "hidden_size")
-    if hidden != manifest.target_hidden_size:
-        fld = "target_hidden_size" if cfg_get(cfg, "target_hidden_size") else "hidden_size"
-        raise DeploymentError(where, fld, f"the fc takes chunks of width {hidden}, but manifest {shown(mpath)} field "
-                              f"'target.hidden_size' is {manifest.target_hidden_size}",
-                              "set target_hidden_size to the hidden size of the target the draft was trained against")
