@@ -1,10 +1,5 @@
-"""The layer manifest (``eagle3_manifest.json`` in the draft directory; docs/manifest.md): the one statement of
-which target hidden states an EAGLE-3 draft's fc consumes, in fc order.
-
-The document is declared in :mod:`.schemas.manifest`: strict where the value changes what the fc receives, while
-``provenance`` is metadata, kept as it is and never refused. Every error is a :class:`~.errors.InputError`
-naming the file, the field and the fix.
-"""
+"""The layer manifest (``eagle3_manifest.json`` in the draft directory; docs/manifest.md), declared in
+:mod:`.schemas.manifest`: which target hidden states the draft's fc consumes, in fc order."""
 
 from __future__ import annotations
 
@@ -17,18 +12,9 @@ from typing import Any, Mapping, Sequence
 from . import records
 from .errors import InputError, brief, cut, shown
 from .layer_ids import FINAL_NORM, check_layer_ids
-from .schemas.manifest import (
-    EXPECTED,
-    EXPECTED_VERSION,
-    FINAL_NORM_VERSION,
-    HEAD,
-    MANIFEST,
-    REWRITE,
-    TARGET,
-    WRITE_EXPECTED,
-    WRITE_HINT,
-)
+from .schemas import manifest as schema
 from .schemas.manifest import FILENAME as MANIFEST_FILENAME
+from .schemas.manifest import FINAL_NORM_VERSION, REWRITE, WRITE_EXPECTED, WRITE_HINT
 from .schemas.manifest import FORMAT as MANIFEST_FORMAT
 from .schemas.manifest import VERSION as MANIFEST_VERSION
 from .target_config import architecture_family, decoder_field_prefix, target_dims
@@ -42,22 +28,18 @@ __all__ = ["MANIFEST_FILENAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "WRITE_HI
 def _document(layer_ids: Any, architecture: Any, num_hidden_layers: Any, hidden_size: Any, provenance: Any,
               expected: Any = None) -> dict:
     final = isinstance(layer_ids, list) and FINAL_NORM in layer_ids
-    version = EXPECTED_VERSION if expected is not None else FINAL_NORM_VERSION if final else MANIFEST_VERSION
-    doc = {"format": MANIFEST_FORMAT, "version": version,
-           "layer_ids": layer_ids,
-           "target": {"architecture": architecture, "num_hidden_layers": num_hidden_layers,
-                      "hidden_size": hidden_size},
+    version = schema.EXPECTED_VERSION if expected is not None else FINAL_NORM_VERSION if final else MANIFEST_VERSION
+    doc = {"format": MANIFEST_FORMAT, "version": version, "layer_ids": layer_ids,
+           "target": {"architecture": architecture, "num_hidden_layers": num_hidden_layers, "hidden_size": hidden_size},
            "provenance": provenance}
-    if expected is not None:
-        doc["expected"] = expected
-    return doc
+    return doc if expected is None else {**doc, "expected": expected}
 
 
 def _checked(doc: Any, file: Any) -> dict:
-    """``doc`` read as a manifest: the header first (a document of another format or version is named as such before
-    its other fields are judged), then every field, then the ids against the target's layer count."""
-    records.read(HEAD, doc, file=file)
-    m = records.read(MANIFEST, doc, file=file)
+    """``doc`` read as a manifest: the header first (so another format or version is named as such), then every
+    field, then the ids against the target's layer count."""
+    records.read(schema.HEAD, doc, file=file)
+    m = records.read(schema.MANIFEST, doc, file=file)
     n = m["target"]["num_hidden_layers"]
     if FINAL_NORM in m["layer_ids"] and m["version"] < FINAL_NORM_VERSION:
         # an older reader would not know the token: the version says the document needs a reader that does
@@ -84,21 +66,17 @@ class Manifest:
     path: Path | None = field(default=None, compare=False)
     expected: dict | None = None  # metadata (core.schemas.manifest.EXPECTED): what verify measured offline
 
-
     def __post_init__(self) -> None:
-        ids = self.layer_ids
-        if isinstance(ids, Sequence) and not isinstance(ids, (str, bytes)):
-            ids = list(ids)
-        prov = dict(self.provenance) if isinstance(self.provenance, Mapping) else self.provenance
-        doc = _document(ids, self.target_architecture, self.target_num_hidden_layers, self.target_hidden_size, prov,
-                        self.expected)
+        ids, prov = self.layer_ids, self.provenance
+        ids = list(ids) if isinstance(ids, Sequence) and not isinstance(ids, (str, bytes)) else ids
+        doc = _document(ids, self.target_architecture, self.target_num_hidden_layers, self.target_hidden_size,
+                        dict(prov) if isinstance(prov, Mapping) else prov, self.expected)
         m = _checked(doc, self.path if self.path is not None else MANIFEST_FILENAME)
         object.__setattr__(self, "layer_ids", tuple(m["layer_ids"]))
         object.__setattr__(self, "provenance", dict(m["provenance"]))
 
     @property
     def fc_in_features(self) -> int:
-        """Input width the draft's fc must have: ``len(layer_ids) * target_hidden_size``."""
         return len(self.layer_ids) * self.target_hidden_size
 
     def expected_acceptance(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str | None]:
@@ -106,7 +84,7 @@ class Manifest:
         draft_tokens)``; or ``(None, why)`` when there is none or it does not apply (metadata: never an error)."""
         if self.expected is None:
             return None, "the manifest has no 'expected' block"
-        bad = records.problems(EXPECTED, self.expected, "expected")
+        bad = records.problems(schema.EXPECTED, self.expected, "expected")
         if bad:
             return None, f"field '{bad[0][0]}': {bad[0][1]}; {WRITE_EXPECTED}"
         measured = list(self.expected["provenance"]["layer_ids"])
@@ -126,8 +104,6 @@ class Manifest:
                       f"--write-expected --settings {served}`")
 
     def to_dict(self) -> dict:
-        """The JSON document (``format``, ``version``, ``layer_ids``, ``target``, ``provenance``, ``expected`` when
-        there is one)."""
         return _document(list(self.layer_ids), self.target_architecture, self.target_num_hidden_layers,
                          self.target_hidden_size, dict(self.provenance), self.expected)
 
@@ -143,14 +119,11 @@ def manifest_from_dict(data: Any, *, path: Path | str | None = None) -> Manifest
 def manifest_path(draft_dir_or_file: str | os.PathLike) -> Path:
     """The manifest file for a draft directory (or the file itself when given a file)."""
     p = Path(draft_dir_or_file)
-    if p.suffix == ".json" and path_kind(p) != "directory":
-        return p
-    return p / MANIFEST_FILENAME
+    return p if p.suffix == ".json" and path_kind(p) != "directory" else p / MANIFEST_FILENAME
 
 
 def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
-    """Read and validate the manifest of a draft directory (or a manifest file); missing is an error, and so is
-    anything but a regular file standing where the manifest belongs (a directory, fifo, dangling symlink, loop)."""
+    """The manifest of a draft directory (or a manifest file); missing, or anything but a regular file, is an error."""
     path = manifest_path(draft_dir_or_file)
     if path_kind(path, fix=REWRITE) == "missing":
         draft = cut(shown(path.parent), 200, keep_end=True)  # a long path must not push the rest of the fix out
@@ -162,11 +135,8 @@ def read_manifest(draft_dir_or_file: str | os.PathLike) -> Manifest:
 
 
 def find_manifest(draft_dir: str | os.PathLike) -> Manifest | None:
-    """The draft's manifest, or ``None`` only when nothing stands at its path (anything else that is not a valid
-    manifest file raises)."""
-    if path_kind(manifest_path(draft_dir)) == "missing":
-        return None
-    return read_manifest(draft_dir)
+    """The draft's manifest, or None only when nothing stands at its path (anything else invalid raises)."""
+    return None if path_kind(manifest_path(draft_dir)) == "missing" else read_manifest(draft_dir)
 
 
 def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
@@ -179,8 +149,7 @@ def write_manifest(draft_dir: str | os.PathLike, manifest: Manifest) -> Path:
 
 def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None, field: str | None = "fc.weight"
                    ) -> None:
-    """Raise unless the draft fc's input width equals ``len(layer_ids) * target_hidden_size``; ``file`` and
-    ``field`` name the weights file and the tensor."""
+    """Raise unless the draft fc's input width (``file``'s tensor ``field``) is ``len(layer_ids) * hidden_size``."""
     if fc_in_features != manifest.fc_in_features:
         k, h = len(manifest.layer_ids), manifest.target_hidden_size
         hint = f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else ""
@@ -192,11 +161,11 @@ def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None,
 
 
 def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: int, where: Any) -> None:
-    """Raise unless a manifest can hold these target dimensions, read from the target config ``where``: a value past
-    a bound only the manifest applies (e.g. more than 100000 layers) is that file's field, not the manifest's."""
+    """Raise unless a manifest can hold these dimensions; a value past a manifest bound (100000 layers) is an error
+    in the target config ``where`` they were read from."""
     doc = {"architecture": architecture, "num_hidden_layers": num_hidden_layers, "hidden_size": hidden_size}
     try:
-        records.read(TARGET, doc, file=where)
+        records.read(schema.TARGET, doc, file=where)
     except InputError as e:
         name = (e.field or "").rsplit(".", 1)[-1]
         field = "architectures" if name == "architecture" else decoder_field_prefix(architecture) + name
@@ -205,9 +174,8 @@ def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: 
 
 
 def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:
-    """Raise unless the target's HF config (dict or object; ``where`` is its file) matches the manifest's
-    architecture family, layer count and hidden size."""
-
+    """Raise unless the target's HF config (dict or object, read from ``where``) matches the manifest's architecture
+    family, layer count and hidden size."""
     arch, n_layers, hidden = target_dims(target_hf_config, where)
     mpath = shown(manifest.path or MANIFEST_FILENAME)
     fix = "serve the draft with the target it was trained against (or correct the manifest)"
