@@ -1,8 +1,6 @@
-"""The first-batch self-check, engine-neutral: each fc chunk of one checked forward is compared with the hidden state
-its layer id names, taken by a route that does not go through the capture (docs/self-check.md: the references, the
-bound, when it runs, its cost). The engine adapters arm it and run it on their first real batch
-(:mod:`.sglang.selfcheck`, :mod:`.vllm.wiring`). ``SGLANG_EAGLE3_CAPTURE_SELFCHECK=0`` turns it off.
-"""
+"""The first-batch self-check, engine-neutral (docs/self-check.md): each fc chunk of one checked forward compared with
+the hidden state its layer id names, taken by a route that does not go through the capture; the engine adapters
+(:mod:`.sglang.selfcheck`, :mod:`.vllm.wiring`) arm it and run it on their first real batch."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ _FUSED_METHODS = ("forward_with_allreduce_fusion", "forward_with_allreduce_fusio
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """True unless ``SGLANG_EAGLE3_CAPTURE_SELFCHECK`` turns it off; a value that does not read is refused
-    (:mod:`..switches`)."""
+    """True unless ``SGLANG_EAGLE3_CAPTURE_SELFCHECK`` turns it off; a value that does not read is refused."""
     return switches.read(switches.SELFCHECK, environ)
 
 
@@ -52,20 +49,15 @@ class SelfCheck:
 
     def __init__(self, stack: Any, plan: Any, family: Any, routes: tuple[str, ...], *, num_hidden_layers: int,
                  where: str) -> None:
-        self.stack_ref = weakref.ref(stack)
-        self.layer_ids = tuple(plan.layer_ids)
-        self.num_hidden_layers = num_hidden_layers
-        self.family = family
-        self.routes = tuple(routes)
-        self.where = where
-        self.stack_name = type(stack).__name__
+        self.stack_ref, self.stack_name = weakref.ref(stack), type(stack).__name__
+        self.layer_ids, self.num_hidden_layers, self.where = tuple(plan.layer_ids), num_hidden_layers, where
+        self.family, self.routes = family, tuple(routes)
 
     def context(self) -> str:
         """Where the check ran, for the log lines (an engine adapter says more)."""
         return f"pid {os.getpid()}"
 
-    def fix(self) -> str:
-        """The fix a failure names (an engine adapter says its own)."""
+    def fix(self) -> str:  # an engine adapter says its own
         return ("reinstall sglang-eagle3-capture unmodified and remove anything else that patches the model's capture "
                 "(plugins, sitecustomize); if it persists, report it with this message and the server arguments")
 
@@ -73,8 +65,7 @@ class SelfCheck:
         """``(rank, size)`` of this process's attention tensor parallelism: which slice of a batch it sees."""
         return 0, 1
 
-    def report(self, session: "Session") -> None:
-        """The INFO line of a pass."""
+    def report(self, session: "Session") -> None:  # the INFO line of a pass
         parts = [f"chunk {j} layer {lid}: max|diff| {d:.3g} ({route})" for j, lid, d, route in session.lines]
         logger.info("eagle3-capture self-check passed (%s; %d tokens, checked forward %.1f ms, the check's own work "
                     "%.2f ms): %s; hooks removed", self.context(), session.tokens, session.elapsed_ms,
@@ -83,7 +74,6 @@ class SelfCheck:
 
 def _is_tensor(x: Any) -> bool:
     import torch
-
     return isinstance(x, torch.Tensor)
 
 
@@ -95,13 +85,6 @@ def _rounded_sum(module: Any, x: Any, residual: Any, post: Any, rows: int) -> An
     if getattr(module, "fp32_residual", False):
         return s
     return s.to(getattr(module, "override_orig_dtype", None) or x.dtype)
-
-
-def _operands(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
-    x = args[0] if args else kwargs.get("x", kwargs.get("hidden_states"))
-    residual = args[1] if len(args) > 1 else kwargs.get("residual")
-    post = args[2] if len(args) > 2 else kwargs.get("post_residual_addition")
-    return x, residual, post
 
 
 def _own_time(method: Callable) -> Callable:
@@ -122,30 +105,23 @@ class Session:
     """One checked forward of one :class:`SelfCheck`: hooks in, references taken, the fc compared, hooks out."""
 
     def __init__(self, check: SelfCheck, *, verify_output: bool = True) -> None:
-        self.check = check
-        self.verify_output = verify_output  # False: the caller hands :meth:`verify` the fc input (vLLM's runner)
+        self.check, self.verify_output = check, verify_output  # False: the caller hands verify() the fc input (vLLM)
         self.refs: dict[int | str, Ref] = {}
         self.handles: list = []
-        self.shadowed: list[tuple[Any, str]] = []
-        self.passed = False
-        self.lines: list[tuple[int, int | str, float, str]] = []
-        self.tokens = 0
-        self.t0 = time.perf_counter()
-        self.elapsed_ms = 0.0
+        self.shadowed: list[tuple[Any, str]] = []  # (norm, method name) shadowed by an instance attribute
+        self.lines: list[tuple[int, int | str, float, str]] = []  # (chunk, layer id, max |diff|, route) compared
+        self.passed, self.tokens, self.elapsed_ms, self.t0 = False, 0, 0.0, time.perf_counter()
         self.own_s = 0.0  # hooks installed and removed, references taken, comparison
-        stack = check.stack_ref()
-        if stack is not None:
+        if (stack := check.stack_ref()) is not None:
             self._install(stack)
 
-    # -- hooks
     @_own_time
     def _install(self, stack: Any) -> None:
         f, n = self.check.family, self.check.num_hidden_layers
         layers = getattr(stack, f.layers)
         for k in sorted({i for i in self.check.layer_ids if i != FINAL_NORM and 0 <= i <= n - 2}):
             nxt = layers[k + 1]
-            norm = attr_path(nxt, f.input_norm)
-            where = f"{f.layers}[{k + 1}].{f.input_norm}"
+            norm, where = attr_path(nxt, f.input_norm), f"{f.layers}[{k + 1}].{f.input_norm}"
             if NORM_OPERANDS in self.check.routes:
                 self.handles.append(norm.register_forward_pre_hook(
                     functools.partial(self._take_operands, k, f"operands of {where}"), with_kwargs=True))
@@ -184,10 +160,10 @@ class Session:
 
     @_own_time
     def _take_operands(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
-        if k in self.refs:
-            return
-        x, residual, post = _operands(args, kwargs)
-        if not _is_tensor(x):
+        x = args[0] if args else kwargs.get("x", kwargs.get("hidden_states"))
+        residual = args[1] if len(args) > 1 else kwargs.get("residual")
+        post = args[2] if len(args) > 2 else kwargs.get("post_residual_addition")
+        if k in self.refs or not _is_tensor(x):
             return
         if _is_tensor(residual):  # the sum the norm is about to form (maybe in place): take it now
             self.refs[k] = Ref(_rounded_sum(module, x, residual, post, MAX_ROWS), route, x.shape[0], exact=False)
@@ -204,11 +180,9 @@ class Session:
 
     @_own_time
     def _take_stream(self, k: int, route: str, module: Any, args: tuple, kwargs: dict) -> None:
-        if k in self.refs:
-            return
         batch = next((v for v in (*kwargs.values(), *args) if hasattr(v, "residual_stream")), None)
         residual = getattr(getattr(batch, "residual_stream", None), "residual", None)
-        if _is_tensor(residual):
+        if k not in self.refs and _is_tensor(residual):
             self.refs[k] = Ref(residual[:MAX_ROWS].clone(), route, residual.shape[0], exact=True)
 
     def take_inputs(self, stack: Any, **inputs: Any) -> None:
@@ -219,7 +193,6 @@ class Session:
     @_own_time
     def _take_inputs(self, module: Any, args: tuple, kwargs: dict) -> None:
         import torch.nn.functional as F
-
         if -1 not in self.check.layer_ids:
             return
         params = self.check.family.forward_params[1:]
@@ -253,7 +226,6 @@ class Session:
 
     def _verify_output(self, module: Any, args: tuple, output: Any) -> None:
         import torch
-
         aux = output[1] if isinstance(output, tuple) and len(output) > 1 else None
         if isinstance(aux, (list, tuple)):  # a LIST family with nothing to permute: packed as LogitsProcessor does
             aux = torch.cat(list(aux), dim=-1) if aux else None
@@ -271,8 +243,7 @@ class Session:
         self.passed = True
 
     @_own_time
-    def close(self) -> None:
-        """Remove every hook and method shadow (on pass and on failure)."""
+    def close(self) -> None:  # on pass and on failure
         for h in self.handles:
             h.remove()
         self.handles.clear()
@@ -280,7 +251,6 @@ class Session:
             vars(norm).pop(name, None)
         self.shadowed.clear()
 
-    # -- comparison
     def compare(self, aux: Any) -> list[str]:
         """One problem line per chunk that is not its layer id's hidden state (empty: passed)."""
         ids = self.check.layer_ids
@@ -293,48 +263,35 @@ class Session:
         for j, (lid, chunk) in enumerate(zip(ids, aux.split(width, dim=-1))):
             what = ("the embedding output" if lid == EMBEDDING_LAYER_ID else "the final norm's output"
                     if lid == FINAL_NORM else f"the output of decoder layer {lid}")
-            ref = self.refs.get(lid)
+            ref, f = self.refs.get(lid), self.check.family
             if ref is None:
+                site = (f.embed_tokens if lid == -1 else f"the final {f.final_norm}"
+                        if lid in (self.check.num_hidden_layers - 1, FINAL_NORM) else f"{f.layers}[{lid + 1}]")
                 problems.append(f"fc chunk {j} (layer id {lid}): no reference for {what} was taken in this "
                                 f"forward: none of the routes {list(self.check.routes)} fired at "
-                                f"{self._site(lid)} (this SGLang's kernels bypass the modules the check hooks)")
+                                f"{site} (this SGLang's kernels bypass the modules the check hooks)")
                 continue
             got, want = align_rows(chunk, ref, self.check.attn_tp())
             if got is None:
                 problems.append(f"fc chunk {j} (layer id {lid}): {chunk.shape[0]} rows, but {ref.route} has "
                                 f"{ref.source_rows} and its rows are not among the chunk's (a partial capture)")
                 continue
-            if want.dtype != got.dtype:
-                want = want.to(got.dtype)
-            diff, ulps = difference(got, want)
-            ok = diff == 0 or (not ref.exact and ulps <= ULP_BOUND)
+            diff, ulps = difference(got, want.to(got.dtype))
             self.lines.append((j, lid, diff, ref.route))
-            if not ok:
-                instead = self._matches(chunk, lid)
+            if not (diff == 0 or (not ref.exact and ulps <= ULP_BOUND)):
                 problems.append(f"fc chunk {j} (layer id {lid}) is not {what}: max |diff| {diff:.4g} "
                                 f"({ulps:.3g} ulp; allowed {'none' if ref.exact else f'{ULP_BOUND} ulp'}) against "
-                                f"{ref.route}{instead}")
+                                f"{ref.route}{self._matches(chunk, lid)}")
         return problems
-
-    def _site(self, lid: int) -> str:
-        f = self.check.family
-        if lid == -1:
-            return f.embed_tokens
-        if lid in (self.check.num_hidden_layers - 1, FINAL_NORM):
-            return f"the final {f.final_norm}"
-        return f"{f.layers}[{lid + 1}]"
 
     def _matches(self, chunk: Any, lid: int) -> str:
         for other, ref in self.refs.items():
-            if other == lid:
-                continue
-            g, w = align_rows(chunk, ref, self.check.attn_tp())
+            g, w = (None, None) if other == lid else align_rows(chunk, ref, self.check.attn_tp())
             if g is not None and g.shape == w.shape and difference(g, w.to(g.dtype))[1] <= ULP_BOUND:
                 return f"; it is layer id {other}'s hidden state instead (a permuted or shifted capture)"
         return ""
 
     def failure(self, problems: list[str]) -> DeploymentError:
-        """The DeploymentError: where (the declaration), what, the fix."""
         c = self.check
         fix = c.fix()
         return DeploymentError(c.where, None, f"eagle3-capture self-check FAILED on the first extend batch "
@@ -346,7 +303,6 @@ class Session:
 def difference(got: Any, want: Any) -> tuple[float, float]:
     """``(max |got - want|, the same in ulps of want's dtype)``; (0, 0) when bit-equal."""
     import torch
-
     if got.numel() == 0 or torch.equal(got, want):
         return 0.0, 0.0
     diff = (got.float() - want.float()).abs()
@@ -356,7 +312,6 @@ def difference(got: Any, want: Any) -> tuple[float, float]:
 def _ulp(want: Any) -> Any:
     """One unit in the last place of each element of ``want``, in its dtype, as an fp32 tensor."""
     import torch
-
     fi = torch.finfo(want.dtype)
     return torch.exp2(torch.floor(torch.log2(want.float().abs().clamp_min(fi.tiny)))) * fi.eps
 
@@ -365,27 +320,20 @@ def align_rows(chunk: Any, ref: Ref, attn_tp: tuple[int, int] = (0, 1)) -> tuple
     """``(rows of chunk, rows of ref.value)`` that describe the same tokens, or ``(None, None)``: the first rows when
     the counts match, else this rank's attention-TP slice (``tensor_split``, as SGLang's ``attn_tp_slice``), else each
     reference row found among the chunk's rows as the comparison would accept it (context parallelism's order)."""
-    want, k = ref.value, ref.value.shape[0]
+    want, k, (rank, size) = ref.value, ref.value.shape[0], attn_tp
+    part = chunk.tensor_split(size)[rank] if size > 1 and chunk.shape[0] != ref.source_rows else None
     if chunk.shape[0] == ref.source_rows:
         got = chunk[:k]
-    else:
-        rank, size = attn_tp
-        part = chunk.tensor_split(size)[rank] if size > 1 else None
-        if part is not None and part.shape[0] == ref.source_rows:
-            got = part[:k]
-        else:
-            got = _rows_by_value(chunk, want, exact=ref.exact)
-            if got is None:
-                return None, None
-    if ref.rows is not None:
-        return got[ref.rows], want[ref.rows]
-    return got, want
+    elif part is not None and part.shape[0] == ref.source_rows:
+        got = part[:k]
+    elif (got := _rows_by_value(chunk, want, exact=ref.exact)) is None:
+        return None, None
+    return (got, want) if ref.rows is None else (got[ref.rows], want[ref.rows])
 
 
 def _rows_by_value(chunk: Any, want: Any, *, exact: bool) -> Any:
     """One chunk row per row of ``want`` that equals it as :meth:`Session.compare` judges, or None."""
     import torch
-
     if want.shape[0] == 0 or chunk.shape[0] < want.shape[0] or not chunk.is_floating_point():
         return None
     want = want.to(device=chunk.device, dtype=chunk.dtype)
@@ -397,9 +345,7 @@ def _rows_by_value(chunk: Any, want: Any, *, exact: bool) -> Any:
             if p is None:  # not bit-equal: the first row within the bound, as the comparison allows
                 close = ((wide - want[j].float()).abs() <= ULP_BOUND * ulps[j]).all(dim=-1).nonzero()
                 picks[j] = int(close[0]) if close.numel() else None
-    if any(p is None for p in picks):
-        return None
-    return chunk[torch.tensor(picks, device=chunk.device)]
+    return None if any(p is None for p in picks) else chunk[torch.tensor(picks, device=chunk.device)]
 
 
 __all__ = ["ENV", "MAX_ROWS", "ULP_BOUND", "Ref", "SelfCheck", "Session", "align_rows", "difference", "enabled"]
