@@ -18,8 +18,7 @@ class CaptureError(Eagle3CaptureError, RuntimeError):
 
 @dataclass(frozen=True)
 class CapturePlan:
-    """``layer_ids[j]`` is fc chunk ``j``; the loop captures ``loop_indices`` (ascending), then the final norm's input
-    and output when captured; ``chunk_order[j]`` is the chunk, in that combined order, that becomes fc chunk ``j``."""
+    """The loop's ``loop_indices``, then the final norm's input and output when captured: chunk ``chunk_order[j]``."""
 
     layer_ids: tuple[int, ...]
     loop_indices: tuple[int, ...]
@@ -47,8 +46,7 @@ def plan_capture(layer_ids: Sequence[int], num_hidden_layers: int, *, where: str
 
 
 def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None, normed: Any = None) -> Any:
-    """The fc input ``[T, K*H]`` from the loop's captures ``aux`` (packed, a list or None), ``last`` and ``normed``:
-    a packed identity ``aux`` as is, else a new tensor that never aliases the residual storage ``last`` borrows."""
+    """The fc input ``[T, K*H]``: a packed identity ``aux`` as is, else a new tensor (``last`` borrows storage)."""
     listed = isinstance(aux, (list, tuple))
     if plan.is_identity and not listed:
         return aux
@@ -68,8 +66,7 @@ def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None, normed: Any = Non
 
 
 class FcFeed:
-    """Installed on a decoder stack as ``_eagle3_capture_feed``: the forward's captures in fc order, checked each
-    forward (the self-check proves the first batch only), to the optional dump; ``plan`` None: stock wiring."""
+    """A decoder stack's ``_eagle3_capture_feed``: each forward's captures checked, in fc order, to the dump."""
 
     __slots__ = ("plan", "layers", "num_hidden_layers", "dump", "model_name", "final_norm", "stream_norms", "_last",
                  "_normed", "_streams", "_hooks", "__weakref__")
@@ -183,8 +180,7 @@ class FcFeed:
 
 
 def batch_token_ids(input_ids: Any, forward_batch: Any) -> Any:
-    """The stack's ``input_ids``, else (``general_mm_embed_routine`` passes None) the ForwardBatch's; None for
-    embeddings."""
+    """The stack's ``input_ids``, else (``general_mm_embed_routine`` passes None) the ForwardBatch's, if any."""
     if input_ids is not None or getattr(forward_batch, "input_embeds", None) is not None:
         return input_ids
     return getattr(forward_batch, "input_ids", None)

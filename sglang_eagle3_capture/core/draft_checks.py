@@ -38,10 +38,10 @@ class DraftPlan:
 
 
 def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
-    """``{reader: (count, field it came from)}``: the fc chunk count each SGLang reader derives, first of:
-    llama_eagle3.py ``LlamaModel.__init__``: ``num_aux_hidden_states``, non-empty ``eagle_config`` ids, 3;
-    kimi_k25_eagle3.py ``_get_eagle_aux_layer_count``: ``eagle_config`` ids, top-level ids, 3;
-    speculative/eagle_utils.py ``get_draft_input_from_target_hidden_dim``: all three keys in that order, 3."""
+    """``{reader: (count, field it came from)}``: the fc chunk count each SGLang reader derives."""
+    # first of: llama_eagle3.py LlamaModel.__init__: num_aux_hidden_states, non-empty eagle_config ids, 3;
+    # kimi_k25_eagle3.py _get_eagle_aux_layer_count: eagle_config ids, top-level ids, 3;
+    # speculative/eagle_utils.py get_draft_input_from_target_hidden_dim: all three keys in that order, 3
     num = cfg_get(cfg, "num_aux_hidden_states")
     ec_ids, top_ids = _eagle_config_value(cfg, IDS_FIELD), cfg_get(cfg, IDS_FIELD)
     ec_f, top_f, num_f = f"eagle_config.{IDS_FIELD}", IDS_FIELD, "num_aux_hidden_states"
@@ -64,8 +64,7 @@ def sglang_chunk_counts(cfg: Any, mla: bool) -> dict:
 def plan_draft(cfg: Any, draft_dir: str | Path | None, manifest: Manifest | None, *, mla: bool,
                server_window: int | None = None, draft_path: str | None = None,
                read_weights: bool = True) -> DraftPlan:
-    """Check a draft config (as SGLang parsed it) against ``manifest``, and read a local ``draft_dir``'s weight headers
-    when ``read_weights``; errors name ``draft_dir``'s config.json, else ``draft_path``'s."""
+    """Check a draft config (as SGLang parsed it) against ``manifest``; read a local ``draft_dir``'s weight headers."""
     draft_dir = Path(draft_dir) if draft_dir is not None else None
     where = (draft_dir if draft_dir is not None else Path(draft_path or ".")) / "config.json"
     if cfg_get(cfg, "eagle_config") is not None and _eagle_config_value(cfg, "use_aux_hidden_state", True) is not True:

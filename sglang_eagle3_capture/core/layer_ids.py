@@ -48,16 +48,14 @@ def last_layer_id(num_hidden_layers: int) -> int:
 
 
 def layer_ids_of_loop(loop_indices: Iterable[int], num_hidden_layers: int) -> tuple[int, ...]:
-    """The layer ids a stock loop hands on for ``layers_to_capture = loop_indices``: ascending, each once, only the
-    indices ``0..N-1`` the loop reaches (linear in the ids: ``num_hidden_layers`` comes from user files)."""
+    """The layer ids a stock loop hands on for ``layers_to_capture = loop_indices`` (only ``0..N-1`` are reached)."""
     reached = sorted(i for i in set(loop_indices) if isinstance(i, int) and 0 <= i < num_hidden_layers)
     return tuple(layer_id_of_index(i) for i in reached)
 
 
 def split_capture(layer_ids: Sequence[int | str], num_hidden_layers: int
                   ) -> tuple[tuple[int, ...], bool, tuple[int, ...]]:
-    """``(ascending loop indices, last layer appended?, chunk order)`` for validated ids in fc order: ``[60, -1]`` on
-    61 layers is ``((0,), True, (1, 0))``; ``chunk order[j]`` is fc chunk ``j``'s position among the captures."""
+    """``(loop indices, last layer appended?, chunk order)``: ``[60, -1]`` on 61 layers ``((0,), True, (1, 0))``."""
     last_index = hidden_state_index(last_layer_id(num_hidden_layers))
     # FINAL_NORM sorts after loop index N, which is never a loop's
     keys = [last_index + 1 if i == FINAL_NORM else hidden_state_index(i) for i in layer_ids]
@@ -72,8 +70,7 @@ def split_capture(layer_ids: Sequence[int | str], num_hidden_layers: int
 
 def check_layer_ids(layer_ids: Sequence[int], num_hidden_layers: int | None, *, file: Any = None,
                     field: str | None = "layer_ids") -> tuple[int, ...]:
-    """Validate ``layer_ids`` (FINAL_NORM at most once, anywhere) for an ``N``-layer target (None: no upper bound) in
-    linear time; InputError names ``file`` and ``field``."""
+    """Validate ``layer_ids`` for an ``N``-layer target (None: no upper bound), in linear time."""
     fix = ("list the layers the fc consumes, each once, e.g. [-1, 2, 30] (-1 = embedding output, k = output of "
            f"decoder layer k, \"{FINAL_NORM}\" = the final norm's output)")
     if isinstance(layer_ids, (str, bytes)) or not isinstance(layer_ids, Sequence):

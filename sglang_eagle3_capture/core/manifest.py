@@ -36,8 +36,7 @@ def _document(layer_ids: Any, architecture: Any, num_hidden_layers: Any, hidden_
 
 
 def _checked(doc: Any, file: Any) -> dict:
-    """``doc`` read as a manifest: the header first (so another format or version is named as such), then every
-    field, then the ids against the target's layer count."""
+    """``doc`` read as a manifest: the header first (another format or version named as such), then the rest."""
     records.read(schema.HEAD, doc, file=file)
     m = records.read(schema.MANIFEST, doc, file=file)
     n = m["target"]["num_hidden_layers"]
@@ -80,8 +79,7 @@ class Manifest:
         return len(self.layer_ids) * self.target_hidden_size
 
     def expected_acceptance(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str | None]:
-        """``(per_position, None)``: the offline acceptance ``expected`` holds for the served ``(steps, topk,
-        draft_tokens)``; or ``(None, why)`` when there is none or it does not apply (metadata: never an error)."""
+        """``(per_position, None)`` for the served setting, or ``(None, why)``: metadata, never an error."""
         if self.expected is None:
             return None, "the manifest has no 'expected' block"
         bad = records.problems(schema.EXPECTED, self.expected, "expected")
@@ -161,8 +159,7 @@ def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None,
 
 
 def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: int, where: Any) -> None:
-    """Raise unless a manifest can hold these dimensions; a value past a manifest bound (100000 layers) is an error
-    in the target config ``where`` they were read from."""
+    """Raise unless a manifest can hold these dimensions: one past its bounds is the target config's error."""
     doc = {"architecture": architecture, "num_hidden_layers": num_hidden_layers, "hidden_size": hidden_size}
     try:
         records.read(schema.TARGET, doc, file=where)
@@ -174,8 +171,7 @@ def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: 
 
 
 def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:
-    """Raise unless the target's HF config (dict or object, read from ``where``) matches the manifest's architecture
-    family, layer count and hidden size."""
+    """Raise unless the target's HF config (dict or object) matches the manifest's family, layers and width."""
     arch, n_layers, hidden = target_dims(target_hf_config, where)
     mpath = shown(manifest.path or MANIFEST_FILENAME)
     fix = "serve the draft with the target it was trained against (or correct the manifest)"

@@ -33,8 +33,7 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 @dataclass
 class Ref:
-    """A reference: ``value`` (at most MAX_ROWS rows), its route and source row count, whether it must be bit-equal,
-    and ``rows``, the mask of rows this rank can check (the embedding's vocabulary shard)."""
+    """A hidden state taken by ``route`` (MAX_ROWS rows of ``source_rows``); ``rows``: the ones this rank can check."""
 
     value: Any
     route: str
@@ -44,8 +43,7 @@ class Ref:
 
 
 class SelfCheck:
-    """A pending check of one decoder stack of ``family``: the layer ids it must be fed (fc order), and the
-    ``routes`` the release's loops offer for the residual a layer hands the next (its ``selfcheck_routes``)."""
+    """A pending check of one decoder stack; ``routes``: the release's ``selfcheck_routes`` (docs/self-check.md)."""
 
     def __init__(self, stack: Any, plan: Any, family: Any, routes: tuple[str, ...], *, num_hidden_layers: int,
                  where: str) -> None:
@@ -186,8 +184,7 @@ class Session:
             self.refs[k] = Ref(residual[:MAX_ROWS].clone(), route, residual.shape[0], exact=True)
 
     def take_inputs(self, stack: Any, **inputs: Any) -> None:
-        """Take the embedding reference from the stack's forward inputs handed here by name (an engine whose decoder
-        stack is called past ``nn.Module.__call__``, as vLLM's compiled stacks are, fires no hook on the stack)."""
+        """The stack's forward inputs, for a stack called past ``nn.Module.__call__`` (vLLM's: no hook fires)."""
         self._take_inputs(stack, (), inputs)
 
     @_own_time
@@ -233,8 +230,7 @@ class Session:
 
     @_own_time
     def verify(self, aux: Any, tokens: int) -> None:
-        """Compare the fc input ``aux`` (``[T, K*H]``, or None) of this forward of ``tokens`` tokens with the
-        references; raise the check's failure, or mark the session passed."""
+        """Compare this forward's fc input ``aux`` (``[T, K*H]`` or None) with the references: raise, or pass."""
         self.tokens = tokens
         problems = self.compare(aux)
         self.elapsed_ms = (time.perf_counter() - self.t0) * 1e3
@@ -317,9 +313,7 @@ def _ulp(want: Any) -> Any:
 
 
 def align_rows(chunk: Any, ref: Ref, attn_tp: tuple[int, int] = (0, 1)) -> tuple[Any, Any]:
-    """``(rows of chunk, rows of ref.value)`` that describe the same tokens, or ``(None, None)``: the first rows when
-    the counts match, else this rank's attention-TP slice (``tensor_split``, as SGLang's ``attn_tp_slice``), else each
-    reference row found among the chunk's rows as the comparison would accept it (context parallelism's order)."""
+    """``(chunk rows, reference rows)`` of the same tokens, or (None, None) (docs/self-check.md, "What is compared")."""
     want, k, (rank, size) = ref.value, ref.value.shape[0], attn_tp
     part = chunk.tensor_split(size)[rank] if size > 1 and chunk.shape[0] != ref.source_rows else None
     if chunk.shape[0] == ref.source_rows:
