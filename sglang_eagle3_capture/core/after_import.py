@@ -8,8 +8,6 @@ import importlib.util
 import sys
 from typing import Callable
 
-__all__ = ["when_imported"]
-
 
 class _ThenRun(importlib.abc.Loader):
     """The module's real loader, followed by the actions registered for it."""

@@ -51,14 +51,9 @@ def to_fc_order(aux: Any, plan: CapturePlan, last: Any = None, normed: Any = Non
     if plan.is_identity and not listed:
         return aux
     import torch
-
-    chunks = []
-    if plan.loop_indices:
-        if listed:
-            chunks = list(aux)
-        else:
-            h = aux.shape[-1] // len(plan.loop_indices)
-            chunks = [aux.narrow(-1, c * h, h) for c in range(len(plan.loop_indices))]
+    n = len(plan.loop_indices)
+    h = 0 if listed or not n else aux.shape[-1] // n
+    chunks = list(aux) if listed and n else [aux.narrow(-1, c * h, h) for c in range(n)]
     for wanted, value in ((plan.captures_last_layer, last), (plan.captures_final_norm, normed)):
         if wanted:
             chunks.append(value.to(chunks[0].dtype) if chunks else value)
@@ -86,9 +81,7 @@ class FcFeed:
         """The layer ids fed to the draft, in fc order; None when ``current_loop`` is not the configured list."""
         if current_loop is not self.layers:
             return None
-        if self.plan is not None:
-            return tuple(self.plan.layer_ids)  # may include the last layer, taken outside the loop
-        return layer_ids_of_loop(self.layers, self.num_hidden_layers)
+        return tuple(self.plan.layer_ids) if self.plan else layer_ids_of_loop(self.layers, self.num_hidden_layers)
 
     def attach(self, model: Any) -> None:
         """Hook the final norm when the plan needs it, and each captured layer's input norm under ``stream_norms``."""
@@ -99,9 +92,8 @@ class FcFeed:
         if self.stream_norms is not None:
             layers, norm = self.stream_norms  # the norm's name may be dotted into a pair, as the self-check reads it
             for i in self.plan.loop_indices:
-                module = attr_path(getattr(model, layers)[i], norm)
-                self._hooks.append(module.register_forward_pre_hook(functools.partial(self._take_stream, i),
-                                                                    with_kwargs=True))
+                self._hooks.append(attr_path(getattr(model, layers)[i], norm).register_forward_pre_hook(
+                    functools.partial(self._take_stream, i), with_kwargs=True))
 
     def detach(self) -> None:
         for hook in self._hooks:
@@ -110,9 +102,7 @@ class FcFeed:
 
     def _take_last_layer_output(self, module: Any, args: tuple, output: Any) -> None:
         # RMSNorm(x, residual) returns (normed, x + residual); without a residual, x is the last layer's output
-        pair = isinstance(output, tuple)
-        self._last = output[1] if pair else args[0]
-        self._normed = output[0] if pair else output
+        self._normed, self._last = (output[0], output[1]) if isinstance(output, tuple) else (output, args[0])
 
     def _take_stream(self, i: int, module: Any, args: tuple, kwargs: dict) -> None:
         # Before a fused kernel (Gemma3RMSNorm.forward_cuda) overwrites both in place: x + residual is the sum the
@@ -169,7 +159,6 @@ class FcFeed:
             aux = to_fc_order(aux, self.plan, last, normed)
         elif isinstance(aux, (list, tuple)):  # stock wiring with a dump: pack as LogitsProcessor would
             import torch
-
             aux = torch.cat(list(aux), dim=-1) if aux else None
         if aux is None:
             return out

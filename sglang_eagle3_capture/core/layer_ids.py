@@ -9,10 +9,6 @@ from typing import Any, Iterable, Sequence
 
 from .errors import InputError, brief
 
-__all__ = ["EMBEDDING_LAYER_ID", "FINAL_NORM", "check_layer_ids", "hidden_state_index",
-           "hidden_state_indices", "is_int", "is_layer_id", "last_layer_id", "layer_id_of_index", "layer_ids_of_loop",
-           "split_capture"]
-
 EMBEDDING_LAYER_ID = -1
 FINAL_NORM = "final_norm"  # the final norm's output (HF hidden_states[N]); not a loop index, no arithmetic
 

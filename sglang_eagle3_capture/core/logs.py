@@ -7,28 +7,21 @@ import logging
 
 from .errors import shown
 
-__all__ = ["EscapeFilter", "get_logger"]
 
-
-class EscapeFilter(logging.Filter):
-    """Formats a record's message with its arguments and escapes the result (the record then has no arguments)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a call site's format error: logging reports it as it would without us
-            return True
-        if record.args or not message.isprintable():
-            record.msg, record.args = shown(message), ()
+def _escape(record: logging.LogRecord) -> bool:
+    """The logging filter: formats a record's message with its arguments and escapes the result (no arguments left)."""
+    try:
+        message = record.getMessage()
+    except Exception:  # noqa: BLE001 - a call site's format error: logging reports it as it would without us
         return True
-
-
-_FILTER = EscapeFilter()
+    if record.args or not message.isprintable():
+        record.msg, record.args = shown(message), ()
+    return True
 
 
 def get_logger(name: str) -> logging.Logger:
     """``logging.getLogger(name)`` with the escaping filter: the one way the package makes a logger."""
     logger = logging.getLogger(name)
-    if _FILTER not in logger.filters:
-        logger.addFilter(_FILTER)
+    if _escape not in logger.filters:
+        logger.addFilter(_escape)
     return logger

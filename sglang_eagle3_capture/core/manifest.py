@@ -82,21 +82,20 @@ class Manifest:
         """``(per_position, None)`` for the served setting, or ``(None, why)``: metadata, never an error."""
         if self.expected is None:
             return None, "the manifest has no 'expected' block"
-        bad = records.problems(schema.EXPECTED, self.expected, "expected")
-        if bad:
+        if bad := records.problems(schema.EXPECTED, self.expected, "expected"):
             return None, f"field '{bad[0][0]}': {bad[0][1]}; {WRITE_EXPECTED}"
         measured = list(self.expected["provenance"]["layer_ids"])
         if measured != list(self.layer_ids):
             return None, (f"field 'expected.provenance.layer_ids': the figures were measured with layer ids "
                           f"{measured}, but the manifest's layer_ids are {list(self.layer_ids)}; {WRITE_EXPECTED}")
+        served = f"{steps},{topk},{draft_tokens}"
         for entry in self.expected["acceptance"]:
             if (entry["steps"], entry["topk"], entry["draft_tokens"]) == (steps, topk, draft_tokens):
                 if len(entry["per_position"]) != steps:
-                    return None, (f"field 'expected.acceptance': the entry for {steps},{topk},{draft_tokens} has "
+                    return None, (f"field 'expected.acceptance': the entry for {served} has "
                                   f"{len(entry['per_position'])} figures for {steps} draft positions; {WRITE_EXPECTED}")
                 return list(entry["per_position"]), None
         have = " ".join(f"{e['steps']},{e['topk']},{e['draft_tokens']}" for e in self.expected["acceptance"])
-        served = f"{steps},{topk},{draft_tokens}"
         return None, (f"field 'expected.acceptance' has figures for the settings {brief(have, 200)}, not for the "
                       f"{served} served; write them with `sglang-eagle3-capture verify DRAFT --data SAMPLES "
                       f"--write-expected --settings {served}`")
@@ -153,9 +152,8 @@ def check_fc_width(manifest: Manifest, fc_in_features: int, *, file: Any = None,
         hint = f" (the fc was trained on {fc_in_features // h} hidden states)" if fc_in_features % h == 0 else ""
         raise InputError(file, field, f"fc input width is {fc_in_features}, but manifest "
                          f"{shown(manifest.path or MANIFEST_FILENAME)} field 'layer_ids' lists {k} ids x field "
-                         f"'target.hidden_size' {h} = {manifest.fc_in_features}{hint}",
-                         "list exactly the hidden states the fc was trained on, and the target it was trained "
-                         "against")
+                         f"'target.hidden_size' {h} = {manifest.fc_in_features}{hint}", "list exactly the hidden "
+                         "states the fc was trained on, and the target it was trained against")
 
 
 def check_target_bounds(architecture: str, num_hidden_layers: int, hidden_size: int, where: Any) -> None:
@@ -177,11 +175,9 @@ def check_target(manifest: Manifest, target_hf_config: Any, where: Any) -> None:
     fix = "serve the draft with the target it was trained against (or correct the manifest)"
     if architecture_family(arch) != architecture_family(manifest.target_architecture):
         raise InputError(where, "architectures", f"target architecture {arch} is not in the family of "
-                         f"{manifest.target_architecture} named by manifest {mpath} field 'target.architecture'",
-                         fix)
-    prefix = decoder_field_prefix(arch)
+                         f"{manifest.target_architecture} named by manifest {mpath} field 'target.architecture'", fix)
     for fld, have, want in (("num_hidden_layers", n_layers, manifest.target_num_hidden_layers),
                             ("hidden_size", hidden, manifest.target_hidden_size)):
         if have != want:
-            raise InputError(where, prefix + fld, f"is {have}, but manifest {mpath} field 'target.{fld}' is {want}",
-                             fix)
+            raise InputError(where, decoder_field_prefix(arch) + fld, f"is {have}, but manifest {mpath} field "
+                             f"'target.{fld}' is {want}", fix)

@@ -9,8 +9,6 @@ from typing import Any, Mapping, Sequence
 
 from .errors import DeploymentError, brief
 
-__all__ = ["check", "manifest_digest", "statement"]
-
 
 def manifest_digest(manifest: Any) -> str | None:
     """A digest of everything a manifest states (layer ids, target, provenance, expected figures); None for none."""
@@ -49,8 +47,7 @@ def check(statements: Sequence[Mapping]) -> None:
                      for k, r in groups.items())
     where = next((s for s in statements if s.get("file")), {})
     raise DeploymentError(where.get("file"), where.get("field"), f"the {len(statements)} tensor-parallel ranks do not "
-                          f"serve the same draft wiring ({said}): each rank reads the draft's files on its own, and "
-                          "they changed between the ranks' reads or the ranks see different files", "restart the "
-                          "server once the draft directory no longer changes (replace a manifest with "
-                          "`sglang-eagle3-capture manifest write`, which writes it atomically, before the server "
-                          "starts), and give every node the same draft directory")
+                          f"serve the same draft wiring ({said}): the draft's files changed between the ranks' reads, "
+                          "or the ranks see different files", "restart the server once the draft directory no longer "
+                          "changes (`sglang-eagle3-capture manifest write` replaces a manifest atomically), with the "
+                          "same draft directory on every node")

@@ -64,10 +64,10 @@ class SelfCheck:
         return 0, 1
 
     def report(self, session: "Session") -> None:  # the INFO line of a pass
-        parts = [f"chunk {j} layer {lid}: max|diff| {d:.3g} ({route})" for j, lid, d, route in session.lines]
         logger.info("eagle3-capture self-check passed (%s; %d tokens, checked forward %.1f ms, the check's own work "
                     "%.2f ms): %s; hooks removed", self.context(), session.tokens, session.elapsed_ms,
-                    session.own_s * 1e3, "; ".join(parts))
+                    session.own_s * 1e3, "; ".join(f"chunk {j} layer {lid}: max|diff| {d:.3g} ({route})"
+                                                   for j, lid, d, route in session.lines))
 
 
 def _is_tensor(x: Any) -> bool:
@@ -104,10 +104,8 @@ class Session:
 
     def __init__(self, check: SelfCheck, *, verify_output: bool = True) -> None:
         self.check, self.verify_output = check, verify_output  # False: the caller hands verify() the fc input (vLLM)
-        self.refs: dict[int | str, Ref] = {}
-        self.handles: list = []
-        self.shadowed: list[tuple[Any, str]] = []  # (norm, method name) shadowed by an instance attribute
-        self.lines: list[tuple[int, int | str, float, str]] = []  # (chunk, layer id, max |diff|, route) compared
+        # layer id -> Ref; hook handles; (norm, method name) shadowed; (chunk, layer id, max |diff|, route) compared
+        self.refs, self.handles, self.shadowed, self.lines = {}, [], [], []
         self.passed, self.tokens, self.elapsed_ms, self.t0 = False, 0, 0.0, time.perf_counter()
         self.own_s = 0.0  # hooks installed and removed, references taken, comparison
         if (stack := check.stack_ref()) is not None:
@@ -192,18 +190,12 @@ class Session:
         import torch.nn.functional as F
         if -1 not in self.check.layer_ids:
             return
-        params = self.check.family.forward_params[1:]
-
-        def arg(name: str) -> Any:
-            i = params.index(name)
-            return args[i] if i < len(args) else kwargs.get(name)
-
-        embeds = arg(self.check.family.embeds_param)
+        given = {**kwargs, **dict(zip(self.check.family.forward_params[1:], args))}  # the forward's arguments by name
+        embeds = given.get(self.check.family.embeds_param)
         if _is_tensor(embeds):
-            self.refs[-1] = Ref(embeds[:MAX_ROWS].clone(), "input_embeds handed to the model", embeds.shape[0],
-                                exact=True)
+            self.refs[-1] = Ref(embeds[:MAX_ROWS].clone(), "input_embeds handed to the model", embeds.shape[0], True)
             return
-        ids = arg("input_ids")
+        ids = given.get("input_ids")
         emb = getattr(module, self.check.family.embed_tokens)
         local, rows = ids[:MAX_ROWS].long(), None
         shard = getattr(emb, "shard_indices", None)
@@ -211,8 +203,7 @@ class Session:
             start, end = shard.org_vocab_start_index, shard.org_vocab_end_index
             rows = (local >= start) & (local < end)
             local = (local - start) * rows
-        value = F.embedding(local, emb.weight)
-        route = "embedding lookup of the input ids"
+        value, route = F.embedding(local, emb.weight), "embedding lookup of the input ids"
         scale = getattr(emb, "embed_scale", None)  # Gemma's scaled embedding: lookup * float (gemma3_causal.py:547-548)
         if isinstance(scale, float):
             value = value * scale
@@ -240,12 +231,11 @@ class Session:
 
     @_own_time
     def close(self) -> None:  # on pass and on failure
-        for h in self.handles:
-            h.remove()
-        self.handles.clear()
-        for norm, name in self.shadowed:
+        while self.handles:
+            self.handles.pop().remove()
+        while self.shadowed:
+            norm, name = self.shadowed.pop()
             vars(norm).pop(name, None)
-        self.shadowed.clear()
 
     def compare(self, aux: Any) -> list[str]:
         """One problem line per chunk that is not its layer id's hidden state (empty: passed)."""
@@ -340,6 +330,3 @@ def _rows_by_value(chunk: Any, want: Any, *, exact: bool) -> Any:
                 close = ((wide - want[j].float()).abs() <= ULP_BOUND * ulps[j]).all(dim=-1).nonzero()
                 picks[j] = int(close[0]) if close.numel() else None
     return None if any(p is None for p in picks) else chunk[torch.tensor(picks, device=chunk.device)]
-
-
-__all__ = ["ENV", "MAX_ROWS", "ULP_BOUND", "Ref", "SelfCheck", "Session", "align_rows", "difference", "enabled"]
