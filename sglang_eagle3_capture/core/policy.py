@@ -1,7 +1,5 @@
-"""The refusal policy: what the plugin does with a deployment, decided from plain data (no torch, no SGLang), in one
-place. The server (:func:`.sglang.resolution.resolve_target_capture`) and ``inspect``
-(:func:`sglang_eagle3_capture.doctor.inspect.plugin_outcome`) both call :func:`decide` on a :class:`Deployment`, so
-the doctor cannot disagree with the server: it returns a :class:`Decision` or raises a :class:`DeploymentError`.
+"""The refusal policy from plain data (no torch, no SGLang): the server and ``inspect`` both call :func:`decide`, so
+the doctor cannot disagree with the server (docs/how-it-works.md).
 """
 
 from __future__ import annotations
@@ -33,16 +31,14 @@ TARGET = "target config (--model-path)"
 
 @dataclass(frozen=True)
 class Deployment:
-    """The facts a decision depends on. ``architecture`` is None when the target config's ``architectures`` is not a
-    list naming a class (``architectures`` holds what it is); ``unpatched`` maps a family name to why its capture
-    patch is not active in this process; ``last_stage`` is the last pipeline stage's ``[start, end)`` layers."""
+    """The facts a decision depends on."""
 
     release: Release
     draft: str
     manifest: Manifest | None = None
     eagle_config: Mapping | None = None
     config_file: str | None = None  # the draft's config.json (None: DRAFT/config.json), which errors name
-    architecture: str | None = None
+    architecture: str | None = None  # None: the config's ``architectures`` (held next) names no class
     architectures: Any = None
     num_hidden_layers: int = 0
     target_config: Any = None  # the target's HF config, to hold a manifest to (None: not checked)
@@ -52,8 +48,8 @@ class Deployment:
     use_aux_hidden_state: bool = True
     two_batch_overlap: bool = False
     pp_size: int = 1
-    last_stage: tuple[int, int] | None = None
-    unpatched: Mapping[str, str] = field(default_factory=dict)
+    last_stage: tuple[int, int] | None = None  # the last pipeline stage's [start, end) layers
+    unpatched: Mapping[str, str] = field(default_factory=dict)  # family name -> why its capture patch is inactive
     model_impl: Any = "auto"  # --model-impl ("mindspore": no torch decoder stack, see decide)
 
     def __post_init__(self) -> None:
@@ -62,17 +58,13 @@ class Deployment:
 
     @property
     def declares(self) -> bool:
-        """True when the draft declares layer ids (a manifest, eagle_config ids marked with the convention, or the
-        fail-closed object standing for a manifest's ids)."""
-        ec = self.eagle_config
-        marks = ec is not None and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
-        return self.manifest is not None or marks
+        """A manifest, eagle_config ids marked with the convention, or the fail-closed object."""
+        return self.manifest is not None or _marks(self.eagle_config)
 
 
 @dataclass(frozen=True)
 class Decision:
-    """``layer_ids`` (fc order) from ``file``/``field`` to wire on ``family``; ``layer_ids`` None: stock wiring, and
-    ``stock`` says what stock SGLang feeds (None when the deployment is none of the plugin's business)."""
+    """``layer_ids`` (fc order) from ``file``/``field`` to wire on ``family``; None: stock wiring, ``stock`` feeds."""
 
     family: Family | None = None
     layer_ids: tuple[int, ...] | None = None
@@ -81,57 +73,69 @@ class Decision:
     stock: str | None = None
 
 
-def supported_families() -> str:
-    """``family (Arch, Arch), ...`` for every family with an entry, for refusals."""
-    return "; ".join(f"{f.name} ({', '.join(f.architectures)})" for f in all_families())
+def _marks(ec: Any) -> bool:
+    return isinstance(ec, Mapping) and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
 
 
-def refuse_release(release: Release) -> None:
-    """Raise :class:`UnsupportedSGLangVersion` for a release the table lists as not supported."""
-    if not release.supported:
-        why = f": {release.refused_because}" if release.refused_because else ""
-        versions = ", ".join(releases.supported_versions())
-        raise UnsupportedSGLangVersion(None, None, f"SGLang {release.version} is a release sglang-eagle3-capture does "
-                                       f"not support{why}", f"serve with one of {versions}")
+def _no_family(arch: str) -> str:
+    families = "; ".join(f"{f.name} ({', '.join(f.architectures)})" for f in all_families())
+    return f"{arch} has no family entry; manifest-exact capture covers the families {families}"
 
 
 def decide(d: Deployment) -> Decision:
-    """What the plugin does with ``d``: the rules in the order the server meets them (module doc)."""
-    refuse_release(d.release)
+    """What the plugin does with ``d``: the rules in the order the server meets them."""
+    if not d.release.supported:
+        why = f": {d.release.refused_because}" if d.release.refused_because else ""
+        raise UnsupportedSGLangVersion(None, None, f"SGLang {d.release.version} is a release sglang-eagle3-capture "
+                                       f"does not support{why}", f"serve with one of "
+                                       f"{', '.join(releases.supported_versions())}")
     if not d.eagle3:
         if d.eagle3_draft:
             raise DeploymentError(None, "--speculative-algorithm", f"{d.algorithm} with the EAGLE-3 draft {d.draft}: "
-                                  "SGLang then captures no aux hidden states and skips the draft's fc, so accept "
-                                  "length falls to about 1.0", "pass --speculative-algorithm EAGLE3")
+                                  "SGLang then skips the draft's fc (accept length about 1.0)", "pass EAGLE3")
         return Decision()
     if d.model_impl == "mindspore" and d.declares:
-        raise DeploymentError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM whatever "
-                              f"the target's architecture ({d.architecture}), a MindSpore network from the "
-                              "sgl_mindspore package (models/mindspore.py:193, 359-360; model_loader/utils.py:"
-                              f"228-229), not a torch decoder stack: nothing can capture the layer ids the draft "
-                              f"{d.draft} declares", "serve with --model-impl sglang (or auto), or remove the draft's "
-                              "manifest/marked ids to run stock wiring knowingly")
+        raise DeploymentError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM, a MindSpore "
+                              f"network, whatever the target's architecture ({d.architecture}) (models/mindspore.py:"
+                              "193, 359-360; model_loader/utils.py:228-229): no torch decoder stack captures the layer "
+                              f"ids the draft {d.draft} declares", "serve with --model-impl sglang (or auto), or "
+                              "remove the draft's manifest/marked ids to run stock wiring knowingly")
     family = _family(d)
     if family is None:
         return Decision()
     if not d.use_aux_hidden_state:
         if d.declares:
             raise DeploymentError(d.config_file, "eagle_config.use_aux_hidden_state", "false, but the draft declares "
-                                  "layer ids and SGLang would capture nothing",
-                                  "remove use_aux_hidden_state or set it to true")
+                                  "layer ids and SGLang would capture nothing", "remove it or set it to true")
         return Decision()
     if d.two_batch_overlap:
         raise DeploymentError(None, "--enable-two-batch-overlap", f"{'/'.join(family.model_classes)}.forward runs its "
                               "layers through model_forward_stages under two-batch overlap, which skips the "
-                              f"aux-hidden-state capture EAGLE-3 needs on {d.architecture}",
-                              "drop --enable-two-batch-overlap")
+                              f"aux-hidden-state capture on {d.architecture}", "drop the flag")
     declared = declared_ids(d, family)
     if declared is None:
         stock = stock_sglang_capture({"eagle_config": dict(d.eagle_config or {})}, d.num_hidden_layers, family=family,
                                      release=d.release, file=d.config_file)
         return Decision(family, stock=stock.describe())
     ids, file, fld = declared
-    _wirable(d, family, ids, file, fld)
+    _check_ids(ids, d.num_hidden_layers, file, fld)
+    if family.name in d.unpatched:
+        raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} but the sglang-eagle3-capture "
+                              f"capture patch is incomplete for the {family.name} family in this process "
+                              f"({d.unpatched[family.name]})", "reinstall sglang-eagle3-capture, check the log for "
+                              "'eagle3-capture' errors, or serve with a supported SGLang release")
+    upgrade = f"upgrade SGLang (the newest supported is {releases.newest().version})"
+    if d.architecture in d.release.absent_hooks:
+        raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} on {d.architecture}, which has "
+                              f"no set_eagle3_layers_to_capture in SGLang {d.release.version} (a later release added "
+                              "it)", upgrade)
+    if EMBEDDING_LAYER_ID in ids and family.name in d.release.embedding_crashes:
+        raise DeploymentError(file, fld, f"layer id -1 (the embedding output) on {d.architecture}: the {family.name} "
+                              f"family's capture loop in SGLang {d.release.version} computes hidden_states + residual "
+                              "with no residual at loop index 0 (TypeError at the first forward)",
+                              f"{upgrade}, or serve a draft trained without layer id -1")
+    if d.last_stage is not None:
+        check_stage(ids, d.num_hidden_layers, *d.last_stage, pp_size=d.pp_size, file=file, field=fld)
     return Decision(family, ids, file, fld)
 
 
@@ -139,13 +143,11 @@ def _family(d: Deployment) -> Family | None:
     if d.architecture is None:
         if d.declares:
             raise DeploymentError(TARGET, "architectures", f"{brief(d.architectures)}, not a list naming the target "
-                                  f"class, so no family can wire the layer ids the draft {d.draft} declares",
-                                  "serve a target whose config.json lists its class in 'architectures'")
+                                  f"class to wire the draft's layer ids on", "list the target's class there")
         return None
     family = family_of(d.architecture)
     if family is None and d.declares:
-        raise DeploymentError(TARGET, "architectures", f"{d.architecture} has no family entry; manifest-exact "
-                              f"capture covers the families {supported_families()}", "serve the draft on one of those "
+        raise DeploymentError(TARGET, "architectures", _no_family(d.architecture), "serve the draft on one of those "
                               "targets, or remove its manifest/marked ids to run stock SGLang wiring knowingly")
     return family
 
@@ -157,22 +159,18 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
     if ec is not None and CONVENTION_KEY in ec:
         if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
             raise DeploymentError(d.config_file, f"eagle_config.{CONVENTION_KEY}", f"is {brief(ec[CONVENTION_KEY])}",
-                                  f"set it to {LAYER_ID_CONVENTION!r} (ids are layer ids: -1 = embedding, k = output "
-                                  "of layer k) or remove it")
+                                  f"set it to {LAYER_ID_CONVENTION!r} (-1: embedding, k: layer k's output), or remove")
         marked = ec.get(IDS_KEY)
         if not isinstance(marked, list) or not all(is_layer_id(i) for i in marked):
-            raise DeploymentError(d.config_file, cfg_field, f"expected a list of integer layer ids next to "
-                                  f"'{CONVENTION_KEY}', got {brief(marked)}", "list the layers the fc consumes, in fc "
-                                  "order, e.g. [-1, 2, 30]")
+            raise DeploymentError(d.config_file, cfg_field, f"expected a list of integer ids, got {brief(marked)}",
+                                  "list the layers the fc consumes, in fc order, e.g. [-1, 2, 30]")
         marked = tuple(marked)
     m = d.manifest
     fail_closed = ec is not None and is_fail_closed(ec.get(IDS_KEY))
     if m is None and fail_closed:
-        raise DeploymentError(d.config_file, cfg_field, f"is sglang-eagle3-capture's fail-closed object, which stands "
-                              f"for the layer ids in the draft's eagle3_manifest.json, but the draft {d.draft} has "
-                              "none (or it is not a local directory)", "restore eagle3_manifest.json beside "
-                              "config.json and serve the local directory, or write it with `sglang-eagle3-capture "
-                              "manifest write DIR --layer-ids=...`")
+        raise DeploymentError(d.config_file, cfg_field, f"is sglang-eagle3-capture's fail-closed object, standing for "
+                              f"the ids of an eagle3_manifest.json, but the draft {d.draft} has none (or it is not a "
+                              "local directory)", f"restore it beside config.json, or `{WRITE_HINT}`")
     if m is None:
         return None if marked is None else (marked, d.config_file, cfg_field)
     if d.target_config is not None:
@@ -180,8 +178,7 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
     mfile = str(m.path)
     if marked is not None and marked != m.layer_ids:
         raise DeploymentError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' "
-                              f"is {list(marked)} (marked as layer ids)", "make them equal (the manifest is what the "
-                              "fc was trained on) or remove the ids from eagle_config")
+                              f"is {list(marked)}", "make them equal, or remove the ids from eagle_config")
     if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
         stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release,
                                      file=d.config_file)
@@ -196,48 +193,16 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
 
 
 def _check_ids(ids: tuple[int, ...], num_hidden_layers: int, file: str, fld: str) -> None:
-    """:func:`check_layer_ids`, its refusal as a :class:`DeploymentError` with the fix for a draft."""
     try:
         check_layer_ids(list(ids), num_hidden_layers, file=file, field=fld)
     except Eagle3CaptureError as e:
-        raise DeploymentError(file, fld, e.problem, f"correct the ids to the layers the draft was trained on "
-                              f"(`{WRITE_HINT}`), or serve the target it was trained against") from None
-
-
-def _wirable(d: Deployment, family: Family, ids: tuple[int, ...], file: str, fld: str) -> None:
-    """Raise unless ``ids`` can be captured exactly on ``d``'s target, release and pipeline stage."""
-    _check_ids(ids, d.num_hidden_layers, file, fld)
-    if family.name in d.unpatched:
-        raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} but the sglang-eagle3-capture "
-                              f"capture patch is incomplete for the {family.name} family in this process "
-                              f"({d.unpatched[family.name]})", "reinstall sglang-eagle3-capture, check the log for "
-                              "'eagle3-capture' errors, or serve with a supported SGLang release")
-    if d.architecture in d.release.absent_hooks:
-        raise DeploymentError(file, fld, f"the draft declares layer ids {list(ids)} on {d.architecture}, which has "
-                              f"no set_eagle3_layers_to_capture in SGLang {d.release.version} (SGLang cannot capture "
-                              "EAGLE-3 hidden states on it; a later release added it)",
-                              f"upgrade SGLang (the newest supported is {releases.newest().version})")
-    if EMBEDDING_LAYER_ID in ids and family.name in d.release.embedding_crashes:
-        raise DeploymentError(file, fld, f"layer id -1 (the embedding output) on {d.architecture}: the {family.name} "
-                              f"family's capture loop in SGLang {d.release.version} computes hidden_states + residual "
-                              "with no residual at loop index 0 (TypeError at the first forward)",
-                              f"upgrade SGLang (the newest supported is {releases.newest().version}), or serve a draft "
-                              "trained without layer id -1")
-    if d.last_stage is not None:
-        check_stage(ids, d.num_hidden_layers, *d.last_stage, pp_size=d.pp_size, file=file, field=fld)
+        raise DeploymentError(file, fld, e.problem, f"correct the ids (`{WRITE_HINT}`), or serve the target the draft "
+                              "was trained against") from None
 
 
 def check_stage(layer_ids: tuple[int, ...], num_hidden_layers: int, start_layer: int, end_layer: int, *,
                 pp_size: int, file: str | None, field: str | None) -> None:
-    """Raise unless every id captured in SGLang's loop runs on the last pipeline stage ``[start_layer, end_layer)``.
-
-    Only the last stage captures, and its loop covers only its own layers (the embedding, loop index 0, is computed
-    on the first stage); the last layer's output is taken at the final norm, which runs on the last stage.
-
-    Example::
-
-        >>> check_stage((2, 3), 6, 3, 6, pp_size=2, file="m.json", field="layer_ids")
-    """
+    """Raise unless every id captured in SGLang's loop runs on the last pipeline stage, the only one that captures."""
     loop = split_capture(layer_ids, num_hidden_layers)[0]
     missing = [layer_id_of_index(i) for i in loop if not start_layer <= i < end_layer]
     if missing:
@@ -248,37 +213,26 @@ def check_stage(layer_ids: tuple[int, ...], num_hidden_layers: int, start_layer:
                               f"or before decoder layer {min(loop)}")
 
 
-# ---------------------------------------------------------------------------------------------------------- vLLM
-
 @dataclass(frozen=True)
 class VllmDeployment:
-    """The facts the vLLM plugin's decision depends on: the vLLM release (None: not in the table), the draft's
-    manifest and ``config.json`` (as a dict), the target's HF config, and ``unserved``: why the plugin's capture patch
-    is not active in this process (None when it is)."""
-
-    release: Any
+    release: Any  # None: not in the vLLM release table
     version: str
     draft: str
     manifest: Manifest | None
     draft_config: Mapping
     config_file: str = "draft config.json"
     target_config: Any = None
-    unserved: str | None = None
+    unserved: str | None = None  # why the plugin's capture patch is not active in this process
 
     @property
     def declares(self) -> bool:
-        """True when the draft declares layer ids to vLLM: a manifest, or a value only the plugin reads (the vLLM
-        fail-closed value, the SGLang fail-closed object, or ``eagle_config`` ids marked as layer ids)."""
-        ec = self.draft_config.get("eagle_config")
-        marks = isinstance(ec, Mapping) and (CONVENTION_KEY in ec or is_fail_closed(ec.get(IDS_KEY)))
-        return self.manifest is not None or marks or is_vllm_fail_closed(self.draft_config.get(IDS_KEY))
+        """A manifest, or a value only the plugin reads (either fail-closed value, or marked eagle_config ids)."""
+        return (self.manifest is not None or _marks(self.draft_config.get("eagle_config"))
+                or is_vllm_fail_closed(self.draft_config.get(IDS_KEY)))
 
 
 def decide_vllm(d: VllmDeployment) -> Decision:
-    """What the vLLM plugin does with ``d``: stock wiring for a draft that declares nothing; else wire the manifest's
-    ids, or raise a :class:`DeploymentError` naming the file, the field and the fix (an unserved release or runner, no
-    manifest beside a value that stands for one, a target or id list the manifest does not fit, a config.json that
-    stock vLLM would read as other layers)."""
+    """Stock wiring for a draft that declares nothing; else the manifest's ids, or a :class:`DeploymentError`."""
     if not d.declares:
         return Decision()
     m = d.manifest
@@ -302,8 +256,7 @@ def decide_vllm(d: VllmDeployment) -> Decision:
         check_target(m, d.target_config, where=TARGET)
     family = family_of(m.target_architecture)
     if family is None:
-        raise DeploymentError(str(m.path), "target.architecture", f"{m.target_architecture} has no family entry; "
-                              f"manifest-exact capture covers the families {supported_families()}",
+        raise DeploymentError(str(m.path), "target.architecture", _no_family(m.target_architecture),
                               "serve the draft on one of those targets")
     n = m.target_num_hidden_layers
     _check_ids(m.layer_ids, n, str(m.path), "layer_ids")

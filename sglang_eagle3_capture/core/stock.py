@@ -1,11 +1,5 @@
-"""What stock engines feed a draft's fc: the readings of a draft ``config.json`` the doctor compares.
-
-:func:`stock_sglang_capture` mirrors, per release (:mod:`.releases`) and family (:mod:`.families`), SGLang's
-``spec_aux_hidden_state.py::_resolve_eagle_aux_hidden_state`` (ids only from the nested ``eagle_config``, anything
-else means the default), the family's ``set_eagle3_layers_to_capture`` (default ``[2, N//2, N-3]``, explicit ids
-read by the release's stock rule) and the capture loop (ascending, ``0..N-1``; index ``N`` as the family's
-``stock_past_loop`` says). The fail-closed object (:data:`.config_keys.FAIL_CLOSED_IDS`) makes every stock rule
-raise at startup (:data:`_FAIL_CLOSED_PROBLEM`).
+"""What stock engines feed a draft's fc: the readings of a draft ``config.json`` per release and family that the
+doctor compares (docs/releases.md, docs/families.md).
 """
 
 from __future__ import annotations
@@ -18,20 +12,10 @@ from .config_keys import IDS_KEY, VLLM_FAIL_CLOSED_IDS, is_fail_closed, is_vllm_
 from .errors import InputError, brief
 from .families import Family
 from .families.schema import N_COUNT_ERROR, N_INDEX_ERROR
-from .layer_ids import (
-    EMBEDDING_LAYER_ID,
-    FINAL_NORM,
-    hidden_state_indices,
-    is_int,
-    is_layer_id,
-    last_layer_id,
-    layer_ids_of_loop,
-)
+from .layer_ids import EMBEDDING_LAYER_ID, FINAL_NORM, hidden_state_indices, is_int, is_layer_id, layer_ids_of_loop
 from .releases.schema import ALWAYS_SHIFT, KEEP_IF_MAX_IS_N, SHIFT_IF_FIRST_IS_1, EngineReader, Release
 from .target_config import path_get
 
-__all__ = ["FailClosedIds", "StockCapture", "default_low_mid_high_indices", "engine_capture", "family_named",
-           "stock_on_vllm", "stock_rule", "stock_sglang_capture", "vllm_fail_closed_ids"]
 
 @dataclass(frozen=True)
 class StockCapture:
@@ -61,10 +45,8 @@ class StockCapture:
 
 
 def default_low_mid_high_indices(num_hidden_layers: int) -> list[int]:
-    """The low/mid/high default ``[2, N//2, N-3]`` of EAGLE, vLLM, speculators and stock SGLang: HF indices (==
-    SGLang loop indices), not layer ids."""
-    n = num_hidden_layers
-    return [2, n // 2, n - 3]
+    """EAGLE's, vLLM's, speculators' and stock SGLang's default: HF indices (== SGLang loop indices), not layer ids."""
+    return [2, num_hidden_layers // 2, num_hidden_layers - 3]
 
 
 def _release_of(release: Release | str | None) -> Release:
@@ -87,7 +69,6 @@ def stock_rule(family: Family | str, release: Release | str | None = None) -> st
 
 
 def _int_ids(value: Any, field: str, file: Any) -> list[int]:
-    """``value`` as a list of integer ids, or an :class:`InputError` naming ``file`` and ``field``."""
     if not isinstance(value, (list, tuple)) or not all(is_int(i) for i in value):
         raise InputError(file, field, f"expected a list of integer layer ids, got {brief(value)}",
                          "write the ids the draft was trained on as a JSON list of integers (or remove the field to "
@@ -95,34 +76,15 @@ def _int_ids(value: Any, field: str, file: Any) -> list[int]:
     return list(value)
 
 
-def _read_ids_like_sglang(draft_config: Mapping, file: Any) -> tuple[bool, list[int] | None]:
-    """(use_aux_hidden_state, ids or None) as ``_resolve_eagle_aux_hidden_state`` reads them; ids that are not a
-    list of integers raise :class:`InputError` naming ``file``."""
-    ec = draft_config.get("eagle_config")
-    if not isinstance(ec, Mapping):
-        return True, None
-    use_aux = ec.get("use_aux_hidden_state", True)
-    ids = ec.get(IDS_KEY)
-    carries_final_norm = isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_layer_id(i) for i in ids)
-    if is_fail_closed(ids) or carries_final_norm:  # read as-is: see _FAIL_CLOSED_PROBLEM and _stock_on_token
-        return bool(use_aux), ids
-    return bool(use_aux), None if ids is None else _int_ids(ids, f"eagle_config.{IDS_KEY}", file)
-
-
 def _stock_on_token(rel: Release, fam: Family, ids: list, n: int) -> StockCapture:
-    """What stock ``rel`` does with ``ids`` that carry :data:`~.layer_ids.FINAL_NORM`: ``val + 1`` and ``max(ids)``
-    raise a TypeError at startup; DeepSeek's heuristic with a first id other than 1 keeps the list as loop indices,
-    where the string matches none, so fewer states are captured than the fc takes."""
+    """What stock ``rel`` does with ``ids`` that carry FINAL_NORM: a TypeError at startup, or (DeepSeek's heuristic,
+    first id not 1) loop indices the string matches none of."""
     rule = stock_rule(fam, rel)
     if rule == SHIFT_IF_FIRST_IS_1 and ids[0] != 1:
         loop = [i for i in ids if is_int(i)]
         fed = layer_ids_of_loop(loop, n)
-        short = (f"the loop captures {len(fed)} of the {len(ids)} states the fc takes ({FINAL_NORM!r} and any id "
-                 "outside the loop match no loop index)")
-        problem = (f"{short} and fails at the first forward ('captured {len(fed)} of {len(ids)} aux hidden states')"
-                   if fam.stock_past_loop == N_COUNT_ERROR else
-                   f"{short}, silently (its list is never counted), and the draft's fc fails at the first draft extend "
-                   "on its input width")
+        problem = _shortfall(fam, f"the loop captures {len(fed)} of the {len(ids)} states the fc takes ({FINAL_NORM!r} "
+                             "and any id outside the loop match no loop index)", len(fed), len(ids))
         return StockCapture(rel.version, fam.name, tuple(ids), "as loop indices", tuple(loop), fed, problem)
     call = "`max(layer_ids) == num_layers`" if rule == KEEP_IF_MAX_IS_N else "`[val + 1 for val in layer_ids]`"
     return StockCapture(rel.version, fam.name, tuple(ids), "fails on the token", (), (),
@@ -145,12 +107,26 @@ def _loop_indices_by_rule(rule: str, ids: list[int], n: int) -> tuple[str, list[
     raise ValueError(f"unknown stock rule {rule!r}")
 
 
+# What each stock rule's set_eagle3_layers_to_capture (e.g. models/deepseek_v2.py, models/llama.py,
+# models/gpt_oss.py in 0.5.23) raises on the one-key fail-closed object, from the target ModelRunner's initialisation.
+_CONCAT = 'TypeError: can only concatenate str (not "int") to str (`'
+_FAIL_CLOSED_RAISES = {
+    SHIFT_IF_FIRST_IS_1: "KeyError: 0 (`if layer_ids and layer_ids[0] == 1`)",
+    ALWAYS_SHIFT: _CONCAT + "[val + 1 for val in layer_ids]`)",
+    KEEP_IF_MAX_IS_N: _CONCAT + "max(layer_ids) == num_layers` is false, then `[val + 1 for val in layer_ids]`)",
+}
+
+
 def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
                          release: Release | str | None = None, file: Any = None) -> StockCapture:
-    """What stock SGLang ``release`` (default: the newest supported) would capture for ``draft_config`` on an
-    ``N``-layer target of ``family``; ``file`` is named in an error about its ids."""
+    """What stock SGLang ``release`` (default: the newest supported) captures for ``draft_config``."""
     rel, fam, n = _release_of(release), family_named(family), num_hidden_layers
-    use_aux, ids = _read_ids_like_sglang(draft_config, file)
+    ec = draft_config.get("eagle_config")  # as SGLang's _resolve_eagle_aux_hidden_state reads it
+    ec = ec if isinstance(ec, Mapping) else {}
+    use_aux, ids = bool(ec.get("use_aux_hidden_state", True)), ec.get(IDS_KEY)
+    carries_final_norm = isinstance(ids, (list, tuple)) and FINAL_NORM in ids and all(is_layer_id(i) for i in ids)
+    if ids is not None and not is_fail_closed(ids) and not carries_final_norm:  # those two are read as-is
+        ids = _int_ids(ids, f"eagle_config.{IDS_KEY}", file)
     if use_aux and fam.name in rel.absent_families:
         closed = is_fail_closed(ids)
         why = ("the fail-closed object stops it at startup (AttributeError where the class has no "
@@ -165,46 +141,26 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
                             "eagle_config.use_aux_hidden_state is false: nothing is captured and the fc is skipped "
                             "(SGLang's width check), so the draft never sees target layers")
     if is_fail_closed(ids):
-        return StockCapture(rel.version, fam.name, None, "fail-closed", (), (), _FAIL_CLOSED_PROBLEM[
-            stock_rule(fam, rel)], refuses_at_startup=True)
-    if ids is None:
-        config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
-    elif FINAL_NORM in ids:
+        return StockCapture(rel.version, fam.name, None, "fail-closed", (), (), f"eagle_config.{IDS_KEY} is "
+                            "sglang-eagle3-capture's fail-closed object (no id list expresses the manifest to stock "
+                            "SGLang), so the server refuses to start: set_eagle3_layers_to_capture raises "
+                            f"{_FAIL_CLOSED_RAISES[stock_rule(fam, rel)]}", refuses_at_startup=True)
+    if ids is not None and FINAL_NORM in ids:
         return _stock_on_token(rel, fam, list(ids), n)
-    else:
-        config_ids = tuple(ids)
-        rule, loop = _loop_indices_by_rule(stock_rule(fam, rel), list(ids), n)
+    config_ids = None if ids is None else tuple(ids)
+    rule, loop = ("default", default_low_mid_high_indices(n)) if ids is None else _loop_indices_by_rule(
+        stock_rule(fam, rel), list(ids), n)
     fed = layer_ids_of_loop(loop, n)
-    if n in loop and fam.name in rel.final_norm_captures:  # the family captures loop index N at its final norm
-        fed = (*fed, last_layer_id(n))
+    if n in loop and fam.name in rel.final_norm_captures:  # loop index N, at the final norm: the last layer's output
+        fed = (*fed, n - 1)
     problem = _stock_problem(fam, rel, loop, fed, n)
     at_startup = fam.stock_past_loop == N_INDEX_ERROR and any(i >= n for i in loop)
+    wrong = [i for i in fed if i != EMBEDDING_LAYER_ID]  # a family whose loop captures branch outputs feeds those
+    mis_fed = (f"for layer ids {wrong} SGLang {rel.version} feeds each layer's branch output (its last norm's output, "
+               "without the residual it returns beside it), not the residual stream the ids name (HF hidden_states"
+               "[k+1])") if fam.name in rel.branch_captures and wrong and not problem else None
     return StockCapture(rel.version, fam.name, config_ids, rule, tuple(loop), fed, problem,
-                        refuses_at_startup=at_startup and problem is not None,
-                        mis_fed=None if problem else _branch_outputs(fam, rel, fed))
-
-
-def _branch_outputs(fam: Family, rel: Release, fed: tuple[int, ...]) -> str | None:
-    """What stock ``rel`` feeds in place of layer ids >= 0 on a family whose loop captures branch outputs."""
-    wrong = [i for i in fed if i != EMBEDDING_LAYER_ID]
-    if fam.name not in rel.branch_captures or not wrong:
-        return None
-    return (f"for layer ids {wrong} SGLang {rel.version} feeds each layer's branch output (its last norm's output, "
-            "without the residual it returns beside it), not the residual stream the ids name (HF hidden_states[k+1])")
-
-
-_FAIL_CLOSED_REFUSED = (f"eagle_config.{IDS_KEY} is sglang-eagle3-capture's fail-closed object (no id list expresses "
-                        "the manifest to stock SGLang), so the server refuses to start: set_eagle3_layers_to_capture "
-                        "raises ")
-# NOTE: what each stock rule's set_eagle3_layers_to_capture (e.g. models/deepseek_v2.py, models/llama.py,
-# models/gpt_oss.py in 0.5.23) does with a one-key object, called from the target ModelRunner's initialisation.
-_FAIL_CLOSED_PROBLEM = {
-    SHIFT_IF_FIRST_IS_1: _FAIL_CLOSED_REFUSED + "KeyError: 0 (`if layer_ids and layer_ids[0] == 1`)",
-    ALWAYS_SHIFT: _FAIL_CLOSED_REFUSED + 'TypeError: can only concatenate str (not "int") to str (`[val + 1 for val '
-                                         'in layer_ids]`)',
-    KEEP_IF_MAX_IS_N: _FAIL_CLOSED_REFUSED + 'TypeError: can only concatenate str (not "int") to str (`max(layer_ids) '
-                                             '== num_layers` is false, then `[val + 1 for val in layer_ids]`)',
-}
+                        refuses_at_startup=at_startup and problem is not None, mis_fed=mis_fed)
 
 
 def _stock_problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, ...], n: int) -> str | None:
@@ -219,41 +175,36 @@ def _stock_problem(fam: Family, rel: Release, loop: list[int], fed: tuple[int, .
     if len(fed) == len(loop):
         return None
     missed = sorted(set(loop) - set(hidden_state_indices(fed)))
-    what = (f"loop indices {missed} are never reached (the loop runs 0..{n - 1}) or repeat: SGLang captures "
-            f"{len(fed)} of {len(loop)} states")
+    return _shortfall(fam, f"loop indices {missed} are never reached (the loop runs 0..{n - 1}) or repeat: SGLang "
+                      f"captures {len(fed)} of {len(loop)} states", len(fed), len(loop))
+
+
+def _shortfall(fam: Family, what: str, got: int, takes: int) -> str:
     if fam.stock_past_loop == N_COUNT_ERROR:
-        return f"{what} and fails at the first forward ('captured {len(fed)} of {len(loop)} aux hidden states')"
+        return f"{what} and fails at the first forward ('captured {got} of {takes} aux hidden states')"
     return (f"{what}, silently (its list is never counted), and the draft's fc fails at the first draft extend on "
-            f"its input width ({len(fed)} hidden states where it takes {len(loop)})")
+            f"its input width ({got} hidden states where it takes {takes})")
 
 
 @dataclass(frozen=True)
 class FailClosedIds:
-    """What ``convert`` and ``manifest write --fail-closed`` write per engine: ``value`` (the ids, or the engine's
-    fail-closed value); ``exact``: every stock runner feeds the manifest's ids from it; ``why``: what it does else."""
+    """What ``convert`` and ``manifest write --fail-closed`` write per engine."""
 
-    value: Any
-    exact: bool
-    why: tuple[str, ...] = ()
+    value: Any  # the ids, or the engine's fail-closed value
+    exact: bool  # every stock runner feeds the manifest's ids from it
+    why: tuple[str, ...] = ()  # what they do else
 
 
 def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
                    reader: EngineReader, file: Any = None) -> StockCapture:
-    """What another engine's runner (``reader``) feeds the fc for ``draft_config``; ``file`` is named in an error.
-
-    Mirrors vLLM's ``_get_eagle3_aux_layers_from_config`` (0.32 ``v1/worker/gpu_model_runner.py:5251-5285``; Model
-    Runner V2's ``eagle3_utils.py``): the first truthy key of ``reader.keys`` decides; only a list or tuple counts
-    (else the default, silently); the ids are HF indices, sorted and deduplicated, so a string in the list raises
-    while the model loads, except on a ``reader.unsorted`` family, whose loop captures only the integers.
-    """
+    """What another engine's runner (``reader``) feeds the fc for ``draft_config``, as vLLM's
+    ``_get_eagle3_aux_layers_from_config`` (0.32 ``v1/worker/gpu_model_runner.py:5251-5285``) reads it."""
     fam, n = family_named(family), num_hidden_layers
     key, ids = next(((k, v) for k in reader.keys if (v := path_get(draft_config, k))), (None, None))
-    if ids is not None and not isinstance(ids, (list, tuple)):
+    if not isinstance(ids, (list, tuple)):  # the first truthy key decides; only a list or tuple counts
         what = "the SGLang fail-closed object" if is_fail_closed(ids) else brief(ids, 40)
-        config_ids, rule, loop = None, f"{key}: {what}, not a list -> default", default_low_mid_high_indices(n)
-        ids = None
-    elif ids is None:
-        config_ids, rule, loop = None, "default", default_low_mid_high_indices(n)
+        rule = f"{key}: {what}, not a list -> default" if ids is not None else "default"
+        config_ids, loop, ids = None, default_low_mid_high_indices(n), None
     elif any(isinstance(i, str) for i in ids):
         what = "the vLLM fail-closed value" if is_vllm_fail_closed(ids) else f"an id list with {brief(ids, 60)}"
         if fam.name not in reader.unsorted:
@@ -278,15 +229,13 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
 
 
 def stock_on_vllm(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str) -> list[StockCapture]:
-    """What each vLLM model runner of each release in the table, stock, makes of ``draft_config`` (oldest first)."""
+    """What each stock vLLM model runner in the table makes of ``draft_config`` (oldest first)."""
     return [engine_capture(draft_config, num_hidden_layers, family=family, reader=r) for r in releases.other_engines()]
 
 
 def vllm_fail_closed_ids(layer_ids: Sequence, num_hidden_layers: int, *, family: Family | str) -> FailClosedIds:
-    """The top-level ``eagle_aux_hidden_state_layer_ids`` (read first by every stock vLLM runner, never by SGLang)
-    that makes every vLLM runner in the table feed ``layer_ids`` exactly or refuse to start: the HF indices when each
-    runner feeds them exactly, else :data:`~.config_keys.VLLM_FAIL_CLOSED_IDS` (for an fc order that is not ascending,
-    ``"final_norm"``, or layer id -1 on a family vLLM captures inline)."""
+    """The top-level ids (read first by every stock vLLM runner, never by SGLang) that make every vLLM runner feed
+    ``layer_ids`` exactly (their HF indices) or refuse to start (VLLM_FAIL_CLOSED_IDS)."""
     fam = family_named(family)
     if FINAL_NORM in layer_ids:
         return FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, (f"no stock vLLM index names the final norm's output "

@@ -1,8 +1,5 @@
-"""The plugin's environment switches: every variable it reads, declared once in :data:`SWITCHES`, read by one parser.
-
-One rule for all of them (docs/how-it-works.md, "Environment switches"): a value that does not read is refused at
-startup for a switch that guards a guarantee (:func:`parse`, :func:`check_guards`), else the default with one
-WARNING per process (:func:`read`).
+"""The plugin's environment switches, declared once in :data:`SWITCHES` and read by one parser (docs/how-it-works.md,
+"Environment switches").
 """
 
 from __future__ import annotations
@@ -15,10 +12,6 @@ from typing import Any, Mapping
 from .errors import DeploymentError, brief
 from .logs import get_logger
 
-__all__ = ["ALARM_MARGIN", "ALARM_WINDOW", "DUMP", "DUMP_MAX", "DUMP_MAX_BYTES", "FLAG", "FLOAT", "INT", "METRICS",
-           "METRICS_LOG_EVERY", "PATH", "REPORT", "SELFCHECK", "STRICT", "SWITCHES", "Switch", "check_guards", "parse",
-           "read", "warn"]
-
 logger = get_logger(__name__)
 
 FLAG, INT, FLOAT, PATH = "flag", "int", "float", "path"
@@ -27,19 +20,17 @@ ON, OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 @dataclass(frozen=True)
 class Switch:
-    """One environment variable: its kind, default, bounds (numbers, inclusive; None: unbounded) and whether it
-    guards a guarantee (a value that does not read is then refused, not defaulted)."""
+    """One environment variable; ``guards``: a value that does not read is refused, not defaulted."""
 
     name: str
     kind: str
     default: Any
     what: str
     guards: bool = False
-    low: float | None = None
+    low: float | None = None  # bounds of a number, inclusive (None: unbounded)
     high: float | None = None
 
     def expects(self) -> str:
-        """What a value that reads looks like, for messages and the docs."""
         if self.kind == FLAG:
             return f"{'/'.join(ON)} or {'/'.join(OFF)}"
         if self.kind == PATH:
@@ -50,7 +41,6 @@ class Switch:
         return f"{kind} in [{self._number(self.low)}, {self._number(self.high)}]"
 
     def shown_default(self) -> str:
-        """The default as the docs and messages say it."""
         if self.kind == FLAG:
             return "on" if self.default else "off"
         if self.kind == PATH:
@@ -107,9 +97,8 @@ def _parsed(switch: Switch, raw: str) -> Any:
 
 
 def parse(switch: Switch, environ: Mapping[str, str] | None = None) -> tuple[Any, str | None]:
-    """``(value, problem)`` of ``switch`` in ``environ`` (default: the process's): the value it reads, or its default
-    and the WARNING's text (problem None when it read). Raises :class:`~.errors.DeploymentError` (field: the
-    variable) for a value that does not read when the switch guards a guarantee. Logs nothing."""
+    """``(value, None)``, or ``(default, the WARNING's text)`` for a value that does not read (a
+    :class:`~.errors.DeploymentError` when the switch guards a guarantee). Logs nothing."""
     raw = (os.environ if environ is None else environ).get(switch.name)
     if not raw:
         return switch.default, None
@@ -129,7 +118,7 @@ _WARNED: set[str] = set()
 
 
 def warn(problem: str) -> None:
-    """Log ``problem`` (a :func:`parse` problem) as one WARNING, once per process."""
+    """Log ``problem`` as one WARNING, once per process."""
     if problem not in _WARNED:
         _WARNED.add(problem)
         logger.warning("eagle3-capture: %s", problem)
@@ -144,7 +133,7 @@ def read(switch: Switch, environ: Mapping[str, str] | None = None) -> Any:
 
 
 def check_guards(environ: Mapping[str, str] | None = None) -> None:
-    """Refuse (raise) when a switch that guards a guarantee holds a value that does not read; called at startup."""
+    """Raise when a switch that guards a guarantee holds a value that does not read; called at startup."""
     for switch in SWITCHES:
         if switch.guards:
             parse(switch, environ)
