@@ -69,8 +69,7 @@ def read_launch(server_args: Any, release: Release, *, algorithm: Any = None) ->
 
 
 def check_launch(launch: Launch) -> None:
-    """Refuse a draft chain SGLang accepts but its EAGLE worker cannot run: a value below 1, or more draft tokens than
-    the tree has candidates."""
+    """Refuse a draft chain SGLang accepts but its EAGLE worker cannot run (a value below 1, too few candidates)."""
     if not launch.eagle_worker:
         return
     steps, topk, tokens = (v if is_int(v) else None for v in (launch.num_steps, launch.eagle_topk,
@@ -79,17 +78,14 @@ def check_launch(launch: Launch) -> None:
                         ("--speculative-num-draft-tokens", tokens)):
         if value is not None and value < 1:
             raise DeploymentError(None, flag, f"is {value}, which SGLang accepts but its {launch.algorithm} worker "
-                                  "cannot run (it drafts from at least one step, one candidate and one token)",
-                                  f"pass {flag} 1 or more")
+                                  "cannot run (it needs one step, candidate and token)", f"pass {flag} 1 or more")
     if steps is not None and topk is not None and tokens is not None:
         candidates = topk + (steps - 1) * topk * topk
         if tokens - 1 > candidates:
             raise DeploymentError(None, "--speculative-num-draft-tokens", f"is {tokens}, but {steps} steps of topk "
                                   f"{topk} propose {candidates} candidates, and SGLang picks num_draft_tokens - 1 = "
-                                  f"{tokens - 1} of them (speculative/eagle_utils.py organize_draft_results: "
-                                  "torch.topk fails at the first draft)",
-                                  f"pass --speculative-num-draft-tokens {candidates + 1} or fewer, or more steps or "
-                                  "a larger --speculative-eagle-topk")
+                                  f"{tokens - 1} of them (eagle_utils.py organize_draft_results: torch.topk fails)",
+                                  f"pass {candidates + 1} or fewer, or more steps or a larger --speculative-eagle-topk")
 
 
 def deployment(launch: Launch | None, *, release: Release, draft_path: str, manifest: Manifest | None,
@@ -132,10 +128,7 @@ def draft_class(draft_config: Any, release: Release) -> str | None:
     """``"llama"`` or ``"mla"``: the plugin's draft loader (its ``draft.*`` seams) for ``architectures[0]``, or None."""
     archs = cfg_get(draft_config, "architectures") or []
     arch = archs[0] if isinstance(archs, (list, tuple)) and archs else None
-    for kind in ("llama", "mla"):
-        if any(s.owner == arch for s in release.seams_with(f"draft.{kind}.")):
-            return kind
-    return None
+    return next((k for k in ("llama", "mla") if any(s.owner == arch for s in release.seams_with(f"draft.{k}."))), None)
 
 
 def check_draft(draft_config: Any, draft_path: str, manifest: Manifest | None, *, mla: bool,

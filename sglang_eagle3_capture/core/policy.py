@@ -100,8 +100,14 @@ def decide(d: Deployment) -> Decision:
                               "193, 359-360; model_loader/utils.py:228-229): no torch decoder stack captures the layer "
                               f"ids the draft {d.draft} declares", "serve with --model-impl sglang (or auto), or "
                               "remove the draft's manifest/marked ids to run stock wiring knowingly")
-    family = _family(d)
+    if d.architecture is None and d.declares:
+        raise DeploymentError(TARGET, "architectures", f"{brief(d.architectures)}, not a list naming the target class "
+                              "to wire the draft's layer ids on", "list the target's class there")
+    family = None if d.architecture is None else family_of(d.architecture)
     if family is None:
+        if d.declares:
+            raise DeploymentError(TARGET, "architectures", _no_family(d.architecture), "serve the draft on one of "
+                                  "those targets, or remove its manifest/marked ids to run stock wiring knowingly")
         return Decision()
     if not d.use_aux_hidden_state:
         if d.declares:
@@ -139,19 +145,6 @@ def decide(d: Deployment) -> Decision:
     return Decision(family, ids, file, fld)
 
 
-def _family(d: Deployment) -> Family | None:
-    if d.architecture is None:
-        if d.declares:
-            raise DeploymentError(TARGET, "architectures", f"{brief(d.architectures)}, not a list naming the target "
-                                  f"class to wire the draft's layer ids on", "list the target's class there")
-        return None
-    family = family_of(d.architecture)
-    if family is None and d.declares:
-        raise DeploymentError(TARGET, "architectures", _no_family(d.architecture), "serve the draft on one of those "
-                              "targets, or remove its manifest/marked ids to run stock SGLang wiring knowingly")
-    return family
-
-
 def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, str] | None:
     """``(layer ids, file, field)`` the draft declares (its manifest, else marked eagle_config ids), or None."""
     ec, cfg_field = d.eagle_config, f"eagle_config.{IDS_KEY}"
@@ -167,11 +160,12 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
         marked = tuple(marked)
     m = d.manifest
     fail_closed = ec is not None and is_fail_closed(ec.get(IDS_KEY))
-    if m is None and fail_closed:
-        raise DeploymentError(d.config_file, cfg_field, f"is sglang-eagle3-capture's fail-closed object, standing for "
-                              f"the ids of an eagle3_manifest.json, but the draft {d.draft} has none (or it is not a "
-                              "local directory)", f"restore it beside config.json, or `{WRITE_HINT}`")
     if m is None:
+        if fail_closed:
+            raise DeploymentError(d.config_file, cfg_field, f"is sglang-eagle3-capture's fail-closed object, standing "
+                                  f"for the ids of an eagle3_manifest.json, but the draft {d.draft} has none (or it "
+                                  "is not a local directory)",
+                                  f"restore eagle3_manifest.json beside config.json, or `{WRITE_HINT}`")
         return None if marked is None else (marked, d.config_file, cfg_field)
     if d.target_config is not None:
         check_target(m, d.target_config, where=TARGET)
@@ -206,15 +200,16 @@ def check_stage(layer_ids: tuple[int, ...], num_hidden_layers: int, start_layer:
     loop = split_capture(layer_ids, num_hidden_layers)[0]
     missing = [layer_id_of_index(i) for i in loop if not start_layer <= i < end_layer]
     if missing:
-        raise DeploymentError(file, field, f"layer ids {missing} are captured at the input of decoder layers "
-                              f"outside [{start_layer}, {end_layer}), the layers of the last pipeline stage (--pp-size "
-                              f"{pp_size}); SGLang captures EAGLE-3 hidden states on the last stage only",
-                              "serve with --pp-size 1, or set SGLANG_PP_LAYER_PARTITION so the last stage starts at "
-                              f"or before decoder layer {min(loop)}")
+        raise DeploymentError(file, field, f"layer ids {missing} are captured at the input of decoder layers outside "
+                              f"[{start_layer}, {end_layer}), the last pipeline stage (--pp-size {pp_size}), the only "
+                              "one that captures", "serve with --pp-size 1, or set SGLANG_PP_LAYER_PARTITION so the "
+                              f"last stage starts at or before decoder layer {min(loop)}")
 
 
 @dataclass(frozen=True)
 class VllmDeployment:
+    """The facts the vLLM plugin's decision depends on."""
+
     release: Any  # None: not in the vLLM release table
     version: str
     draft: str
@@ -241,17 +236,14 @@ def decide_vllm(d: VllmDeployment) -> Decision:
     if d.release is None or not d.release.supported or d.unserved:
         why = d.unserved or (f"vLLM {d.version} is not in the vLLM release table" if d.release is None else
                              f"vLLM {d.version} is not served: {d.release.refused_because}")
-        raise DeploymentError(where, fld, f"the draft {d.draft} declares layer ids, but the sglang-eagle3-capture vLLM "
-                              f"plugin does not wire them in this process ({why}), so stock vLLM would feed its own "
-                              "reading of config.json", f"serve with vLLM {supported} and its V1 model runner "
-                              "(VLLM_USE_V2_MODEL_RUNNER=0 on 0.33), or remove the draft's eagle3_manifest.json to run "
-                              "stock vLLM wiring knowingly")
+        raise DeploymentError(where, fld, f"the draft {d.draft} declares layer ids the sglang-eagle3-capture vLLM "
+                              f"plugin does not wire in this process ({why})", f"serve with vLLM {supported} and its "
+                              "V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0 on 0.33), or remove the draft's "
+                              "eagle3_manifest.json to run stock vLLM wiring knowingly")
     if m is None:
-        raise DeploymentError(d.config_file, fld, f"holds a value that stands for the layer ids of the draft's "
-                              f"eagle3_manifest.json, but the draft {d.draft} has none (or it is not a local "
-                              "directory)", "restore eagle3_manifest.json beside config.json and serve the local "
-                              "directory, or write it with `sglang-eagle3-capture manifest write DIR --layer-ids=... "
-                              "--fail-closed`")
+        raise DeploymentError(d.config_file, fld, f"stands for the ids of an eagle3_manifest.json, but the draft "
+                              f"{d.draft} has none (or it is not a local directory)", "restore eagle3_manifest.json "
+                              f"beside config.json, or `{WRITE_HINT} --fail-closed`")
     if d.target_config is not None:
         check_target(m, d.target_config, where=TARGET)
     family = family_of(m.target_architecture)
@@ -266,8 +258,7 @@ def decide_vllm(d: VllmDeployment) -> Decision:
             stock = engine_capture(dict(d.draft_config), n, family=family, reader=reader)
             if not stock.refuses_at_startup and (stock.fed_layer_ids != m.layer_ids or stock.problem):
                 raise DeploymentError(str(m.path), "layer_ids", f"is {list(m.layer_ids)}, but {d.config_file} means "
-                                      f"something else to stock vLLM ({reader.name}: {stock.describe()}), so a server "
-                                      "without the plugin would feed other hidden states",
+                                      f"something else to stock vLLM ({reader.name}: {stock.describe()})",
                                       f"run `sglang-eagle3-capture manifest write {d.draft} --layer-ids="
                                       f"{','.join(map(str, m.layer_ids))} --target TARGET --force --fail-closed` "
                                       f"(top-level {IDS_KEY} {json.dumps(safe)})")

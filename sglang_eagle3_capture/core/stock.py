@@ -88,9 +88,9 @@ def _stock_on_token(rel: Release, fam: Family, ids: list, n: int) -> StockCaptur
         return StockCapture(rel.version, fam.name, tuple(ids), "as loop indices", tuple(loop), fed, problem)
     call = "`max(layer_ids) == num_layers`" if rule == KEEP_IF_MAX_IS_N else "`[val + 1 for val in layer_ids]`"
     return StockCapture(rel.version, fam.name, tuple(ids), "fails on the token", (), (),
-                        f"eagle_config.{IDS_KEY} holds {FINAL_NORM!r}, this package's layer id for the final norm's "
-                        f"output, which stock SGLang cannot read: set_eagle3_layers_to_capture raises a TypeError at "
-                        f"startup ({call} over a string)", refuses_at_startup=True)
+                        f"eagle_config.{IDS_KEY} holds {FINAL_NORM!r} (the final norm's output), which stock SGLang's "
+                        f"set_eagle3_layers_to_capture fails on: TypeError at startup ({call} over a string)",
+                        refuses_at_startup=True)
 
 
 def _loop_indices_by_rule(rule: str, ids: list[int], n: int) -> tuple[str, list[int]]:
@@ -133,13 +133,11 @@ def stock_sglang_capture(draft_config: Mapping, num_hidden_layers: int, *, famil
                "set_eagle3_layers_to_capture, TypeError where it inherits another model file's hook)" if closed else
                "nothing is fed")
         return StockCapture(rel.version, fam.name, None if ids is None or closed else tuple(ids), "no EAGLE-3 capture",
-                            (), (), f"SGLang {rel.version} has no EAGLE-3 capture for the {fam.name} family (its "
-                            f"model file or its set_eagle3_layers_to_capture is added in a later release): {why}",
-                            refuses_at_startup=closed)
+                            (), (), f"SGLang {rel.version} has no EAGLE-3 capture for the {fam.name} family (a later "
+                            f"release adds it): {why}", refuses_at_startup=closed)
     if not use_aux:
-        return StockCapture(rel.version, fam.name, None, "no aux capture", (), (),
-                            "eagle_config.use_aux_hidden_state is false: nothing is captured and the fc is skipped "
-                            "(SGLang's width check), so the draft never sees target layers")
+        return StockCapture(rel.version, fam.name, None, "no aux capture", (), (), "eagle_config.use_aux_hidden_state "
+                            "is false: nothing is captured and the fc is skipped: the draft never sees target layers")
     if is_fail_closed(ids):
         return StockCapture(rel.version, fam.name, None, "fail-closed", (), (), f"eagle_config.{IDS_KEY} is "
                             "sglang-eagle3-capture's fail-closed object (no id list expresses the manifest to stock "
@@ -213,12 +211,10 @@ def engine_capture(draft_config: Mapping, num_hidden_layers: int, *, family: Fam
                                 "while the model runner loads the model (interfaces.py, _set_aux_hidden_state_layers)",
                                 engine="", refuses_at_startup=True)
         config_ids, rule = None, f"{key}: {what}, its integers as HF indices"
-        loop = sorted({i for i in ids if is_int(i)})
-        ids = list(ids)
+        loop, ids = sorted({i for i in ids if is_int(i)}), list(ids)
     else:
         ids = _int_ids(ids, key, file)
-        config_ids, rule = tuple(ids), f"{key} as HF indices"
-        loop = sorted(set(ids))
+        config_ids, rule, loop = tuple(ids), f"{key} as HF indices", sorted(set(ids))
     fed = tuple(i - 1 for i in loop if 0 <= i <= n)  # HF index N is the last layer's output there
     problem = None
     if fam.name in reader.embedding_crashes and 0 in loop:
@@ -238,10 +234,10 @@ def vllm_fail_closed_ids(layer_ids: Sequence, num_hidden_layers: int, *, family:
     ``layer_ids`` exactly (their HF indices) or refuse to start (VLLM_FAIL_CLOSED_IDS)."""
     fam = family_named(family)
     if FINAL_NORM in layer_ids:
-        return FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, (f"no stock vLLM index names the final norm's output "
-                                                                  f"({FINAL_NORM!r}): index N is the last layer's "
-                                                                  "output before it",))
-    ids = hidden_state_indices(layer_ids)
-    why = [c.describe() for c in stock_on_vllm({IDS_KEY: ids}, num_hidden_layers, family=fam)
-           if c.fed_layer_ids != tuple(layer_ids) or c.problem]
-    return FailClosedIds(ids, True) if not why else FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, tuple(why))
+        why = [f"no stock vLLM index names the final norm's output ({FINAL_NORM!r}): index N is the last layer's "
+               "output before it"]
+    else:
+        ids = hidden_state_indices(layer_ids)
+        why = [c.describe() for c in stock_on_vllm({IDS_KEY: ids}, num_hidden_layers, family=fam)
+               if c.fed_layer_ids != tuple(layer_ids) or c.problem]
+    return FailClosedIds(list(VLLM_FAIL_CLOSED_IDS), False, tuple(why)) if why else FailClosedIds(ids, True)

@@ -31,14 +31,11 @@ class Switch:
     high: float | None = None
 
     def expects(self) -> str:
-        if self.kind == FLAG:
-            return f"{'/'.join(ON)} or {'/'.join(OFF)}"
-        if self.kind == PATH:
-            return "a path"
+        if self.kind in (FLAG, PATH):
+            return f"{'/'.join(ON)} or {'/'.join(OFF)}" if self.kind == FLAG else "a path"
         kind = "an integer" if self.kind == INT else "a number"
-        if self.high is None:
-            return f"{kind} >= {self._number(self.low)}"
-        return f"{kind} in [{self._number(self.low)}, {self._number(self.high)}]"
+        low = self._number(self.low)
+        return f"{kind} >= {low}" if self.high is None else f"{kind} in [{low}, {self._number(self.high)}]"
 
     def shown_default(self) -> str:
         if self.kind == FLAG:
