@@ -85,7 +85,8 @@ def check_launch(launch: Launch) -> None:
             raise DeploymentError(None, "--speculative-num-draft-tokens", f"is {tokens}, but {steps} steps of topk "
                                   f"{topk} propose {candidates} candidates, and SGLang picks num_draft_tokens - 1 = "
                                   f"{tokens - 1} of them (eagle_utils.py organize_draft_results: torch.topk fails)",
-                                  f"pass {candidates + 1} or fewer, or more steps or a larger --speculative-eagle-topk")
+                                  f"pass --speculative-num-draft-tokens {candidates + 1} or fewer, or more steps or "
+                                  "a larger --speculative-eagle-topk")
 
 
 def deployment(launch: Launch | None, *, release: Release, draft_path: str, manifest: Manifest | None,

@@ -64,7 +64,7 @@ class Deployment:
 
 @dataclass(frozen=True)
 class Decision:
-    """``layer_ids`` (fc order) from ``file``/``field`` to wire on ``family``; None: stock wiring, ``stock`` feeds."""
+    """``layer_ids`` (fc order) from ``file``/``field`` to wire on ``family``; None: stock wiring, as ``stock`` says."""
 
     family: Family | None = None
     layer_ids: tuple[int, ...] | None = None
@@ -92,7 +92,8 @@ def decide(d: Deployment) -> Decision:
     if not d.eagle3:
         if d.eagle3_draft:
             raise DeploymentError(None, "--speculative-algorithm", f"{d.algorithm} with the EAGLE-3 draft {d.draft}: "
-                                  "SGLang then skips the draft's fc (accept length about 1.0)", "pass EAGLE3")
+                                  "SGLang then skips the draft's fc, so accept length falls to about 1.0",
+                                  "pass --speculative-algorithm EAGLE3")
         return Decision()
     if d.model_impl == "mindspore" and d.declares:
         raise DeploymentError(None, "--model-impl", f"mindspore: SGLang then builds MindSporeForCausalLM, a MindSpore "
@@ -117,7 +118,7 @@ def decide(d: Deployment) -> Decision:
     if d.two_batch_overlap:
         raise DeploymentError(None, "--enable-two-batch-overlap", f"{'/'.join(family.model_classes)}.forward runs its "
                               "layers through model_forward_stages under two-batch overlap, which skips the "
-                              f"aux-hidden-state capture on {d.architecture}", "drop the flag")
+                              f"aux-hidden-state capture on {d.architecture}", "drop --enable-two-batch-overlap")
     declared = declared_ids(d, family)
     if declared is None:
         stock = stock_sglang_capture({"eagle_config": dict(d.eagle_config or {})}, d.num_hidden_layers, family=family,
@@ -172,7 +173,8 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
     mfile = str(m.path)
     if marked is not None and marked != m.layer_ids:
         raise DeploymentError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' "
-                              f"is {list(marked)}", "make them equal, or remove the ids from eagle_config")
+                              f"is {list(marked)} (marked as layer ids)", "make them equal, or remove the ids from "
+                              "eagle_config")
     if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
         stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release,
                                      file=d.config_file)
