@@ -1,14 +1,16 @@
-"""Served acceptance, counted per draft position, and the alarm against what the draft should accept: plain
-arithmetic, no SGLang, torch or Prometheus (:mod:`.metrics` feeds and exports it). The definitions and the alarm's
-rule are docs/metrics.md's, the same as ``verify``'s offline figures and ``benchmarks/bench_e2e.py``'s."""
+"""Served acceptance per draft position and the alarm against the manifest's figures (docs/metrics.md): no SGLang,
+torch or Prometheus; :mod:`.metrics` (SGLang) and :mod:`.vllm_metrics` feed it."""
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from ..core import switches
+from ..core.errors import shown
+from ..core.manifest import find_manifest
 
 METRICS_ENV = switches.METRICS.name  # off: no counters, no log line, no alarm
 LOG_EVERY_ENV = switches.METRICS_LOG_EVERY.name  # verify steps between log lines; 0: none
@@ -21,18 +23,14 @@ WINDOW = switches.ALARM_WINDOW.default
 
 @dataclass(frozen=True)
 class Settings:
-    """The counting and alarm settings of one server, read once from its environment."""
-
     enabled: bool = True
     log_every: int = LOG_EVERY
     margin: float = MARGIN
     window: int = WINDOW
-    problems: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()  # values that did not read (each then its default); the caller logs them
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
-        """The settings in ``environ`` (default: the process's); a value that does not read is the default and one of
-        :attr:`problems` (the caller logs them)."""
         read = [switches.parse(s, environ) for s in (switches.METRICS, switches.METRICS_LOG_EVERY,
                                                       switches.ALARM_MARGIN, switches.ALARM_WINDOW)]
         (enabled, log_every, margin, window), problems = zip(*read)
@@ -41,8 +39,7 @@ class Settings:
 
 @dataclass
 class Tally:
-    """Counts of one server's verify steps for a draft of ``steps`` positions. Only the histogram is kept (one add
-    per verify step); ``proposed`` and ``accepted`` follow from it."""
+    """Verify steps of a ``steps``-position draft, as the accepted-drafts histogram only (one add per step)."""
 
     steps: int
     histogram: list[int] = field(init=False)
@@ -65,8 +62,7 @@ class Tally:
         return [sum(self.histogram[k + 1:]) for k in range(self.steps)]
 
     def record(self, num_correct_drafts: int) -> None:
-        """One verify step that accepted ``num_correct_drafts`` draft tokens (clamped to the draft's positions)."""
-        self.histogram[min(max(num_correct_drafts, 0), self.steps)] += 1
+        self.histogram[min(max(num_correct_drafts, 0), self.steps)] += 1  # clamped to the draft's positions
 
     def per_position(self) -> list[float | None]:
         n = self.verify_steps
@@ -77,7 +73,6 @@ class Tally:
         return 1 + sum(self.accepted) / n if n else None
 
     def since(self, earlier: "Tally") -> "Tally":
-        """The counts added after ``earlier`` (a copy taken with :meth:`copy`)."""
         out = Tally(self.steps)
         out.histogram = [a - b for a, b in zip(self.histogram, earlier.histogram)]
         return out
@@ -92,11 +87,8 @@ class Tally:
                 f"{'-' if length is None else f'{length:.3f}'}; accepted-drafts histogram {self.histogram}")
 
 
-@dataclass(frozen=True)
-class AlarmEvent:
-    """The alarm changing state: ``firing`` True when it fires, False when it clears."""
-
-    firing: bool
+class AlarmEvent(NamedTuple):
+    firing: bool  # True: it fires, False: it clears
     observed: float
     expected: float
     margin: float
@@ -117,7 +109,7 @@ class Alarm:
         return self._hits / len(self._recent) if len(self._recent) == self.window else None
 
     def observe(self, accepted_first: bool) -> AlarmEvent | None:
-        """One verify step (whether it accepted the first draft token); an event when the alarm changes state."""
+        """One verify step; an event when the alarm changes state."""
         recent = self._recent
         if len(recent) == self.window:
             self._hits -= recent[0]
@@ -134,6 +126,29 @@ class Alarm:
         return AlarmEvent(self.firing, rate, self.expected, self.margin, self.window)
 
 
+def arm(logger: logging.Logger, draft: str, setting: tuple[int, int, int], settings: Settings,
+        how: str = "") -> tuple[list[float] | None, Alarm | None]:
+    """The manifest's figures for ``setting`` (steps, topk, draft tokens as served) and the alarm they arm; None and
+    one log line when there are none (a WARNING when an ``expected`` block is there but does not hold)."""
+    named, why = ",".join(map(str, setting)), "the draft has no manifest"
+    try:
+        manifest = find_manifest(draft)
+    except Exception as e:  # noqa: BLE001 - the capture side refuses a bad manifest; here it only means no alarm
+        manifest, why = None, f"the manifest does not read ({e})"
+    figures, why = (None, why) if manifest is None else manifest.expected_acceptance(*setting)
+    if figures is not None:
+        logger.info("eagle3-capture: acceptance alarm armed: position-0 acceptance expected %.3f (setting %s: steps, "
+                    "topk, draft tokens as served, from the manifest's 'expected' block%s), margin %.2f over %d "
+                    "verify steps", figures[0], named, how, settings.margin, settings.window)
+        return figures, Alarm(figures[0], margin=settings.margin, window=settings.window)
+    if manifest is not None and manifest.expected is not None:  # figures that do not hold: said loudly, not refused
+        logger.warning("eagle3-capture: no acceptance alarm for setting %s: %s", named, shown(why or ""))
+    else:
+        logger.info("eagle3-capture: no acceptance alarm: %s; write the figures with `sglang-eagle3-capture verify "
+                    "DRAFT --data SAMPLES --write-expected`", why)
+    return None, None
+
+
 CAUSES = ("the fc is fed other hidden states than the draft was trained on (a manifest whose layer_ids are not the "
           "training ids, or a draft served without the plugin)",
           "the speculative settings SGLang runs differ from the ones the figures were measured for (see the "
@@ -143,7 +158,6 @@ CAUSES = ("the fc is fed other hidden states than the draft was trained on (a ma
 
 
 def alarm_message(event: AlarmEvent, draft: str, target: str) -> str:
-    """The WARNING for ``event`` (one line), naming the likely causes and the doctor command to run."""
     if not event.firing:
         return (f"acceptance recovered: position-0 acceptance {event.observed:.3f} over the last {event.window} verify "
                 f"steps is within {event.margin / 2:.2f} of the expected {event.expected:.3f}")
@@ -152,3 +166,8 @@ def alarm_message(event: AlarmEvent, draft: str, target: str) -> str:
             f"this draft reaches offline. Likely causes: {'; '.join(CAUSES)}. Run `sglang-eagle3-capture inspect "
             f"{draft} --target {target} -- <your launch_server arguments>` and `sglang-eagle3-capture verify "
             f"{draft} --target {target} --data SAMPLES`")
+
+
+def log_event(logger: logging.Logger, event: AlarmEvent | None, draft: str, target: str) -> None:
+    if event is not None:
+        (logger.warning if event.firing else logger.info)("eagle3-capture: %s", alarm_message(event, draft, target))

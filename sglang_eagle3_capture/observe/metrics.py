@@ -1,7 +1,6 @@
-"""Per-position acceptance on SGLang's ``/metrics``, one log line every N verify steps, and the acceptance alarm
-(docs/metrics.md has the names, labels, seams and cost). Counting is one integer add on the scheduler thread of
-SGLang's stats-logging rank; a daemon thread moves the deltas into Prometheus every :data:`FLUSH_SECONDS`. Nothing
-here raises into SGLang: a failure logs one WARNING and stops counting."""
+"""Per-position acceptance on SGLang's ``/metrics``, a log line every N verify steps, and the acceptance alarm
+(docs/metrics.md: names, labels, seams, cost): one integer add per verify step on the scheduler thread, a daemon
+thread moves the deltas into Prometheus; a failure logs one WARNING and stops counting, never raises."""
 
 from __future__ import annotations
 
@@ -13,12 +12,11 @@ from typing import Any
 
 from ..core import releases, seams, switches
 from ..core.errors import shown
+from ..core.launch import read_launch
 from ..core.logs import get_logger
-from ..core.manifest import find_manifest
 from ..core.sglang.runtime import draft_model_path
 from . import acceptance
 from .acceptance import Alarm, Settings, Tally
-from .sglang_report import effective_value
 
 logger = get_logger(__name__)
 
@@ -30,37 +28,33 @@ _COUNTER: "_Counter | None" = None  # this process's scheduler (one per process)
 
 
 class _Exporter:
-    """The Prometheus side: per-position proposed and accepted counters, the accepted-drafts histogram as one
-    counter per value, and gauges for the expected figures, recent position-0 acceptance and the alarm. Each child is
-    resolved once."""
+    """The Prometheus series (the accepted-drafts histogram as one counter per value), each child resolved once."""
 
     def __init__(self, labels: dict, steps: int, expected: list[float] | None) -> None:
         from prometheus_client import Counter, Gauge  # after SGLang set PROMETHEUS_MULTIPROC_DIR
 
-        labels = {k: v for k, v in labels.items() if k not in OWN_LABELS}  # _after_init warned once
-        names = list(labels)
-        base = {k: str(v) for k, v in labels.items()}
-        proposed = Counter(f"{PREFIX}draft_position_proposed", "Verify steps that proposed a draft token at this "
-                           "position (sglang-eagle3-capture)", [*names, "position"])
-        accepted = Counter(f"{PREFIX}draft_position_accepted", "Verify steps that accepted the draft tokens up to and "
-                           "including this position (sglang-eagle3-capture)", [*names, "position"])
-        by_count = Counter(f"{PREFIX}verify_steps_by_accepted_drafts", "Verify steps by the number of draft tokens "
-                           "they accepted, the bonus token not counted (sglang-eagle3-capture)",
-                           [*names, "accepted_drafts"])
-        expected_g = Gauge(f"{PREFIX}expected_position_acceptance", "Per-position acceptance the manifest's expected "
-                           "block says the draft reaches offline (sglang-eagle3-capture)", [*names, "position"],
-                           multiprocess_mode="mostrecent")
-        self.recent = Gauge(f"{PREFIX}recent_first_position_acceptance", "Position-0 acceptance over the alarm's "
-                            "window of verify steps (sglang-eagle3-capture)", names,
-                            multiprocess_mode="mostrecent").labels(**base)
-        self.alarm = Gauge(f"{PREFIX}acceptance_alarm", "1 while position-0 acceptance is below the expected figure by "
-                           "more than the margin (sglang-eagle3-capture)", names,
-                           multiprocess_mode="mostrecent").labels(**base)
-        self.proposed = [proposed.labels(**base, position=str(k)) for k in range(steps)]
-        self.accepted = [accepted.labels(**base, position=str(k)) for k in range(steps)]
-        self.by_count = [by_count.labels(**base, accepted_drafts=str(j)) for j in range(steps + 1)]
-        for k, p in enumerate((expected or ())[:steps]):  # bounded by the positions the server drafts
-            expected_g.labels(**base, position=str(k)).set(p)
+        base = {k: str(v) for k, v in labels.items() if k not in OWN_LABELS}  # _after_init warned once
+
+        def series(kind: Any, name: str, doc: str, own: str | None = None, n: int = 0, **kw: Any) -> Any:
+            metric = kind(f"{PREFIX}{name}", f"{doc} (sglang-eagle3-capture)", [*base, *([own] if own else [])], **kw)
+            return [metric.labels(**base, **{own: str(k)}) for k in range(n)] if own else metric.labels(**base)
+
+        last = {"multiprocess_mode": "mostrecent"}
+        self.proposed = series(Counter, "draft_position_proposed", "Verify steps that proposed a draft token at this "
+                               "position", "position", steps)
+        self.accepted = series(Counter, "draft_position_accepted", "Verify steps that accepted the draft tokens up to "
+                               "and including this position", "position", steps)
+        self.by_count = series(Counter, "verify_steps_by_accepted_drafts", "Verify steps by the number of draft tokens "
+                               "they accepted, the bonus token not counted", "accepted_drafts", steps + 1)
+        figures = (expected or [])[:steps]  # bounded by the positions the server drafts
+        for child, p in zip(series(Gauge, "expected_position_acceptance", "Per-position acceptance the manifest's "
+                                   "expected block says the draft reaches offline", "position", len(figures), **last),
+                            figures):
+            child.set(p)
+        self.recent = series(Gauge, "recent_first_position_acceptance", "Position-0 acceptance over the alarm's window "
+                             "of verify steps", **last)
+        self.alarm = series(Gauge, "acceptance_alarm", "1 while position-0 acceptance is below the expected figure by "
+                            "more than the margin", **last)
         self.alarm.set(0)
 
     def add(self, delta: Tally) -> None:
@@ -72,8 +66,7 @@ class _Exporter:
 
 
 class _Counter:
-    """One counting scheduler: tally, log interval, alarm and exporter (built at the first verify step, when the
-    draft and the settings SGLang runs are known)."""
+    """One counting scheduler; tally, alarm and exporter are built at the first verify step, when what runs is known."""
 
     def __init__(self, server_args: Any, labels: dict | None, settings: Settings) -> None:
         self.server_args, self.labels, self.settings = server_args, labels, settings
@@ -85,41 +78,17 @@ class _Counter:
         self._steps = 0  # = tally.verify_steps, kept apart: that one is a sum over the histogram, this is the hot path
 
     def _start(self) -> None:
-        release = releases.installed_or_newest()
-        steps = int(effective_value(self.server_args, release, "speculative_num_steps") or 1)
-        topk = int(effective_value(self.server_args, release, "speculative_eagle_topk") or 1)
-        draft_tokens = int(effective_value(self.server_args, release, "speculative_num_draft_tokens") or steps + 1)
+        launch = read_launch(self.server_args, releases.installed_or_newest())
+        steps = int(launch.num_steps or 1)
+        setting = steps, int(launch.eagle_topk or 1), int(launch.num_draft_tokens or steps + 1)
         self.tally = Tally(steps)
         self._flushed, self._logged = self.tally.copy(), self.tally.copy()
         self._draft = draft_model_path(self.server_args) or "DRAFT"
         self._target = getattr(self.server_args, "model_path", None) or "TARGET"
-        expected, why, has_block = self._expected(steps, topk, draft_tokens)
-        setting = f"{steps},{topk},{draft_tokens}"
-        if expected is not None:
-            s = self.settings
-            self.alarm = Alarm(expected[0], margin=s.margin, window=s.window)
-            logger.info("eagle3-capture: acceptance alarm armed: position-0 acceptance expected %.3f (setting %s: "
-                        "steps, topk, draft tokens as served, from the manifest's 'expected' block), margin %.2f over "
-                        "%d verify steps", expected[0], setting, s.margin, s.window)
-        elif has_block:  # figures that are there but do not hold for this server: said loudly, never refused
-            logger.warning("eagle3-capture: no acceptance alarm for setting %s: %s", setting, shown(why))
-        else:
-            logger.info("eagle3-capture: no acceptance alarm: %s; write the figures with `sglang-eagle3-capture "
-                        "verify DRAFT --data SAMPLES --write-expected`", why)
+        expected, self.alarm = acceptance.arm(logger, self._draft, setting, self.settings)
         if self.labels is not None:
             self.exporter = _Exporter(self.labels, steps, expected)
             threading.Thread(target=_flush_forever, name="eagle3-capture-metrics", daemon=True).start()
-
-    def _expected(self, steps: int, topk: int, draft_tokens: int) -> tuple[list[float] | None, str, bool]:
-        """The manifest's figures for the setting served (or why none), and whether it has an ``expected`` block."""
-        try:
-            manifest = find_manifest(self._draft)
-        except Exception as e:  # noqa: BLE001 - the capture side refuses a bad manifest; here it only means no alarm
-            return None, f"the manifest does not read ({e})", False
-        if manifest is None:
-            return None, "the draft has no manifest", False
-        figures, why = manifest.expected_acceptance(steps, topk, draft_tokens)
-        return figures, why or "", manifest.expected is not None
 
     def record(self, num_correct_drafts: int) -> None:
         if self.tally is None:
@@ -127,10 +96,7 @@ class _Counter:
                 self._start()
         self.tally.record(num_correct_drafts)
         if self.alarm is not None:
-            event = self.alarm.observe(num_correct_drafts > 0)
-            if event is not None:
-                message = acceptance.alarm_message(event, self._draft, self._target)
-                (logger.warning if event.firing else logger.info)("eagle3-capture: %s", message)
+            acceptance.log_event(logger, self.alarm.observe(num_correct_drafts > 0), self._draft, self._target)
         self._steps += 1
         every = self.settings.log_every
         if every and self._steps % every == 0:
@@ -143,9 +109,8 @@ class _Counter:
         if self.exporter is None or self.tally is None:
             return
         now = self.tally.copy()  # one list copy: the scheduler thread may add meanwhile, the next flush has it
-        delta = now.since(self._flushed)
+        self.exporter.add(now.since(self._flushed))
         self._flushed = now
-        self.exporter.add(delta)
         if self.alarm is not None:
             if self.alarm.observed is not None:
                 self.exporter.recent.set(self.alarm.observed)
@@ -175,11 +140,6 @@ def flush() -> None:
             _stop(e)
 
 
-def _speculating(server_args: Any) -> bool:
-    algorithm = effective_value(server_args, releases.installed_or_newest(), "speculative_algorithm")
-    return bool(algorithm) and str(getattr(algorithm, "name", algorithm)).upper() not in ("NONE", "")
-
-
 def _after_init(scheduler: Any) -> None:
     """Decide whether this scheduler counts; what SGLang set up is read, never changed."""
     global _COUNTER
@@ -188,7 +148,8 @@ def _after_init(scheduler: Any) -> None:
         switches.warn(problem)
     context = getattr(scheduler, "metrics_collector_context", None)
     server_args = getattr(scheduler, "server_args", None)
-    if not settings.enabled or context is None or server_args is None or not _speculating(server_args) \
+    if not settings.enabled or context is None or server_args is None \
+            or read_launch(server_args, releases.installed_or_newest()).algorithm == "NONE" \
             or not context.is_stats_logging_rank:
         return
     collector = context.collector if context.enable_metrics else None

@@ -1,6 +1,5 @@
-"""The effective speculative setup: what was asked, what SGLang runs, what the draft was trained for, and where
-they disagree (docs/setup-report.md). From plain data only (no torch, no SGLang): :mod:`.sglang_report` and
-``inspect ... -- ARGS`` (:mod:`..doctor.setup_args`) both hand a :class:`SetupFacts` to :func:`build`."""
+"""The effective speculative setup: what was asked, what SGLang runs, what the draft was trained for, and where they
+disagree (docs/setup-report.md). Plain data only (no torch, no SGLang)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..core import switches
 from ..core.checkpoint import tensor_index, weights_present
@@ -28,9 +27,8 @@ REPORT_SUBDIR = "report"
 REWRITTEN, CONTRADICTION = "rewritten", "contradiction"
 
 
-@dataclass(frozen=True)
-class Setting:
-    """One reported setting: its report name, ServerArgs field and flag; ``speculative``: a rewrite is a finding."""
+class Setting(NamedTuple):
+    """One reported setting: report name, ServerArgs field, flag; ``speculative``: a rewrite is a finding."""
 
     name: str
     field: str
@@ -71,8 +69,6 @@ class Finding:
 
 @dataclass(frozen=True)
 class DraftFacts:
-    """What the draft's (and the target's) files say, read by :func:`read_draft_facts`."""
-
     path: str
     config: Mapping | None = None  # the draft's config.json (None: not a local directory with one)
     manifest: Manifest | None = None
@@ -87,15 +83,11 @@ class DraftFacts:
 
 @dataclass(frozen=True)
 class SetupFacts:
-    """The facts a report is built from. ``requested``: field -> value asked for (None: not given; missing: not
-    known); ``effective``: field -> value SGLang runs; ``record``: SGLang's resolution record (None: the release keeps
-    none); ``sources``: record source -> where SGLang defines it."""
-
     release: Release
-    requested: Mapping[str, Any]
-    effective: Mapping[str, Any]
-    record: Sequence[tuple[str, Mapping]] | None = None
-    sources: Mapping[str, str] = field(default_factory=dict)
+    requested: Mapping[str, Any]  # field -> value asked for (None: not given; missing: not known)
+    effective: Mapping[str, Any]  # field -> value SGLang runs
+    record: Sequence[tuple[str, Mapping]] | None = None  # SGLang's resolution record (None: the release keeps none)
+    sources: Mapping[str, str] = field(default_factory=dict)  # record source -> where SGLang defines it
     draft: DraftFacts | None = None
     plugin_active: bool = True
     notes: Sequence[str] = ()  # what SGLang said while resolving, where the caller saw it
@@ -103,11 +95,9 @@ class SetupFacts:
 
 @dataclass
 class SetupReport:
-    """The report: one row per :data:`SETTINGS` entry, what the draft was trained with, the findings."""
-
     release: str
     how: str
-    settings: list[dict]
+    settings: list[dict]  # one row per SETTINGS entry
     trained: dict
     findings: list[Finding]
     notes: list[str]
@@ -129,12 +119,10 @@ class SetupReport:
                 brief(r["requested"])
             by = f" <- {r['changed_by']}" + (f" ({r['source']})" if r["source"] else "") if r["changed_by"] else ""
             out.append(f"  {r['name']}: requested {asked}, effective {brief(r['effective'])}{by}")
-        for k, v in self.trained.items():
-            out.append(f"  draft {k}: {cut(shown(v), 200) if isinstance(v, str) else brief(v, 200)}")
-        out += [f"  SGLang said: {n}" for n in self.notes]
-        out += [f"  not read: {u}" for u in self.unread]
-        out += [f"  {f.line()}" for f in self.findings] or ["  no rewrites or contradictions"]
-        return out
+        out += [f"  draft {k}: {cut(shown(v), 200) if isinstance(v, str) else brief(v, 200)}"
+                for k, v in self.trained.items()]
+        out += [f"  SGLang said: {n}" for n in self.notes] + [f"  not read: {u}" for u in self.unread]
+        return out + ([f"  {f.line()}" for f in self.findings] or ["  no rewrites or contradictions"])
 
 
 def _changed_by(s: Setting, facts: SetupFacts, requested: Any, effective: Any) -> tuple[str | None, str | None]:
@@ -143,8 +131,7 @@ def _changed_by(s: Setting, facts: SetupFacts, requested: Any, effective: Any) -
         for source, declared in reversed(facts.record):
             if s.field in declared:
                 return (None, None) if declared[s.field] == requested else (source, facts.sources.get(source))
-        return None, None
-    if requested not in (None, "?") and requested != effective:
+    elif requested not in (None, "?") and requested != effective:
         return "argument resolution (the parsed value differs from the effective one)", None
     return None, None
 
@@ -152,8 +139,7 @@ def _changed_by(s: Setting, facts: SetupFacts, requested: Any, effective: Any) -
 def _rows(facts: SetupFacts) -> tuple[list[dict], list[Finding]]:
     rows, findings = [], []
     for s in SETTINGS:
-        requested = facts.requested.get(s.field, "?")
-        effective = facts.effective.get(s.field)
+        requested, effective = facts.requested.get(s.field, "?"), facts.effective.get(s.field)
         by, source = _changed_by(s, facts, requested, effective)
         rule = next((n for n in facts.notes if s.field in n), None) if by else None
         rows.append({"name": s.name, "flag": s.flag, "requested": requested, "effective": effective,
@@ -177,29 +163,29 @@ def _trained_depth(cfg: Mapping) -> tuple[int, str] | None:
 
 def _draft_class(d: DraftFacts, algorithm: Any) -> list[Finding]:
     """The draft class SGLang will pick (the draft config's ``architectures[0]``) against the algorithm."""
-    cfg, out = d.config or {}, []
+    cfg = d.config or {}
     archs = cfg.get("architectures")
     arch = str(archs[0]) if isinstance(archs, list) and archs else ""
     target_archs = path_get(d.target_config, "architectures") or []
     eagle3 = "Eagle3" in arch or path_get(cfg, "speculators_model_type") == "eagle3"
     if d.target_path and Path(d.path).resolve() == Path(d.target_path).resolve() or \
             (arch and not eagle3 and "Eagle" not in arch and arch in map(str, target_archs)):
-        out.append(Finding(CONTRADICTION, "--speculative-draft-model-path", f"{d.path} is the target model "
-                           f"(architectures {brief(archs)}), not a draft: SGLang would load the target as the draft",
-                           "pass the EAGLE-3 draft's directory as --speculative-draft-model-path"))
-    elif algorithm == "EAGLE3" and arch and not eagle3:
+        return [Finding(CONTRADICTION, "--speculative-draft-model-path", f"{d.path} is the target model "
+                        f"(architectures {brief(archs)}), not a draft: SGLang would load the target as the draft",
+                        "pass the EAGLE-3 draft's directory as --speculative-draft-model-path")]
+    if algorithm == "EAGLE3" and arch and not eagle3:
         what = "an EAGLE (not EAGLE-3) draft" if "Eagle" in arch else "not an EAGLE-3 draft class"
-        out.append(Finding(CONTRADICTION, "--speculative-algorithm", f"EAGLE3 with {d.path}, whose class {arch} is "
-                           f"{what}: it takes no aux hidden states", "serve an EAGLE-3 draft, or pass "
-                           "--speculative-algorithm EAGLE for an EAGLE draft"))
-    elif algorithm == "EAGLE" and (eagle3 or d.manifest is not None):
-        out.append(Finding(CONTRADICTION, "--speculative-algorithm", f"EAGLE with the EAGLE-3 draft {d.path}: SGLang "
-                           "captures no aux hidden states and skips the fc (accept length about 1.0)",
-                           "pass --speculative-algorithm EAGLE3"))
-    elif not algorithm:
-        out.append(Finding(CONTRADICTION, "--speculative-algorithm", f"not set: SGLang serves without speculation "
-                           f"and never loads the draft {d.path}", "pass --speculative-algorithm EAGLE3"))
-    return out
+        return [Finding(CONTRADICTION, "--speculative-algorithm", f"EAGLE3 with {d.path}, whose class {arch} is "
+                        f"{what}: it takes no aux hidden states", "serve an EAGLE-3 draft, or pass "
+                        "--speculative-algorithm EAGLE for an EAGLE draft")]
+    if algorithm == "EAGLE" and (eagle3 or d.manifest is not None):
+        return [Finding(CONTRADICTION, "--speculative-algorithm", f"EAGLE with the EAGLE-3 draft {d.path}: SGLang "
+                        "captures no aux hidden states and skips the fc (accept length about 1.0)",
+                        "pass --speculative-algorithm EAGLE3")]
+    if not algorithm:
+        return [Finding(CONTRADICTION, "--speculative-algorithm", f"not set: SGLang serves without speculation "
+                        f"and never loads the draft {d.path}", "pass --speculative-algorithm EAGLE3")]
+    return []
 
 
 def _draft_findings(d: DraftFacts, eff: Mapping, release: Release, plugin: bool) -> tuple[dict, list[Finding]]:
@@ -263,28 +249,25 @@ def build(facts: SetupFacts) -> SetupReport:
     how = "SGLang's resolution record (server_args._resolved_overrides)" if facts.record is not None else \
         "the parsed arguments compared with the effective ones (this release keeps no resolution record)"
     trained: dict = {}
-    eff = facts.effective
-    if facts.draft is None or not facts.draft.path:
+    eff, draft = facts.effective, facts.draft
+    if draft is None or not draft.path:
         if eff.get("speculative_algorithm"):
             findings.append(Finding(CONTRADICTION, "--speculative-draft-model-path", f"{eff['speculative_algorithm']} "
                                     "without a draft: SGLang loads the target as its own draft",
                                     "pass --speculative-draft-model-path DRAFT_DIR"))
     else:
-        findings += _draft_class(facts.draft, eff.get("speculative_algorithm"))
-        trained, more = _draft_findings(facts.draft, eff, facts.release, facts.plugin_active)
-        findings += more
-    unread = list(facts.draft.unread) if facts.draft is not None else []
-    return SetupReport(facts.release.version, how, rows, trained, findings, list(facts.notes), unread)
+        trained, more = _draft_findings(draft, eff, facts.release, facts.plugin_active)
+        findings += _draft_class(draft, eff.get("speculative_algorithm")) + more
+    return SetupReport(facts.release.version, how, rows, trained, findings, list(facts.notes),
+                       list(draft.unread) if draft is not None else [])
 
 
 def strict(environ: Mapping[str, str]) -> bool:
-    """True when ``SGLANG_EAGLE3_CAPTURE_STRICT`` asks for strict mode; a value that does not read is refused."""
     return switches.read(switches.STRICT, environ)
 
 
 def strict_refusal(report: SetupReport) -> DeploymentError | None:
-    """The error strict mode raises for ``report`` (None without findings): the first finding's flag or file and
-    field, every finding in the problem."""
+    """The error strict mode raises (None without findings): the first finding's field, every finding named."""
     if report.ok:
         return None
     first = report.findings[0]
@@ -295,8 +278,7 @@ def strict_refusal(report: SetupReport) -> DeploymentError | None:
 
 
 def report_path(environ: Mapping[str, str]) -> Path | None:
-    """Where the JSON goes: ``SGLANG_EAGLE3_CAPTURE_REPORT``, else ``report/setup-report.json`` in the dump
-    directory (a subdirectory, so a reader globbing the dump's ``*.json`` never takes it for a batch)."""
+    """The REPORT switch, else report/ in the dump directory (a subdirectory: the dump's ``*.json`` are batches)."""
     explicit, dump = switches.read(switches.REPORT, environ), switches.read(switches.DUMP, environ)
     if explicit:
         return Path(explicit)
@@ -311,9 +293,7 @@ _FIX = "make it a readable regular file of its kind (the report leaves it out me
 
 
 def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
-    if not weights_present(draft):
-        return None, None
-    info = tensor_index(draft).get("d2t")
+    info = tensor_index(draft).get("d2t") if weights_present(draft) else None
     if info is None or info.dtype not in _INT_CODES:
         return None, None
     count = math.prod(info.shape)
@@ -331,30 +311,25 @@ def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
 
 
 def _read(path: Path, unread: list[str], parse) -> Any:
-    """``parse(bytes)`` of the regular file ``path``, read bounded; None when nothing is there or it cannot be read
-    (then ``unread`` says why)."""
+    """``parse(bytes)`` of the regular file ``path``, read bounded; None when absent or unreadable (``unread`` says)."""
     try:
-        if not is_file(path, fix=_FIX):
-            return None
-        return parse(read_bytes(path, fix=_FIX, max_bytes=MAX_JSON_BYTES))
+        return parse(read_bytes(path, fix=_FIX, max_bytes=MAX_JSON_BYTES)) if is_file(path, fix=_FIX) else None
     except Eagle3CaptureError as e:
         unread.append(str(e))
         return None
 
 
 def _vocabulary(directory: Path, unread: list[str]) -> str | None:
-    return _read(directory / "tokenizer.json", unread, _vocabulary_digest)
+    """A short digest of the directory's ``tokenizer.json`` vocabulary (its ``model.vocab``, else the whole file)."""
+    def digest(data: bytes) -> str:
+        try:
+            vocab = json.loads(data).get("model", {}).get("vocab")
+        except (ValueError, AttributeError, RecursionError):
+            vocab = None
+        return "sha256:" + hashlib.sha256(data if vocab is None else json.dumps(vocab, sort_keys=True).encode()
+                                          ).hexdigest()[:16]
 
-
-def _vocabulary_digest(data: bytes) -> str:
-    """A short digest of a ``tokenizer.json``'s vocabulary (its ``model.vocab``, else the whole file)."""
-    try:
-        vocab = json.loads(data).get("model", {}).get("vocab")
-    except (ValueError, AttributeError, RecursionError):
-        vocab = None
-    if vocab is not None:
-        data = json.dumps(vocab, sort_keys=True).encode()
-    return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+    return _read(directory / "tokenizer.json", unread, digest)
 
 
 def _json(path: Path, unread: list[str]) -> Mapping | None:
@@ -364,8 +339,7 @@ def _json(path: Path, unread: list[str]) -> Mapping | None:
 
 def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
                      manifest: Manifest | None = None) -> DraftFacts | None:
-    """What the draft's (and the target's) files say, each read bounded (:data:`MAX_JSON_BYTES`,
-    :data:`MAX_D2T_ENTRIES`); what cannot be read is left out and named in ``unread`` (metadata never fails)."""
+    """The draft's (and target's) files, each read bounded; what cannot be read is named in ``unread``, never raised."""
     if not draft_path:
         return None
     draft = Path(draft_path)
@@ -383,8 +357,8 @@ def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
         d2t, d2t_file = _d2t_range(draft)
     except (Eagle3CaptureError, OSError, ValueError) as e:
         d2t, d2t_file = None, None
-        ours = isinstance(e, Eagle3CaptureError)
-        unread.append(str(e) if ours else f"{draft}: the d2t tensor: {type(e).__name__}: {e}")
+        unread.append(str(e) if isinstance(e, Eagle3CaptureError) else f"{draft}: the d2t tensor: {type(e).__name__}: "
+                      f"{e}")
     config, tokenizer = _json(draft / "config.json", unread), _vocabulary(draft, unread)
     target_config = _json(tdir / "config.json", unread) if tdir else None
     target_tokenizer = _vocabulary(tdir, unread) if tdir else None

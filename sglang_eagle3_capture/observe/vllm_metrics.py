@@ -1,6 +1,5 @@
-"""The acceptance alarm on vLLM, from vLLM's own counters (docs/metrics.md, "vLLM"): the plugin adds no counter, it
-wraps ``SpecDecodingProm`` (seams ``vllm.metrics.init``/``observe``) to feed the same :class:`.acceptance.Alarm`
-SGLang's servers feed, for the chain vLLM runs (topk 1). Metrics never stop a server."""
+"""The acceptance alarm on vLLM, fed from vLLM's own spec-decode counters by wrapping ``SpecDecodingProm`` (seams
+``vllm.metrics.init``/``observe``) for the chain vLLM runs, topk 1 (docs/metrics.md, "vLLM"). Never stops a server."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import functools
 from typing import Any
 
 from ..core.logs import get_logger
-from ..core.manifest import find_manifest
 from . import acceptance
 
 logger = get_logger(__name__)
@@ -22,30 +20,8 @@ def arm(spec: Any, target: str) -> tuple | None:
         return None
     draft = str(getattr(getattr(spec, "draft_model_config", None), "model", None) or "DRAFT")
     steps = int(spec.num_speculative_tokens)
-    try:
-        manifest = find_manifest(draft)
-    except Exception as e:  # noqa: BLE001 - the capture side refuses a bad manifest; here it only means no alarm
-        logger.info("eagle3-capture: no acceptance alarm: the manifest does not read (%s)", e)
-        return None
-    figures, why = (None, "the draft has no manifest") if manifest is None else \
-        manifest.expected_acceptance(steps, 1, steps + 1)
-    if figures is None:
-        logger.info("eagle3-capture: no acceptance alarm for setting %d,1,%d: %s", steps, steps + 1, why)
-        return None
-    logger.info("eagle3-capture: acceptance alarm armed: position-0 acceptance expected %.3f (setting %d,1,%d, from "
-                "the manifest's 'expected' block, read from vLLM's spec-decode counters), margin %.2f over %d verify "
-                "steps", figures[0], steps, steps + 1, settings.margin, settings.window)
-    return acceptance.Alarm(figures[0], margin=settings.margin, window=settings.window), draft, target
-
-
-def observe(armed: tuple, num_drafts: int, accepted_first: int) -> None:
-    """Feed one scheduler step's counts to the alarm; log when it changes state."""
-    alarm, draft, target = armed
-    for hit in (True,) * accepted_first + (False,) * (num_drafts - accepted_first):
-        event = alarm.observe(hit)
-        if event is not None:
-            (logger.warning if event.firing else logger.info)("eagle3-capture: %s",
-                                                              acceptance.alarm_message(event, draft, target))
+    _, alarm = acceptance.arm(logger, draft, (steps, 1, steps + 1), settings, ", read from vLLM's spec-decode counters")
+    return None if alarm is None else (alarm, draft, target)
 
 
 def _init(original: Any) -> Any:
@@ -68,8 +44,11 @@ def _observe(original: Any) -> Any:
         original(self, spec_decoding_stats, *args, **kwargs)
         armed = getattr(self, ALARM, None)
         per_pos = getattr(spec_decoding_stats, "num_accepted_tokens_per_pos", None)
-        if armed is not None and per_pos:
-            observe(armed, int(spec_decoding_stats.num_drafts), int(per_pos[0]))
+        if armed is not None and per_pos:  # num_drafts verify steps, per_pos[0] of them accepting the first token
+            alarm, draft, target = armed
+            hits = int(per_pos[0])
+            for hit in (True,) * hits + (False,) * (int(spec_decoding_stats.num_drafts) - hits):
+                acceptance.log_event(logger, alarm.observe(hit), draft, target)
 
     return observe_step
 
