@@ -1,15 +1,16 @@
-"""Served acceptance per draft position and the alarm against the manifest's figures (docs/metrics.md): no SGLang,
-torch or Prometheus; :mod:`.metrics` (SGLang) and :mod:`.vllm_metrics` feed it."""
+"""Served acceptance per draft position and the alarm against the manifest's figures (docs/metrics.md), fed by
+:mod:`.metrics` on SGLang and from vLLM's own counters (:data:`VLLM_WRAPPERS`); imports no engine, torch, Prometheus."""
 
 from __future__ import annotations
 
-import logging
+import functools
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 from ..core import switches
 from ..core.errors import shown
+from ..core.logs import get_logger
 from ..core.manifest import find_manifest
 
 METRICS_ENV = switches.METRICS.name  # off: no counters, no log line, no alarm
@@ -19,6 +20,7 @@ WINDOW_ENV = switches.ALARM_WINDOW.name
 LOG_EVERY = switches.METRICS_LOG_EVERY.default
 MARGIN = switches.ALARM_MARGIN.default  # why 0.15 over 200 steps: core/switches.py
 WINDOW = switches.ALARM_WINDOW.default
+logger = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class Alarm:
         return AlarmEvent(self.firing, rate, self.expected, self.margin, self.window)
 
 
-def arm(logger: logging.Logger, draft: str, setting: tuple[int, int, int], settings: Settings,
+def arm(draft: str, setting: tuple[int, int, int], settings: Settings,
         how: str = "") -> tuple[list[float] | None, Alarm | None]:
     """The manifest's figures for ``setting`` (steps, topk, draft tokens as served) and the alarm they arm; None and
     one log line when there are none (a WARNING when an ``expected`` block is there but does not hold)."""
@@ -168,6 +170,53 @@ def alarm_message(event: AlarmEvent, draft: str, target: str) -> str:
             f"{draft} --target {target} --data SAMPLES`")
 
 
-def log_event(logger: logging.Logger, event: AlarmEvent | None, draft: str, target: str) -> None:
+def log_event(event: AlarmEvent | None, draft: str, target: str) -> None:
     if event is not None:
         (logger.warning if event.firing else logger.info)("eagle3-capture: %s", alarm_message(event, draft, target))
+
+
+# --- vLLM: wraps SpecDecodingProm (seams vllm.metrics.init/observe) for the chain vLLM runs, topk 1 ----------------
+
+VLLM_ALARM = "_eagle3_capture_alarm"  # on the SpecDecodingProm: (Alarm, draft, target), or None
+
+
+def _vllm_arm(spec: Any, target: str) -> tuple | None:
+    settings = Settings.from_environ()
+    if spec is None or getattr(spec, "method", None) != "eagle3" or not settings.enabled:
+        return None
+    draft = str(getattr(getattr(spec, "draft_model_config", None), "model", None) or "DRAFT")
+    steps = int(spec.num_speculative_tokens)
+    _, alarm = arm(draft, (steps, 1, steps + 1), settings, ", read from vLLM's spec-decode counters")
+    return None if alarm is None else (alarm, draft, target)
+
+
+def _vllm_init(original: Any) -> Any:
+    @functools.wraps(original)
+    def __init__(self, speculative_config, *args, **kwargs):
+        original(self, speculative_config, *args, **kwargs)
+        try:
+            target = getattr(getattr(speculative_config, "target_model_config", None), "model", None) or "TARGET"
+            setattr(self, VLLM_ALARM, _vllm_arm(speculative_config, str(target)))
+        except Exception as e:  # noqa: BLE001 - metrics never stop a server
+            logger.warning("eagle3-capture: no acceptance alarm: %s", e)
+            setattr(self, VLLM_ALARM, None)
+
+    return __init__
+
+
+def _vllm_observe(original: Any) -> Any:
+    @functools.wraps(original)
+    def observe_step(self, spec_decoding_stats, *args, **kwargs):
+        original(self, spec_decoding_stats, *args, **kwargs)
+        armed = getattr(self, VLLM_ALARM, None)
+        per_pos = getattr(spec_decoding_stats, "num_accepted_tokens_per_pos", None)
+        if armed is not None and per_pos:  # num_drafts verify steps, per_pos[0] of them accepting the first token
+            alarm, draft, target = armed
+            hits = int(per_pos[0])
+            for hit in (True,) * hits + (False,) * (int(spec_decoding_stats.num_drafts) - hits):
+                log_event(alarm.observe(hit), draft, target)
+
+    return observe_step
+
+
+VLLM_WRAPPERS = {"vllm.metrics.init": _vllm_init, "vllm.metrics.observe": _vllm_observe}

@@ -85,7 +85,7 @@ class _Counter:
         self._flushed, self._logged = self.tally.copy(), self.tally.copy()
         self._draft = draft_model_path(self.server_args) or "DRAFT"
         self._target = getattr(self.server_args, "model_path", None) or "TARGET"
-        expected, self.alarm = acceptance.arm(logger, self._draft, setting, self.settings)
+        expected, self.alarm = acceptance.arm(self._draft, setting, self.settings)
         if self.labels is not None:
             self.exporter = _Exporter(self.labels, steps, expected)
             threading.Thread(target=_flush_forever, name="eagle3-capture-metrics", daemon=True).start()
@@ -96,7 +96,7 @@ class _Counter:
                 self._start()
         self.tally.record(num_correct_drafts)
         if self.alarm is not None:
-            acceptance.log_event(logger, self.alarm.observe(num_correct_drafts > 0), self._draft, self._target)
+            acceptance.log_event(self.alarm.observe(num_correct_drafts > 0), self._draft, self._target)
         self._steps += 1
         every = self.settings.log_every
         if every and self._steps % every == 0:

@@ -8,9 +8,10 @@ import hashlib
 import json
 import math
 import sys
+from collections import namedtuple
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..core import switches
 from ..core.checkpoint import tensor_index, weights_present
@@ -27,15 +28,8 @@ REPORT_SUBDIR = "report"
 REWRITTEN, CONTRADICTION = "rewritten", "contradiction"
 
 
-class Setting(NamedTuple):
-    """One reported setting: report name, ServerArgs field, flag; ``speculative``: a rewrite is a finding."""
-
-    name: str
-    field: str
-    flag: str
-    speculative: bool = False
-
-
+# one reported setting: its report name, ServerArgs field and flag; ``speculative``: a rewrite is a finding
+Setting = namedtuple("Setting", "name field flag speculative", defaults=(False,))
 SETTINGS = (
     Setting("speculative_algorithm", "speculative_algorithm", "--speculative-algorithm", True),
     Setting("num_steps", "speculative_num_steps", "--speculative-num-steps", True),
@@ -125,22 +119,17 @@ class SetupReport:
         return out + ([f"  {f.line()}" for f in self.findings] or ["  no rewrites or contradictions"])
 
 
-def _changed_by(s: Setting, facts: SetupFacts, requested: Any, effective: Any) -> tuple[str | None, str | None]:
-    """``(who changed it, where SGLang defines that)``; ``(None, None)`` when nothing did."""
-    if facts.record is not None:
-        for source, declared in reversed(facts.record):
-            if s.field in declared:
-                return (None, None) if declared[s.field] == requested else (source, facts.sources.get(source))
-    elif requested not in (None, "?") and requested != effective:
-        return "argument resolution (the parsed value differs from the effective one)", None
-    return None, None
-
-
 def _rows(facts: SetupFacts) -> tuple[list[dict], list[Finding]]:
     rows, findings = [], []
     for s in SETTINGS:
         requested, effective = facts.requested.get(s.field, "?"), facts.effective.get(s.field)
-        by, source = _changed_by(s, facts, requested, effective)
+        by = source = None  # who changed it, where SGLang defines that
+        if facts.record is not None:  # the field's last declaration, unless it declares what was asked
+            last = next((d for d in reversed(facts.record) if s.field in d[1]), None)
+            if last is not None and last[1][s.field] != requested:
+                by, source = last[0], facts.sources.get(last[0])
+        elif requested not in (None, "?") and requested != effective:
+            by = "argument resolution (the parsed value differs from the effective one)"
         rule = next((n for n in facts.notes if s.field in n), None) if by else None
         rows.append({"name": s.name, "flag": s.flag, "requested": requested, "effective": effective,
                      "changed_by": by, "source": source, "rule": rule})
@@ -310,31 +299,25 @@ def _d2t_range(draft: Path) -> tuple[tuple[int, int] | None, str | None]:
     return ((min(targets), max(targets)) if targets else None), str(info.file)
 
 
-def _read(path: Path, unread: list[str], parse) -> Any:
-    """``parse(bytes)`` of the regular file ``path``, read bounded; None when absent or unreadable (``unread`` says)."""
+def _read(directory: Path | None, name: str, unread: list[str]) -> Any:
+    """``config.json`` as a mapping, ``tokenizer.json`` as a digest of its vocabulary (``model.vocab``, else the whole
+    file), read bounded; None when absent or unreadable (then ``unread`` says why)."""
     try:
-        return parse(read_bytes(path, fix=_FIX, max_bytes=MAX_JSON_BYTES)) if is_file(path, fix=_FIX) else None
+        if directory is None or not is_file(directory / name, fix=_FIX):
+            return None
+        data = read_bytes(directory / name, fix=_FIX, max_bytes=MAX_JSON_BYTES)
+        if name == "config.json":
+            doc = parse_json(data, where=directory / name, fix=_FIX)
+            return doc if isinstance(doc, Mapping) else None
     except Eagle3CaptureError as e:
         unread.append(str(e))
         return None
-
-
-def _vocabulary(directory: Path, unread: list[str]) -> str | None:
-    """A short digest of the directory's ``tokenizer.json`` vocabulary (its ``model.vocab``, else the whole file)."""
-    def digest(data: bytes) -> str:
-        try:
-            vocab = json.loads(data).get("model", {}).get("vocab")
-        except (ValueError, AttributeError, RecursionError):
-            vocab = None
-        return "sha256:" + hashlib.sha256(data if vocab is None else json.dumps(vocab, sort_keys=True).encode()
-                                          ).hexdigest()[:16]
-
-    return _read(directory / "tokenizer.json", unread, digest)
-
-
-def _json(path: Path, unread: list[str]) -> Mapping | None:
-    doc = _read(path, unread, lambda data: parse_json(data, where=path, fix=_FIX))
-    return doc if isinstance(doc, Mapping) else None
+    try:
+        vocab = json.loads(data).get("model", {}).get("vocab")
+    except (ValueError, AttributeError, RecursionError):
+        vocab = None
+    return "sha256:" + hashlib.sha256(data if vocab is None else json.dumps(vocab, sort_keys=True).encode()
+                                      ).hexdigest()[:16]
 
 
 def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
@@ -347,8 +330,8 @@ def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
     tdir = target if target is None or target.is_dir() else target.parent
     unread: list[str] = []
     if not draft.is_dir():
-        return DraftFacts(str(draft_path), target_path=target_path,
-                          target_config=_json(tdir / "config.json", unread) if tdir else None, unread=tuple(unread))
+        return DraftFacts(str(draft_path), target_path=target_path, target_config=_read(tdir, "config.json", unread),
+                          unread=tuple(unread))
     try:
         manifest = manifest or find_manifest(draft)
     except Eagle3CaptureError:
@@ -359,8 +342,7 @@ def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
         d2t, d2t_file = None, None
         unread.append(str(e) if isinstance(e, Eagle3CaptureError) else f"{draft}: the d2t tensor: {type(e).__name__}: "
                       f"{e}")
-    config, tokenizer = _json(draft / "config.json", unread), _vocabulary(draft, unread)
-    target_config = _json(tdir / "config.json", unread) if tdir else None
-    target_tokenizer = _vocabulary(tdir, unread) if tdir else None
+    config, tokenizer = _read(draft, "config.json", unread), _read(draft, "tokenizer.json", unread)
+    target_config, target_tokenizer = _read(tdir, "config.json", unread), _read(tdir, "tokenizer.json", unread)
     return DraftFacts(str(draft_path), config, manifest, d2t, d2t_file, tokenizer, target_path, target_config,
                       target_tokenizer, tuple(unread))

@@ -1,6 +1,5 @@
-"""The startup report (:mod:`.report`) from SGLang's objects, at the resolution seam of the target ``ModelRunner``
-(docs/setup-report.md): every target process builds it, rank 0 logs and writes it, and in strict mode every target
-process refuses, so no rank serves what rank 0 refused. Nothing here imports SGLang."""
+"""The startup report (:mod:`.report`) from SGLang's objects at the target ``ModelRunner``'s resolution seam
+(docs/setup-report.md): rank 0 logs and writes it; in strict mode every target process refuses. Imports no SGLang."""
 
 from __future__ import annotations
 
@@ -28,11 +27,9 @@ _PLAIN = (str, int, float, bool, type(None))
 
 def _plain(value: Any) -> Any:
     """A JSON-ready form of a ServerArgs value (enums and config objects as their text)."""
-    if isinstance(value, _PLAIN):
-        return value
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return getattr(value, "name", None) or str(value)
+    return value if isinstance(value, _PLAIN) else getattr(value, "name", None) or str(value)
 
 
 def _cuda_graph(values: Mapping[str, Any]) -> bool | None:
@@ -46,16 +43,14 @@ def _cuda_graph(values: Mapping[str, Any]) -> bool | None:
 
 
 def locate(source: str) -> str | None:
-    """Where SGLang defines the resolution step ``source``, as ``sglang/srt/...py:LINE``: from the loaded modules,
-    else from the installed SGLang's argument sources; None when neither has it."""
+    """``sglang/srt/...py:LINE`` defining the resolution step ``source``: from the loaded modules, else from the
+    installed SGLang's argument sources."""
     head, _, rest = source.partition(".")
     for name, module in list(sys.modules.items()):
-        if not name.startswith("sglang.srt.") or module is None:
-            continue
-        obj = vars(module).get(head)
-        for part in rest.split(".") if rest else ():
+        obj = vars(module).get(head) if name.startswith("sglang.srt.") and module is not None else None
+        for part in rest.split(".") if obj is not None and rest else ():
             obj = getattr(obj, part, None)
-        if obj is None or not callable(obj) or getattr(obj, "__module__", None) != name:
+        if not callable(obj) or getattr(obj, "__module__", None) != name:
             continue
         try:
             file, line = inspect.getsourcefile(obj), inspect.getsourcelines(obj)[1]
@@ -76,15 +71,14 @@ def _read_sources(function: str) -> str | None:
             lines = path.read_text(errors="replace").splitlines()
         except OSError:
             continue
-        for n, text in enumerate(lines, 1):
-            if wanted.match(text):
-                return f"sglang/srt/{path.relative_to(root).as_posix()}:{n}"
+        n = next((n for n, text in enumerate(lines, 1) if wanted.match(text)), None)
+        if n:
+            return f"sglang/srt/{path.relative_to(root).as_posix()}:{n}"
     return None
 
 
 def requested_from_argv(server_args_class: Any, argv: Sequence[str]) -> dict[str, Any]:
-    """The reported fields as launch_server's own parser reads ``argv``, nothing resolved; {} when ``argv`` is not
-    a launch_server command line (an ``Engine`` built in Python)."""
+    """The fields launch_server's parser reads from ``argv``, unresolved; {} for no command line (a Python Engine)."""
     if "--model-path" not in argv and "--model" not in argv:
         return {}
     parser = argparse.ArgumentParser(add_help=False)
@@ -99,8 +93,7 @@ def requested_from_argv(server_args_class: Any, argv: Sequence[str]) -> dict[str
 def facts_from_server_args(server_args: Any, release: Release, *, draft_path: str | None, target_path: str | None,
                            plugin_active: bool, context_length: int | None = None,
                            requested: Mapping[str, Any] | None = None, notes: Sequence[str] = ()) -> SetupFacts:
-    """The :class:`.report.SetupFacts` of a resolved ``ServerArgs``: SGLang's record and raw inputs where the release
-    keeps them, else ``requested``."""
+    """From SGLang's record and raw inputs where the release keeps them, else from ``requested``."""
     record = None
     names = (*FIELDS, "cuda_graph_config", "disable_cuda_graph")
     if release.resolution_record:
@@ -126,7 +119,7 @@ def facts_from_server_args(server_args: Any, release: Release, *, draft_path: st
 
 
 def _ranks() -> tuple[int | None, ...]:
-    """TP, PP and DP rank from SGLang's runtime context (never imported here); None where not published yet."""
+    """TP, PP and DP rank from SGLang's runtime context; None where not published yet."""
     context = sys.modules.get("sglang.srt.runtime_context")
     try:
         p = context.get_parallel()
@@ -155,8 +148,7 @@ def _write(report: SetupReport, environ: Mapping[str, str]) -> None:
 
 
 def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -> SetupReport | None:
-    """Build this target process's report (None for a draft worker, or when it cannot be built: one WARNING); the
-    process of rank 0 logs and writes it."""
+    """This target process's report (None: a draft worker, no speculation, or one WARNING); rank 0 logs, writes it."""
     if getattr(model_runner, "is_draft_worker", False):
         return None
     environ = os.environ if environ is None else environ
@@ -188,8 +180,6 @@ def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -
 
 
 def refuse_if_strict(report: SetupReport | None, environ: Mapping[str, str] | None = None) -> None:
-    """Raise the strict-mode :class:`~sglang_eagle3_capture.core.errors.DeploymentError` when ``report`` has a
-    finding and strict mode is on."""
     environ = os.environ if environ is None else environ
     if report is not None and report_mod.strict(environ) and (error := report_mod.strict_refusal(report)):
         raise error

@@ -21,7 +21,7 @@ LAZY_PACKAGE_OK = {f"{NAME}.doctor.model", f"{NAME}.doctor.rollout"}  # import t
 # observability, imported by the SGLang adapter only where it is switched on (and the adapter's runtime state, read by
 # the settings report only inside SGLang, so the doctor importing the report never loads the adapter)
 LAZY_OBSERVE = {f"{NAME}.core.sglang.plugin": {f"{NAME}.observe.metrics"},
-                f"{NAME}.core.vllm.plugin": {f"{NAME}.observe.vllm_metrics"},
+                f"{NAME}.core.vllm.plugin": {f"{NAME}.observe.acceptance"},
                 f"{NAME}.core.sglang.target": {f"{NAME}.observe.dump", f"{NAME}.observe.sglang_report"},
                 f"{NAME}.observe.sglang_report": {f"{NAME}.core.sglang.runtime"}}
 ADAPTERS = (f"{NAME}.core.sglang", f"{NAME}.core.vllm")  # engine adapters: the doctor never imports them

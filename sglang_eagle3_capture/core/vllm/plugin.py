@@ -81,11 +81,11 @@ def _apply_capture(release: VllmRelease, unverified: str | None) -> None:
 
 def _apply_metrics(release: VllmRelease) -> None:
     """The acceptance alarm on vLLM's counters (observability: imported only here, when vLLM's metrics module is)."""
-    from ...observe import vllm_metrics
+    from ...observe import acceptance
 
     try:
         seams.apply(_patch(release, ("vllm.metrics.init", "vllm.metrics.observe"), "vllm-metrics",
-                           vllm_metrics.WRAPPERS))
+                           acceptance.VLLM_WRAPPERS))
     except Exception as e:  # noqa: BLE001 - metrics never stop a server
         logger.warning("eagle3-capture: no acceptance alarm on vLLM's counters (pid %d): %s", os.getpid(), e)
 
