@@ -180,26 +180,21 @@ def log_event(event: AlarmEvent | None, draft: str, target: str) -> None:
 VLLM_ALARM = "_eagle3_capture_alarm"  # on the SpecDecodingProm: (Alarm, draft, target), or None
 
 
-def _vllm_arm(spec: Any, target: str) -> tuple | None:
-    settings = Settings.from_environ()
-    if spec is None or getattr(spec, "method", None) != "eagle3" or not settings.enabled:
-        return None
-    draft = str(getattr(getattr(spec, "draft_model_config", None), "model", None) or "DRAFT")
-    steps = int(spec.num_speculative_tokens)
-    _, alarm = arm(draft, (steps, 1, steps + 1), settings, ", read from vLLM's spec-decode counters")
-    return None if alarm is None else (alarm, draft, target)
-
-
 def _vllm_init(original: Any) -> Any:
     @functools.wraps(original)
     def __init__(self, speculative_config, *args, **kwargs):
         original(self, speculative_config, *args, **kwargs)
+        setattr(self, VLLM_ALARM, None)
         try:
-            target = getattr(getattr(speculative_config, "target_model_config", None), "model", None) or "TARGET"
-            setattr(self, VLLM_ALARM, _vllm_arm(speculative_config, str(target)))
+            spec, settings = speculative_config, Settings.from_environ()
+            if spec is not None and getattr(spec, "method", None) == "eagle3" and settings.enabled:
+                draft = str(getattr(getattr(spec, "draft_model_config", None), "model", None) or "DRAFT")
+                target = str(getattr(getattr(spec, "target_model_config", None), "model", None) or "TARGET")
+                steps = int(spec.num_speculative_tokens)
+                _, alarm = arm(draft, (steps, 1, steps + 1), settings, ", read from vLLM's spec-decode counters")
+                setattr(self, VLLM_ALARM, None if alarm is None else (alarm, draft, target))
         except Exception as e:  # noqa: BLE001 - metrics never stop a server
             logger.warning("eagle3-capture: no acceptance alarm: %s", e)
-            setattr(self, VLLM_ALARM, None)
 
     return __init__
 

@@ -24,7 +24,6 @@ from ..core.userfiles import MAX_JSON_BYTES, is_file, open_regular, parse_json, 
 STRICT_ENV = switches.STRICT.name
 REPORT_ENV = switches.REPORT.name
 REPORT_FILENAME = "setup-report.json"
-REPORT_SUBDIR = "report"
 REWRITTEN, CONTRADICTION = "rewritten", "contradiction"
 
 
@@ -150,36 +149,33 @@ def _trained_depth(cfg: Mapping) -> tuple[int, str] | None:
     return next(((n, key) for n, key in stated if isinstance(n, int) and not isinstance(n, bool)), None)
 
 
-def _draft_class(d: DraftFacts, algorithm: Any) -> list[Finding]:
-    """The draft class SGLang will pick (the draft config's ``architectures[0]``) against the algorithm."""
-    cfg = d.config or {}
-    archs = cfg.get("architectures")
-    arch = str(archs[0]) if isinstance(archs, list) and archs else ""
-    target_archs = path_get(d.target_config, "architectures") or []
-    eagle3 = "Eagle3" in arch or path_get(cfg, "speculators_model_type") == "eagle3"
-    if d.target_path and Path(d.path).resolve() == Path(d.target_path).resolve() or \
-            (arch and not eagle3 and "Eagle" not in arch and arch in map(str, target_archs)):
-        return [Finding(CONTRADICTION, "--speculative-draft-model-path", f"{d.path} is the target model "
-                        f"(architectures {brief(archs)}), not a draft: SGLang would load the target as the draft",
-                        "pass the EAGLE-3 draft's directory as --speculative-draft-model-path")]
-    if algorithm == "EAGLE3" and arch and not eagle3:
-        what = "an EAGLE (not EAGLE-3) draft" if "Eagle" in arch else "not an EAGLE-3 draft class"
-        return [Finding(CONTRADICTION, "--speculative-algorithm", f"EAGLE3 with {d.path}, whose class {arch} is "
-                        f"{what}: it takes no aux hidden states", "serve an EAGLE-3 draft, or pass "
-                        "--speculative-algorithm EAGLE for an EAGLE draft")]
-    if algorithm == "EAGLE" and (eagle3 or d.manifest is not None):
-        return [Finding(CONTRADICTION, "--speculative-algorithm", f"EAGLE with the EAGLE-3 draft {d.path}: SGLang "
-                        "captures no aux hidden states and skips the fc (accept length about 1.0)",
-                        "pass --speculative-algorithm EAGLE3")]
-    if not algorithm:
-        return [Finding(CONTRADICTION, "--speculative-algorithm", f"not set: SGLang serves without speculation "
-                        f"and never loads the draft {d.path}", "pass --speculative-algorithm EAGLE3")]
-    return []
-
-
 def _draft_findings(d: DraftFacts, eff: Mapping, release: Release, plugin: bool) -> tuple[dict, list[Finding]]:
+    """What the draft was trained with, and where what the server runs contradicts it."""
     cfg, out, trained = d.config or {}, [], {}
-    cfile = str(Path(d.path) / "config.json")
+    cfile, algorithm = str(Path(d.path) / "config.json"), eff.get("speculative_algorithm")
+
+    def add(field: str, problem: str, fix: str, file: str | None = None) -> None:
+        out.append(Finding(CONTRADICTION, field, problem, fix, file))
+
+    archs = cfg.get("architectures")  # SGLang's draft class: architectures[0]
+    arch = str(archs[0]) if isinstance(archs, list) and archs else ""
+    eagle3 = "Eagle3" in arch or path_get(cfg, "speculators_model_type") == "eagle3"
+    if d.target_path and Path(d.path).resolve() == Path(d.target_path).resolve() or (
+            arch and not eagle3 and "Eagle" not in arch and arch in map(str, path_get(d.target_config,
+                                                                                      "architectures") or [])):
+        add("--speculative-draft-model-path", f"{d.path} is the target model (architectures {brief(archs)}), not a "
+            "draft: SGLang would load the target as the draft",
+            "pass the EAGLE-3 draft's directory as --speculative-draft-model-path")
+    elif algorithm == "EAGLE3" and arch and not eagle3:
+        what = "an EAGLE (not EAGLE-3) draft" if "Eagle" in arch else "not an EAGLE-3 draft class"
+        add("--speculative-algorithm", f"EAGLE3 with {d.path}, whose class {arch} is {what}: it takes no aux hidden "
+            "states", "serve an EAGLE-3 draft, or pass --speculative-algorithm EAGLE for an EAGLE draft")
+    elif algorithm == "EAGLE" and (eagle3 or d.manifest is not None):
+        add("--speculative-algorithm", f"EAGLE with the EAGLE-3 draft {d.path}: SGLang captures no aux hidden states "
+            "and skips the fc (accept length about 1.0)", "pass --speculative-algorithm EAGLE3")
+    elif not algorithm:
+        add("--speculative-algorithm", f"not set: SGLang serves without speculation and never loads the draft "
+            f"{d.path}", "pass --speculative-algorithm EAGLE3")
     if d.manifest is not None:
         trained["layer ids"] = list(d.manifest.layer_ids)
     depth = _trained_depth(cfg)
@@ -187,17 +183,15 @@ def _draft_findings(d: DraftFacts, eff: Mapping, release: Release, plugin: bool)
         trained["test-time-training steps"] = depth[0]
         steps = eff.get("speculative_num_steps")
         if isinstance(steps, int) and steps > depth[0]:
-            out.append(Finding(CONTRADICTION, "--speculative-num-steps", f"{steps} draft steps, but {cfile} field "
-                               f"'{depth[1]}' says the draft was trained for {depth[0]}: later positions are "
-                               "proposals it never learned", f"pass --speculative-num-steps {depth[0]} or fewer"))
-    window = cfg.get("sliding_window")
+            add("--speculative-num-steps", f"{steps} draft steps, but {cfile} field '{depth[1]}' says the draft was "
+                f"trained for {depth[0]}: later positions are proposals it never learned",
+                f"pass --speculative-num-steps {depth[0]} or fewer")
+    window, served = cfg.get("sliding_window"), eff.get("speculative_draft_window_size")
     if window and "sliding_attention" in (cfg.get("layer_types") or []):
         trained["window"] = window
-        if eff.get("speculative_draft_window_size") != window:
-            out.append(Finding(CONTRADICTION, "--speculative-draft-window-size", f"the draft was trained with a "
-                               f"{window}-token sliding window, the server's draft window is "
-                               f"{eff.get('speculative_draft_window_size')}",
-                               f"pass --speculative-draft-window-size {window}"))
+        if served != window:
+            add("--speculative-draft-window-size", f"the draft was trained with a {window}-token sliding window, the "
+                f"server's draft window is {served}", f"pass --speculative-draft-window-size {window}")
     vocab, dvocab = cfg.get("vocab_size"), cfg.get("draft_vocab_size")
     target_vocab = path_get(d.target_config, "vocab_size") or vocab
     if dvocab is not None:
@@ -206,30 +200,28 @@ def _draft_findings(d: DraftFacts, eff: Mapping, release: Release, plugin: bool)
         lo, hi = d.d2t
         trained["d2t target ids"] = f"[{lo}, {hi}]"
         if isinstance(target_vocab, int) and (lo < 0 or hi >= target_vocab):
-            out.append(Finding(CONTRADICTION, "tensor d2t", f"maps draft ids to target ids [{lo}, {hi}], outside "
-                               f"the target vocabulary [0, {target_vocab})", "export d2t as offsets (target id - "
-                               "draft id) from the training run for this target's tokenizer", d.d2t_file))
+            add("tensor d2t", f"maps draft ids to target ids [{lo}, {hi}], outside the target vocabulary [0, "
+                f"{target_vocab})", "export d2t as offsets (target id - draft id) from the training run for this "
+                "target's tokenizer", d.d2t_file)
     if isinstance(vocab, int) and isinstance(target_vocab, int) and vocab != target_vocab:
-        out.append(Finding(CONTRADICTION, "vocab_size", f"{vocab}, but the target's vocab_size is {target_vocab}: "
-                           "the draft was trained on another vocabulary", "serve the draft on the target it was "
-                           "trained against", cfile))
+        add("vocab_size", f"{vocab}, but the target's vocab_size is {target_vocab}: the draft was trained on another "
+            "vocabulary", "serve the draft on the target it was trained against", cfile)
     if d.tokenizer and d.target_tokenizer and d.tokenizer != d.target_tokenizer:
-        out.append(Finding(CONTRADICTION, "tokenizer", f"the draft directory's vocabulary ({d.tokenizer}) is not "
-                           f"the target's ({d.target_tokenizer})", "serve the draft on the target whose tokenizer "
-                           "it was trained with", d.path))
+        add("tokenizer", f"the draft directory's vocabulary ({d.tokenizer}) is not the target's "
+            f"({d.target_tokenizer})", "serve the draft on the target whose tokenizer it was trained with", d.path)
     positions, ctx = cfg.get("max_position_embeddings"), eff.get("context_length")
     if isinstance(positions, int) and isinstance(ctx, int) and ctx > positions:
-        out.append(Finding(CONTRADICTION, "--context-length", f"{ctx} tokens, but {cfile} field "
-                           f"'max_position_embeddings' is {positions}: the draft attends beyond its positions",
-                           f"pass --context-length {positions} or less, or serve a draft built for {ctx}"))
+        add("--context-length", f"{ctx} tokens, but {cfile} field 'max_position_embeddings' is {positions}: the "
+            f"draft attends beyond its positions", f"pass --context-length {positions} or less, or serve a draft "
+            f"built for {ctx}")
     for name, flag in release.draft_flags.items():
         value = next((path_get(cfg, k) for k in flag.keys if path_get(cfg, k) is not None), None)
         if value is not None:
             trained[name] = value
         if value and not flag.native and not plugin:
-            out.append(Finding(CONTRADICTION, flag.keys[0], "true, but stock SGLang's draft class ignores it "
-                               "(the plugin's draft loader serves it)", "install sglang-eagle3-capture in the "
-                               "server's environment (and list eagle3_capture in SGLANG_PLUGINS if it is set)", cfile))
+            add(flag.keys[0], "true, but stock SGLang's draft class ignores it (the plugin's draft loader serves it)",
+                "install sglang-eagle3-capture in the server's environment (and list eagle3_capture in "
+                "SGLANG_PLUGINS if it is set)", cfile)
     return trained, out
 
 
@@ -246,7 +238,7 @@ def build(facts: SetupFacts) -> SetupReport:
                                     "pass --speculative-draft-model-path DRAFT_DIR"))
     else:
         trained, more = _draft_findings(draft, eff, facts.release, facts.plugin_active)
-        findings += _draft_class(draft, eff.get("speculative_algorithm")) + more
+        findings += more
     return SetupReport(facts.release.version, how, rows, trained, findings, list(facts.notes),
                        list(draft.unread) if draft is not None else [])
 
@@ -271,7 +263,7 @@ def report_path(environ: Mapping[str, str]) -> Path | None:
     explicit, dump = switches.read(switches.REPORT, environ), switches.read(switches.DUMP, environ)
     if explicit:
         return Path(explicit)
-    return Path(dump) / REPORT_SUBDIR / REPORT_FILENAME if dump else None
+    return Path(dump) / "report" / REPORT_FILENAME if dump else None
 
 
 # --- reading the draft's and the target's files (no torch) -------------------------------------------------------
@@ -320,8 +312,7 @@ def _read(directory: Path | None, name: str, unread: list[str]) -> Any:
                                       ).hexdigest()[:16]
 
 
-def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
-                     manifest: Manifest | None = None) -> DraftFacts | None:
+def read_draft_facts(draft_path: str | None, target_path: str | None = None) -> DraftFacts | None:
     """The draft's (and target's) files, each read bounded; what cannot be read is named in ``unread``, never raised."""
     if not draft_path:
         return None
@@ -333,7 +324,7 @@ def read_draft_facts(draft_path: str | None, target_path: str | None = None, *,
         return DraftFacts(str(draft_path), target_path=target_path, target_config=_read(tdir, "config.json", unread),
                           unread=tuple(unread))
     try:
-        manifest = manifest or find_manifest(draft)
+        manifest = find_manifest(draft)
     except Eagle3CaptureError:
         manifest = None  # the policy refuses a bad manifest itself
     try:
