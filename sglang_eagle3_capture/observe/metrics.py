@@ -70,11 +70,10 @@ class _Counter:
 
     def __init__(self, server_args: Any, labels: dict | None, settings: Settings) -> None:
         self.server_args, self.labels, self.settings = server_args, labels, settings
-        self.tally: Tally | None = None
+        self.tally: Tally | None = None  # with the alarm, the exporter and the Tally copies, from _start
         self.alarm: Alarm | None = None
         self.exporter: _Exporter | None = None
-        self._flushed = self._logged = None  # Tally copies, from _start
-        self._draft = self._target = "DRAFT"
+        self._flushed = self._logged = self._draft = self._target = None
         self._steps = 0  # = tally.verify_steps, kept apart: that one is a sum over the histogram, this is the hot path
 
     def _start(self) -> None:
@@ -155,10 +154,9 @@ def _after_init(scheduler: Any) -> None:
     collector = context.collector if context.enable_metrics else None
     labels = dict(getattr(collector, "labels", None) or {}) if collector is not None else None
     for name in sorted(set(labels or ()) & set(OWN_LABELS)):
-        logger.warning("eagle3-capture: SGLang labels its scheduler metrics %s=%s (--extra-metric-labels), a label "
-                       "name sglang_eagle3_capture's per-position metrics use for their own values: those metrics "
-                       "are exported without it (every other label kept), counting goes on; fix: rename that extra "
-                       "label to have it on them too", shown(name), shown(str(labels[name])))
+        logger.warning("eagle3-capture: SGLang labels its scheduler metrics %s=%s (--extra-metric-labels), a name "
+                       "sglang_eagle3_capture's per-position metrics label their own values with: they are exported "
+                       "without it, counting goes on; fix: rename that extra label", shown(name), shown(labels[name]))
     with _LOCK:
         _COUNTER = _Counter(server_args, labels, settings)
     logger.info("eagle3-capture: counting per-position acceptance in this scheduler (pid %d; %s)", os.getpid(),

@@ -22,23 +22,21 @@ from . import report as report_mod
 from .report import FIELDS, SetupFacts, SetupReport, read_draft_facts
 
 logger = get_logger(__name__)
-_PLAIN = (str, int, float, bool, type(None))
 
 
 def _plain(value: Any) -> Any:
     """A JSON-ready form of a ServerArgs value (enums and config objects as their text)."""
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return value if isinstance(value, _PLAIN) else getattr(value, "name", None) or str(value)
+    plain = value is None or isinstance(value, (str, int, float, bool))
+    return value if plain else getattr(value, "name", None) or str(value)
 
 
 def _cuda_graph(values: Mapping[str, Any]) -> bool | None:
     """On/off from SGLang's ``cuda_graph_config`` phases where the release has one, else ``disable_cuda_graph``."""
-    cfg = values.get("cuda_graph_config")
-    if cfg is not None:
-        phases = [getattr(cfg, p, None) for p in ("decode", "prefill")]
-        return any(getattr(p, "backend", "disabled") != "disabled" for p in phases if p is not None)
-    flag = values.get("disable_cuda_graph")
+    cfg, flag = values.get("cuda_graph_config"), values.get("disable_cuda_graph")
+    if cfg is not None:  # a phase that is not there is disabled
+        return any(getattr(getattr(cfg, p, None), "backend", "disabled") != "disabled" for p in ("decode", "prefill"))
     return None if flag is None else not flag
 
 
@@ -57,16 +55,10 @@ def locate(source: str) -> str | None:
         except (OSError, TypeError):
             return name
         return f"{Path(file).as_posix().split('site-packages/', 1)[-1]}:{line}"
-    return _read_sources(source.rsplit(".", 1)[-1])
-
-
-def _read_sources(function: str) -> str | None:
     paths = list(getattr(sys.modules.get("sglang.srt"), "__path__", None) or ())  # a namespace package
-    if not paths:
-        return None
-    root = Path(paths[0])
-    wanted = re.compile(rf"^\s*def {re.escape(function)}\(")
-    for path in (root / "server_args.py", *sorted((root / "arg_groups").glob("*.py"))):
+    root = Path(paths[0]) if paths else None
+    wanted = re.compile(rf"^\s*def {re.escape(source.rsplit('.', 1)[-1])}\(")
+    for path in (root / "server_args.py", *sorted((root / "arg_groups").glob("*.py"))) if root else ():
         try:
             lines = path.read_text(errors="replace").splitlines()
         except OSError:
@@ -156,10 +148,9 @@ def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -
         server_args = model_runner.server_args
         release = releases.installed_or_newest()
         requested = None if release.resolution_record else requested_from_argv(type(server_args), sys.argv)
-        model_config = getattr(model_runner, "model_config", None)
         from ..core.sglang.runtime import draft_model_path  # SGLang's runtime state; the doctor never needs it
 
-        draft = draft_model_path(server_args)
+        draft, model_config = draft_model_path(server_args), getattr(model_runner, "model_config", None)
         facts = facts_from_server_args(server_args, release, draft_path=draft,
                                        target_path=getattr(server_args, "model_path", None), plugin_active=True,
                                        context_length=getattr(model_config, "context_len", None), requested=requested)
@@ -180,6 +171,6 @@ def at_resolution(model_runner: Any, environ: Mapping[str, str] | None = None) -
 
 
 def refuse_if_strict(report: SetupReport | None, environ: Mapping[str, str] | None = None) -> None:
-    environ = os.environ if environ is None else environ
-    if report is not None and report_mod.strict(environ) and (error := report_mod.strict_refusal(report)):
+    if report is not None and report_mod.strict(os.environ if environ is None else environ) and \
+            (error := report_mod.strict_refusal(report)):
         raise error

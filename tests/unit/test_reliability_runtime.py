@@ -123,7 +123,7 @@ def test_no_server_side_module_reads_a_file_but_through_userfiles():
     """Every read of a user's file in core/ and observe/ goes through core/userfiles.py (bounded, regular files):
     no builtin open(), Path.read_text() or Path.read_bytes() anywhere else; the one listed exception reads SGLang's
     own sources, not a user's file."""
-    allowed = {("sglang_report.py", "read_text")}  # _read_sources: SGLang's installed argument sources
+    allowed = {("sglang_report.py", "read_text")}  # locate: SGLang's installed argument sources
     found = []
     for path in SERVER_SIDE:
         if path.name == "userfiles.py":
