@@ -1,5 +1,4 @@
 """``python -m sglang_eagle3_capture``: the same command line as ``sglang-eagle3-capture``."""
-
 import sys
 
 from .doctor.cli import main

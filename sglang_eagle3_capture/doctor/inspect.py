@@ -1,8 +1,6 @@
-"""``inspect``: a draft's declared wiring (its manifest, or what ``config.json`` reads as) next to what each release
-in :mod:`.release_table` feeds it (:func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`). The verdict is for
-the serving release, with the plugin when it is active here (else, or with ``--stock``, stock SGLang's); with
-launch_server arguments the server's own checks (:mod:`sglang_eagle3_capture.core.launch`) run here too. Output:
-docs/troubleshooting.md section 1 and docs/setup-report.md."""
+"""``inspect``: a draft's declared wiring next to what each release in :mod:`.release_table` feeds it; the verdict is
+the serving release's (with the plugin when active here; with launch_server arguments, the server's own checks too).
+Output: docs/troubleshooting.md section 1 and docs/setup-report.md."""
 
 from __future__ import annotations
 
@@ -30,8 +28,6 @@ PLUGIN_ENTRY_POINT = ("sglang.srt.plugins", "eagle3_capture")
 
 @dataclass(frozen=True)
 class WiringRow:
-    """One way the fc could be fed: a name, layer ids in fc order, HF indices, and a status."""
-
     name: str
     layer_ids: tuple[int, ...]
     rule: str
@@ -40,7 +36,6 @@ class WiringRow:
 
     @property
     def hf_indices(self) -> list[int]:
-        """HF ``output_hidden_states`` indices of :attr:`layer_ids`."""
         return hidden_state_indices(self.layer_ids)
 
     def to_dict(self) -> dict:
@@ -70,15 +65,8 @@ class InspectReport:
     vllm_outcome: str = ""  # without the vLLM plugin, on every vLLM runner of the vLLM release table
     refusal: dict | None = None  # (file, field, problem, fix) of what the plugin would refuse at startup, if anything
 
-    @property
-    def ok(self) -> bool:
-        """True when the serving release's stock wiring feeds exactly the declared wiring."""
-        return self.verdict == "consistent"
-
-    @property
-    def ambiguous(self) -> bool:
-        """True when the declared wiring cannot be read from the checkpoint."""
-        return self.verdict == "ambiguous"
+    ok = property(lambda self: self.verdict == "consistent")
+    ambiguous = property(lambda self: self.verdict == "ambiguous")  # the declared wiring cannot be read
 
     def to_dict(self) -> dict:
         return {"draft_dir": self.draft_dir, "manifest": self.manifest, "provenance": self.provenance,
@@ -120,34 +108,25 @@ def _row(name: str, c: StockCapture, declared: tuple[int, ...]) -> WiringRow:
     return WiringRow(name, c.fed_layer_ids, rule, status, c.mis_fed or c.problem)
 
 
-def _serving_release(version: str | None) -> releases.Release:
-    if version is None:
-        return releases.installed_or_newest()
-    try:
-        return release_table.get(version)
-    except KeyError as e:
-        raise InputError(None, "--sglang", f"{version}: {e.args[0]}", "name a release from that list") from None
-
-
 def stock_rows(draft_cfg: dict, n_layers: int, family: Family, declared: tuple[int, ...],
                file: Any = None) -> list[WiringRow]:
-    """One row per SGLang release in the table (oldest first), one per other engine's reader (vLLM), then the
-    no-ids default of the newest release."""
+    """One row per release in the table (oldest first), per other engine's reader (vLLM), then the no-ids default."""
     rows = [_row(f"stock SGLang {r.version}", stock_sglang_capture(draft_cfg, n_layers, family=family, release=r,
                                                                   file=file), declared)
             for r in release_table.all_releases()]
     rows += [_row(reader.name, engine_capture(draft_cfg, n_layers, family=family, reader=reader, file=file), declared)
              for reader in releases.other_engines()]
-    default = stock_sglang_capture({}, n_layers, family=family)
-    return rows + [_row("stock default (no ids)", default, declared)]
+    return rows + [_row("stock default (no ids)", stock_sglang_capture({}, n_layers, family=family), declared)]
 
 
 def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sglang_version: str | None = None,
                   trained_with: str | None = None, stock: bool = False,
                   launch_args: Sequence[str] | None = None) -> InspectReport:
-    """Build the :class:`InspectReport` for ``draft_dir``; ``stock``: stock SGLang's verdict even where the plugin is
-    active; ``launch_args``: launch_server arguments, whose ``--model-path`` is then the target."""
-    serving = _serving_release(sglang_version)
+    """``stock``: stock SGLang's verdict even where the plugin is active; ``launch_args``: launch_server arguments."""
+    try:
+        serving = releases.installed_or_newest() if sglang_version is None else release_table.get(sglang_version)
+    except KeyError as e:
+        raise InputError(None, "--sglang", f"{sglang_version}: {e.args[0]}", "name a release from that list") from None
     setup, served, stages = None, None, None
     if launch_args is not None:
         installed = releases.installed_sglang_version()
@@ -162,12 +141,8 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
         target = served.model_path if target is None else target  # the same model (setup_args refuses another)
     draft = Path(draft_dir)
     cfg_path = draft / "config.json"
-    draft_cfg = load_draft_config(cfg_path)
-    manifest = find_manifest(draft)
-    target_cfg = None
-    checks: list[str] = []
-    if target is not None:
-        target_cfg, target_file = load_target_config(target)
+    draft_cfg, manifest, checks = load_draft_config(cfg_path), find_manifest(draft), []
+    target_cfg, target_file = (None, None) if target is None else load_target_config(target)
     if manifest is not None:
         if target_cfg is not None:
             check_target(manifest, target_cfg, where=str(target_file))
@@ -233,15 +208,13 @@ def inspect_draft(draft_dir: str | Path, target: str | Path | None = None, *, sg
 
 def stock_outcome(readings: Sequence[WiringRow], names: Sequence[str] | None = None, *, engine: str = "SGLang"
                   ) -> str:
-    """What a server without the plugin does with the draft over the rows named ``names``: ``fed exactly``,
-    ``refuses at startup``, ``fails at the first forward`` or ``silently mis-fed``, with where it differs."""
+    """What a server without the plugin does with the draft over the rows ``names`` (default: supported releases)."""
     if names is None:
         names = [f"stock SGLang {r.version}" for r in release_table.all_releases() if r.supported]
-    rows = [r for r in readings if r.name in set(names)]
     words = {"consistent": "fed exactly", "refused-at-startup": "refuses at startup", "mis-wired": "silently mis-fed",
              "crash": "fails at the first forward"}
     by: dict[str, list[str]] = {}
-    for r in rows:
+    for r in (r for r in readings if r.name in set(names)):
         by.setdefault(words.get(r.status, r.status), []).append(r.name.removeprefix("stock SGLang "))
     if len(by) == 1:
         return f"{next(iter(by))} on every supported release" if engine == "SGLang" else \
@@ -251,9 +224,8 @@ def stock_outcome(readings: Sequence[WiringRow], names: Sequence[str] | None = N
 
 def plugin_outcome(deployment: policy.Deployment, draft_cfg: Mapping, served: launch.Launch | None, *,
                    loader: bool) -> tuple[Eagle3CaptureError | None, tuple | None]:
-    """``(refusal, layer ids)``: what the plugin does at startup with ``deployment``, by the server's own checks
-    (the policy, then with ``loader`` the loader's). A launch SGLang does not serve with its EAGLE worker never
-    reaches the plugin's decision: stock, nothing refused."""
+    """``(refusal, layer ids)`` of the plugin at startup, by the server's own checks (the policy, then with ``loader``
+    the loader's); a launch SGLang does not serve with its EAGLE worker never reaches the plugin: nothing refused."""
     if served is not None and not served.eagle_worker:
         return None, None
     try:
@@ -270,7 +242,6 @@ def plugin_outcome(deployment: policy.Deployment, draft_cfg: Mapping, served: la
 
 def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: releases.Release,
                error: AmbiguousLayerIds) -> InspectReport:
-    """The report for a config whose ids cannot be read without knowing how the draft was trained."""
     family = family_of(arch)
     declared = WiringRow("no manifest: config.json ids", (), "ambiguous (see the readings)", "declared")
     rows = [WiringRow(w.name, w.layer_ids, w.rule, "crash" if w.problem and w.status != "mis-wired" else "n/a",
@@ -279,15 +250,13 @@ def _ambiguous(draft: Path, draft_cfg: dict, arch: str, n_layers: int, serving: 
             ] if family is not None else []
     report = InspectReport(str(draft), declared, None, {}, [], rows, [], plugin_installed(),
                            serving_release=serving.version, ambiguous_readings=list(error.readings))
-    report.verdict = "ambiguous"
-    report.summary = ("the config's ids mean " + "; or ".join(r.describe() for r in error.readings)
-                      + f". Fix: {DECIDE}")
+    report.verdict, report.summary = "ambiguous", ("the config's ids mean " + "; or ".join(
+        r.describe() for r in error.readings) + f". Fix: {DECIDE}")
     return report
 
 
 def _read_width_check(draft: Path, layer_ids: tuple, hidden: int, fc_width: int | None, cfg_file: str) -> str:
-    """The fc width against the ids config.json reads as: a line, or an InputError (exit 2) when the checkpoint
-    contradicts the reading."""
+    """A line, or an InputError when the fc width contradicts the ids config.json reads as."""
     if fc_width is None:
         return f"fc width not checked: no fc.weight in {draft}"
     if fc_width != len(layer_ids) * hidden:
@@ -299,7 +268,6 @@ def _read_width_check(draft: Path, layer_ids: tuple, hidden: int, fc_width: int 
 
 
 def _fc_width_check(draft: Path, manifest: Any) -> str:
-    """A draft without weights gets a note; weights that are there but unreadable are bad input (exit 2)."""
     if not weights_present(draft):
         return f"fc width not checked: no weights in {draft}"
     index = tensor_index(draft)
@@ -307,66 +275,53 @@ def _fc_width_check(draft: Path, manifest: Any) -> str:
         return f"fc width not checked: no fc.weight in {draft}"
     width = fc_input_width(index)
     check_fc_width(manifest, width, file=index['fc.weight'].file)
-    return (f"fc.weight input width {width} = {len(manifest.layer_ids)} ids x "
-            f"hidden {manifest.target_hidden_size}")
+    return f"fc.weight input width {width} = {len(manifest.layer_ids)} ids x hidden {manifest.target_hidden_size}"
 
 
 _SAFE = ("consistent", "refused-at-startup")  # what stock SGLang does that needs no plugin to prevent
 
 
 def _decide(report: InspectReport, refusal: str | None, plugin_ids: tuple[int, ...] | None) -> None:
-    row, want = _decide_stock(report, refusal)
-    if report.plugin_active:
-        version = report.serving_release
-        stock = {"consistent": "feed the same", "crash": f"crash ({row.problem})",
+    """The verdict and summary: the serving release's stock row, then the plugin's outcome, then the launch's."""
+    version, declared = report.serving_release, report.declared
+    stock, want = f"stock SGLang {version}", f"layer ids {list(declared.layer_ids)} (HF {declared.hf_indices})"
+    row = next(r for r in report.readings if r.name == stock)
+    report.verdict = row.status
+    if row.status == "consistent":
+        report.summary = f"{stock} feeds the fc exactly {want}"
+    elif row.status == "crash":
+        report.summary = f"{stock} would crash for this draft: {row.problem}"
+    elif row.status == "refused-at-startup":
+        report.summary = (f"{stock} refuses to start with this draft, so it never feeds its fc other hidden states "
+                          f"({row.problem})")
+    elif row.problem:  # it feeds these ids' positions, but other tensors
+        report.summary = f"{stock} would MIS-WIRE this draft: {row.problem}, where the draft was trained on {want}"
+    else:
+        report.summary = (f"{stock} would MIS-WIRE this draft: it feeds layer ids {list(row.layer_ids)} (HF "
+                          f"{row.hf_indices}) where the draft was trained on {want}")
+    if report.manifest is not None and row.status == "consistent":
+        if refusal and report.plugin_installed:  # it refuses a declared-id deployment it cannot serve exactly
+            report.summary += f"; but {refusal}"
+    elif report.manifest is not None:
+        report.summary += (f"; {refusal}" if refusal is not None else "; the sglang-eagle3-capture plugin is installed "
+                           "and feeds the manifest's ids instead (check the 'eagle3-capture:' log line at startup)"
+                           if report.plugin_installed else "; install sglang-eagle3-capture (its SGLang plugin reads "
+                           "the manifest) or convert the draft")
+    if report.plugin_active and refusal is not None:
+        report.verdict, report.summary = "refused", f"{refusal} (without the plugin: {report.summary})"
+    elif report.plugin_active and plugin_ids is not None and tuple(plugin_ids) == tuple(declared.layer_ids):
+        would = {"consistent": "feed the same", "crash": f"crash ({row.problem})",
                  "refused-at-startup": "refuse to start"}.get(
             row.status, f"MIS-WIRE it ({row.problem})" if row.problem else
             f"MIS-WIRE it with layer ids {list(row.layer_ids)} (HF {row.hf_indices})")
-        if refusal is not None:
-            report.verdict, report.summary = "refused", f"{refusal} (without the plugin: {report.summary})"
-        elif plugin_ids is not None and tuple(plugin_ids) == tuple(report.declared.layer_ids):
-            report.verdict = "consistent"
-            report.summary = (f"with the sglang-eagle3-capture plugin active here, SGLang {version} feeds the fc "
-                              f"exactly {want}; without it stock SGLang {version} would {stock}"
-                              f"{'' if row.status in _SAFE else ', which the plugin prevents'} "
-                              "(`inspect --stock` gives the stock verdict)")
+        report.verdict = "consistent"
+        report.summary = (f"with the sglang-eagle3-capture plugin active here, SGLang {version} feeds the fc "
+                          f"exactly {want}; without it stock SGLang {version} would {would}"
+                          f"{'' if row.status in _SAFE else ', which the plugin prevents'} "
+                          "(`inspect --stock` gives the stock verdict)")
     if report.setup is not None and report.setup.findings:
         first = report.setup.findings[0]
         more = f" (and {len(report.setup.findings) - 1} more)" if len(report.setup.findings) > 1 else ""
         report.summary += f"; the launch arguments: {first.line()}{more}"
         if report.verdict == "consistent":
             report.verdict = "contradiction"
-
-
-def _decide_stock(report: InspectReport, refusal: str | None) -> tuple[WiringRow, str]:
-    """The stock verdict and summary of the serving release's row; returns that row and the declared wiring."""
-    version = report.serving_release
-    current = next(r for r in report.readings if r.name == f"stock SGLang {version}")
-    report.verdict = current.status
-    want = f"layer ids {list(report.declared.layer_ids)} (HF {report.declared.hf_indices})"
-    stock = f"stock SGLang {version}"
-    if current.status == "consistent":
-        report.summary = f"{stock} feeds the fc exactly {want}"
-    elif current.status == "crash":
-        report.summary = f"{stock} would crash for this draft: {current.problem}"
-    elif current.status == "refused-at-startup":
-        report.summary = (f"{stock} refuses to start with this draft, so it never feeds its fc other hidden states "
-                          f"({current.problem})")
-    elif current.problem:  # it feeds these ids' positions, but other tensors
-        report.summary = f"{stock} would MIS-WIRE this draft: {current.problem}, where the draft was trained on {want}"
-    else:
-        report.summary = (f"{stock} would MIS-WIRE this draft: it feeds layer ids {list(current.layer_ids)} (HF "
-                          f"{current.hf_indices}) where the draft was trained on {want}")
-    if report.manifest is None:
-        return current, want
-    if current.status == "consistent":
-        if refusal and report.plugin_installed:  # it refuses a declared-id deployment it cannot serve exactly
-            report.summary += f"; but {refusal}"
-    elif refusal is not None:
-        report.summary += f"; {refusal}"
-    elif report.plugin_installed:
-        report.summary += ("; the sglang-eagle3-capture plugin is installed and feeds the manifest's ids instead "
-                           "(check the 'eagle3-capture:' log line at startup)")
-    else:
-        report.summary += "; install sglang-eagle3-capture (its SGLang plugin reads the manifest) or convert the draft"
-    return current, want

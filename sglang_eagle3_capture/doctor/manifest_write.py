@@ -1,15 +1,14 @@
-"""``manifest write``: a draft's ``eagle3_manifest.json`` from explicit layer ids and the target they refer to.
-
-Everything is checked first and the manifest written last, atomically, so a failing command leaves the draft as it
-was. config.json is rewritten only with ``fail_closed`` (docs/manifest.md); the value it held goes to
-``provenance.fail_closed``, which a ``force`` rewrite hands on, so the user's original value is never lost."""
+"""``manifest write``: a draft's ``eagle3_manifest.json`` from explicit layer ids and their target, checked first and
+written last, atomically. config.json is rewritten only with ``fail_closed`` (docs/manifest.md); the value it held goes
+to ``provenance.fail_closed``, which a ``force`` rewrite hands on, so the user's original value is never lost."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from ..core.checkpoint import fc_input_width, tensor_index, weights_present
 from ..core.config_keys import IDS_KEY, is_fail_closed, is_vllm_fail_closed
@@ -20,19 +19,12 @@ from ..core.target_config import load_target_config, target_dims
 from ..core.userfiles import is_directory, is_file, path_kind, read_bytes, write_file_atomic
 from .convert import metadata_text
 from .formats import load_draft_config
-from .readings import (
-    fail_closed_eagle_config_ids,
-    stock_on_supported,
-    stock_on_vllm,
-    vllm_fail_closed_ids,
-    with_stock_ids,
-)
+from .readings import fail_closed_eagle_config_ids as sglang_fail_closed_ids
+from .readings import stock_on_supported, stock_on_vllm, vllm_fail_closed_ids, with_stock_ids
 
 
 @dataclass(frozen=True)
 class Written:
-    """What ``manifest write`` wrote, and what it could check."""
-
     path: Path
     manifest: Manifest
     fc_checked: bool
@@ -42,16 +34,15 @@ class Written:
     def lines(self) -> list[str]:
         m = self.manifest
         checked = "fc width checked" if self.fc_checked else "no weights in DRAFT_DIR: fc width not checked"
-        out = [f"wrote {self.path}: layer ids {list(m.layer_ids)} for {m.target_architecture} "
-               f"({m.target_num_hidden_layers} layers, hidden {m.target_hidden_size}); {checked}"]
-        return out if self.note is None else [*out, self.note]
+        return [f"wrote {self.path}: layer ids {list(m.layer_ids)} for {m.target_architecture} "
+                f"({m.target_num_hidden_layers} layers, hidden {m.target_hidden_size}); {checked}",
+                *([] if self.note is None else [self.note])]
 
 
 def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target: str | Path, *,
                          source: str = "manual", note: str | None = None, force: bool = False,
                          fail_closed: bool = False, deepstack: str | None = None) -> Written:
-    """Check and write ``draft_dir``'s manifest; ``fail_closed``: also rewrite config.json where stock SGLang would
-    feed other layers. Raises an ``InputError`` naming the file."""
+    """``fail_closed``: also rewrite config.json where stock SGLang would feed other layers."""
     draft = Path(draft_dir)
     if not is_directory(draft, fix="pass the draft checkpoint directory"):
         raise InputError(draft, "DRAFT_DIR", "not a directory", "pass the draft checkpoint directory")
@@ -59,11 +50,13 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
     arch, n_layers, hidden = target_dims(target_cfg, str(target_file))
     check_target_bounds(arch, n_layers, hidden, str(target_file))
     path = manifest_path(draft)
-    kind = path_kind(path)
+    kind, earlier = path_kind(path), None
     if kind != "missing" and not force:
         raise InputError(path, "<file>", "already exists" + ("" if kind == "file" else f" ({kind})"),
                          "pass --force to overwrite it")
-    earlier = _earlier_fail_closed(path) if kind == "file" else None
+    with contextlib.suppress(Eagle3CaptureError):  # provenance.fail_closed of the manifest ``force`` replaces
+        earlier = read_manifest(path).provenance.get("fail_closed") if kind == "file" else None
+    earlier = dict(earlier) if isinstance(earlier, dict) else None
     provenance = metadata_text({"source": source, "convention": "layer-id", **({"note": note} if note else {}),
                                 **({"deepstack": deepstack} if deepstack else {}),
                                 **({"fail_closed": earlier} if earlier is not None else {})})
@@ -100,17 +93,7 @@ def write_draft_manifest(draft_dir: str | Path, layer_ids: Sequence[int], target
 _ORIGINAL = ("replaced_value", "replaced_num_aux_hidden_states", "source_value")
 
 
-def _earlier_fail_closed(path: Path) -> dict | None:
-    """``provenance.fail_closed`` of the manifest ``force`` replaces (None when it has none or cannot be read)."""
-    try:
-        record = read_manifest(path).provenance.get("fail_closed")
-    except Eagle3CaptureError:
-        return None
-    return dict(record) if isinstance(record, dict) else None
-
-
-@dataclass(frozen=True)
-class ConfigChange:
+class ConfigChange(NamedTuple):
     """What ``--fail-closed`` writes into config.json: the new document, what changes, why, and the replaced value."""
 
     config: dict
@@ -120,9 +103,8 @@ class ConfigChange:
 
 
 def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
-    """None when every supported stock SGLang release and vLLM runner feeds exactly the manifest's ids (or refuses
-    the draft), or there is nothing to change; else the change: ``eagle_config``'s ids for SGLang, the top-level ids
-    for vLLM (which reads them first; SGLang never does)."""
+    """None when every supported stock SGLang release and vLLM runner feeds the manifest's ids (or refuses the draft);
+    else ``eagle_config``'s ids for SGLang, the top-level ids for vLLM (which reads them first; SGLang never does)."""
     family = family_of(manifest.target_architecture)
     if family is None or not is_file(cfg_path, fix="replace it with the draft's config.json"):
         return None
@@ -140,7 +122,7 @@ def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
     if wrong:
         ec = cfg.get("eagle_config")
         ec = dict(ec) if isinstance(ec, dict) else {}
-        value = fail_closed_eagle_config_ids(ids, n, family=family)
+        value = sglang_fail_closed_ids(ids, n, family=family)
         new["eagle_config"] = with_stock_ids(ec, value.value)
         whats.append(f"eagle_config.{IDS_KEY} {_shown(ec.get(IDS_KEY))} -> {_shown(value.value)}")
         if is_fail_closed(value.value) and cfg.get("num_aux_hidden_states") is None:
@@ -163,14 +145,10 @@ def _config_change(cfg_path: Path, manifest: Manifest) -> ConfigChange | None:
         record.update({"top_level_field": IDS_KEY, "replaced_top_level_value": cfg.get(IDS_KEY),
                        "stock_vllm": wrong_vllm[-1].describe()})
     what = "; ".join(whats)
-    note = (f"{cfg_path} disagrees with the manifest: {'; '.join(notes)}; --fail-closed would set {what}, "
-            f"{'; '.join(outcomes)}")
-    return ConfigChange(new, what, note, record)
+    return ConfigChange(new, what, f"{cfg_path} disagrees with the manifest: {'; '.join(notes)}; --fail-closed would "
+                        f"set {what}, {'; '.join(outcomes)}", record)
 
 
 def _shown(value: Any) -> str:
-    if value is None:
-        return "absent"
-    if is_vllm_fail_closed(value):
-        return "the vLLM fail-closed value"
-    return "the fail-closed object" if is_fail_closed(value) else json.dumps(value)
+    return ("absent" if value is None else "the vLLM fail-closed value" if is_vllm_fail_closed(value) else
+            "the fail-closed object" if is_fail_closed(value) else json.dumps(value))

@@ -1,6 +1,6 @@
-"""What stock engines feed a draft's fc, as the doctor shows it, and the ``eagle_config`` ids that make stock
-SGLang feed a manifest's ids or refuse to start. One release's reading is
-:func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`, the one the plugin's refusal policy uses."""
+"""What stock engines feed a draft's fc, as the doctor shows it (one release's reading is
+:func:`sglang_eagle3_capture.core.stock.stock_sglang_capture`, as the plugin's policy uses it), and the ``eagle_config``
+ids that make stock SGLang feed a manifest's ids or refuse to start (docs/manifest.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ __all__ = ["engine_capture", "fail_closed_eagle_config_ids", "releases_label", "
 
 def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str, file: Any = None
                      ) -> list[tuple[tuple[str, ...], StockCapture]]:
-    """What every release in the table feeds, oldest first, consecutive releases that feed (and fail) the same
-    grouped: ``[((version, ...), StockCapture of the newest of them), ...]``."""
+    """``[((version, ...), newest's StockCapture), ...]``: consecutive releases that feed (and fail) alike grouped."""
     captures = [(r.version, stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=r, file=file))
                 for r in release_table.all_releases()]
     groups = [list(g) for _, g in groupby(captures, key=lambda vc: (vc[1].fed_layer_ids, vc[1].problem is None,
@@ -40,7 +39,6 @@ def stock_by_release(draft_config: Mapping, num_hidden_layers: int, *, family: F
 
 def stock_on_supported(draft_config: Mapping, num_hidden_layers: int, *, family: Family | str,
                        file: Any = None) -> list[StockCapture]:
-    """What each supported release, stock, makes of ``draft_config`` (oldest first)."""
     return [stock_sglang_capture(draft_config, num_hidden_layers, family=family, release=r, file=file)
             for r in release_table.all_releases() if r.supported]
 
@@ -52,13 +50,8 @@ def releases_label(versions: Sequence[str]) -> str:
 
 def stock_safe_eagle_config_ids(layer_ids: Sequence[int], *, family: Family | str,
                                 release: Release | str | None = None) -> list[int]:
-    """The ``eagle_config`` ids that make stock SGLang ``release`` feed ``layer_ids`` on ``family``, as far as it
-    can (captures arrive in ascending order; the loop never reaches layer N-1).
-
-    ``shift-if-first-is-1`` (DeepSeek, GLM-4.7-Flash): loop indices, with a leading 1 moved to the end, since SGLang
-    captures by membership in ascending loop order. ``always-shift`` and ``keep-if-max-is-N`` (GPT-OSS): the layer ids
-    themselves. ``final_norm`` has no stock expression: ``ValueError``. For example, ``[-1, 2, 30]`` on
-    ``deepseek_v2`` gives ``[0, 3, 31]``, and ``[0, 29, 57]`` gives ``[30, 58, 1]``."""
+    """The ``eagle_config`` ids that make stock ``release`` feed ``layer_ids``, as far as it can: the ids themselves
+    (always-shift, keep-if-max-is-N), else loop indices with a leading 1 moved last (SGLang captures by membership)."""
     if FINAL_NORM in layer_ids:
         raise ValueError(f"layer ids {list(layer_ids)}: no stock SGLang id list captures {FINAL_NORM!r}")
     rule = stock_rule(family, release)
@@ -72,11 +65,8 @@ def stock_safe_eagle_config_ids(layer_ids: Sequence[int], *, family: Family | st
 
 def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: int, *,
                                  family: Family | str) -> FailClosedIds:
-    """The ``eagle_config`` ids value that makes every supported stock SGLang release feed ``layer_ids`` exactly, in
-    their order, or refuse to start: :func:`stock_safe_eagle_config_ids` when every release feeds them exactly, else
-    :data:`~..core.config_keys.FAIL_CLOSED_IDS`. Inexpressible: a lone layer id 0 on DeepSeek, layer ``N-1`` (except
-    GPT-OSS), a non-ascending fc order, -1 where a release's loop crashes at the embedding, ids >= 0 where a loop
-    captures branch outputs (Gemma 3), and ``"final_norm"`` (no stock release captures the norm's output)."""
+    """:func:`stock_safe_eagle_config_ids` when every supported stock release then feeds ``layer_ids`` exactly, else
+    :data:`~..core.config_keys.FAIL_CLOSED_IDS` (refused at startup), with why."""
     fam = family_named(family)
     if FINAL_NORM in layer_ids:
         why = (f"no stock SGLang release captures the final norm's output ({FINAL_NORM!r}): every stock capture loop "
@@ -89,8 +79,7 @@ def fail_closed_eagle_config_ids(layer_ids: Sequence[int], num_hidden_layers: in
 
 
 def with_stock_ids(eagle_config: Any, value: Any) -> dict:
-    """``eagle_config`` (or None) holding ``value`` as its ids, every other key kept but the layer-id mark: the ids
-    are now what stock SGLang reads, so a mark left beside them would tell the plugin they are layer ids."""
+    """``eagle_config`` with ``value`` as its ids, minus the layer-id mark (it would say they are layer ids)."""
     out = {k: v for k, v in (eagle_config.items() if isinstance(eagle_config, Mapping) else ()) if k != CONVENTION_KEY}
     out[IDS_KEY] = value
     return out

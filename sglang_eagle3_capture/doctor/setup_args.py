@@ -1,9 +1,6 @@
-"""``inspect DRAFT --target T -- ARGS``: the launch_server arguments resolved as the server resolves them
-(SGLang's own ``prepare_server_args`` and ``ServerArgs.resolve_once``), read into the server's startup report
-(:mod:`sglang_eagle3_capture.observe.report`). SGLang is imported here only, and only when arguments are given.
-
-A draft or target path other than the ones inspected is refused, and so is a model path not on this machine
-(inspect runs offline). SGLang refusing the arguments, for any reason, is bad input: exit 2, its own message."""
+"""``inspect DRAFT --target T -- ARGS``: the launch_server arguments resolved as the server resolves them (SGLang's own
+parser, ``prepare_server_args``, ``ServerArgs.resolve_once``) into its startup report (docs/setup-report.md). Offline:
+another draft or target path, or a model path not on this machine, is refused; so is what SGLang refuses (exit 2)."""
 
 from __future__ import annotations
 
@@ -11,9 +8,8 @@ import argparse
 import contextlib
 import io
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from ..core import releases
 from ..core.errors import InputError, brief, cut, shown
@@ -25,24 +21,10 @@ DEVICE_FIX = ("; a launch without --device resolves for the accelerator SGLang f
               "server's --device after `--`")
 
 
-@dataclass
-class Resolved:
-    """The resolved ``ServerArgs``, what SGLang said while resolving, and the arguments it resolved."""
-
+class Resolved(NamedTuple):
     server_args: Any
-    notes: list[str]
-    argv: list[str] = field(default_factory=list)
-
-
-class _Notes(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if any(f in text for f in FIELDS):
-            self.lines.append(cut(shown(text), 300))
+    notes: list[str]  # SGLang's WARNINGs while resolving that name a reported field
+    argv: list[str]  # the arguments it resolved
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,16 +40,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def _sglang_speaking(notes: _Notes):
-    """While SGLang parses and resolves: its stderr kept (the last line is its parser's error) and its WARNINGs
-    noted (on SGLang's own logger, which ``prepare_server_args``'s ``basicConfig(force=True)`` leaves alone)."""
-    sglang_logger, err = logging.getLogger("sglang"), io.StringIO()
-    sglang_logger.addHandler(notes)
+def _sglang_speaking(notes: list[str]):
+    """While SGLang parses and resolves: its stderr kept (the last line is its parser's error), its WARNINGs that name
+    a field noted (on SGLang's own logger, which ``prepare_server_args``'s ``basicConfig(force=True)`` leaves alone)."""
+    def emit(record: logging.LogRecord) -> None:
+        if any(f in (text := record.getMessage()) for f in FIELDS):
+            notes.append(cut(shown(text), 300))
+
+    handler, err = logging.Handler(logging.WARNING), io.StringIO()
+    handler.emit = emit
+    logging.getLogger("sglang").addHandler(handler)
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             yield err
     finally:
-        sglang_logger.removeHandler(notes)
+        logging.getLogger("sglang").removeHandler(handler)
 
 
 @contextlib.contextmanager
@@ -83,8 +70,7 @@ def _root_logger_kept():
 
 
 def _merged(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
-    """``argv`` with its ``--config`` YAML merged as ``prepare_server_args`` merges it; releases without the merger
-    get ``argv`` as it is."""
+    """``argv`` with its ``--config`` YAML merged as ``prepare_server_args`` merges it (where the release can)."""
     if "--config" not in argv:
         return argv
     try:
@@ -114,16 +100,15 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], err: io.StringIO) -
         raise _refused(str(e)) from None
 
 
-def _same(a: str, b: str) -> bool:
-    return Path(a).resolve() == Path(b).resolve()
-
-
 def _with_paths(argv: list[str], given: argparse.Namespace, draft: str, target: str | None) -> list[str]:
     """``argv`` with ``DRAFT`` and ``--target`` as the draft and model paths where it names none."""
+    def same(a: str, b: str) -> bool:
+        return Path(a).resolve() == Path(b).resolve()
+
     argv = list(argv)
     if given.speculative_draft_model_path is None:
         argv += ["--speculative-draft-model-path", str(draft)]
-    elif not _same(given.speculative_draft_model_path, draft):
+    elif not same(given.speculative_draft_model_path, draft):
         raise InputError(None, "--speculative-draft-model-path", f"{brief(given.speculative_draft_model_path)} is not "
                          f"the draft being inspected ({brief(str(draft))})", "drop it after `--` (DRAFT is used) or "
                          "inspect that draft")
@@ -138,7 +123,7 @@ def _with_paths(argv: list[str], given: argparse.Namespace, draft: str, target: 
         raise InputError(None, "--model-path", f"{brief(model)} is not a path on this machine (a hub id?): inspect "
                          "resolves a launch offline and never downloads", "pass the model's local directory (e.g. "
                          "the snapshot `huggingface-cli download ID` prints) as --model-path or --target")
-    elif target_dir is not None and not _same(model, target_dir):
+    elif target_dir is not None and not same(model, target_dir):
         raise InputError(None, "--model-path", f"{brief(model)} is not the target being inspected "
                          f"({brief(target_dir)}): the server would load {brief(model)}", "drop --target (the "
                          "launch's --model-path is the target), or pass the same model to both")
@@ -148,7 +133,7 @@ def _with_paths(argv: list[str], given: argparse.Namespace, draft: str, target: 
 def resolve(argv: Sequence[str], draft: str, target: str | None) -> Resolved:
     from sglang.srt import server_args as sglang_server_args
 
-    notes = _Notes()
+    notes: list[str] = []
     parser = _parser()
     with _sglang_speaking(notes) as err:
         merged = _merged(list(argv), parser)
@@ -167,17 +152,7 @@ def resolve(argv: Sequence[str], draft: str, target: str | None) -> Resolved:
             raise InputError(None, "--", f"SGLang {releases.installed_sglang_version()} refuses the arguments: "
                              f"{type(e).__name__}: {cut(shown(e), 300)}",
                              FIX + (DEVICE_FIX if given.device is None else "")) from None
-    return Resolved(server_args, notes.lines, merged)
-
-
-def _context_length(server_args: Any) -> int | None:
-    """The context length the server's target ModelRunner runs; None where SGLang cannot build it here."""
-    from sglang.srt.configs.model_config import ModelConfig
-
-    try:
-        return ModelConfig.from_server_args(server_args).context_len
-    except Exception:  # noqa: BLE001 - the report shows it as not known, as the server's would without a runner
-        return None
+    return Resolved(server_args, notes, merged)
 
 
 def pp_indices() -> Any:
@@ -190,10 +165,15 @@ def pp_indices() -> Any:
 def setup_report(argv: Sequence[str], draft: str, target: str | None, *, plugin: bool) -> tuple[SetupReport, Any]:
     """The startup report SGLang would log for ``argv`` (resolved here), and the resolved ``ServerArgs``."""
     release = releases.installed_or_newest()
-    resolved = resolve(argv, draft, target)
-    sa = resolved.server_args
-    requested = None if release.resolution_record else requested_from_argv(type(sa), resolved.argv)
+    sa, notes, merged = resolve(argv, draft, target)
+    from sglang.srt.configs.model_config import ModelConfig
+
+    try:  # the context length the server's target ModelRunner runs
+        context_length = ModelConfig.from_server_args(sa).context_len
+    except Exception:  # noqa: BLE001 - not known, as the server's report would say without a runner
+        context_length = None
+    requested = None if release.resolution_record else requested_from_argv(type(sa), merged)
     facts = facts_from_server_args(sa, release, draft_path=getattr(sa, "speculative_draft_model_path", None),
                                    target_path=getattr(sa, "model_path", None), plugin_active=plugin,
-                                   context_length=_context_length(sa), requested=requested, notes=resolved.notes)
+                                   context_length=context_length, requested=requested, notes=notes)
     return build(facts), sa
