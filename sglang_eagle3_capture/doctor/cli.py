@@ -416,9 +416,6 @@ def _report_bug(exc: BaseException) -> int:
     return EXIT_BUG
 
 
-# --- where the output goes never decides the exit status ------------------------------------------------------------
-
-
 def _to_devnull(stream) -> None:
     """``stream``'s fd onto /dev/null, so nothing more written there fails (not even the flush at exit: status 120)."""
     # not a file descriptor (in-process use): the guard drops what follows
@@ -516,12 +513,10 @@ def _terminate(signum: int, _frame) -> None:
 def _signals_raise():
     """SIGTERM / SIGHUP raise :class:`Terminated` during the command (main thread, unless the caller ignores them)."""
     saved = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        try:
+    with contextlib.suppress(ValueError):  # not the main thread
+        for signum in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(signum) == signal.SIG_DFL:
                 saved[signum] = signal.signal(signum, _terminate)
-        except ValueError:  # not the main thread
-            break
     try:
         yield
     finally:

@@ -303,10 +303,14 @@ def _decide(report: InspectReport, refusal: str | None, plugin_ids: tuple[int, .
         if refusal and report.plugin_installed:  # it refuses a declared-id deployment it cannot serve exactly
             report.summary += f"; but {refusal}"
     elif report.manifest is not None:
-        report.summary += (f"; {refusal}" if refusal is not None else "; the sglang-eagle3-capture plugin is installed "
-                           "and feeds the manifest's ids instead (check the 'eagle3-capture:' log line at startup)"
-                           if report.plugin_installed else "; install sglang-eagle3-capture (its SGLang plugin reads "
-                           "the manifest) or convert the draft")
+        if refusal is not None:
+            report.summary += f"; {refusal}"
+        elif report.plugin_installed:
+            report.summary += ("; the sglang-eagle3-capture plugin is installed and feeds the manifest's ids instead "
+                               "(check the 'eagle3-capture:' log line at startup)")
+        else:
+            report.summary += ("; install sglang-eagle3-capture (its SGLang plugin reads the manifest) or convert "
+                               "the draft")
     if report.plugin_active and refusal is not None:
         report.verdict, report.summary = "refused", f"{refusal} (without the plugin: {report.summary})"
     elif report.plugin_active and plugin_ids is not None and tuple(plugin_ids) == tuple(declared.layer_ids):
