@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from fixtures.draft_train import aux_of  # noqa: E402
 from fixtures.language import EOS, SEP, Language, pad_batch  # noqa: E402
 from fixtures.samples import forward_states, load_target, make_batch  # noqa: E402
-from sglang_eagle3_capture.doctor.expected import Figures, Setting  # noqa: E402
+from sglang_eagle3_capture.doctor.expected import Figures, Setting, _walk  # noqa: E402
 from sglang_eagle3_capture.doctor.model import Eagle3Draft, eagle3_shift  # noqa: E402
 from sglang_eagle3_capture.doctor.rollout import accepted_drafts  # noqa: E402
 
@@ -80,8 +80,11 @@ def _figures(draft, batch, layer_ids, settings, rows=None) -> dict[Setting, dict
     starts = part["start_mask"][:, 1:].bool() if "start_mask" in part else mask
     out = {}
     for s, a in acc.items():
-        f = Figures(s)
-        f.add(a, starts)
+        f = Figures(s)  # as Figures.add, but a served walk begins only where ``starts`` allows
+        for n in _walk(torch.where(starts, a, -1)):
+            f.walk.record(n)
+        for n in a[a >= 0].tolist():
+            f.start.record(n)
         out[s] = f
     return out
 
