@@ -153,7 +153,8 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
     if ec is not None and CONVENTION_KEY in ec:
         if ec[CONVENTION_KEY] != LAYER_ID_CONVENTION:
             raise DeploymentError(d.config_file, f"eagle_config.{CONVENTION_KEY}", f"is {brief(ec[CONVENTION_KEY])}",
-                                  f"set it to {LAYER_ID_CONVENTION!r} (-1: embedding, k: layer k's output), or remove")
+                                  f"set it to {LAYER_ID_CONVENTION!r} (-1: embedding, k: layer k's output), "
+                                  "or remove it")
         marked = ec.get(IDS_KEY)
         if not isinstance(marked, list) or not all(is_layer_id(i) for i in marked):
             raise DeploymentError(d.config_file, cfg_field, f"expected a list of integer ids, got {brief(marked)}",
@@ -173,8 +174,8 @@ def declared_ids(d: Deployment, family: Family) -> tuple[tuple[int, ...], str, s
     mfile = str(m.path)
     if marked is not None and marked != m.layer_ids:
         raise DeploymentError(mfile, "layer_ids", f"is {list(m.layer_ids)} but {d.config_file} field '{cfg_field}' "
-                              f"is {list(marked)} (marked as layer ids)", "make them equal, or remove the ids from "
-                              "eagle_config")
+                              f"is {list(marked)} (marked as layer ids)", "make them equal (the manifest is what the "
+                              "fc was trained on), or remove the ids from eagle_config")
     if marked is None and ec is not None and IDS_KEY in ec and not fail_closed:
         stock = stock_sglang_capture({"eagle_config": dict(ec)}, d.num_hidden_layers, family=family, release=d.release,
                                      file=d.config_file)
