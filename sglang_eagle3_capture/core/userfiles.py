@@ -148,9 +148,11 @@ class _Refused(ValueError):
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict:
-    out, seen = dict(pairs), set()
-    if len(out) < len(pairs):  # the first key given a second time
-        raise _Refused(next(k for k, _ in pairs if k in seen or seen.add(k)), "given twice (duplicate key)")
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(key, "given twice (duplicate key)")
+        out[key] = value
     return out
 
 
