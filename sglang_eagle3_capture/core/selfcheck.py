@@ -249,13 +249,11 @@ class Session:
         for j, (lid, chunk) in enumerate(zip(ids, aux.split(width, dim=-1))):
             what = ("the embedding output" if lid == EMBEDDING_LAYER_ID else "the final norm's output"
                     if lid == FINAL_NORM else f"the output of decoder layer {lid}")
-            ref, f = self.refs.get(lid), self.check.family
+            ref = self.refs.get(lid)
             if ref is None:
-                site = (f.embed_tokens if lid == -1 else f"the final {f.final_norm}"
-                        if lid in (self.check.num_hidden_layers - 1, FINAL_NORM) else f"{f.layers}[{lid + 1}]")
                 problems.append(f"fc chunk {j} (layer id {lid}): no reference for {what} was taken in this "
                                 f"forward: none of the routes {list(self.check.routes)} fired at "
-                                f"{site} (this SGLang's kernels bypass the modules the check hooks)")
+                                f"{self._site(lid)} (this SGLang's kernels bypass the modules the check hooks)")
                 continue
             got, want = align_rows(chunk, ref, self.check.attn_tp())
             if got is None:
@@ -269,6 +267,15 @@ class Session:
                                 f"({ulps:.3g} ulp; allowed {'none' if ref.exact else f'{ULP_BOUND} ulp'}) against "
                                 f"{ref.route}{self._matches(chunk, lid)}")
         return problems
+
+    def _site(self, lid: Any) -> str:
+        """The module whose hook takes layer id ``lid``'s reference."""
+        f = self.check.family
+        if lid == EMBEDDING_LAYER_ID:
+            return f.embed_tokens
+        if lid in (self.check.num_hidden_layers - 1, FINAL_NORM):
+            return f"the final {f.final_norm}"
+        return f"{f.layers}[{lid + 1}]"
 
     def _matches(self, chunk: Any, lid: int) -> str:
         for other, ref in self.refs.items():
