@@ -5,13 +5,14 @@ vLLM lives in an environment of its own (``make setup-vllm``: ``tools/install_vl
 ``SGLANG_EAGLE3_CAPTURE_VLLM_PYTHON`` names (the Makefile sets it). Without it the tests fail naming the command: a
 skip would prove nothing.
 
-``run_vllm(runs, *, plugins, env=None, timeout=1200) -> list[dict]``: ``runs`` from :func:`vllm_run`, one after
-another in one worker process (each ``LLM`` spawns its engine and worker processes anew, so a run's ``env`` reaches
-them; the worker's import of vLLM, ~12 s, is paid once). ``plugins``: the ``VLLM_PLUGINS`` allowlist (``PLUGIN``, or
-``NO_PLUGINS``, a name matching no plugin); ``None`` leaves it unset (every installed plugin loads). Each result:
-``ok``, ``outputs`` (token ids per prompt), ``metrics`` (vLLM's own, ``LLM.get_metrics()``), ``error``, ``startup_s``,
-and ``spy``: the fc inputs the draft received (``EAGLE3_TEST_FC_SPY``, in call order) and ``errors``: this package's
-errors raised in vLLM's worker (``{"type", "file", "field"}``), both read from the run's own folder.
+``run_vllm(runs, *, plugins, env=None, timeout=1200) -> list[dict]``: ``runs`` from :func:`vllm_run`, one after another
+in one worker process (each ``LLM`` spawns its model worker process anew, so a run's ``env`` reaches it; the engine core
+runs in the worker script's process, :data:`CPU_ENV`; the script's import of vLLM is paid once). ``plugins``: the
+``VLLM_PLUGINS`` allowlist (``PLUGIN``, or ``NO_PLUGINS``, a name matching no plugin); ``None`` leaves it unset (every
+installed plugin loads). Each result: ``ok``, ``outputs`` (token ids per prompt), ``metrics`` (vLLM's own,
+``LLM.get_metrics()``), ``error``, ``startup_s``, and ``spy``: the fc inputs the draft received (``EAGLE3_TEST_FC_SPY``,
+in call order) and ``errors``: this package's errors raised in vLLM's worker (``{"type", "file", "field"}``), both read
+from the run's own folder.
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ PLUGIN = "eagle3_capture"  # pyproject.toml's vllm.general_plugins entry point n
 NO_PLUGINS = "__no_vllm_plugins__"
 MARK = "=== vllm_worker: run "  # the worker prints it before each run
 # vLLM on CPU: the KV cache in GiB (else it wants 0.92 of the node, v1/worker/cpu_worker.py:87), its messaging on
-# loopback (else the machine's address, v1/executor/multiproc_executor.py:152).
-CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_HOST_IP": "127.0.0.1"}
+# loopback (else the machine's address, v1/executor/multiproc_executor.py:152). The engine core runs in the worker
+# script's own process (InprocClient, v1/engine/llm_engine.py:170): one process start and one `import vllm` (about
+# 20 s on a 2-core machine) less per LLM. The model still runs in a worker process that the executor spawns
+# (vllm_worker.py asks for the "mp" backend, which vLLM's CPU platform would choose itself with the engine core in a
+# process of its own, platforms/cpu.py:334-341): the plugin patches the model runner there, as in a deployment.
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_HOST_IP": "127.0.0.1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 def vllm_python() -> str:

@@ -1,13 +1,13 @@
 """Run ``vllm.LLM`` several times in one process and write what each run produced (run with the vLLM environment's
 interpreter by tests/support/vllm_harness.py; never imported by the tests themselves).
 
-Usage: ``python vllm_worker.py JOB.json OUT.json``. ``JOB.json``: ``{"runs": [RUN, ...]}``, each ``RUN``:
-``{"name", "target", "draft" (or null: no speculation), "num_speculative_tokens", "prompts" (token-id lists),
-"max_tokens", "env" (set for this run: vLLM spawns its engine and worker processes per LLM, and they inherit it),
-"llm_kwargs"}``. ``OUT.json``: one entry per run: ``{"name", "ok", "outputs" (token-id lists), "metrics" (name ->
-value of vLLM's own counters from ``LLM.get_metrics()``), "startup_s", "generate_s", "error"}``. A run whose LLM
-fails (at startup or in a batch) records the exception and the worker goes on with the next run, after vLLM has shut
-that engine down.
+Usage: ``python vllm_worker.py JOB.json OUT.json``. ``JOB.json``: ``{"runs": [RUN, ...]}``, each ``RUN``: ``{"name",
+"target", "draft" (or null: no speculation), "num_speculative_tokens", "prompts" (token-id lists), "max_tokens", "env"
+(set for this run: the engine core runs in this process and reads it, and vLLM spawns the model's worker process per
+LLM, which inherits it), "llm_kwargs"}``. ``OUT.json``: one entry per run: ``{"name", "ok", "outputs" (token-id lists),
+"metrics" (name -> value of vLLM's own counters from ``LLM.get_metrics()``), "startup_s", "generate_s", "error"}``. A
+run whose LLM fails (at startup or in a batch) records the exception and the worker goes on with the next run, after
+vLLM has shut that engine down.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def run_one(run: dict) -> dict:
     llm = None
     try:
         kwargs = dict(model=run["target"], enforce_eager=True, dtype="float32", max_model_len=256,
-                      max_num_seqs=4, seed=0, disable_log_stats=False, skip_tokenizer_init=True)
+                      max_num_seqs=4, seed=0, disable_log_stats=False, skip_tokenizer_init=True,
+                      distributed_executor_backend="mp")  # the model in a spawned worker (vllm_harness.CPU_ENV)
         if run.get("draft"):
             kwargs["speculative_config"] = {"method": "eagle3", "model": run["draft"],
                                             "num_speculative_tokens": run.get("num_speculative_tokens", 2)}
